@@ -1,0 +1,119 @@
+/**
+ * What the episode machinery needs from wherever envs run. Only `sandbox/docker` knows dockerode;
+ * tests use a process-backed implementation of this same interface.
+ */
+
+export interface EnvResources {
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+}
+
+/** One env of the bundle, ready to deploy: its image already exists on the engine. */
+export interface EnvSpec {
+  /** the env's name in the manifest */
+  name: string;
+  /** image reference the engine has */
+  image: string;
+  port: number;
+  readyPath: string;
+  deployTimeoutMs: number;
+  resources: EnvResources;
+  environment: Record<string, string>;
+}
+
+export interface DeployRequest {
+  episodeId: string;
+  env: EnvSpec;
+  /** aborting stops the deploy, removes what it created, and rejects with an AbortError */
+  signal?: AbortSignal;
+}
+
+export interface EnvHandle {
+  episodeId: string;
+  /** where the server reaches the env, e.g. http://10.213.0.2:8000 */
+  baseUrl: string;
+  containerId: string;
+  networkId: string;
+}
+
+export interface EnvDiagnosis {
+  running: boolean;
+  exitCode: number | null;
+  oomKilled: boolean;
+  /** the last lines of the env's log (stdout and stderr) */
+  logTail: string;
+}
+
+export interface SweepResult {
+  containers: string[];
+  networks: string[];
+}
+
+export type SandboxFailureReason =
+  | 'deploy_timeout'
+  | 'image_unavailable'
+  | 'env_crashed'
+  | 'env_oom'
+  | 'engine_error';
+
+/** A deploy or engine failure, with what a person needs to act on it. */
+export class SandboxError extends Error {
+  override readonly name = 'SandboxError';
+  constructor(
+    readonly reason: SandboxFailureReason,
+    message: string,
+    readonly details: { exitCode?: number | null; logTail?: string } = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface ImageBuildRequest {
+  bundleName: string;
+  envName: string;
+  /** absolute path of the env's build context */
+  contextDir: string;
+  buildArgs: Record<string, string>;
+  /** one line of build output at a time */
+  onProgress?: (line: string) => void;
+}
+
+export interface Sandbox {
+  /** resolves when the engine answers; rejects with a SandboxError('engine_error') otherwise */
+  ping(): Promise<void>;
+  /**
+   * Builds the env image from its context unless an image with the content-hash tag
+   * `openenv-bundle/<bundle>-<env>:<12 hex>` already exists. Returns the tag.
+   */
+  buildImage(req: ImageBuildRequest): Promise<string>;
+  /** rejects with SandboxError('image_unavailable') when the engine does not have it */
+  checkImage(ref: string): Promise<void>;
+  /** network, container, readiness; a failed deploy leaves nothing behind */
+  deploy(req: DeployRequest): Promise<EnvHandle>;
+  /** state of the episode's env container, to explain a failure */
+  diagnose(handle: EnvHandle): Promise<EnvDiagnosis>;
+  /**
+   * Removes every container and network labelled with the episode (containers first).
+   * Idempotent: "not found" and "already in progress" are success. Safe to call concurrently.
+   */
+  teardown(episodeId: string): Promise<void>;
+  /** removes every container and network labelled with this server instance */
+  sweep(): Promise<SweepResult>;
+  /** episode ids that still own labelled resources on the engine (for the reconciler) */
+  listEpisodeIds(): Promise<string[]>;
+  /** episode networks this sandbox currently holds */
+  networksInUse(): number;
+  /** releases the client (no engine calls after this) */
+  close(): Promise<void>;
+}
+
+/** Label keys on every container and network this server creates, from the moment of creation. */
+export const LABELS = {
+  /** present on everything the bundle server manages */
+  managed: 'io.openenv.bundle-server',
+  instance: 'io.openenv.bundle-server.instance',
+  bundle: 'io.openenv.bundle-server.bundle',
+  episode: 'io.openenv.bundle-server.episode',
+  env: 'io.openenv.bundle-server.env',
+} as const;

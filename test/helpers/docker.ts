@@ -1,0 +1,63 @@
+/**
+ * Docker-backed tests are real tests: in CI (CI set) they must run, so a missing engine fails
+ * them; on a laptop without Docker they skip with a loud message.
+ */
+import { execFileSync } from 'node:child_process';
+import { describe, it } from 'vitest';
+
+function engineAnswers(): boolean {
+  try {
+    execFileSync('docker', ['info', '--format', '{{.ServerVersion}}'], { stdio: 'pipe', timeout: 15_000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const DOCKER_AVAILABLE = engineAnswers();
+export const IN_CI = Boolean(process.env.CI);
+
+/** the offline base image every test image builds FROM (see docker/make-local-node-base.sh) */
+export const LOCAL_NODE_IMAGE = process.env.OPENENV_TEST_NODE_IMAGE ?? 'openenv-local/node:20';
+export const TEST_BUILD_ARGS: Record<string, string> = { NODE_IMAGE: LOCAL_NODE_IMAGE };
+
+let warned = false;
+
+/** `describe` for suites that need a Docker engine. */
+export function describeDocker(name: string, fn: () => void): void {
+  if (DOCKER_AVAILABLE) {
+    describe(name, fn);
+    return;
+  }
+  if (IN_CI) {
+    describe(name, () => {
+      it('needs a Docker engine', () => {
+        throw new Error('CI is set but no Docker engine answers `docker info`: Docker tests must run in CI');
+      });
+    });
+    return;
+  }
+  if (!warned) {
+    warned = true;
+    console.warn('\n\n!!! NO DOCKER ENGINE: skipping every Docker-backed test suite. They run (and must pass) in CI. !!!\n');
+  }
+  describe.skip(`${name} [SKIPPED: no Docker engine]`, fn);
+}
+
+/** unique per test run, so parallel or leftover runs never touch each other's resources */
+export function uniqueInstance(prefix = 'test'): string {
+  return `${prefix}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** ids of containers (all states) and networks carrying a label, via the CLI (independent of our code) */
+export function labelledResources(label: string): { containers: string[]; networks: string[] } {
+  const out = (args: string[]) =>
+    execFileSync('docker', args, { encoding: 'utf8' })
+      .split('\n')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  return {
+    containers: out(['ps', '-aq', '--filter', `label=${label}`]),
+    networks: out(['network', 'ls', '-q', '--filter', `label=${label}`]),
+  };
+}
