@@ -1,0 +1,118 @@
+import type Dockerode from 'dockerode';
+import type { EnvSpec } from '../sandbox.js';
+import { isConflict, isNotFound, toSandboxError } from './errors.js';
+import { ownerLabels, resourceName, type Owner } from './labels.js';
+import type { EpisodeNetwork } from './networks.js';
+
+export const LOG_TAIL_LINES = 20;
+
+/**
+ * The env's container: on the episode network only, no published port, bounded memory, CPU and
+ * process count. Not auto-removed, so a crashed env can still be inspected and its log read.
+ */
+export async function createEnvContainer(
+  docker: Dockerode,
+  owner: Owner,
+  env: EnvSpec,
+  network: EpisodeNetwork,
+): Promise<Dockerode.Container> {
+  const environment = { ...env.environment, PORT: String(env.port) };
+  try {
+    return await docker.createContainer({
+      name: resourceName(owner.bundle, owner.env, owner.episode),
+      Image: env.image,
+      Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
+      Labels: ownerLabels(owner),
+      Tty: false,
+      AttachStdin: false,
+      AttachStdout: false,
+      AttachStderr: false,
+      HostConfig: {
+        NetworkMode: network.name,
+        Memory: env.resources.memoryMb * 1024 * 1024,
+        // equal to Memory: no swap on top of the limit, so "out of memory" means the limit
+        MemorySwap: env.resources.memoryMb * 1024 * 1024,
+        NanoCpus: Math.round(env.resources.cpus * 1e9),
+        PidsLimit: env.resources.pids,
+        AutoRemove: false,
+        RestartPolicy: { Name: 'no' },
+        PublishAllPorts: false,
+        Init: false,
+      },
+      NetworkingConfig: { EndpointsConfig: { [network.name]: {} } },
+    });
+  } catch (err) {
+    throw toSandboxError(err, `creating the container of env \`${env.name}\` from image ${env.image}`);
+  }
+}
+
+/** resolves once the container is gone; 404 (already gone) and 409 (removal in progress) count as done */
+export async function removeContainer(docker: Dockerode, containerId: string): Promise<void> {
+  try {
+    await docker.getContainer(containerId).remove({ force: true, v: true });
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return;
+    throw err;
+  }
+}
+
+/**
+ * A container without TTY sends its log multiplexed: frames of an 8-byte header (stream type,
+ * 3 zero bytes, big-endian payload length) and the payload. Stdout and stderr stay interleaved
+ * in the order the engine sent them.
+ */
+export function demuxLog(buf: Buffer): string {
+  const chunks: Buffer[] = [];
+  let offset = 0;
+  while (offset + 8 <= buf.length) {
+    const type = buf[offset];
+    const length = buf.readUInt32BE(offset + 4);
+    if (type === undefined || type > 2 || buf[offset + 1] !== 0 || buf[offset + 2] !== 0 || buf[offset + 3] !== 0) {
+      // not a multiplexed stream after all (a TTY container): take it as it is
+      return buf.toString('utf8');
+    }
+    chunks.push(buf.subarray(offset + 8, offset + 8 + length));
+    offset += 8 + length;
+  }
+  if (offset === 0 && buf.length > 0) return buf.toString('utf8');
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export function lastLines(text: string, n: number): string {
+  const lines = text.replace(/\n+$/, '').split('\n');
+  return lines.slice(-n).join('\n');
+}
+
+/** the last lines of the container's stdout and stderr; '' when it cannot be read */
+export async function logTail(docker: Dockerode, containerId: string, lines = LOG_TAIL_LINES): Promise<string> {
+  try {
+    const raw: unknown = await docker
+      .getContainer(containerId)
+      .logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false });
+    const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
+    return lastLines(demuxLog(buf), lines);
+  } catch {
+    return '';
+  }
+}
+
+export interface ContainerState {
+  running: boolean;
+  exitCode: number | null;
+  oomKilled: boolean;
+  ip: string | null;
+}
+
+export async function inspectState(docker: Dockerode, containerId: string, networkName?: string): Promise<ContainerState> {
+  const info = await docker.getContainer(containerId).inspect();
+  const s = info.State;
+  const started = s.Status !== 'created';
+  const networks = info.NetworkSettings?.Networks ?? {};
+  const endpoint = networkName !== undefined ? networks[networkName] : Object.values(networks)[0];
+  return {
+    running: s.Running,
+    exitCode: started && !s.Running ? s.ExitCode : null,
+    oomKilled: Boolean(s.OOMKilled),
+    ip: endpoint?.IPAddress ? endpoint.IPAddress : null,
+  };
+}

@@ -1,0 +1,198 @@
+/**
+ * Env images: tagged by a hash of their build context, so an unchanged context is never rebuilt
+ * and a changed one always is. The context is streamed to the engine as a tar archive.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { lstat, readdir, readlink, realpath } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import type Dockerode from 'dockerode';
+import * as tar from 'tar';
+import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
+import { engineMessage, isNotFound, toSandboxError } from './errors.js';
+
+interface ContextEntry {
+  /** posix path relative to the context */
+  rel: string;
+  abs: string;
+  type: 'file' | 'dir' | 'symlink';
+  mode: number;
+  linkTarget?: string;
+}
+
+function buildFailure(req: ImageBuildRequest, what: string): SandboxError {
+  return new SandboxError('image_unavailable', `cannot build the image of env \`${req.envName}\` from ${req.contextDir}: ${what}`);
+}
+
+/** every entry of the context, sorted; refuses links that leave it and anything but files, dirs and links */
+export async function listContext(req: ImageBuildRequest): Promise<ContextEntry[]> {
+  const root = await realpath(req.contextDir).catch(() => {
+    throw buildFailure(req, 'the folder does not exist');
+  });
+  const entries: ContextEntry[] = [];
+  const walk = async (absDir: string, relDir: string): Promise<void> => {
+    const names = (await readdir(absDir)).sort();
+    for (const name of names) {
+      const abs = path.join(absDir, name);
+      const rel = relDir ? `${relDir}/${name}` : name;
+      const st = await lstat(abs);
+      const mode = st.mode & 0o7777;
+      if (st.isSymbolicLink()) {
+        const target = await readlink(abs);
+        const resolved = await realpath(abs).catch(() => null);
+        const inside = resolved !== null && (resolved === root || resolved.startsWith(root + path.sep));
+        if (!inside || path.isAbsolute(target)) {
+          throw buildFailure(req, `symlink ${rel} points outside the build context or nowhere (${target})`);
+        }
+        entries.push({ rel, abs, type: 'symlink', mode, linkTarget: target });
+      } else if (st.isDirectory()) {
+        entries.push({ rel, abs, type: 'dir', mode });
+        await walk(abs, rel);
+      } else if (st.isFile()) {
+        entries.push({ rel, abs, type: 'file', mode });
+      } else {
+        throw buildFailure(req, `${rel} is neither a file, a folder nor a symlink`);
+      }
+    }
+  };
+  await walk(root, '');
+  if (!entries.some((e) => e.rel === 'Dockerfile' && e.type === 'file')) throw buildFailure(req, 'it has no Dockerfile');
+  return entries.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
+}
+
+/** sha256 over sorted paths, types, modes, contents (or link targets) and the build args */
+export async function contextDigest(entries: ContextEntry[], buildArgs: Record<string, string>): Promise<string> {
+  const h = createHash('sha256');
+  for (const e of entries) {
+    h.update(`${e.type}\0${e.rel}\0${e.mode.toString(8)}\0`);
+    if (e.type === 'symlink') h.update(`${e.linkTarget}\0`);
+    if (e.type === 'file') {
+      for await (const chunk of createReadStream(e.abs)) h.update(chunk as Buffer);
+      h.update('\0');
+    }
+  }
+  const args = Object.keys(buildArgs)
+    .sort()
+    .map((k) => [k, buildArgs[k]]);
+  h.update(`buildargs\0${JSON.stringify(args)}`);
+  return h.digest('hex');
+}
+
+/** Docker repository names are lowercase [a-z0-9._-] components */
+function repoComponent(s: string): string {
+  return s.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '') || 'x';
+}
+
+export function imageTag(bundleName: string, envName: string, digest: string): string {
+  return `openenv-bundle/${repoComponent(bundleName)}-${repoComponent(envName)}:${digest.slice(0, 12)}`;
+}
+
+export async function imageExists(docker: Dockerode, ref: string): Promise<boolean> {
+  try {
+    await docker.getImage(ref).inspect();
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw toSandboxError(err, `inspecting image ${ref}`);
+  }
+}
+
+export async function checkImage(docker: Dockerode, ref: string): Promise<void> {
+  if (!(await imageExists(docker, ref))) {
+    throw new SandboxError('image_unavailable', `the Docker engine has no image ${ref}: build or pull it first`);
+  }
+}
+
+interface BuildLine {
+  stream?: string;
+  status?: string;
+  progress?: string;
+  error?: string;
+  errorDetail?: { message?: string; code?: number };
+  aux?: unknown;
+}
+
+/**
+ * Reads the engine's build output (JSON objects, one a line). A failed step arrives as a line with
+ * `error`/`errorDetail` on a stream that otherwise ends normally: returns its message, or null.
+ */
+export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (line: string) => void): Promise<string | null> {
+  let buffered = '';
+  let failure: string | null = null;
+  const handle = (raw: string) => {
+    const text = raw.trim();
+    if (!text) return;
+    let msg: BuildLine;
+    try {
+      msg = JSON.parse(text) as BuildLine;
+    } catch {
+      onLine(text);
+      return;
+    }
+    if (msg.error !== undefined || msg.errorDetail !== undefined) {
+      failure ??= (msg.errorDetail?.message ?? msg.error ?? 'unknown build error').trim();
+      onLine(`ERROR: ${failure}`);
+      return;
+    }
+    const out = msg.stream ?? (msg.status !== undefined ? `${msg.status}${msg.progress ? ` ${msg.progress}` : ''}` : undefined);
+    if (out === undefined) return;
+    for (const line of out.split(/\r?\n/)) if (line.trim()) onLine(line.trimEnd());
+  };
+  for await (const chunk of stream as AsyncIterable<Buffer | string>) {
+    buffered += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      handle(buffered.slice(0, nl));
+      buffered = buffered.slice(nl + 1);
+    }
+  }
+  handle(buffered);
+  return failure;
+}
+
+/** builds unless the content-hash tag exists; concurrent calls for one tag share `inflight` */
+export async function buildEnvImage(
+  docker: Dockerode,
+  req: ImageBuildRequest,
+  inflight: Map<string, Promise<string>>,
+): Promise<string> {
+  const entries = await listContext(req);
+  const tag = imageTag(req.bundleName, req.envName, await contextDigest(entries, req.buildArgs));
+  const running = inflight.get(tag);
+  if (running) return running;
+  const p = (async () => {
+    if (await imageExists(docker, tag)) {
+      req.onProgress?.(`image ${tag} is up to date`);
+      return tag;
+    }
+    req.onProgress?.(`building ${tag} from ${req.contextDir}`);
+    const pack = tar.c({ cwd: req.contextDir, portable: true, noDirRecurse: true, follow: false }, entries.map((e) => e.rel));
+    const context = Readable.from(pack as AsyncIterable<Buffer>);
+    let output: NodeJS.ReadableStream;
+    try {
+      output = await docker.buildImage(context, {
+        t: tag,
+        buildargs: req.buildArgs,
+        labels: { [LABELS.managed]: '1', [LABELS.bundle]: req.bundleName, [LABELS.env]: req.envName },
+        rm: true,
+        forcerm: true,
+      });
+    } catch (err) {
+      if (typeof err === 'object' && err !== null && 'statusCode' in err) {
+        throw buildFailure(req, `the engine refused the build: ${engineMessage(err)}`);
+      }
+      throw toSandboxError(err, `building image ${tag}`);
+    }
+    const failure = await followBuildOutput(output, (line) => req.onProgress?.(line));
+    if (failure !== null) throw buildFailure(req, failure);
+    if (!(await imageExists(docker, tag))) throw buildFailure(req, `the build ended without error but the engine has no image ${tag}`);
+    return tag;
+  })();
+  inflight.set(tag, p);
+  try {
+    return await p;
+  } finally {
+    inflight.delete(tag);
+  }
+}

@@ -1,0 +1,75 @@
+import type Dockerode from 'dockerode';
+import { engineMessage, isNotFound, isPoolOverlap, toSandboxError } from './errors.js';
+import { ownerLabels, resourceName, type Owner } from './labels.js';
+import type { SandboxLogger } from './logger.js';
+import type { Subnet, SubnetPool } from './subnet-pool.js';
+
+export interface EpisodeNetwork {
+  id: string;
+  name: string;
+  subnet: Subnet;
+}
+
+/**
+ * An internal bridge (no route out, none to other episodes) on a subnet of our own pool. The
+ * subnet stays held by the episode even when creation fails in a way that leaves doubt; whoever
+ * cleans up the episode releases it once no network of the episode is left on the engine.
+ */
+export async function createEpisodeNetwork(
+  docker: Dockerode,
+  pool: SubnetPool,
+  owner: Owner,
+  log: SandboxLogger,
+): Promise<EpisodeNetwork> {
+  for (let attempt = 0; attempt < pool.capacity; attempt++) {
+    const subnet = pool.acquire(owner.episode);
+    const name = resourceName(owner.bundle, owner.env, owner.episode);
+    try {
+      const network = await docker.createNetwork({
+        Name: name,
+        Driver: 'bridge',
+        Internal: true,
+        CheckDuplicate: true,
+        IPAM: { Driver: 'default', Config: [{ Subnet: subnet.cidr, Gateway: subnet.gateway }] },
+        Labels: ownerLabels(owner),
+      });
+      return { id: network.id, name, subnet };
+    } catch (err) {
+      if (isPoolOverlap(err)) {
+        log.debug({ subnet: subnet.cidr, episode: owner.episode }, 'subnet used by another network on the engine; trying the next');
+        pool.markForeign(owner.episode);
+        continue;
+      }
+      throw toSandboxError(err, `creating the network of episode ${owner.episode} on ${subnet.cidr}`);
+    }
+  }
+  throw toSandboxError(new Error(`every subnet of ${pool.description} overlaps another network`), 'creating an episode network');
+}
+
+export async function connectToNetwork(docker: Dockerode, networkId: string, containerId: string): Promise<void> {
+  try {
+    await docker.getNetwork(networkId).connect({ Container: containerId });
+  } catch (err) {
+    throw toSandboxError(err, `connecting the server's container ${containerId.slice(0, 12)} to an episode network`);
+  }
+}
+
+/** already disconnected, or container or network gone: all fine */
+export async function disconnectFromNetwork(docker: Dockerode, networkId: string, containerId: string): Promise<void> {
+  try {
+    await docker.getNetwork(networkId).disconnect({ Container: containerId, Force: true });
+  } catch (err) {
+    if (isNotFound(err) || /is not connected|not found|no such/i.test(engineMessage(err))) return;
+    throw err;
+  }
+}
+
+/** resolves once the network is gone; a 404 means someone else already removed it */
+export async function removeNetwork(docker: Dockerode, networkId: string): Promise<void> {
+  try {
+    await docker.getNetwork(networkId).remove();
+  } catch (err) {
+    if (isNotFound(err)) return;
+    throw err;
+  }
+}

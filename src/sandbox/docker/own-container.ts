@@ -1,0 +1,41 @@
+/**
+ * When the server itself runs in a container (the engine's socket mounted), it reaches an env only
+ * after joining the env's episode network; for that it needs its own container id.
+ */
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import type Dockerode from 'dockerode';
+
+const FULL_ID = /\b([0-9a-f]{64})\b/g;
+
+async function readOr(file: string): Promise<string> {
+  return readFile(file, 'utf8').catch(() => '');
+}
+
+/** candidate ids, most trustworthy first: the engine bind-mounts /etc/hostname etc. from /var/lib/docker/containers/<id>/ */
+export async function ownContainerIdCandidates(files = { mountinfo: '/proc/self/mountinfo', cgroup: '/proc/self/cgroup' }, hostname = os.hostname()): Promise<string[]> {
+  const out: string[] = [];
+  const mountinfo = await readOr(files.mountinfo);
+  for (const line of mountinfo.split('\n')) {
+    const m = /\/containers\/([0-9a-f]{64})\//.exec(line);
+    if (m?.[1]) out.push(m[1]);
+  }
+  for (const m of (await readOr(files.cgroup)).matchAll(FULL_ID)) if (m[1]) out.push(m[1]);
+  // Docker's default hostname is the 12-hex short id.
+  if (/^[0-9a-f]{12}$/.test(hostname)) out.push(hostname);
+  return [...new Set(out)];
+}
+
+/** the full id of the container this process runs in, confirmed by the engine; null when not in one */
+export async function detectOwnContainerId(docker: Dockerode): Promise<string | null> {
+  for (const candidate of await ownContainerIdCandidates()) {
+    try {
+      const info = await docker.getContainer(candidate).inspect();
+      // inspect also resolves names: accept only an id that is really this candidate's
+      if (info.Id.startsWith(candidate) && info.State.Running) return info.Id;
+    } catch {
+      // not a container of this engine
+    }
+  }
+  return null;
+}

@@ -1,0 +1,94 @@
+/**
+ * Wait strategy: an env is ready when `GET <readyPath>` answers 200. Polled from the server's own
+ * network position (the host, or the server's container attached to the episode network), racing
+ * the container's exit and the deploy deadline.
+ */
+import http from 'node:http';
+import { abortError } from './errors.js';
+import { sleep } from './retry.js';
+
+export type ReadyOutcome =
+  | { kind: 'ready'; probes: number }
+  | { kind: 'exited'; exitCode: number }
+  | { kind: 'timeout'; lastAnswer: string };
+
+export interface ProbeResult {
+  ok: boolean;
+  /** what the last probe got: an HTTP status or a socket error code */
+  answer: string;
+}
+
+export function probeHttp(url: string, timeoutMs: number, signal?: AbortSignal): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (r: ProbeResult) => {
+      if (settled) return;
+      settled = true;
+      resolve(r);
+    };
+    let req: http.ClientRequest;
+    try {
+      req = http.get(url, { agent: false, timeout: timeoutMs, signal, headers: { connection: 'close' } }, (res) => {
+        res.resume();
+        res.on('error', () => {});
+        done({ ok: res.statusCode === 200, answer: `HTTP ${res.statusCode}` });
+      });
+    } catch (err) {
+      done({ ok: false, answer: (err as Error).message });
+      return;
+    }
+    req.on('timeout', () => {
+      req.destroy();
+      done({ ok: false, answer: `no answer within ${timeoutMs} ms` });
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => done({ ok: false, answer: err.code ?? err.message }));
+  });
+}
+
+export interface WaitForHttpOptions {
+  url: string;
+  /** epoch ms */
+  deadline: number;
+  /** settles with the exit code when the container stops running */
+  exited: Promise<number>;
+  signal: AbortSignal;
+  now?: () => number;
+  /** longest single probe */
+  probeTimeoutMs?: number;
+}
+
+export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcome> {
+  const now = opts.now ?? Date.now;
+  const stop = new AbortController();
+  let exitCode: number | undefined;
+  opts.exited.then(
+    (code) => {
+      exitCode = code;
+      stop.abort();
+    },
+    () => {},
+  );
+  const onAbort = () => stop.abort();
+  opts.signal.addEventListener('abort', onAbort, { once: true });
+  const deadlineTimer = setTimeout(() => stop.abort(), Math.max(0, opts.deadline - now()));
+  let lastAnswer = 'no probe yet';
+  let delay = 25;
+  let probes = 0;
+  try {
+    for (;;) {
+      if (opts.signal.aborted) throw abortError(opts.signal.reason);
+      if (exitCode !== undefined) return { kind: 'exited', exitCode };
+      const left = opts.deadline - now();
+      if (left <= 0) return { kind: 'timeout', lastAnswer };
+      probes++;
+      const r = await probeHttp(opts.url, Math.min(opts.probeTimeoutMs ?? 2000, left), stop.signal);
+      if (r.ok) return { kind: 'ready', probes };
+      if (!stop.signal.aborted) lastAnswer = r.answer;
+      await sleep(delay, stop.signal).catch(() => {});
+      delay = Math.min(delay * 1.5, 250);
+    }
+  } finally {
+    clearTimeout(deadlineTimer);
+    opts.signal.removeEventListener('abort', onAbort);
+  }
+}
