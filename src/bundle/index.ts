@@ -1,0 +1,35 @@
+/** The bundle: its format (schemas), loading and validation, and archive extraction. */
+export { BundleError, MAX_REPORTED_ISSUES, formatIssue, type BundleIssue } from './errors.js';
+export {
+  END_TURN,
+  EnvManifestSchema,
+  EnvResourcesSchema,
+  ManifestSchema,
+  TaskLineSchema,
+  TaskRowSchema,
+  ToolSpecSchema,
+  ToolsetSchema,
+  type EnvManifest,
+  type Manifest,
+  type TaskLine,
+  type TaskRow,
+  type ToolSpec,
+  type Toolset,
+} from './schema.js';
+export {
+  DEFAULT_MAX_BYTES,
+  DEFAULT_MAX_ENTRIES,
+  extractBundleArchive,
+  type ExtractOptions,
+  type ExtractedBundle,
+} from './archive.js';
+export {
+  END_TURN_TOOL,
+  contextDir,
+  loadBundle,
+  readmeSummary,
+  taskRow,
+  type LoadOptions,
+  type LoadedBundle,
+  type Task,
+} from './loader.js';

@@ -1,0 +1,342 @@
+/**
+ * Loads a bundle (a folder, or a .tar.gz of one) and validates all of it up front: the manifest,
+ * every task row, and the cross-references between them. The server refuses to start on an
+ * invalid bundle rather than failing an episode later (BUNDLE.md).
+ */
+import { createReadStream } from 'node:fs';
+import { readFile, realpath, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { extractBundleArchive, looksLikeGzip, type ExtractOptions } from './archive.js';
+import { BundleError, IssueCollector } from './errors.js';
+import {
+  END_TURN,
+  ManifestSchema,
+  TaskLineSchema,
+  toBundleIssues,
+  type EnvManifest,
+  type Manifest,
+  type TaskLine,
+  type TaskRow,
+  type ToolSpec,
+} from './schema.js';
+
+/** A task of the bundle: its row, where it sits, and its max_turns resolved against the manifest. */
+export type Task = Omit<TaskLine, 'max_turns'> & {
+  split: string;
+  /** 0-based line number in the split's file */
+  index: number;
+  /** the row's max_turns, else the manifest's */
+  max_turns: number;
+};
+
+export interface LoadedBundle {
+  /** absolute real path of the folder holding bundle.json */
+  dir: string;
+  /** the validated manifest, defaults filled in; `description` falls back to README's first line */
+  manifest: Manifest;
+  /** the manifest's description, else README.md's first non-empty line */
+  description: string;
+  /** README.md's full text ("" when there is none) */
+  readme: string;
+  splits: Record<string, Task[]>;
+  splitCounts: Record<string, number>;
+  byId: Map<string, Task>;
+  /** each toolset's tools, END_TURN_TOOL last */
+  toolsets: Record<string, ToolSpec[]>;
+  task(split: string, index: number): Task | undefined;
+  envOf(task: Task): { name: string; spec: EnvManifest };
+  /** removes the temporary folder of an extracted archive; a no-op for a folder; idempotent */
+  cleanup(): Promise<void>;
+}
+
+export type LoadOptions = ExtractOptions;
+
+const deepFreeze = <T>(o: T): T => {
+  if (typeof o === 'object' && o !== null) {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+};
+
+/** Offered by every task beside its toolset (PROTOCOL.md §4). */
+export const END_TURN_TOOL: ToolSpec = deepFreeze({
+  name: END_TURN,
+  description: "End the current turn. Its result is the next turn's prompt; after the last turn the episode is scored.",
+  input_schema: {
+    type: 'object',
+    properties: { answer: { type: 'string', description: 'your answer for this turn (optional)' } },
+    additionalProperties: false,
+  },
+});
+
+/** The task as served by /tasks (PROTOCOL.md §3). `data` and `meta` stay private: data may hold the answer. */
+export function taskRow(task: Task): TaskRow {
+  return {
+    task_id: task.task_id,
+    split: task.split,
+    index: task.index,
+    toolset: task.toolset,
+    messages: [
+      { role: 'system', content: task.system_prompt },
+      // turns is validated non-empty at load
+      { role: 'user', content: task.turns[0] ?? '' },
+    ],
+    turns: task.turns.length,
+    max_turns: task.max_turns,
+  };
+}
+
+/** Absolute path of an env's build context, or null for an env given as an `image`. */
+export function contextDir(bundle: Pick<LoadedBundle, 'dir' | 'manifest'>, envName: string): string | null {
+  if (!Object.hasOwn(bundle.manifest.envs, envName)) throw new Error(`bundle ${bundle.manifest.name} has no env ${JSON.stringify(envName)}`);
+  const spec = bundle.manifest.envs[envName];
+  if (spec?.build === undefined) return null;
+  return path.resolve(bundle.dir, spec.build);
+}
+
+/**
+ * Loads and validates a bundle folder, or a .tar.gz / .tgz archive of one (extracted into a
+ * private temporary folder that `cleanup()` removes, and that is removed at process exit).
+ * Throws a BundleError listing every problem found (up to 20 spelled out).
+ */
+export async function loadBundle(pathOrArchive: string, options: LoadOptions = {}): Promise<LoadedBundle> {
+  const st = await stat(pathOrArchive).catch(() => null);
+  if (st === null) throw new BundleError({ file: pathOrArchive, message: 'no such folder or file' });
+  if (st.isDirectory()) return loadFolder(pathOrArchive, `bundle ${pathOrArchive}`, async () => {});
+  if (!st.isFile() || !(await looksLikeGzip(pathOrArchive))) {
+    throw new BundleError({ file: pathOrArchive, message: 'expected a bundle folder or a .tar.gz archive of one' });
+  }
+  const extracted = await extractBundleArchive(pathOrArchive, options);
+  try {
+    return await loadFolder(extracted.dir, `bundle ${pathOrArchive}`, extracted.cleanup);
+  } catch (err) {
+    await extracted.cleanup();
+    throw err;
+  }
+}
+
+/** `rel`'s real path when it exists and stays inside `root` (a real path), else why not. */
+async function resolveInside(root: string, rel: string): Promise<{ real: string } | { problem: string }> {
+  let real: string;
+  try {
+    real = await realpath(path.resolve(root, rel));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { problem: code === 'ENOENT' ? 'not found' : `cannot be read (${code ?? String(err)})` };
+  }
+  if (real !== root && !real.startsWith(root + path.sep)) return { problem: 'resolves outside the bundle folder' };
+  return { real };
+}
+
+/** "line L" of a JSON.parse error, when V8's message gives a position. */
+function jsonErrorLine(text: string, err: unknown): number | undefined {
+  const m = /at position (\d+)/.exec((err as Error).message);
+  if (!m?.[1]) return undefined;
+  const pos = Number(m[1]);
+  let line = 1;
+  for (let i = 0; i < pos && i < text.length; i++) if (text.charCodeAt(i) === 10) line++;
+  return line;
+}
+
+async function readManifest(dir: string, context: string): Promise<Manifest> {
+  const where = await resolveInside(dir, 'bundle.json');
+  if ('problem' in where) {
+    throw new BundleError({ file: 'bundle.json', message: `${where.problem}; a bundle folder holds bundle.json at its root` }, context);
+  }
+  const text = await readFile(where.real, 'utf8');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    const line = jsonErrorLine(text, err);
+    const issue = { file: 'bundle.json', message: `invalid JSON (${(err as Error).message})` };
+    throw new BundleError(line === undefined ? issue : { ...issue, line }, context);
+  }
+  const parsed = ManifestSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issues = toBundleIssues(parsed.error, raw, 'bundle.json');
+    throw new BundleError(issues, context, issues.length);
+  }
+  return parsed.data;
+}
+
+async function readReadme(dir: string): Promise<string> {
+  const where = await resolveInside(dir, 'README.md');
+  if ('problem' in where) return '';
+  return readFile(where.real, 'utf8');
+}
+
+/** README.md's first non-empty line, without its leading `#`s. */
+export function readmeSummary(readme: string): string {
+  for (const line of readme.split(/\r?\n/)) {
+    const text = line.replace(/^\s*#+/, '').trim();
+    if (text !== '') return text;
+  }
+  return '';
+}
+
+async function loadFolder(given: string, context: string, cleanup: () => Promise<void>): Promise<LoadedBundle> {
+  const dir = await realpath(given);
+  const manifest = await readManifest(dir, context);
+  const readme = await readReadme(dir);
+  const issues = new IssueCollector();
+
+  const description = manifest.description ?? readmeSummary(readme);
+  if (description === '') {
+    issues.add({
+      file: 'bundle.json',
+      field: 'description',
+      message: 'expected a description, here or as the first line of README.md; found neither',
+    });
+  }
+
+  for (const [name, env] of Object.entries(manifest.envs)) {
+    if (env.build === undefined) continue;
+    const field = `envs.${name}.build`;
+    const where = await resolveInside(dir, env.build);
+    if ('problem' in where) {
+      issues.add({ file: 'bundle.json', field, message: `expected a folder of the bundle holding a Dockerfile, but ${JSON.stringify(env.build)} ${where.problem}` });
+      continue;
+    }
+    if (!(await stat(where.real)).isDirectory()) {
+      issues.add({ file: 'bundle.json', field, message: `expected a folder holding a Dockerfile, got the file ${JSON.stringify(env.build)}` });
+    } else if ((await stat(path.join(where.real, 'Dockerfile')).catch(() => null))?.isFile() !== true) {
+      issues.add({ file: 'bundle.json', field, message: `expected a folder holding a Dockerfile, but ${JSON.stringify(env.build)} has none` });
+    }
+  }
+
+  const loader = new TaskLoader(manifest, issues);
+  for (const [split, rel] of Object.entries(manifest.splits)) {
+    const where = await resolveInside(dir, rel);
+    if ('problem' in where) {
+      issues.add({ file: 'bundle.json', field: `splits.${split}`, message: `expected a JSONL file of tasks, but ${JSON.stringify(rel)} ${where.problem}` });
+      loader.splits[split] = [];
+      continue;
+    }
+    await loader.readSplit(split, rel, where.real);
+  }
+  const defaultTasks = loader.splits[manifest.default_split];
+  if (defaultTasks !== undefined && defaultTasks.length === 0 && issues.empty) {
+    // A reset without a task picks one of the default split: it cannot be empty.
+    issues.add({ file: manifest.splits[manifest.default_split] ?? 'bundle.json', message: `the default split "${manifest.default_split}" has no tasks` });
+  }
+  issues.throwIfAny(context);
+
+  const { splits, byId } = loader;
+  const splitCounts = Object.fromEntries(Object.entries(splits).map(([k, v]) => [k, v.length]));
+  const toolsets = Object.fromEntries(
+    Object.entries(manifest.toolsets).map(([name, ts]) => [name, [...ts.tools, END_TURN_TOOL]]),
+  );
+  return {
+    dir,
+    manifest: { ...manifest, description },
+    description,
+    readme,
+    splits,
+    splitCounts,
+    byId,
+    toolsets,
+    task(split, index) {
+      if (!Object.hasOwn(splits, split) || !Number.isInteger(index) || index < 0) return undefined;
+      return splits[split]?.[index];
+    },
+    envOf(task) {
+      const toolset = Object.hasOwn(manifest.toolsets, task.toolset) ? manifest.toolsets[task.toolset] : undefined;
+      const spec = toolset && Object.hasOwn(manifest.envs, toolset.env) ? manifest.envs[toolset.env] : undefined;
+      if (!toolset || !spec) throw new Error(`task ${JSON.stringify(task.task_id)} is not a task of bundle ${manifest.name}`);
+      return { name: toolset.env, spec };
+    },
+    cleanup,
+  };
+}
+
+/** Reads split files into tasks, checking each row and the rows against each other. */
+class TaskLoader {
+  readonly splits: Record<string, Task[]> = {};
+  readonly byId = new Map<string, Task>();
+  /** where each task_id was first seen, for duplicate messages */
+  private readonly firstSeen = new Map<string, string>();
+  private readonly toolsetNames: string;
+
+  constructor(
+    private readonly manifest: Manifest,
+    private readonly issues: IssueCollector,
+  ) {
+    this.toolsetNames = Object.keys(manifest.toolsets).join(', ');
+  }
+
+  async readSplit(split: string, file: string, real: string): Promise<void> {
+    const tasks: Task[] = [];
+    this.splits[split] = tasks;
+    const lines = createInterface({ input: createReadStream(real, { encoding: 'utf8' }), crlfDelay: Infinity });
+    let line = 0;
+    let index = 0;
+    // A task's index is its line number, so a blank line between tasks would silently shift every
+    // later index: only blank lines at the end of the file (a trailing newline or two) are allowed.
+    let blankSince: number | undefined;
+    for await (let text of lines) {
+      line++;
+      if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+      if (text.trim() === '') {
+        blankSince ??= line;
+        continue;
+      }
+      if (blankSince !== undefined) {
+        this.issues.add({
+          file,
+          line: blankSince,
+          message: "blank line between tasks: a task's index is its line number, so blank lines may only end the file",
+        });
+        blankSince = undefined;
+      }
+      this.readRow(split, file, line, index++, text, tasks);
+    }
+  }
+
+  private readRow(split: string, file: string, line: number, index: number, text: string, tasks: Task[]): void {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      this.issues.add({ file, line, message: `invalid JSON (${(err as Error).message})` });
+      return;
+    }
+    const parsed = TaskLineSchema.safeParse(raw);
+    if (!parsed.success) {
+      for (const issue of toBundleIssues(parsed.error, raw, file, line)) this.issues.add(issue);
+      return;
+    }
+    const row = parsed.data;
+    let ok = true;
+    if (!Object.hasOwn(this.manifest.toolsets, row.toolset)) {
+      ok = false;
+      this.issues.add({
+        file,
+        line,
+        field: 'toolset',
+        message: `expected one of the declared toolsets (${this.toolsetNames}), got ${JSON.stringify(row.toolset)}`,
+      });
+    }
+    if (row.max_turns === undefined && row.turns.length > this.manifest.max_turns) {
+      ok = false;
+      this.issues.add({
+        file,
+        line,
+        field: 'turns',
+        message: `${row.turns.length} turns, more than bundle.json's max_turns (${this.manifest.max_turns}); give the task a max_turns ≥ ${row.turns.length}`,
+      });
+    }
+    const first = this.firstSeen.get(row.task_id);
+    if (first !== undefined) {
+      this.issues.add({ file, line, field: 'task_id', message: `duplicate task_id ${JSON.stringify(row.task_id)}, first defined at ${first}` });
+      return;
+    }
+    this.firstSeen.set(row.task_id, `${file} line ${line}`);
+    if (!ok) return;
+    const task: Task = { ...row, split, index, max_turns: row.max_turns ?? this.manifest.max_turns };
+    tasks.push(task);
+    this.byId.set(task.task_id, task);
+  }
+}

@@ -1,0 +1,332 @@
+/**
+ * The bundle's shapes as zod schemas: bundle.json, one line of tasks/<split>.jsonl, and the wire
+ * shapes a bundle is served as (ToolSpec, TaskRow; PROTOCOL.md §3). Every type is inferred from
+ * these schemas. Checks that need the file system (does a build folder exist and stay inside the
+ * bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+import type { BundleIssue } from './errors.js';
+
+/** The tool every task offers besides its toolset; a toolset may not declare it. */
+export const END_TURN = 'end_turn';
+
+/** Bundle and env names: they end up in image tags (`openenv-bundle/<bundle>-<env>:…`). */
+export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]*$/;
+/** Split and toolset names: they appear in URLs (`/tasks?split=`) and in logs. */
+const KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+/** What model APIs accept as a function name (OpenAI, Anthropic: ^[a-zA-Z0-9_-]{1,64}$). */
+const TOOL_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/** POSIX environment variable names. */
+const ENV_VAR_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Why `p` is not a safe relative path inside a folder, or null when it is. Purely textual; the
+ * loader also resolves real paths, which catches symlinks.
+ */
+export function relativePathProblem(p: string): string | null {
+  if (p.length === 0) return 'it is empty';
+  if (p.includes('\0')) return 'it contains a NUL byte';
+  if (p.includes('\\')) return 'it contains a backslash (use "/")';
+  if (path.posix.isAbsolute(p) || path.win32.isAbsolute(p)) return 'it is absolute';
+  if (p.split('/').includes('..')) return 'it has a ".." segment';
+  return null;
+}
+
+/**
+ * A JSON object, kept as the very object JSON.parse made: no copy (rows are large and many),
+ * and no key-by-key reassignment that would turn an own `__proto__` key into a prototype.
+ */
+const jsonObject = z.custom<Record<string, unknown>>(isPlainObject, { message: 'expected a JSON object' });
+
+const relativePath = z.string().superRefine((p, ctx) => {
+  const why = relativePathProblem(p);
+  if (why !== null) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: `expected a relative path inside the bundle folder, but ${why}`,
+      params: { got: true },
+    });
+  }
+});
+
+/** A record key that must match `pattern`; the message names the key, since zod's path ends in it. */
+function keyName(pattern: RegExp, what: string) {
+  return z.string().refine(
+    (k) => pattern.test(k),
+    (k) => ({ message: `${what} ${JSON.stringify(k)} must match ${pattern.source}` }),
+  );
+}
+
+/** z.object(shape).strict(), whose unknown-key message lists the fields that are allowed. */
+function closedObject<T extends z.ZodRawShape>(shape: T) {
+  return z.object(shape).strict(`unknown field; the fields here are ${Object.keys(shape).join(', ')}`);
+}
+
+/** A name → value map with at least one entry, whose keys match `pattern`. */
+function namedMap<T extends z.ZodTypeAny>(pattern: RegExp, what: string, value: T) {
+  return z
+    .record(keyName(pattern, `${what} name`), value)
+    .refine((o) => Object.keys(o).length > 0, { message: `expected at least one ${what}` });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire shapes (PROTOCOL.md §3)
+
+/** A tool as served by /toolsets and in reset observations. */
+export const ToolSpecSchema = closedObject({
+  name: z.string().refine((n) => TOOL_NAME_PATTERN.test(n), {
+    message: `expected a tool name matching ${TOOL_NAME_PATTERN.source}`,
+    params: { got: true },
+  }),
+  description: z.string().min(1, 'expected a non-empty description of what the tool does'),
+  input_schema: jsonObject.describe('JSON Schema of the arguments'),
+});
+export type ToolSpec = z.infer<typeof ToolSpecSchema>;
+
+/** A task as served by /tasks: what a trainer needs to write a prompt row, without the env's data. */
+export const TaskRowSchema = z
+  .object({
+    task_id: z.string(),
+    split: z.string(),
+    index: z.number().int().nonnegative(),
+    toolset: z.string(),
+    messages: z.tuple([
+      z.object({ role: z.literal('system'), content: z.string() }).strict(),
+      z.object({ role: z.literal('user'), content: z.string() }).strict(),
+    ]),
+    turns: z.number().int().min(1),
+    max_turns: z.number().int().min(1),
+  })
+  .strict();
+export type TaskRow = z.infer<typeof TaskRowSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// bundle.json
+
+export const EnvResourcesSchema = closedObject({
+  // Docker refuses memory limits under 6 MB.
+  memory_mb: z.number().int().min(6).default(512),
+  cpus: z.number().positive().default(1),
+  pids: z.number().int().min(1).default(256),
+});
+
+export const EnvManifestSchema = closedObject({
+  /** a folder of the bundle holding a Dockerfile; the server builds it */
+  build: relativePath.optional(),
+  /** an image reference the engine has or can pull */
+  image: z
+    .string()
+    .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
+    .optional(),
+  port: z.number().int().min(1).max(65535).default(8000),
+  ready_path: z.string().startsWith('/', 'expected a path starting with "/"').default('/health'),
+  deploy_timeout_s: z.number().positive().default(60),
+  resources: EnvResourcesSchema.default({}),
+  environment: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
+}).superRefine((env, ctx) => {
+  if (env.build !== undefined && env.image !== undefined) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
+  } else if (env.build === undefined && env.image === undefined) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
+    });
+  }
+});
+export type EnvManifest = z.infer<typeof EnvManifestSchema>;
+
+export const ToolsetSchema = closedObject({
+  env: z.string().min(1, 'expected the name of an env of this bundle'),
+  tools: z.array(ToolSpecSchema),
+}).superRefine((toolset, ctx) => {
+  const first = new Map<string, number>();
+  toolset.tools.forEach((tool, i) => {
+    if (tool.name === END_TURN) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['tools', i, 'name'],
+        message: `"${END_TURN}" is reserved: the server adds it to every toolset`,
+      });
+      return;
+    }
+    const seen = first.get(tool.name);
+    if (seen !== undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['tools', i, 'name'],
+        message: `duplicate tool name ${JSON.stringify(tool.name)}, already declared at tools[${seen}]`,
+      });
+    } else {
+      first.set(tool.name, i);
+    }
+  });
+});
+export type Toolset = z.infer<typeof ToolsetSchema>;
+
+export const ManifestSchema = closedObject({
+  name: z.string().refine((n) => NAME_PATTERN.test(n), {
+    message: `expected a name matching ${NAME_PATTERN.source}`,
+    params: { got: true },
+  }),
+  version: z.string().min(1, 'expected a non-empty version string'),
+  /** optional: the first line of README.md stands in for it */
+  description: z.string().min(1).optional(),
+  default_split: z.string().min(1, 'expected the name of a declared split'),
+  /** split name → JSONL path relative to the bundle folder */
+  splits: namedMap(KEY_PATTERN, 'split', relativePath),
+  envs: namedMap(NAME_PATTERN, 'env', EnvManifestSchema),
+  toolsets: namedMap(KEY_PATTERN, 'toolset', ToolsetSchema),
+  max_turns: z.number().int().min(1).default(4),
+  /** "mean" | "sum" | "min" | "max" | the name of one score */
+  reward: z.string().min(1, 'expected "mean", "sum", "min", "max" or the name of a score').optional(),
+}).superRefine((m, ctx) => {
+  const splits = Object.keys(m.splits);
+  if (!Object.hasOwn(m.splits, m.default_split)) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['default_split'],
+      message: `expected one of the declared splits (${splits.join(', ')})`,
+      params: { got: true },
+    });
+  }
+  const envs = Object.keys(m.envs);
+  for (const [name, toolset] of Object.entries(m.toolsets)) {
+    if (!Object.hasOwn(m.envs, toolset.env)) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['toolsets', name, 'env'],
+        message: `expected one of the declared envs (${envs.join(', ')})`,
+        params: { got: true },
+      });
+    }
+  }
+});
+export type Manifest = z.infer<typeof ManifestSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// One line of tasks/<split>.jsonl
+
+const TURNS_EXPECTED = 'expected a non-empty array of strings';
+
+export const TaskLineSchema = closedObject({
+  task_id: z
+    .string()
+    .min(1, 'expected a non-empty string of at most 255 characters')
+    .max(255, 'expected a non-empty string of at most 255 characters'),
+  toolset: z.string().min(1, 'expected the name of a toolset of this bundle'),
+  system_prompt: z.string(),
+  turns: z.array(z.string(), { invalid_type_error: TURNS_EXPECTED }).min(1, TURNS_EXPECTED),
+  /** handed to the env at reset; never served to clients (it may hold the answer) */
+  data: jsonObject.default({}),
+  max_turns: z.number().int().min(1).optional(),
+  meta: jsonObject.optional(),
+}).superRefine((task, ctx) => {
+  if (task.max_turns !== undefined && task.max_turns < task.turns.length) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['max_turns'],
+      message: `expected at least the number of turns (${task.turns.length})`,
+      params: { got: true },
+    });
+  }
+});
+export type TaskLine = z.infer<typeof TaskLineSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// zod issues → BundleIssues
+
+/** `envs.gridsim.port`, `turns[0]`, `envs["odd name"]` */
+export function fieldPath(p: readonly (string | number)[]): string {
+  let out = '';
+  for (const k of p) {
+    if (typeof k === 'number') out += `[${k}]`;
+    else if (/^[A-Za-z0-9_-]+$/.test(k)) out += out === '' ? k : `.${k}`;
+    else out += `[${JSON.stringify(k)}]`;
+  }
+  return out;
+}
+
+/** A short JSON rendering of a found value. */
+export function preview(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}…` : text;
+}
+
+function valueAt(root: unknown, p: readonly (string | number)[]): { found: boolean; value: unknown } {
+  let cur: unknown = root;
+  for (const k of p) {
+    if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, k)) return { found: false, value: undefined };
+    cur = (cur as Record<string | number, unknown>)[k];
+  }
+  return { found: true, value: cur };
+}
+
+const TYPE_WORDS: Partial<Record<string, string>> = {
+  string: 'a string',
+  number: 'a number',
+  integer: 'an integer',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'an array',
+  null: 'null',
+};
+
+/** Our wording for an issue that carries zod's default message. */
+function defaultWording(issue: z.ZodIssue): string | null {
+  switch (issue.code) {
+    case z.ZodIssueCode.invalid_type:
+      return `expected ${TYPE_WORDS[issue.expected] ?? issue.expected}`;
+    case z.ZodIssueCode.too_small: {
+      const min = Number(issue.minimum);
+      if (issue.type === 'string') return min === 1 ? 'expected a non-empty string' : `expected at least ${min} characters`;
+      if (issue.type === 'array') return min === 1 ? 'expected a non-empty array' : `expected at least ${min} items`;
+      if (issue.type === 'number') return `expected a number ${issue.inclusive ? '≥' : '>'} ${min}`;
+      return null;
+    }
+    case z.ZodIssueCode.too_big: {
+      const max = Number(issue.maximum);
+      if (issue.type === 'string') return `expected at most ${max} characters`;
+      if (issue.type === 'array') return `expected at most ${max} items`;
+      if (issue.type === 'number') return `expected a number ${issue.inclusive ? '≤' : '<'} ${max}`;
+      return null;
+    }
+    case z.ZodIssueCode.not_finite:
+      return 'expected a finite number';
+    default:
+      return null;
+  }
+}
+
+function isDefaultMessage(issue: z.ZodIssue): boolean {
+  return issue.message === z.defaultErrorMap(issue, { data: undefined, defaultError: issue.message }).message;
+}
+
+/**
+ * Turns zod issues into BundleIssues located in `file` (and `line`), each saying what was
+ * expected and, where it helps, what was found in `raw` (the parsed JSON).
+ */
+export function toBundleIssues(error: z.ZodError, raw: unknown, file: string, line?: number): BundleIssue[] {
+  const out: BundleIssue[] = [];
+  const at = (field: string, message: string): BundleIssue => (line === undefined ? { file, field, message } : { file, line, field, message });
+  for (const issue of error.issues) {
+    if (issue.code === z.ZodIssueCode.unrecognized_keys) {
+      for (const key of issue.keys) out.push(at(fieldPath([...issue.path, key]), issue.message));
+      continue;
+    }
+    const isDefault = isDefaultMessage(issue);
+    const message = (isDefault ? defaultWording(issue) : null) ?? issue.message;
+    const wantsGot = issue.code !== z.ZodIssueCode.custom || (issue.params as { got?: boolean } | undefined)?.got === true;
+    let suffix = '';
+    if (wantsGot) {
+      const { found, value } = valueAt(raw, issue.path);
+      suffix = found ? `, got ${preview(value)}` : ', but it is missing';
+    }
+    out.push(at(fieldPath(issue.path), message + suffix));
+  }
+  return out;
+}
