@@ -1,0 +1,480 @@
+/**
+ * One episode: waiting → deploying → running → done → torn down. It holds an admission slot from
+ * the start of its deploy to the end of its teardown, and tears down exactly once whatever ends
+ * it (the env, the client, a budget, a failure, the server stopping).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { LoadedBundle, Task, ToolSpec } from '../bundle/index.js';
+import {
+  DeployFailedError,
+  EpisodeStateError,
+  makeFailure,
+  type Failure,
+  type FailureReason,
+  type FailurePhase,
+} from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { Action } from '../protocol/frames.js';
+import { SandboxError, type EnvHandle, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
+import { Admission, abortError, fmtS, isAbortError, type Slot } from './admission.js';
+import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
+import { checkScores, type RewardFn, type Scores } from './reward.js';
+
+export type Phase = 'waiting' | 'deploying' | 'running' | 'done';
+export type EndReason = 'finished' | 'turns_ended' | 'max_steps' | 'env_failed' | 'closed';
+export type Transport = 'ws' | 'http' | 'mcp';
+
+export interface EpisodeSettings {
+  resetTimeoutMs: number;
+  toolTimeoutMs: number;
+  episodeTimeoutMs: number;
+  maxSteps: number;
+}
+
+export interface EpisodeDeps {
+  bundle: LoadedBundle;
+  sandbox: Sandbox;
+  admission: Admission;
+  envSpec: (envName: string) => Promise<EnvSpec>;
+  settings: EpisodeSettings;
+  reward: RewardFn;
+  log: Logger;
+  metrics: Metrics;
+  now?: () => number;
+}
+
+export interface StepOutcome {
+  observation: Record<string, unknown>;
+  reward: number | null;
+  done: boolean;
+}
+
+export interface EpisodeState {
+  episode_id: string;
+  task_id: string;
+  step_count: number;
+  turn: number;
+  done: boolean;
+  phase: Phase;
+}
+
+export const END_TURN = 'end_turn';
+
+export class Episode {
+  readonly id: string;
+  readonly createdAt: number;
+  phase: Phase = 'waiting';
+  steps = 0;
+  turn = 1;
+  reward: number | null = null;
+  scores: Scores | null = null;
+  endReason: EndReason | null = null;
+  failure: Failure | null = null;
+  /** resolves once the env and network are gone and the slot is free */
+  readonly tornDown: Promise<void>;
+
+  private slot: Slot | null = null;
+  private handle: EnvHandle | null = null;
+  private client: EnvClient | null = null;
+  private deployStarted = false;
+  private readonly abort = new AbortController();
+  private episodeTimer: NodeJS.Timeout | null = null;
+  private resolveTornDown!: () => void;
+  private teardownStarted = false;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly t: { queued?: number; deployed?: number; running?: number; ended?: number } = {};
+  private readonly now: () => number;
+  private readonly log: Logger;
+  private readonly tools: ToolSpec[];
+
+  constructor(
+    private readonly deps: EpisodeDeps,
+    readonly task: Task,
+    readonly seed: number | null,
+    readonly transport: Transport,
+    clientLabel?: string,
+  ) {
+    this.id = randomUUID();
+    this.now = deps.now ?? Date.now;
+    this.createdAt = this.now();
+    this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
+    this.tools = deps.bundle.toolsets[task.toolset] ?? [];
+    this.tornDown = new Promise((r) => (this.resolveTornDown = r));
+  }
+
+  get done(): boolean {
+    return this.phase === 'done';
+  }
+
+  get ids() {
+    return { episode_id: this.id, task_id: this.task.task_id };
+  }
+
+  state(): EpisodeState {
+    return { episode_id: this.id, task_id: this.task.task_id, step_count: this.steps, turn: this.turn, done: this.done, phase: this.phase };
+  }
+
+  timings() {
+    const s = (a?: number, b?: number) => (a === undefined ? 0 : round3(((b ?? this.now()) - a) / 1000));
+    return {
+      queued_s: s(this.createdAt, this.t.queued),
+      deploy_s: s(this.t.queued, this.t.running ?? this.t.ended),
+      running_s: s(this.t.running, this.t.ended),
+    };
+  }
+
+  /**
+   * Waits for a slot, deploys the env and resets it. Throws CapacityError, ShuttingDownError,
+   * DeployFailedError or an AbortError (the episode was closed meanwhile); the episode is then
+   * torn down and its slot, if it had one, freed.
+   */
+  async start(resetTimeoutMs: number): Promise<StepOutcome> {
+    const { admission, sandbox, settings, metrics } = this.deps;
+    this.log.info({ event: 'queued', waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
+    try {
+      this.slot = await admission.acquire({ timeoutMs: resetTimeoutMs, signal: this.abort.signal });
+    } catch (e) {
+      this.t.queued = this.now();
+      metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
+      this.endWith('closed');
+      void this.teardown();
+      throw e;
+    }
+    this.t.queued = this.now();
+    metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
+    this.phase = 'deploying';
+    const envName = this.deps.bundle.envOf(this.task).name;
+    let spec: EnvSpec | null = null;
+    try {
+      spec = await this.deps.envSpec(envName);
+      this.throwIfAborted();
+      this.deployStarted = true;
+      this.handle = await sandbox.deploy({ episodeId: this.id, env: spec, signal: this.abort.signal });
+      this.client = new EnvClient(this.handle.baseUrl);
+      this.t.deployed = this.now();
+      this.log.info({ event: 'deployed', deploy_s: round3((this.t.deployed - this.t.queued) / 1000) }, 'env deployed');
+      const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, Math.max(settings.toolTimeoutMs, spec.deployTimeoutMs), this.abort.signal);
+      if (res.status !== 200) {
+        throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
+      }
+    } catch (e) {
+      if (isAbortError(e) || this.abort.signal.aborted) {
+        this.endWith('closed');
+        void this.teardown();
+        throw abortError('episode closed while deploying');
+      }
+      const failure = await this.deployFailure(e, spec);
+      this.failure = failure;
+      metrics.envFailures.inc({ reason: failure.reason });
+      this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
+      this.endWith('env_failed');
+      void this.teardown();
+      throw new DeployFailedError(failure);
+    }
+    this.phase = 'running';
+    this.t.running = this.now();
+    metrics.deploy.observe((this.t.running - this.t.queued) / 1000);
+    this.episodeTimer = setTimeout(() => void this.onEpisodeTimeout(), settings.episodeTimeoutMs);
+    this.episodeTimer.unref?.();
+    this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
+    return {
+      observation: {
+        episode_id: this.id,
+        task_id: this.task.task_id,
+        split: this.task.split,
+        index: this.task.index,
+        seed: this.seed,
+        toolset: this.task.toolset,
+        messages: [
+          { role: 'system', content: this.task.system_prompt },
+          { role: 'user', content: this.task.turns[0] },
+        ],
+        tools: this.tools,
+        turn: 1,
+        turns: this.task.turns.length,
+        max_turns: this.task.max_turns,
+      },
+      reward: null,
+      done: false,
+    };
+  }
+
+  /** Steps run one at a time, in arrival order. */
+  step(action: Action): Promise<StepOutcome> {
+    const run = this.queue.then(() => this.doStep(action));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async doStep(action: Action): Promise<StepOutcome> {
+    if (this.phase === 'waiting' || this.phase === 'deploying') {
+      throw new EpisodeStateError('no_episode', 'the episode is not running yet; wait for the reset reply');
+    }
+    if (this.done) {
+      throw new EpisodeStateError('episode_done', `episode ${this.id} is done (${this.endReason}); reset to play another`);
+    }
+    this.deps.metrics.steps.inc();
+    if (action.type === 'list_tools') {
+      return { observation: { tools: this.tools }, reward: null, done: false };
+    }
+    const toolName = action.tool_name;
+    const args = action.arguments === undefined ? {} : action.arguments;
+    this.steps++;
+    let outcome: StepOutcome;
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      const got = args === null ? 'null' : Array.isArray(args) ? 'an array' : `a ${typeof args}`;
+      outcome = toolError(toolName, 'invalid_args', `arguments must be a JSON object of the tool's parameters, got ${got}${typeof args === 'string' ? ' (pass the object itself, not a JSON string of it)' : ''}`);
+    } else if (toolName === END_TURN) {
+      outcome = await this.endTurn(args as Record<string, unknown>);
+    } else if (!this.tools.some((t) => t.name === toolName)) {
+      outcome = toolError(toolName, 'tool_not_found', `no tool "${toolName}" in toolset "${this.task.toolset}"; tools: ${this.tools.map((t) => t.name).join(', ')}`);
+    } else {
+      outcome = await this.callTool(toolName, args as Record<string, unknown>);
+    }
+    if (!outcome.done && this.steps >= this.deps.settings.maxSteps) {
+      const ended = await this.finish('max_steps');
+      return { observation: { ...outcome.observation, ...ended.observation }, reward: ended.reward, done: true };
+    }
+    return outcome;
+  }
+
+  private async endTurn(args: Record<string, unknown>): Promise<StepOutcome> {
+    if (this.turn < this.task.turns.length) {
+      this.turn++;
+      const prompt = this.task.turns[this.turn - 1]!;
+      return {
+        observation: { tool_name: END_TURN, result: textResult(prompt, { turn: this.turn, prompt }), error: null, turn: this.turn },
+        reward: null,
+        done: false,
+      };
+    }
+    const ended = await this.finish('turns_ended');
+    const answer = typeof args.answer === 'string' ? args.answer : null;
+    return {
+      observation: { tool_name: END_TURN, result: textResult('The last turn ended; the episode is scored.', { answer }), error: null, ...ended.observation },
+      reward: ended.reward,
+      done: true,
+    };
+  }
+
+  private async callTool(name: string, args: Record<string, unknown>): Promise<StepOutcome> {
+    const started = this.now();
+    const client = this.client!;
+    const timeoutMs = this.deps.settings.toolTimeoutMs;
+    let res;
+    try {
+      res = await client.request('POST', '/tools/call', { name, arguments: args }, timeoutMs, this.abort.signal);
+    } catch (e) {
+      this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
+      if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
+      if (e instanceof EnvCallError && e.kind === 'timeout') {
+        return this.fail('tool_timeout', 'tool', `tool \`${name}\` did not answer within tool_timeout (${fmtS(timeoutMs)})`, name);
+      }
+      return this.failFromEnv('tool', `tool \`${name}\` failed: ${(e as Error).message}`, name);
+    }
+    this.deps.metrics.toolCall.observe({ outcome: res.status === 200 ? 'ok' : 'error' }, (this.now() - started) / 1000);
+    if (res.status === 404 || res.status === 400) {
+      const body = (res.body ?? {}) as { error?: string; message?: string };
+      const kind = res.status === 404 ? 'tool_not_found' : 'invalid_args';
+      return toolError(name, kind, body.message ?? body.error ?? `the env refused the call (HTTP ${res.status})`);
+    }
+    if (res.status !== 200) {
+      return toolError(name, 'execution_error', `the env answered HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 500)}`);
+    }
+    const parsed = ToolCallReplySchema.safeParse(res.body);
+    if (!parsed.success) {
+      return toolError(name, 'transport_error', 'the env answered the tool call with a malformed body');
+    }
+    const reply = parsed.data;
+    const text = reply.text ?? (typeof reply.result === 'string' ? reply.result : JSON.stringify(reply.result ?? null));
+    const observation: Record<string, unknown> = reply.is_error
+      ? { tool_name: name, result: null, error: { error_type: 'execution_error', message: text } }
+      : { tool_name: name, result: textResult(text, reply.result ?? null), error: null };
+    if (reply.done) {
+      const ended = this.settleScores(reply.scores, 'finished', 'tool');
+      return { observation: { ...observation, ...ended.observation }, reward: ended.reward, done: true };
+    }
+    return { observation, reward: null, done: false };
+  }
+
+  /** Asks the env for its scores and ends the episode. */
+  private async finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome> {
+    const timeoutMs = this.deps.settings.toolTimeoutMs;
+    let res;
+    try {
+      res = await this.client!.request('POST', '/finish', {}, timeoutMs, this.abort.signal);
+    } catch (e) {
+      if (this.done) return this.endedOutcome(END_TURN);
+      if (e instanceof EnvCallError && e.kind === 'timeout') {
+        return this.fail('tool_timeout', 'finish', `the env did not answer /finish within tool_timeout (${fmtS(timeoutMs)})`, END_TURN);
+      }
+      return this.failFromEnv('finish', `the env failed to score the episode: ${(e as Error).message}`, END_TURN);
+    }
+    const parsed = FinishReplySchema.safeParse(res.body);
+    if (res.status !== 200 || !parsed.success) {
+      return this.fail('invalid_scores', 'finish', `the env answered /finish with HTTP ${res.status} and no scores object`, END_TURN);
+    }
+    return this.settleScores(parsed.data.scores, reason, 'finish');
+  }
+
+  private settleScores(raw: unknown, reason: EndReason, phase: FailurePhase): StepOutcome {
+    const checked = checkScores(raw);
+    if ('problem' in checked) {
+      return this.fail('invalid_scores', phase, `the env reported invalid scores: ${checked.problem}`, null);
+    }
+    let reward: number;
+    try {
+      reward = this.deps.reward(checked.scores);
+      if (!Number.isFinite(reward)) throw new Error(`the reward function returned ${reward}`);
+    } catch (e) {
+      return this.fail('invalid_scores', phase, `no reward from the scores ${JSON.stringify(checked.scores)}: ${(e as Error).message}`, null);
+    }
+    this.scores = checked.scores;
+    this.reward = reward;
+    this.endWith(reason);
+    this.deps.metrics.rewards.observe({ split: this.task.split }, reward);
+    void this.teardown();
+    return { observation: { done: true, reward, scores: checked.scores, end_reason: reason, timings: this.timings() }, reward, done: true };
+  }
+
+  /** An env that stopped answering: say whether it crashed, was OOM-killed or is unreachable. */
+  private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome> {
+    let reason: FailureReason = 'env_unreachable';
+    const extra: { exit_code?: number | null; log_tail?: string } = {};
+    if (this.handle) {
+      try {
+        const d = await this.deps.sandbox.diagnose(this.handle);
+        if (d.oomKilled) reason = 'env_oom';
+        else if (!d.running) reason = 'env_crashed';
+        extra.exit_code = d.exitCode;
+        extra.log_tail = d.logTail;
+      } catch {
+        // the diagnosis is a courtesy; the failure stands without it
+      }
+    }
+    const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : 'the env is unreachable';
+    return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
+  }
+
+  private fail(reason: FailureReason, phase: FailurePhase, message: string, toolName: string | null, extra: { exit_code?: number | null; log_tail?: string } = {}): StepOutcome {
+    if (!this.done) {
+      this.failure = makeFailure(reason, phase, message, this.ids, extra);
+      this.deps.metrics.envFailures.inc({ reason });
+      this.log.warn({ event: 'env_failed', reason, phase, message }, 'env failed');
+      this.endWith('env_failed');
+      void this.teardown();
+    }
+    return this.endedOutcome(toolName);
+  }
+
+  /** The reply for a step that finds (or makes) the episode ended. */
+  private endedOutcome(toolName: string | null): StepOutcome {
+    const obs: Record<string, unknown> = { done: true, reward: this.reward, end_reason: this.endReason, timings: this.timings() };
+    if (toolName) Object.assign(obs, { tool_name: toolName, result: null, error: { error_type: 'execution_error', message: this.failure?.message ?? 'the episode ended' } });
+    if (this.failure) obs.failure = this.failure;
+    if (this.scores) obs.scores = this.scores;
+    return { observation: obs, reward: this.reward, done: true };
+  }
+
+  private async onEpisodeTimeout(): Promise<void> {
+    if (this.done) return;
+    const ms = this.deps.settings.episodeTimeoutMs;
+    this.fail('episode_timeout', 'tool', `the episode ran past --episode-timeout (${fmtS(ms)})`, null);
+    this.abort.abort();
+  }
+
+  private endWith(reason: EndReason): void {
+    if (this.phase === 'done') return;
+    this.phase = 'done';
+    this.endReason = reason;
+    this.t.ended = this.now();
+    if (this.episodeTimer) clearTimeout(this.episodeTimer);
+    if (reason !== 'closed' || this.t.running !== undefined) this.deps.metrics.episodesEnded.inc({ end_reason: reason });
+    this.log.info({ event: 'ended', end_reason: reason, reward: this.reward, steps: this.steps, ...this.timings(), ...(this.failure ? { failure_reason: this.failure.reason } : {}) }, 'episode ended');
+  }
+
+  /** Ends the episode (if it runs) and tears it down. Idempotent. */
+  async close(): Promise<void> {
+    this.endWith('closed');
+    this.abort.abort();
+    await this.teardown();
+  }
+
+  /** Removes the env and network (when a deploy started), then frees the slot. Exactly once. */
+  teardown(): Promise<void> {
+    if (!this.teardownStarted) {
+      this.teardownStarted = true;
+      void this.runTeardown();
+    }
+    return this.tornDown;
+  }
+
+  private async runTeardown(): Promise<void> {
+    const started = this.now();
+    try {
+      if (this.deployStarted) {
+        // abort an in-flight deploy first, so it removes what it made before we look
+        this.abort.abort();
+        await this.deps.sandbox.teardown(this.id);
+        this.deps.metrics.teardown.observe({ outcome: 'ok' }, (this.now() - started) / 1000);
+        this.log.info({ event: 'torn_down', teardown_s: round3((this.now() - started) / 1000) }, 'episode torn down');
+      }
+    } catch (e) {
+      // the reconciler retries what is left; the slot must not leak meanwhile
+      this.deps.metrics.teardown.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
+      this.log.error({ event: 'teardown_failed', err: (e as Error).message }, 'teardown failed; the reconciler will retry');
+    } finally {
+      this.slot?.release();
+      this.slot = null;
+      this.resolveTornDown();
+    }
+  }
+
+  private throwIfAborted(): void {
+    if (this.abort.signal.aborted) throw abortError();
+  }
+
+  private async deployFailure(e: unknown, spec: EnvSpec | null): Promise<Failure> {
+    if (e instanceof SandboxError) {
+      return makeFailure(e.reason, 'deploy', e.message, this.ids, { exit_code: e.details.exitCode, log_tail: e.details.logTail });
+    }
+    if (e instanceof EnvCallError) {
+      const budget = spec ? Math.max(this.deps.settings.toolTimeoutMs, spec.deployTimeoutMs) : this.deps.settings.toolTimeoutMs;
+      if (e.kind === 'timeout') return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(budget)}`, this.ids);
+      const extra: { exit_code?: number | null; log_tail?: string } = {};
+      let reason: FailureReason = 'env_unreachable';
+      if (this.handle) {
+        try {
+          const d = await this.deps.sandbox.diagnose(this.handle);
+          if (d.oomKilled) reason = 'env_oom';
+          else if (!d.running) reason = 'env_crashed';
+          extra.exit_code = d.exitCode;
+          extra.log_tail = d.logTail;
+        } catch {
+          // keep env_unreachable
+        }
+      }
+      return makeFailure(reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, extra);
+    }
+    this.log.error({ err: e }, 'unexpected deploy error');
+    return makeFailure('engine_error', 'deploy', `deploy failed: ${(e as Error)?.message ?? String(e)}`, this.ids);
+  }
+}
+
+function textResult(text: string, data: unknown) {
+  return {
+    content: [{ type: 'text', text }],
+    structured_content: typeof data === 'object' && data !== null && !Array.isArray(data) ? data : null,
+    data,
+    is_error: false,
+  };
+}
+
+function toolError(toolName: string, errorType: 'invalid_args' | 'tool_not_found' | 'execution_error' | 'transport_error', message: string): StepOutcome {
+  return { observation: { tool_name: toolName, result: null, error: { error_type: errorType, message } }, reward: null, done: false };
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

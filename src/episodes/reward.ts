@@ -1,0 +1,48 @@
+/**
+ * Scores → reward. The env reports named scores; the reward is the one score when there is one,
+ * else their mean, unless `--reward mean|sum|min|max|<score name>` or a function says otherwise.
+ */
+
+export type Scores = Record<string, number>;
+export type RewardFn = (scores: Scores) => number;
+export type RewardOption = string | RewardFn | undefined;
+
+export function makeReward(option: RewardOption): RewardFn {
+  if (typeof option === 'function') return option;
+  const values = (s: Scores) => Object.values(s);
+  const mean: RewardFn = (s) => {
+    const v = values(s);
+    return v.length === 0 ? 0 : v.reduce((a, b) => a + b, 0) / v.length;
+  };
+  switch (option) {
+    case undefined:
+    case 'mean':
+      return mean;
+    case 'sum':
+      return (s) => values(s).reduce((a, b) => a + b, 0);
+    case 'min':
+      return (s) => (values(s).length ? Math.min(...values(s)) : 0);
+    case 'max':
+      return (s) => (values(s).length ? Math.max(...values(s)) : 0);
+    default: {
+      const name = option;
+      return (s) => {
+        const v = s[name];
+        if (v === undefined) throw new Error(`the env reported no score "${name}" (reward = "${name}"); it reported ${Object.keys(s).join(', ') || 'none'}`);
+        return v;
+      };
+    }
+  }
+}
+
+/** Scores must be an object of finite numbers; returns a message saying what is wrong, or null. */
+export function checkScores(raw: unknown): { scores: Scores } | { problem: string } {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { problem: 'scores is not an object of named numbers' };
+  const scores: Scores = {};
+  for (const [k, v] of Object.entries(raw)) {
+    if (typeof v !== 'number' || !Number.isFinite(v)) return { problem: `score "${k}" is ${JSON.stringify(v) ?? String(v)}, not a finite number` };
+    scores[k] = v;
+  }
+  if (Object.keys(scores).length === 0) return { problem: 'the env reported no score' };
+  return { scores };
+}

@@ -1,0 +1,168 @@
+/**
+ * One error type per failure kind, mapped in one place (`toWire`, `toHttp`) to WebSocket error
+ * codes and HTTP statuses. Expected failures carry messages a person can act on.
+ */
+
+export type WsErrorCode =
+  | 'INVALID_JSON'
+  | 'UNKNOWN_TYPE'
+  | 'VALIDATION_ERROR'
+  | 'EXECUTION_ERROR'
+  | 'CAPACITY_REACHED'
+  | 'SESSION_ERROR';
+
+export type FailureReason =
+  | 'deploy_timeout'
+  | 'image_unavailable'
+  | 'env_crashed'
+  | 'env_oom'
+  | 'env_unreachable'
+  | 'tool_timeout'
+  | 'episode_timeout'
+  | 'invalid_scores'
+  | 'engine_error'
+  | 'shutting_down';
+
+export type FailurePhase = 'queue' | 'deploy' | 'reset' | 'tool' | 'finish' | 'teardown';
+
+/** PROTOCOL.md §4 `failure` */
+export interface Failure {
+  reason: FailureReason;
+  phase: FailurePhase;
+  retryable: boolean;
+  message: string;
+  episode_id: string;
+  task_id: string;
+  exit_code?: number | null;
+  log_tail?: string;
+}
+
+export function makeFailure(
+  reason: FailureReason,
+  phase: FailurePhase,
+  message: string,
+  ids: { episode_id: string; task_id: string },
+  extra: { exit_code?: number | null; log_tail?: string } = {},
+): Failure {
+  const f: Failure = { reason, phase, retryable: reason !== 'invalid_scores', message, ...ids };
+  if (extra.exit_code !== undefined) f.exit_code = extra.exit_code;
+  if (extra.log_tail !== undefined && extra.log_tail !== '') f.log_tail = extra.log_tail;
+  return f;
+}
+
+export abstract class ServerError extends Error {
+  abstract readonly wsCode: WsErrorCode;
+  abstract readonly httpStatus: number;
+  abstract readonly httpCode: string;
+  /** extra fields of the WS error's data and the HTTP body */
+  details(): Record<string, unknown> {
+    return {};
+  }
+}
+
+/** The client sent something malformed: it can fix it and try again. */
+export class BadInputError extends ServerError {
+  override readonly name = 'BadInputError';
+  readonly httpStatus = 400;
+  constructor(
+    readonly wsCode: 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR',
+    message: string,
+    readonly httpCode = wsCode === 'INVALID_JSON' ? 'invalid_json' : 'invalid_request',
+  ) {
+    super(message);
+  }
+}
+
+/** A task, split or episode that does not exist. */
+export class NotFoundError extends ServerError {
+  override readonly name = 'NotFoundError';
+  readonly wsCode = 'VALIDATION_ERROR' as const;
+  readonly httpStatus = 404;
+  readonly httpCode = 'not_found';
+}
+
+export interface CapacityDetails {
+  active_sessions: number;
+  max_sessions: number;
+  waiting: number;
+  waited_s: number;
+  retry_after_s: number;
+}
+
+/** No slot within the reset timeout, or the queue is full. */
+export class CapacityError extends ServerError {
+  override readonly name = 'CapacityError';
+  readonly wsCode = 'CAPACITY_REACHED' as const;
+  readonly httpStatus = 503;
+  readonly httpCode = 'capacity_reached';
+  constructor(
+    message: string,
+    readonly capacity: CapacityDetails,
+  ) {
+    super(message);
+  }
+  override details(): Record<string, unknown> {
+    return { ...this.capacity };
+  }
+}
+
+/** The server is draining after SIGTERM. */
+export class ShuttingDownError extends ServerError {
+  override readonly name = 'ShuttingDownError';
+  readonly wsCode = 'SESSION_ERROR' as const;
+  readonly httpStatus = 503;
+  readonly httpCode = 'shutting_down';
+  constructor(message = 'the server is shutting down; reconnect to a running server') {
+    super(message);
+  }
+  override details(): Record<string, unknown> {
+    return { reason: 'shutting_down' };
+  }
+}
+
+/** A deploy (or the env's reset) failed: no episode started, its slot is free again. */
+export class DeployFailedError extends ServerError {
+  override readonly name = 'DeployFailedError';
+  readonly wsCode = 'EXECUTION_ERROR' as const;
+  readonly httpStatus = 502;
+  readonly httpCode = 'deploy_failed';
+  constructor(readonly failure: Failure) {
+    super(failure.message);
+  }
+  override details(): Record<string, unknown> {
+    return { reason: this.failure.reason, failure: this.failure };
+  }
+}
+
+/** A step with no episode, or after the episode ended. */
+export class EpisodeStateError extends ServerError {
+  override readonly name = 'EpisodeStateError';
+  readonly wsCode = 'EXECUTION_ERROR' as const;
+  readonly httpStatus = 409;
+  readonly httpCode: string;
+  constructor(
+    readonly reason: 'no_episode' | 'episode_done' | 'busy',
+    message: string,
+  ) {
+    super(message);
+    this.httpCode = reason;
+  }
+  override details(): Record<string, unknown> {
+    return { reason: this.reason };
+  }
+}
+
+/** WS `{"type":"error","data":{...}}`; anything unexpected becomes a message without internals. */
+export function toWsError(err: unknown): { type: 'error'; data: Record<string, unknown> } {
+  if (err instanceof ServerError) {
+    return { type: 'error', data: { code: err.wsCode, message: err.message, ...err.details() } };
+  }
+  return { type: 'error', data: { code: 'EXECUTION_ERROR', message: 'internal error; see the server log' } };
+}
+
+export function toHttpError(err: unknown): { status: number; body: Record<string, unknown> } {
+  if (err instanceof ServerError) {
+    return { status: err.httpStatus, body: { error: err.httpCode, message: err.message, ...err.details() } };
+  }
+  return { status: 500, body: { error: 'internal_error', message: 'internal error; see the server log' } };
+}

@@ -1,0 +1,82 @@
+/**
+ * The env images of a bundle: built from their contexts (tagged by content hash, reused when
+ * present) or checked on the engine, at start-up. Episodes wait here until their env's image
+ * exists; a failed build fails their deploy with `image_unavailable` and the reason.
+ */
+import type { Logger } from 'pino';
+import { contextDir, type LoadedBundle } from './bundle/index.js';
+import { SandboxError, type EnvSpec, type Sandbox } from './sandbox/sandbox.js';
+
+export class EnvCatalog {
+  private readonly images = new Map<string, string>();
+  private gateP: Promise<void> = Promise.resolve();
+  building = false;
+
+  constructor(
+    private readonly bundle: LoadedBundle,
+    private readonly sandbox: Sandbox,
+    private readonly buildArgs: Record<string, string>,
+    private readonly log: Logger,
+  ) {}
+
+  /** Builds (or checks) every env image, one after another, logging build progress. */
+  async buildAll(): Promise<void> {
+    this.building = true;
+    try {
+      for (const [name, env] of Object.entries(this.bundle.manifest.envs)) {
+        const dir = contextDir(this.bundle, name);
+        if (dir) {
+          const started = Date.now();
+          this.log.info({ env: name, context: dir }, `building env image "${name}"`);
+          const tag = await this.sandbox.buildImage({
+            bundleName: this.bundle.manifest.name,
+            envName: name,
+            contextDir: dir,
+            buildArgs: this.buildArgs,
+            onProgress: (line) => {
+              const l = line.trim();
+              if (l) this.log.info({ env: name, build: l }, `build ${name}: ${l}`);
+            },
+          });
+          this.images.set(name, tag);
+          this.log.info({ env: name, image: tag, build_s: (Date.now() - started) / 1000 }, `env image "${name}" ready: ${tag}`);
+        } else if (env.image) {
+          await this.sandbox.checkImage(env.image);
+          this.images.set(name, env.image);
+          this.log.info({ env: name, image: env.image }, `env image "${name}" present: ${env.image}`);
+        }
+      }
+    } finally {
+      this.building = false;
+    }
+  }
+
+  /** Episodes wait for `p` (start-up) before their first deploy. */
+  gate(p: Promise<void>): void {
+    this.gateP = p;
+  }
+
+  async spec(envName: string): Promise<EnvSpec> {
+    try {
+      await this.gateP;
+    } catch (e) {
+      throw new SandboxError('image_unavailable', `the server could not prepare its env images: ${(e as Error).message}`);
+    }
+    const image = this.images.get(envName);
+    const env = this.bundle.manifest.envs[envName];
+    if (!image || !env) throw new SandboxError('image_unavailable', `no image for env "${envName}"`);
+    return {
+      name: envName,
+      image,
+      port: env.port,
+      readyPath: env.ready_path,
+      deployTimeoutMs: env.deploy_timeout_s * 1000,
+      resources: { memoryMb: env.resources.memory_mb, cpus: env.resources.cpus, pids: env.resources.pids },
+      environment: env.environment,
+    };
+  }
+
+  imageOf(envName: string): string | undefined {
+    return this.images.get(envName);
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * Prometheus metrics, one registry per app (prom-client's global registry throws when a process
+ * builds two apps). Labels are low-cardinality only: never an episode or task id.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export interface GaugeSources {
+  running(): number;
+  waiting(): number;
+  capacity(): number;
+  networks(): number;
+}
+
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly resets: Counter<'outcome'>;
+  readonly queueWait: Histogram;
+  readonly deploy: Histogram;
+  readonly toolCall: Histogram<'outcome'>;
+  readonly teardown: Histogram<'outcome'>;
+  readonly steps: Counter;
+  readonly envFailures: Counter<'reason'>;
+  readonly rewards: Histogram<'split'>;
+  readonly episodesEnded: Counter<'end_reason'>;
+
+  constructor(sources: GaugeSources, prefix = 'openenv_') {
+    const r = this.registry;
+    new Gauge({ name: `${prefix}episodes_running`, help: 'Episodes holding an env slot (deploying, running or tearing down)', registers: [r], collect() { this.set(sources.running()); } });
+    new Gauge({ name: `${prefix}resets_waiting`, help: 'Resets waiting in the FIFO queue for a slot', registers: [r], collect() { this.set(sources.waiting()); } });
+    new Gauge({ name: `${prefix}capacity`, help: 'max_concurrent_envs: env slots in all', registers: [r], collect() { this.set(sources.capacity()); } });
+    new Gauge({ name: `${prefix}episode_networks`, help: 'Episode Docker networks in use', registers: [r], collect() { this.set(sources.networks()); } });
+    this.resets = new Counter({ name: `${prefix}resets_total`, help: 'Resets by outcome (started, capacity, deploy_failed, aborted, shutting_down, invalid)', labelNames: ['outcome'], registers: [r] });
+    this.queueWait = new Histogram({ name: `${prefix}queue_wait_seconds`, help: 'Time a reset waited for a slot', buckets: DURATION_BUCKETS, registers: [r] });
+    this.deploy = new Histogram({ name: `${prefix}deploy_seconds`, help: 'Env deploy time: network, container, readiness and the env reset', buckets: DURATION_BUCKETS, registers: [r] });
+    this.toolCall = new Histogram({ name: `${prefix}tool_call_seconds`, help: 'Tool call round trip to the env, by outcome', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers: [r] });
+    this.teardown = new Histogram({ name: `${prefix}teardown_seconds`, help: 'Episode teardown time, by outcome', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers: [r] });
+    this.steps = new Counter({ name: `${prefix}steps_total`, help: 'Steps (list_tools and call_tool) served', registers: [r] });
+    this.envFailures = new Counter({ name: `${prefix}env_failures_total`, help: 'Env failures by reason', labelNames: ['reason'], registers: [r] });
+    this.rewards = new Histogram({ name: `${prefix}episode_reward`, help: 'Rewards of scored episodes, by split', labelNames: ['split'], buckets: [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1], registers: [r] });
+    this.episodesEnded = new Counter({ name: `${prefix}episodes_ended_total`, help: 'Episodes ended, by end reason', labelNames: ['end_reason'], registers: [r] });
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * Bearer-token auth (PROTOCOL.md §2): every request and WebSocket upgrade but `GET /health`
+ * carries `Authorization: Bearer <token>`, compared in constant time. A refused upgrade gets the
+ * 401 before it is upgraded.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** Constant-time whatever the lengths: both sides are hashed to 32 bytes first. */
+export function tokenMatches(given: string, expected: string): boolean {
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+export function bearerOf(header: string | undefined): string | null {
+  if (!header) return null;
+  const m = /^Bearer\s+(.+)$/i.exec(header.trim());
+  return m ? m[1]!.trim() : null;
+}
+
+export const OPEN_PATHS = new Set(['/health']);
+
+export function unauthorized(reply: FastifyReply, message: string): FastifyReply {
+  return reply
+    .code(401)
+    .header('www-authenticate', 'Bearer')
+    .send({ error: 'unauthorized', message });
+}
+
+export function registerAuth(app: FastifyInstance, token: string | null): void {
+  if (!token) return;
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    const path = req.url.split('?')[0]!;
+    if (req.method === 'GET' && OPEN_PATHS.has(path)) return;
+    const given = bearerOf(req.headers.authorization);
+    if (given === null) {
+      return unauthorized(reply, 'this server needs "Authorization: Bearer <token>" (the token is in the server\'s token environment variable)');
+    }
+    if (!tokenMatches(given, token)) {
+      return unauthorized(reply, 'the bearer token is wrong');
+    }
+  });
+}

@@ -1,0 +1,28 @@
+/**
+ * Builds the DockerSandbox the server uses, deciding whether it must join episode networks from
+ * its own container (it runs in one, with the engine's socket mounted).
+ */
+import Dockerode from 'dockerode';
+import { DockerSandbox, detectOwnContainerId, type SandboxLogger } from './index.js';
+
+export interface DockerSandboxFactoryOptions {
+  instance: string;
+  bundleName: string;
+  subnetPool: string;
+  inContainer: 'auto' | 'always' | 'never';
+  logger: SandboxLogger;
+}
+
+export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promise<{ sandbox: DockerSandbox; attachedTo: string | null }> {
+  const docker = new Dockerode();
+  let own: string | null = null;
+  if (o.inContainer !== 'never') {
+    // an unreachable engine is reported by /health and by ping(); here it just means "not attached"
+    own = await detectOwnContainerId(docker).catch(() => null);
+    if (!own && o.inContainer === 'always') {
+      throw new Error('--in-container always, but this process is not in a container the Docker engine knows');
+    }
+  }
+  const sandbox = new DockerSandbox({ docker, instance: o.instance, bundleName: o.bundleName, subnetPool: o.subnetPool, attachContainer: own, logger: o.logger });
+  return { sandbox, attachedTo: own };
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+/**
+ * The process: `node dist/serve.js <bundle folder | bundle.tar.gz> [options]`. Parses flags and
+ * environment through the one options schema, loads the bundle, listens, and on SIGTERM/SIGINT
+ * drains (no new episodes, waiting resets told why, every episode torn down) and exits 0.
+ * The only file that listens.
+ */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import pino, { type Logger } from 'pino';
+import { buildApp } from './app.js';
+import { loadBundle, type LoadedBundle } from './bundle/index.js';
+import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
+import { logRedaction } from './plugins/logging.js';
+
+const BOOLEAN = new Set(['insecureNoToken']);
+const MULTIPLE = new Set(['buildArg']);
+
+export function helpText(): string {
+  const shape = OptionsSchema.innerType().shape as Record<string, { description?: string; _def: { defaultValue?: () => unknown } }>;
+  const lines = [
+    'Usage: node dist/serve.js <bundle folder or .tar.gz> [options]',
+    '',
+    'Serves a bundle of agent tasks as an OpenEnv environment: every episode gets a fresh env',
+    'container in its own Docker network. The bearer token comes from the environment variable',
+    'named by --token-env (never from a flag).',
+    '',
+    'Options (each also read from the environment variable shown; a flag wins):',
+  ];
+  for (const name of OPTION_NAMES) {
+    const s = shape[name]!;
+    const def = typeof s._def.defaultValue === 'function' ? s._def.defaultValue() : undefined;
+    const flag = BOOLEAN.has(name) ? `--${kebab(name)}` : `--${kebab(name)} <value>`;
+    const shownDefault = Array.isArray(def) ? (def.length ? def.join(' ') : 'none') : def === undefined ? 'none' : String(def);
+    lines.push(`  ${flag.padEnd(30)} ${s.description ?? ''}`);
+    lines.push(`  ${''.padEnd(30)} default: ${shownDefault}; env: ${name === 'logLevel' ? 'LOG_LEVEL' : envVarName(name)}`);
+  }
+  lines.push('  --help                         print this help');
+  return lines.join('\n');
+}
+
+export interface Cli {
+  bundlePath: string;
+  options: ServerOptions;
+}
+
+/** Parses argv and the environment; throws an Error whose message is for the user (exit 2). */
+export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
+  const parseOptions: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
+  for (const name of OPTION_NAMES) {
+    parseOptions[kebab(name)] = { type: BOOLEAN.has(name) ? 'boolean' : 'string', ...(MULTIPLE.has(name) ? { multiple: true } : {}) };
+  }
+  parseOptions.help = { type: 'boolean' };
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: parseOptions, allowPositionals: true, strict: true });
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\nRun with --help for the options.`);
+  }
+  if (parsed.values.help) return 'help';
+  if (parsed.positionals.length !== 1) {
+    throw new Error(
+      parsed.positionals.length === 0
+        ? 'missing the bundle: node dist/serve.js <bundle folder or .tar.gz> [options]'
+        : `expected one bundle path, got ${parsed.positionals.length}: ${parsed.positionals.join(' ')}`,
+    );
+  }
+  const raw: Record<string, unknown> = {};
+  for (const name of OPTION_NAMES) {
+    const fromEnv = name === 'logLevel' ? (env[envVarName(name)] ?? env.LOG_LEVEL) : env[envVarName(name)];
+    if (fromEnv !== undefined && fromEnv !== '') raw[name] = MULTIPLE.has(name) ? fromEnv.split(/\s+/).filter(Boolean) : fromEnv;
+    const fromFlag = parsed.values[kebab(name)];
+    if (fromFlag !== undefined) raw[name] = fromFlag;
+  }
+  const options = OptionsSchema.safeParse(raw);
+  if (!options.success) throw new Error(formatZodError(options.error));
+  return { bundlePath: parsed.positionals[0]!, options: options.data };
+}
+
+function makeLogger(level: ServerOptions['logLevel']): Logger {
+  if (process.stdout.isTTY) {
+    // a person at a terminal: readable lines; pipes and containers get JSON
+    return pino({ level, redact: logRedaction, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } });
+  }
+  return pino({ level, redact: logRedaction });
+}
+
+async function main(): Promise<void> {
+  let cli: Cli | 'help';
+  try {
+    cli = parseCli(process.argv.slice(2), process.env);
+  } catch (e) {
+    process.stderr.write(`error: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  if (cli === 'help') {
+    process.stdout.write(helpText() + '\n');
+    return;
+  }
+  const { options: o, bundlePath } = cli;
+  const token = process.env[o.tokenEnv] || null;
+  if (!token && !isLoopback(o.host) && !o.insecureNoToken) {
+    process.stderr.write(
+      `error: refusing to listen on ${o.host} without a token: set ${o.tokenEnv}, or pass --insecure-no-token to let anyone who reaches this address deploy and drive envs\n`,
+    );
+    process.exit(2);
+  }
+  const log = makeLogger(o.logLevel);
+  let bundle: LoadedBundle;
+  try {
+    bundle = await loadBundle(bundlePath);
+  } catch (e) {
+    process.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
+    process.exit(1);
+  }
+  const { tokenEnv: _t, host, port, insecureNoToken, reward, ...appOptions } = o;
+  const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
+  if (!token) {
+    log.warn(isLoopback(host) ? 'no token: the server is open to anyone on this machine' : `no token and --insecure-no-token: anyone who reaches ${host}:${port} deploys and drives envs`);
+  }
+
+  let stopping = false;
+  const stop = async (signal: string, exitCode = 0) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting at once');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal, episodes: app.openenv.manager.list().length }, 'draining: no new episodes; tearing every episode down');
+    const result = await app.openenv.drain(o.shutdownTimeout * 1000);
+    const closeBudget = setTimeout(() => {
+      log.error('server did not close in time; exiting');
+      process.exit(1);
+    }, 5000);
+    closeBudget.unref();
+    await app.close().catch((e) => log.error({ err: (e as Error).message }, 'close failed'));
+    await bundle.cleanup().catch(() => undefined);
+    if (result.timedOut) {
+      log.error({ episodes: result.tornDown }, `episodes were not all torn down within --shutdown-timeout (${o.shutdownTimeout} s); the next start with --instance ${o.instance} removes what is left`);
+      process.exit(1);
+    }
+    log.info({ episodes: result.tornDown }, 'drained; exiting');
+    process.exit(exitCode);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  try {
+    await app.listen({ host, port });
+  } catch (e) {
+    log.fatal({ err: (e as Error).message }, `cannot listen on ${host}:${port}`);
+    process.exit(1);
+  }
+  const addr = app.server.address();
+  const shown = typeof addr === 'object' && addr ? `${addr.address}:${addr.port}` : `${host}:${port}`;
+  log.info({ bundle: bundle.manifest.name, address: shown, instance: o.instance, max_concurrent_envs: o.maxConcurrentEnvs, auth: token ? 'bearer' : 'none' }, `listening on ${shown}`);
+  try {
+    await app.openenv.ready;
+    log.info({ event: 'ready' }, `serving ${bundle.manifest.name} (${Object.entries(bundle.splitCounts).map(([s, n]) => `${s}: ${n}`).join(', ')})`);
+  } catch (e) {
+    log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
+    await stop('startup-failure', 1);
+  }
+}
+
+// run only as the entry point (tests import parseCli and helpText)
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) void main();
