@@ -75,7 +75,6 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     loggerInstance: log as unknown as FastifyBaseLogger,
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,
     bodyLimit: MAX_FRAME_BYTES,
-    disableRequestLogging: false,
   });
 
   let sandbox: Sandbox;

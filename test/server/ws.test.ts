@@ -1,0 +1,157 @@
+/** A full episode over /ws against real env containers, and every row of the bad-input table. */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeDocker, labelledResources } from '../helpers/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { WsClient } from '../helpers/ws-client.js';
+
+describeDocker('WS /ws sessions on real Docker', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer({ maxConcurrentEnvs: 4 });
+  });
+  afterAll(async () => {
+    await s?.stop();
+    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('plays a two-turn task by task_id: list_tools, call_tool, end_turn twice, reward from scores', async () => {
+    const c = await WsClient.open(s.url);
+    const r = await c.reset({ task_id: 'fx-two-turn', seed: 7, episode_id: 'my-label' });
+    expect(r.type).toBe('observation');
+    expect(r.data.done).toBe(false);
+    expect(r.data.reward).toBeNull();
+    const o = r.data.observation;
+    expect(o).toMatchObject({ task_id: 'fx-two-turn', split: 'train', seed: 7, toolset: 'echo', turn: 1, turns: 2, max_turns: 4 });
+    expect(o.messages).toEqual([
+      { role: 'system', content: expect.any(String) },
+      { role: 'user', content: 'first prompt' },
+    ]);
+    expect(o.tools.map((t: { name: string }) => t.name)).toContain('end_turn');
+    const episodeId = o.episode_id;
+
+    const tools = await c.listTools();
+    expect(tools.data.observation.tools.map((t: { name: string }) => t.name)).toEqual(['echo', 'finish_now', 'sleep', 'crash', 'fail', 'end_turn']);
+
+    const echo = await c.call('echo', { text: 'hello' });
+    expect(echo.data.observation.error).toBeNull();
+    expect(echo.data.observation.result.content[0]).toEqual({ type: 'text', text: 'hello' });
+    expect(echo.data.observation.result.is_error).toBe(false);
+
+    const t1 = await c.call('end_turn', { answer: 'a' });
+    expect(t1.data.done).toBe(false);
+    expect(t1.data.observation.result.content[0].text).toBe('second prompt');
+    expect((await c.state()).data).toMatchObject({ episode_id: episodeId, task_id: 'fx-two-turn', turn: 2, done: false, phase: 'running' });
+
+    const t2 = await c.call('end_turn', { answer: 'b' });
+    expect(t2.data.done).toBe(true);
+    expect(t2.data.reward).toBe(0.5);
+    expect(t2.data.observation).toMatchObject({ end_reason: 'turns_ended', scores: { quality: 0.5 } });
+    expect(Object.keys(t2.data.observation.timings).sort()).toEqual(['deploy_s', 'queued_s', 'running_s']);
+
+    const after = await c.call('echo', { text: 'late' });
+    expect(after).toMatchObject({ type: 'error', data: { code: 'EXECUTION_ERROR', reason: 'episode_done' } });
+    expect((await c.state()).data).toMatchObject({ done: true, phase: 'done' });
+    await c.close();
+  });
+
+  it('resets by split + index, answers bad arguments and unknown tools without ending the episode', async () => {
+    const c = await WsClient.open(s.url);
+    const r = await c.reset({ split: 'eval', index: 0 });
+    expect(r.data.observation).toMatchObject({ task_id: 'fx-eval-0', split: 'eval', index: 0 });
+
+    const asString = await c.call('echo', '{"text":"hi"}');
+    expect(asString.data.done).toBe(false);
+    expect(asString.data.observation.result).toBeNull();
+    expect(asString.data.observation.error.error_type).toBe('invalid_args');
+    expect(asString.data.observation.error.message).toMatch(/JSON object/);
+    for (const bad of [[1, 2], null]) {
+      const o = await c.call('echo', bad);
+      expect(o.data.observation.error.error_type).toBe('invalid_args');
+    }
+    const unknown = await c.call('no_such_tool', {});
+    expect(unknown.data.observation.error.error_type).toBe('tool_not_found');
+    expect(unknown.data.done).toBe(false);
+
+    const fin = await c.call('finish_now', { score: 0.25 });
+    expect(fin.data).toMatchObject({ done: true, reward: 0.25 });
+    expect(fin.data.observation).toMatchObject({ end_reason: 'finished', scores: { quality: 0.25 } });
+    await c.close();
+  });
+
+  it('answers malformed frames with OpenEnv codes and keeps the session', async () => {
+    const c = await WsClient.open(s.url);
+    const send = (text: string) => {
+      const p = c.next();
+      c.sendRaw(text);
+      return p;
+    };
+    expect((await send('{not json')).data.code).toBe('INVALID_JSON');
+    expect((await send('[1,2]')).data.code).toBe('VALIDATION_ERROR');
+    expect((await send('{"type":"dance"}')).data.code).toBe('UNKNOWN_TYPE');
+    expect((await send('{"type":"reset","data":{},"extra":1}')).data.code).toBe('VALIDATION_ERROR');
+    expect((await send('{"type":"step","data":{"type":"call_tool"}}')).data.code).toBe('VALIDATION_ERROR');
+    expect((await c.reset({ task_id: 'nope' })).data.code).toBe('VALIDATION_ERROR');
+    expect((await c.reset({ split: 'nope' })).data.code).toBe('VALIDATION_ERROR');
+    expect((await c.reset({ split: 'eval', index: 99 })).data.code).toBe('VALIDATION_ERROR');
+    expect((await c.reset({ index: -1 })).data.code).toBe('VALIDATION_ERROR');
+    const noEp = await c.call('echo', { text: 'x' });
+    expect(noEp.data).toMatchObject({ code: 'EXECUTION_ERROR', reason: 'no_episode' });
+    expect((await c.state()).data).toMatchObject({ phase: 'idle', episode_id: null });
+    // unknown reset fields are ignored, as OpenEnv clients pass arbitrary kwargs
+    const ok = await c.reset({ task_id: 'fx-echo-0', temperature: 1.1 });
+    expect(ok.type).toBe('observation');
+    await c.close();
+  });
+
+  it('buffers frames sent while the reset deploys: every frame gets its reply, in order', async () => {
+    const c = await WsClient.open(s.url);
+    const replies = [c.next(), c.next(), c.next(), c.next()];
+    c.sendRaw(JSON.stringify({ type: 'reset', data: { task_id: 'fx-echo-1' } }));
+    c.sendRaw(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: 'echo', arguments: { text: 'one' } } }));
+    c.sendRaw(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: 'echo', arguments: { text: 'two' } } }));
+    c.sendRaw(JSON.stringify({ type: 'state' }));
+    const [r, a, b, st] = await Promise.all(replies);
+    expect(r.type).toBe('observation');
+    expect(a.data.observation.result.content[0].text).toBe('one');
+    expect(b.data.observation.result.content[0].text).toBe('two');
+    expect(st.data).toMatchObject({ step_count: 2, phase: 'running' });
+    await c.close();
+  });
+
+  it('a reset with no task picks one of the default split, by seed when given', async () => {
+    const c = await WsClient.open(s.url);
+    const a = await c.reset({ seed: 3 });
+    const b = await c.reset({ seed: 3 }); // tears the first down before the second
+    expect(a.data.observation.split).toBe('train');
+    expect(a.data.observation.index).toBe(3 % 6);
+    expect(b.data.observation.task_id).toBe(a.data.observation.task_id);
+    expect(b.data.observation.episode_id).not.toBe(a.data.observation.episode_id);
+    await c.close();
+  });
+
+  it('closes a frame over 4 MiB with 1009 and tears its episode down', async () => {
+    const c = await WsClient.open(s.url);
+    await c.reset({ task_id: 'fx-echo-0' });
+    c.sendRaw(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: 'echo', arguments: { text: 'x'.repeat(4 * 1024 * 1024 + 10) } } }));
+    const closed = await c.closed;
+    expect(closed.code).toBe(1009);
+    await waitFor(() => labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers.length === 0);
+  });
+
+  it('reports invalid scores as env_failed with reward null, never as a reward', async () => {
+    const c = await WsClient.open(s.url);
+    await c.reset({ task_id: 'fx-bad-scores' });
+    const end = await c.call('end_turn', {});
+    expect(end.data).toMatchObject({ done: true, reward: null });
+    expect(end.data.observation).toMatchObject({ end_reason: 'env_failed', failure: { reason: 'invalid_scores', retryable: false, phase: 'finish' } });
+    await c.close();
+  });
+});
+
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
