@@ -225,10 +225,8 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
   issues.throwIfAny(context);
 
   const { splits, byId } = loader;
-  const splitCounts = Object.fromEntries(Object.entries(splits).map(([k, v]) => [k, v.length]));
-  const toolsets = Object.fromEntries(
-    Object.entries(manifest.toolsets).map(([name, ts]) => [name, [...ts.tools, END_TURN_TOOL]]),
-  );
+  const splitCounts = lookupTable(Object.entries(splits).map(([k, v]) => [k, v.length]));
+  const toolsets = lookupTable(Object.entries(manifest.toolsets).map(([name, ts]) => [name, [...ts.tools, END_TURN_TOOL]]));
   return {
     dir,
     manifest: { ...manifest, description },
@@ -252,9 +250,19 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
   };
 }
 
+/**
+ * A name → value table without a prototype, so that a client-supplied name such as
+ * "constructor" or "__proto__" finds nothing instead of an Object.prototype member.
+ */
+function lookupTable<T>(entries: Iterable<readonly [string, T]>): Record<string, T> {
+  const table = Object.create(null) as Record<string, T>;
+  for (const [k, v] of entries) table[k] = v;
+  return table;
+}
+
 /** Reads split files into tasks, checking each row and the rows against each other. */
 class TaskLoader {
-  readonly splits: Record<string, Task[]> = {};
+  readonly splits: Record<string, Task[]> = lookupTable<Task[]>([]);
   readonly byId = new Map<string, Task>();
   /** where each task_id was first seen, for duplicate messages */
   private readonly firstSeen = new Map<string, string>();

@@ -41,7 +41,7 @@ export function relativePathProblem(p: string): string | null {
  * A JSON object, kept as the very object JSON.parse made: no copy (rows are large and many),
  * and no key-by-key reassignment that would turn an own `__proto__` key into a prototype.
  */
-const jsonObject = z.custom<Record<string, unknown>>(isPlainObject, { message: 'expected a JSON object' });
+const jsonObject = z.custom<Record<string, unknown>>(isPlainObject, { message: 'expected a JSON object', params: { got: true } });
 
 const relativePath = z.string().superRefine((p, ctx) => {
   const why = relativePathProblem(p);
