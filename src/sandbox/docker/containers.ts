@@ -1,6 +1,6 @@
 import type Dockerode from 'dockerode';
-import type { EnvSpec } from '../sandbox.js';
-import { isConflict, isNotFound, toSandboxError } from './errors.js';
+import { SandboxError, type EnvSpec } from '../sandbox.js';
+import { engineMessage, isConflict, isNotFound, toSandboxError } from './errors.js';
 import { ownerLabels, resourceName, type Owner } from './labels.js';
 import type { EpisodeNetwork } from './networks.js';
 
@@ -42,6 +42,9 @@ export async function createEnvContainer(
       NetworkingConfig: { EndpointsConfig: { [network.name]: {} } },
     });
   } catch (err) {
+    if (isNotFound(err) && /no such image/i.test(engineMessage(err))) {
+      throw new SandboxError('image_unavailable', `the Docker engine has no image ${env.image} for env \`${env.name}\`: build or pull it first`);
+    }
     throw toSandboxError(err, `creating the container of env \`${env.name}\` from image ${env.image}`);
   }
 }

@@ -42,7 +42,8 @@ export interface DockerSandboxOptions {
   /**
    * The server's own container id when it runs in a container with the engine socket mounted:
    * it joins each episode network to reach the env (see detectOwnContainerId). null: the server
-   * runs on the engine's host and reaches container addresses directly.
+   * runs on the engine's host and reaches container addresses directly. With a container set,
+   * episode bridges get no host address, so envs cannot reach services on the host either.
    */
   attachContainer?: string | null;
   logger?: SandboxLogger;
@@ -153,7 +154,7 @@ export class DockerSandbox implements Sandbox {
       throwIfAborted(signal);
       // Creation steps are not interrupted mid-call: an engine call cut off may still complete
       // on the engine's side, and its resource would then escape this deploy's cleanup.
-      const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log);
+      const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });
       throwIfAborted(signal);
       if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
       throwIfAborted(signal);

@@ -20,6 +20,7 @@ export async function createEpisodeNetwork(
   pool: SubnetPool,
   owner: Owner,
   log: SandboxLogger,
+  opts: { hostless: boolean } = { hostless: false },
 ): Promise<EpisodeNetwork> {
   for (let attempt = 0; attempt < pool.capacity; attempt++) {
     const subnet = pool.acquire(owner.episode);
@@ -32,6 +33,11 @@ export async function createEpisodeNetwork(
         CheckDuplicate: true,
         IPAM: { Driver: 'default', Config: [{ Subnet: subnet.cidr, Gateway: subnet.gateway }] },
         Labels: ownerLabels(owner),
+        // An internal bridge still gives the host the gateway address, and the env a default
+        // route to it: the env can reach every service listening on the host's addresses. When
+        // the server reaches envs from a container attached to the network, the host needs no
+        // address there, and without one the env can reach nothing but its own network.
+        ...(opts.hostless ? { Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true' } } : {}),
       });
       return { id: network.id, name, subnet };
     } catch (err) {

@@ -1,0 +1,330 @@
+/** Deploy, readiness, failure paths, abort and teardown of the echo env on a real engine. */
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
+import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
+import { describeDocker, labelledResources, uniqueInstance } from '../../helpers/docker.js';
+import { buildEcho, echoSpec, post } from './fixture.js';
+
+interface ContainerInfo {
+  Config: { Env: string[]; Labels: Record<string, string> };
+  HostConfig: { Memory: number; MemorySwap: number; NanoCpus: number; PidsLimit: number; NetworkMode: string; AutoRemove: boolean; PortBindings: Record<string, unknown> | null; PublishAllPorts: boolean };
+  NetworkSettings: { Ports: Record<string, unknown[] | null> | null; Networks: Record<string, { NetworkID: string; IPAddress: string }> };
+}
+interface NetworkInfo {
+  Name: string;
+  Internal: boolean;
+  Labels: Record<string, string>;
+  IPAM: { Config: Array<{ Subnet: string; Gateway: string }> };
+  Containers: Record<string, unknown>;
+}
+
+function inspect<T>(kind: 'container' | 'network', id: string): T {
+  return (JSON.parse(execFileSync('docker', [kind, 'inspect', id], { encoding: 'utf8' })) as T[])[0]!;
+}
+
+async function rejection(p: Promise<unknown>): Promise<Error> {
+  try {
+    await p;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected the promise to reject, but it resolved');
+}
+
+/** runs a node one-liner inside a running container (the image has no shell) */
+function execNode(containerId: string, script: string): string {
+  return execFileSync('docker', ['exec', containerId, 'node', '-e', script], { encoding: 'utf8', timeout: 30_000 }).trim();
+}
+
+describeDocker('DockerSandbox deploy', () => {
+  const instance = uniqueInstance('deploy');
+  const instanceLabel = `${LABELS.instance}=${instance}`;
+  const sandbox = new DockerSandbox({ instance, bundleName: 'fixture-v1' });
+  let image = '';
+  const nothingLeft = () => expect(labelledResources(instanceLabel)).toEqual({ containers: [], networks: [] });
+
+  beforeAll(async () => {
+    image = await buildEcho(sandbox);
+  });
+
+  afterAll(async () => {
+    await sandbox.sweep();
+    await sandbox.close();
+  });
+
+  describe('a healthy env', () => {
+    let handle: EnvHandle;
+    let deployMs = 0;
+
+    beforeAll(async () => {
+      const t0 = Date.now();
+      handle = await sandbox.deploy({ episodeId: 'ep-ok', env: echoSpec(image, { environment: { LOG_LEVEL: 'debug' } }) });
+      deployMs = Date.now() - t0;
+      console.log(`[measure] deploy-to-ready of the echo env: ${deployMs} ms`);
+    });
+
+    it('is ready and answers the env contract at its base URL, from the host', async () => {
+      expect(handle.episodeId).toBe('ep-ok');
+      expect(handle.baseUrl).toMatch(/^http:\/\/10\.213\.\d+\.\d+:8000$/);
+      expect(sandbox.networksInUse()).toBe(1);
+      const health = await fetch(`${handle.baseUrl}/health`);
+      expect(health.status).toBe(200);
+      expect(await post(handle.baseUrl, '/reset', { task_id: 'fx-echo-0', data: { finish_score: 0.5 }, seed: 1 })).toMatchObject({ status: 200 });
+      expect(await post(handle.baseUrl, '/tools/call', { name: 'echo', arguments: { text: 'hello' } })).toEqual({
+        status: 200,
+        json: { done: false, result: { text: 'hello' }, text: 'hello', is_error: false },
+      });
+      expect(await post(handle.baseUrl, '/tools/call', { name: 'nope', arguments: {} })).toMatchObject({ status: 404, json: { error: 'tool_not_found' } });
+      expect(await post(handle.baseUrl, '/finish', {})).toEqual({ status: 200, json: { scores: { quality: 0.5 } } });
+    });
+
+    it('runs with the declared limits, its labels, its env vars and PORT, and no published port', () => {
+      const c = inspect<ContainerInfo>('container', handle.containerId);
+      expect(c.HostConfig.Memory).toBe(128 * 1024 * 1024);
+      expect(c.HostConfig.MemorySwap).toBe(128 * 1024 * 1024);
+      expect(c.HostConfig.NanoCpus).toBe(500_000_000);
+      expect(c.HostConfig.PidsLimit).toBe(64);
+      expect(c.HostConfig.AutoRemove).toBe(false);
+      expect(c.Config.Labels).toMatchObject({
+        [LABELS.managed]: '1',
+        [LABELS.instance]: instance,
+        [LABELS.bundle]: 'fixture-v1',
+        [LABELS.episode]: 'ep-ok',
+        [LABELS.env]: 'echo',
+      });
+      expect(c.Config.Env).toEqual(expect.arrayContaining(['PORT=8000', 'LOG_LEVEL=debug']));
+      expect(c.HostConfig.PublishAllPorts).toBe(false);
+      expect(Object.keys(c.HostConfig.PortBindings ?? {})).toEqual([]);
+      // EXPOSE 8000 lists the port, but bound to nothing on the host
+      for (const bindings of Object.values(c.NetworkSettings.Ports ?? {})) expect(bindings ?? []).toEqual([]);
+      expect(execFileSync('docker', ['port', handle.containerId], { encoding: 'utf8' }).trim()).toBe('');
+      // on its episode network only
+      expect(Object.values(c.NetworkSettings.Networks).map((n) => n.NetworkID)).toEqual([handle.networkId]);
+    });
+
+    it('sits on an internal, labelled network whose subnet comes from our pool', () => {
+      const n = inspect<NetworkInfo>('network', handle.networkId);
+      expect(n.Internal).toBe(true);
+      expect(n.Labels).toMatchObject({ [LABELS.managed]: '1', [LABELS.instance]: instance, [LABELS.episode]: 'ep-ok', [LABELS.env]: 'echo' });
+      const [cfg] = n.IPAM.Config;
+      expect(cfg!.Subnet).toMatch(/^10\.213\.\d+\.\d+\/28$/);
+      const ip = new URL(handle.baseUrl).hostname;
+      const [a, b, c] = cfg!.Subnet.split('/')[0]!.split('.');
+      expect(ip.startsWith(`${a}.${b}.${c}.`)).toBe(true);
+      expect(cfg!.Gateway).toBe(`${a}.${b}.${c}.${Number(cfg!.Subnet.split('/')[0]!.split('.')[3]) + 1}`);
+      expect(Object.keys(n.Containers)).toEqual([handle.containerId]);
+    });
+
+    it('reaches neither the outside nor another episode\'s env', async () => {
+      const other = await sandbox.deploy({ episodeId: 'ep-other', env: echoSpec(image) });
+      try {
+        const connect = (host: string, port: number) =>
+          execNode(
+            handle.containerId,
+            `const s = require('net').connect({ host: '${host}', port: ${port}, timeout: 2000 });
+             s.on('connect', () => { console.log('connected'); process.exit(0); });
+             s.on('timeout', () => { console.log('timeout'); process.exit(0); });
+             s.on('error', (e) => { console.log(e.code); process.exit(0); });`,
+          );
+        const blocked = ['ENETUNREACH', 'EHOSTUNREACH', 'timeout'];
+        const otherIp = new URL(other.baseUrl).hostname;
+        // the host reaches both envs ...
+        expect((await fetch(`${other.baseUrl}/health`)).status).toBe(200);
+        // ... but one env does not reach the other, nor an address outside
+        expect(blocked).toContain(connect(otherIp, 8000));
+        expect(blocked).toContain(connect('198.51.100.1', 80));
+      } finally {
+        await sandbox.teardown('ep-other');
+      }
+    });
+
+    it('is diagnosed as running, with its log', async () => {
+      const d = await sandbox.diagnose(handle);
+      expect(d).toMatchObject({ running: true, exitCode: null, oomKilled: false });
+      expect(d.logTail).toMatch(/POST \/tools\/call -> 200/);
+      expect(d.logTail.split('\n').length).toBeLessThanOrEqual(20);
+    });
+
+    it('is gone after teardown, network and subnet included', async () => {
+      await sandbox.teardown('ep-ok');
+      nothingLeft();
+      expect(sandbox.networksInUse()).toBe(0);
+      await expect(sandbox.diagnose(handle)).resolves.toMatchObject({ running: false, exitCode: null });
+    });
+  });
+
+  it('waits for an env that takes a while to get ready', async () => {
+    const t0 = Date.now();
+    const h = await sandbox.deploy({ episodeId: 'ep-slow', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '1500' } }) });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1500);
+    expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
+    await sandbox.teardown('ep-slow');
+    nothingLeft();
+  });
+
+  it('removes an env that never listens once its deploy timeout passes, with its log tail', async () => {
+    const t0 = Date.now();
+    const err = await rejection(sandbox.deploy({ episodeId: 'ep-deaf', env: echoSpec(image, { deployTimeoutMs: 2000, environment: { ECHO_NO_LISTEN: '1' } }) }));
+    const elapsed = Date.now() - t0;
+    expect(err).toBeInstanceOf(SandboxError);
+    const e = err as SandboxError;
+    expect(e.reason).toBe('deploy_timeout');
+    expect(e.message).toContain('env `echo` was not ready within its deploy timeout (2 s)');
+    expect(e.details.logTail).toContain('ECHO_NO_LISTEN set: not listening');
+    expect(elapsed).toBeGreaterThanOrEqual(2000);
+    expect(elapsed).toBeLessThan(8000);
+    nothingLeft();
+    expect(sandbox.networksInUse()).toBe(0);
+  });
+
+  it('times out on a ready path that answers 404, saying so', async () => {
+    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }))) as SandboxError;
+    expect(err.reason).toBe('deploy_timeout');
+    expect(err.message).toMatch(/\(1\.5 s\).*last got HTTP 404/);
+    expect(err.details.logTail).toMatch(/GET \/ready-nowhere -> 404/);
+    nothingLeft();
+  });
+
+  it('reports an env that exits during deploy as crashed, with its exit code and log', async () => {
+    const t0 = Date.now();
+    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { environment: { ECHO_EXIT_AT_START: '7' } }) }))) as SandboxError;
+    expect(err).toBeInstanceOf(SandboxError);
+    expect(err.reason).toBe('env_crashed');
+    expect(err.details.exitCode).toBe(7);
+    expect(err.message).toContain('exited with code 7');
+    expect(err.details.logTail).toContain('ECHO_EXIT_AT_START set: exiting with code 7');
+    // the exit is noticed at once, not at the deploy deadline
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    nothingLeft();
+  });
+
+  it('reports an env killed for memory as env_oom', async () => {
+    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }))) as SandboxError;
+    expect(err.reason).toBe('env_oom');
+    expect(err.details.exitCode).toBe(137);
+    expect(err.message).toContain('128 MB');
+    nothingLeft();
+  });
+
+  it('reports a missing image as image_unavailable and leaves nothing', async () => {
+    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
+    expect(err.reason).toBe('image_unavailable');
+    expect(err.message).toContain('openenv-bundle/not-built:000000000000');
+    nothingLeft();
+    expect(sandbox.networksInUse()).toBe(0);
+  });
+
+  it('diagnoses an env that crashed after deploy: exit code and last log lines', async () => {
+    const h = await sandbox.deploy({ episodeId: 'ep-diag', env: echoSpec(image) });
+    await post(h.baseUrl, '/reset', { task_id: 'fx-echo-0', data: {} });
+    await expect(post(h.baseUrl, '/tools/call', { name: 'crash', arguments: { code: 5 } })).rejects.toThrow();
+    let d = await sandbox.diagnose(h);
+    for (let i = 0; d.running && i < 50; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      d = await sandbox.diagnose(h);
+    }
+    expect(d).toMatchObject({ running: false, exitCode: 5, oomKilled: false });
+    expect(d.logTail).toMatch(/crash requested: exiting with code 5$/);
+    await sandbox.teardown('ep-diag');
+    nothingLeft();
+  });
+
+  describe('abort', () => {
+    it('rejects at once, creating nothing, when the signal is already aborted', async () => {
+      const err = await rejection(sandbox.deploy({ episodeId: 'ep-abort0', env: echoSpec(image), signal: AbortSignal.abort() }));
+      expect(err.name).toBe('AbortError');
+      nothingLeft();
+    });
+
+    it('stops a deploy waiting for readiness and removes what it created', async () => {
+      const ac = new AbortController();
+      const p = rejection(sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }));
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(labelledResources(instanceLabel).containers).toHaveLength(1);
+      const t0 = Date.now();
+      ac.abort();
+      const err = await p;
+      expect(err.name).toBe('AbortError');
+      expect(Date.now() - t0).toBeLessThan(5000);
+      nothingLeft();
+      expect(sandbox.networksInUse()).toBe(0);
+    });
+
+    it('leaves nothing whatever step the abort lands in', async () => {
+      const outcomes = await Promise.all(
+        [0, 2, 5, 10, 20, 40, 80, 150, 250, 400].map(async (delay, i) => {
+          const ac = new AbortController();
+          const p = sandbox.deploy({ episodeId: `ep-abort-at-${i}`, env: echoSpec(image), signal: ac.signal });
+          setTimeout(() => ac.abort(), delay);
+          try {
+            await p;
+            await sandbox.teardown(`ep-abort-at-${i}`);
+            return 'ready first';
+          } catch (err) {
+            expect((err as Error).name).toBe('AbortError');
+            return 'aborted';
+          }
+        }),
+      );
+      expect(outcomes).toContain('aborted');
+      nothingLeft();
+      expect(sandbox.networksInUse()).toBe(0);
+    });
+
+    it('is what a teardown during the deploy does', async () => {
+      const p = rejection(sandbox.deploy({ episodeId: 'ep-torn', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }) }));
+      await new Promise((r) => setTimeout(r, 800));
+      await sandbox.teardown('ep-torn');
+      const err = await p;
+      expect(err.name).toBe('AbortError');
+      nothingLeft();
+      expect(sandbox.networksInUse()).toBe(0);
+    });
+  });
+
+  describe('teardown', () => {
+    it('is idempotent and shares one removal between concurrent calls', async () => {
+      await sandbox.deploy({ episodeId: 'ep-td', env: echoSpec(image) });
+      const a = sandbox.teardown('ep-td');
+      const b = sandbox.teardown('ep-td');
+      expect(b).toBe(a);
+      await Promise.all([a, b, sandbox.teardown('ep-td')]);
+      await sandbox.teardown('ep-td');
+      await sandbox.teardown('never-deployed');
+      nothingLeft();
+      expect(sandbox.networksInUse()).toBe(0);
+    });
+
+    it('succeeds when the engine already lost the container and network', async () => {
+      const h = await sandbox.deploy({ episodeId: 'ep-gone', env: echoSpec(image) });
+      execFileSync('docker', ['rm', '-f', h.containerId], { stdio: 'ignore' });
+      execFileSync('docker', ['network', 'rm', h.networkId], { stdio: 'ignore' });
+      expect(sandbox.networksInUse()).toBe(1);
+      await sandbox.teardown('ep-gone');
+      expect(sandbox.networksInUse()).toBe(0);
+      nothingLeft();
+    });
+
+    it('succeeds while the engine is already removing the container', async () => {
+      const h = await sandbox.deploy({ episodeId: 'ep-racing', env: echoSpec(image) });
+      const external = new Promise<void>((resolve) => {
+        // `docker rm -f` runs beside our removal: one of the two gets 404 or 409
+        import('node:child_process').then(({ execFile }) => execFile('docker', ['rm', '-f', h.containerId], () => resolve()));
+      });
+      await Promise.all([sandbox.teardown('ep-racing'), external]);
+      nothingLeft();
+      expect(sandbox.networksInUse()).toBe(0);
+    });
+
+    it('lets the episode id be deployed again afterwards', async () => {
+      await sandbox.deploy({ episodeId: 'ep-again', env: echoSpec(image) });
+      await expect(sandbox.deploy({ episodeId: 'ep-again', env: echoSpec(image) })).rejects.toThrow(/already has an env/);
+      await sandbox.teardown('ep-again');
+      const h = await sandbox.deploy({ episodeId: 'ep-again', env: echoSpec(image) });
+      expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
+      await sandbox.teardown('ep-again');
+      nothingLeft();
+    });
+  });
+});
