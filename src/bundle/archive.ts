@@ -161,7 +161,8 @@ function unpack(archive: string, dest: string, limits: { maxBytes: number; maxEn
       failure = new BundleError({ file: archive, ...issue });
       source.destroy();
       for (const s of openStreams) s.destroy();
-      parser.abort(failure);
+      // tar decorates the error it is aborted with (code, tarCode…): give it one of its own.
+      parser.abort(new Error(failure.message));
       settle();
     };
 

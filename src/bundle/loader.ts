@@ -162,9 +162,13 @@ async function readManifest(dir: string, context: string): Promise<Manifest> {
   return parsed.data;
 }
 
-async function readReadme(dir: string): Promise<string> {
+/** README.md's text; "" when there is none. */
+async function readReadme(dir: string, issues: IssueCollector): Promise<string> {
   const where = await resolveInside(dir, 'README.md');
-  if ('problem' in where) return '';
+  if ('problem' in where) {
+    if (where.problem !== 'not found') issues.add({ file: 'README.md', message: `expected a text file in the bundle, but it ${where.problem}` });
+    return '';
+  }
   return readFile(where.real, 'utf8');
 }
 
@@ -180,8 +184,8 @@ export function readmeSummary(readme: string): string {
 async function loadFolder(given: string, context: string, cleanup: () => Promise<void>): Promise<LoadedBundle> {
   const dir = await realpath(given);
   const manifest = await readManifest(dir, context);
-  const readme = await readReadme(dir);
   const issues = new IssueCollector();
+  const readme = await readReadme(dir, issues);
 
   const description = manifest.description ?? readmeSummary(readme);
   if (description === '') {

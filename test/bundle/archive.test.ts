@@ -156,6 +156,19 @@ describe('a malicious or oversized archive', () => {
     expect(message).toContain(`entry "dev": ${what}; a bundle archive may hold only files and folders`);
   });
 
+  it('refuses a "../" path given in a PAX header, whatever the ustar name says', async () => {
+    const message = await refused([...miniEntries(), { path: 'innocent.txt', pax: { path: '../pax-escaped.txt' }, body: 'pwned' }]);
+    expect(message).toContain('entry "../pax-escaped.txt": unsafe path: it has a ".." segment');
+  });
+
+  it.each([
+    ['SparseFile', 'SparseFile'],
+    ['GNUDumpDir', 'GNUDumpDir'],
+  ] as const)('refuses an entry of type %s', async (type, name) => {
+    const message = await refused([{ path: 'odd', type }]);
+    expect(message).toContain(`entry "odd": an entry of unsupported type ${name}; a bundle archive may hold only files and folders`);
+  });
+
   it('refuses more entries than the cap, naming the first one over it', async () => {
     const entries = Array.from({ length: 6 }, (_, i) => ({ path: `f${i}.txt`, body: 'x' }));
     const message = await refused(entries, { maxEntries: 5 });

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { Header } from 'tar';
+import { Header, Pax } from 'tar';
 import { BundleError } from '../../src/bundle/index.js';
 
 export const FIXTURES = path.join(import.meta.dirname, 'fixtures');
@@ -82,7 +82,9 @@ export async function bundleError(p: Promise<unknown>): Promise<BundleError> {
 
 export interface TarEntry {
   path: string;
-  type?: 'File' | 'Directory' | 'SymbolicLink' | 'Link' | 'CharacterDevice' | 'BlockDevice' | 'FIFO';
+  type?: 'File' | 'Directory' | 'SymbolicLink' | 'Link' | 'CharacterDevice' | 'BlockDevice' | 'FIFO' | 'SparseFile' | 'GNUDumpDir';
+  /** PAX extended-header fields that override the ustar header's (e.g. a long path) */
+  pax?: { path?: string; linkpath?: string };
   body?: string | Buffer;
   linkpath?: string;
   mode?: number;
@@ -107,6 +109,7 @@ export function tarGz(entries: TarEntry[], { truncate = false } = {}): Buffer {
       mtime: new Date(0),
       ...(e.linkpath !== undefined ? { linkpath: e.linkpath } : {}),
     });
+    if (e.pax) blocks.push(new Pax({ ...e.pax, mtime: new Date(0) }).encode());
     const block = Buffer.alloc(512);
     header.encode(block);
     blocks.push(block);

@@ -112,6 +112,14 @@ describe('bundle.json', () => {
     expect(message).not.toContain('"s"');
   });
 
+  it('refuses a README.md that resolves outside the bundle', async () => {
+    const outside = tempDir();
+    writeFileSync(path.join(outside, 'secret.md'), '# secret\n');
+    const dir = writeBundle();
+    symlinkSync(path.join(outside, 'secret.md'), path.join(dir, 'README.md'));
+    await expect(loadBundle(dir)).rejects.toThrow(`bundle ${dir}: README.md: expected a text file in the bundle, but it resolves outside the bundle folder`);
+  });
+
   it('refuses a default split without tasks', async () => {
     const message = await failure({ tasks: { 'tasks/train.jsonl': [] } });
     expect(message).toContain('tasks/train.jsonl: the default split "train" has no tasks');
