@@ -1,0 +1,18 @@
+/**
+ * Entry point of the GridSim env image: listens on $PORT (default 8000) on 0.0.0.0. Handles
+ * SIGTERM itself, since node running as PID 1 in a container has no default signal handlers.
+ */
+import { createEnvServer } from './env-server.js';
+
+const port = Number(process.env.PORT ?? 8000);
+const host = process.env.HOST ?? '0.0.0.0';
+const server = createEnvServer({ logLevel: process.env.LOG_LEVEL ?? 'info' });
+server.listen(port, host, () => {
+  process.stdout.write(`${JSON.stringify({ level: 'info', msg: 'gridsim env listening', host, port })}\n`);
+});
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    server.close();
+    process.exit(0);
+  });
+}
