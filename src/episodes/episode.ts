@@ -194,6 +194,7 @@ export class Episode {
         turn: 1,
         turns: this.task.turns.length,
         max_turns: this.task.max_turns,
+        timings: this.timings(),
       },
       reward: null,
       done: false,

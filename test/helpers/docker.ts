@@ -61,3 +61,20 @@ export function labelledResources(label: string): { containers: string[]; networ
     networks: out(['network', 'ls', '-q', '--filter', `label=${label}`]),
   };
 }
+
+/** polls `cond` every 100 ms until it holds, or throws after `timeoutMs` */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 30_000, what = 'condition'): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > until) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** container ids labelled `label`, without blocking the event loop (the server under test shares it) */
+export async function labelledContainersAsync(label: string): Promise<string[]> {
+  const { execFile } = await import('node:child_process');
+  return new Promise((resolve, reject) =>
+    execFile('docker', ['ps', '-aq', '--filter', `label=${label}`], (err, out) => (err ? reject(err) : resolve(out.split('\n').filter(Boolean)))),
+  );
+}

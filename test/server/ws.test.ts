@@ -1,6 +1,6 @@
 /** A full episode over /ws against real env containers, and every row of the bad-input table. */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeDocker, labelledResources } from '../helpers/docker.js';
+import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
 import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 
@@ -147,11 +147,3 @@ describeDocker('WS /ws sessions on real Docker', () => {
     await c.close();
   });
 });
-
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

@@ -1,0 +1,103 @@
+/** FIFO admission against real envs: the cap holds, order holds, timeouts answer, nothing leaks. */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeDocker, labelledContainersAsync, labelledResources, waitFor } from '../helpers/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { WsClient } from '../helpers/ws-client.js';
+
+
+describeDocker('admission on real Docker', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer({ maxConcurrentEnvs: 4 });
+  });
+  afterAll(async () => {
+    await s?.stop();
+    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('12 concurrent resets with 4 slots: all complete, in arrival order, never more than 4 env containers', async () => {
+    let peak = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        peak = Math.max(peak, (await labelledContainersAsync(`${INSTANCE_LABEL}=${s.instance}`)).length);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    const clients = await Promise.all(Array.from({ length: 12 }, () => WsClient.open(s.url)));
+    const admittedAt: number[] = [];
+    const waits: number[] = [];
+    const episodes = clients.map(async (c, i) => {
+      // stagger the sends so arrival order is well defined
+      await new Promise((r) => setTimeout(r, i * 30));
+      const sentAt = Date.now();
+      const r = await c.reset({ task_id: 'fx-echo-0' });
+      // when the slot was granted: the server's queue wait, on this machine's clock
+      admittedAt[i] = sentAt + r.data.observation.timings.queued_s * 1000;
+      waits[i] = r.data.observation.timings.queued_s;
+      expect(r.type).toBe('observation');
+      await c.call('sleep', { seconds: 0.3 });
+      const end = await c.call('end_turn', {});
+      expect(end.data.done).toBe(true);
+      expect(end.data.reward).toBe(0.5);
+      await c.close();
+      return r.data.observation.timings;
+    });
+    await Promise.all(episodes);
+    sampling = false;
+    await sampler;
+    // FIFO: slots were granted in arrival order (2 ms of rounding and clock slack)
+    for (let i = 1; i < 12; i++) expect(admittedAt[i]!).toBeGreaterThanOrEqual(admittedAt[i - 1]! - 2);
+    expect(waits[11]!).toBeGreaterThan(0.2);
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(4);
+    await waitFor(() => s.app.openenv.admission.activeCount === 0);
+  });
+
+  it('a reset that waits past its timeout gets CAPACITY_REACHED with the counts; the session can reset again', async () => {
+    const holders = await Promise.all(Array.from({ length: 4 }, () => WsClient.open(s.url)));
+    await Promise.all(holders.map((h) => h.reset({ task_id: 'fx-echo-0' })));
+    const c = await WsClient.open(s.url);
+    const t0 = Date.now();
+    const r = await c.reset({ task_id: 'fx-echo-1', reset_timeout_s: 1 });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    expect(r.type).toBe('error');
+    expect(r.data).toMatchObject({ code: 'CAPACITY_REACHED', active_sessions: 4, max_sessions: 4, waiting: 1 });
+    expect(r.data.waited_s).toBeGreaterThanOrEqual(0.9);
+    expect(r.data.retry_after_s).toBeGreaterThanOrEqual(1);
+    expect((await c.state()).data.phase).toBe('idle');
+    await holders[0]!.close();
+    const again = await c.reset({ task_id: 'fx-echo-1', reset_timeout_s: 30 });
+    expect(again.type).toBe('observation');
+    await Promise.all([c, ...holders.slice(1)].map((h) => h.close()));
+    await waitFor(() => s.app.openenv.admission.activeCount === 0);
+  });
+
+  it('a client that disconnects while waiting, while deploying and while running leaves nothing behind', async () => {
+    const holders = await Promise.all(Array.from({ length: 4 }, () => WsClient.open(s.url)));
+    await Promise.all(holders.map((h) => h.reset({ task_id: 'fx-echo-0' })));
+    // waiting: in the queue behind 4 running episodes
+    const waiter = await WsClient.open(s.url);
+    waiter.sendRaw(JSON.stringify({ type: 'reset', data: { task_id: 'fx-echo-1' } }));
+    await waitFor(() => s.app.openenv.admission.waitingCount === 1);
+    waiter.terminate();
+    await waitFor(() => s.app.openenv.admission.waitingCount === 0);
+    // running: drop two of the holders without a close frame
+    holders[0]!.terminate();
+    holders[1]!.terminate();
+    await waitFor(() => s.app.openenv.admission.activeCount === 2);
+    // deploying: a slot is free now; disconnect as soon as the deploy has started
+    const deployer = await WsClient.open(s.url);
+    deployer.sendRaw(JSON.stringify({ type: 'reset', data: { task_id: 'fx-echo-2' } }));
+    await waitFor(() => s.app.openenv.manager.list().some((e) => e.task.task_id === 'fx-echo-2' && e.phase === 'deploying'), 10_000);
+    deployer.terminate();
+    holders[2]!.terminate();
+    holders[3]!.terminate();
+    await waitFor(() => s.app.openenv.admission.activeCount === 0 && s.app.openenv.manager.list().length === 0);
+    await waitFor(() => {
+      const left = labelledResources(`${INSTANCE_LABEL}=${s.instance}`);
+      return left.containers.length === 0 && left.networks.length === 0;
+    });
+    expect(s.app.openenv.sandbox.networksInUse()).toBe(0);
+  });
+});
