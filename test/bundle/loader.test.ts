@@ -153,6 +153,21 @@ describe('loadBundle details', () => {
     ]);
   });
 
+  it('reads rows longer than a read chunk, CRLF endings, and a last line without a newline', async () => {
+    const big = 'é'.repeat(1_500_000); // 3 MB of UTF-8: spans several 1 MiB chunks, split inside characters
+    const text = [row('a'), row('big', { data: { big } }), row('c'), row('d')].map((r) => JSON.stringify(r)).join('\r\n');
+    const dir = writeBundle({ tasks: {}, files: { 'tasks/train.jsonl': text } });
+    const b = await loadBundle(dir);
+    expect(b.splits.train?.map((t) => [t.task_id, t.index])).toEqual([
+      ['a', 0],
+      ['big', 1],
+      ['c', 2],
+      ['d', 3],
+    ]);
+    expect(b.byId.get('big')?.data.big).toBe(big);
+    expect(b.byId.get('d')?.system_prompt).toBe('You are tested.');
+  });
+
   it('allows an empty split besides the default one, and an image-only env', async () => {
     const m = baseManifest();
     m.splits = { train: 'tasks/train.jsonl', extra: 'tasks/extra.jsonl' };
