@@ -3,6 +3,7 @@
  * our own pool, one env container on it, readiness over HTTP, teardown and sweep by label.
  * The only module of the server that knows dockerode.
  */
+import { setMaxListeners } from 'node:events';
 import Dockerode from 'dockerode';
 import {
   SandboxError,
@@ -89,6 +90,8 @@ export class DockerSandbox implements Sandbox {
     this.log = opts.logger ?? silentLogger;
     this.removeAttempts = opts.removeAttempts ?? 6;
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? 100;
+    // every deploy in flight listens to it: hundreds are normal, not a leak
+    setMaxListeners(0, this.lifetime.signal);
   }
 
   /** removals that still failed after every retry (their resources stay labelled for the reconciler) */
@@ -162,12 +165,14 @@ export class DockerSandbox implements Sandbox {
       const deadline = createdAt + env.deployTimeoutMs;
       const container = await createEnvContainer(this.docker, owner, env, network);
       throwIfAborted(signal);
+      const startAt = Date.now();
       try {
         await container.start();
       } catch (err) {
         throw toSandboxError(err, `starting the container of env \`${env.name}\``);
       }
       throwIfAborted(signal);
+      const runningAt = Date.now();
       const stopWaiting = new AbortController();
       const exited = container
         .wait({ condition: 'not-running', abortSignal: stopWaiting.signal })
@@ -186,7 +191,18 @@ export class DockerSandbox implements Sandbox {
           : { kind: 'exited' as const, exitCode: state.exitCode ?? -1 };
         if (outcome.kind === 'ready') {
           this.log.info(
-            { episode: episodeId, env: env.name, container: container.id.slice(0, 12), subnet: network.subnet.cidr, readyMs: Date.now() - createdAt, deployMs: Date.now() - startedAt },
+            {
+              episode: episodeId,
+              env: env.name,
+              container: container.id.slice(0, 12),
+              subnet: network.subnet.cidr,
+              // where the deploy's time went: network, container create, start, readiness
+              networkMs: createdAt - startedAt,
+              createMs: startAt - createdAt,
+              startMs: runningAt - startAt,
+              readyMs: Date.now() - runningAt,
+              deployMs: Date.now() - startedAt,
+            },
             'env ready',
           );
           return { episodeId, baseUrl, containerId: container.id, networkId: network.id };

@@ -22,7 +22,9 @@ export async function createEpisodeNetwork(
   log: SandboxLogger,
   opts: { hostless: boolean } = { hostless: false },
 ): Promise<EpisodeNetwork> {
-  for (let attempt = 0; attempt < pool.capacity; attempt++) {
+  // Each refusal sets a subnet aside, so this ends: with a network, or with acquire() saying
+  // that no subnet is left.
+  for (;;) {
     const subnet = pool.acquire(owner.episode);
     const name = resourceName(owner.bundle, owner.env, owner.episode);
     try {
@@ -49,7 +51,6 @@ export async function createEpisodeNetwork(
       throw toSandboxError(err, `creating the network of episode ${owner.episode} on ${subnet.cidr}`);
     }
   }
-  throw toSandboxError(new Error(`every subnet of ${pool.description} overlaps another network`), 'creating an episode network');
 }
 
 export async function connectToNetwork(docker: Dockerode, networkId: string, containerId: string): Promise<void> {

@@ -12,23 +12,33 @@ async function readOr(file: string): Promise<string> {
   return readFile(file, 'utf8').catch(() => '');
 }
 
+/** where to look (files to read, the hostname); tests point them at another container's */
+export interface OwnContainerSources {
+  mountinfo: string;
+  cgroup: string;
+  hostname: string;
+}
+
+const OWN_SOURCES: OwnContainerSources = { mountinfo: '/proc/self/mountinfo', cgroup: '/proc/self/cgroup', hostname: os.hostname() };
+
 /** candidate ids, most trustworthy first: the engine bind-mounts /etc/hostname etc. from /var/lib/docker/containers/<id>/ */
-export async function ownContainerIdCandidates(files = { mountinfo: '/proc/self/mountinfo', cgroup: '/proc/self/cgroup' }, hostname = os.hostname()): Promise<string[]> {
+export async function ownContainerIdCandidates(sources: Partial<OwnContainerSources> = {}): Promise<string[]> {
+  const { mountinfo: mountinfoFile, cgroup, hostname } = { ...OWN_SOURCES, ...sources };
   const out: string[] = [];
-  const mountinfo = await readOr(files.mountinfo);
+  const mountinfo = await readOr(mountinfoFile);
   for (const line of mountinfo.split('\n')) {
     const m = /\/containers\/([0-9a-f]{64})\//.exec(line);
     if (m?.[1]) out.push(m[1]);
   }
-  for (const m of (await readOr(files.cgroup)).matchAll(FULL_ID)) if (m[1]) out.push(m[1]);
+  for (const m of (await readOr(cgroup)).matchAll(FULL_ID)) if (m[1]) out.push(m[1]);
   // Docker's default hostname is the 12-hex short id.
   if (/^[0-9a-f]{12}$/.test(hostname)) out.push(hostname);
   return [...new Set(out)];
 }
 
 /** the full id of the container this process runs in, confirmed by the engine; null when not in one */
-export async function detectOwnContainerId(docker: Dockerode): Promise<string | null> {
-  for (const candidate of await ownContainerIdCandidates()) {
+export async function detectOwnContainerId(docker: Dockerode, sources: Partial<OwnContainerSources> = {}): Promise<string | null> {
+  for (const candidate of await ownContainerIdCandidates(sources)) {
     try {
       const info = await docker.getContainer(candidate).inspect();
       // inspect also resolves names: accept only an id that is really this candidate's

@@ -157,7 +157,7 @@ describe('own container id', () => {
     await writeFile(path.join(dir, 'mountinfo'), `1 2 0:1 /var/lib/docker/containers/${id}/hostname /etc/hostname rw - ext4 /dev/x rw\n`);
     await writeFile(path.join(dir, 'cgroup'), `0::/docker/${other}\n`);
     const files = { mountinfo: path.join(dir, 'mountinfo'), cgroup: path.join(dir, 'cgroup') };
-    expect(await ownContainerIdCandidates(files, '0123456789ab')).toEqual([id, other, '0123456789ab']);
-    expect(await ownContainerIdCandidates({ mountinfo: '/nonexistent', cgroup: '/nonexistent' }, 'vm')).toEqual([]);
+    expect(await ownContainerIdCandidates({ ...files, hostname: '0123456789ab' })).toEqual([id, other, '0123456789ab']);
+    expect(await ownContainerIdCandidates({ mountinfo: '/nonexistent', cgroup: '/nonexistent', hostname: 'vm' })).toEqual([]);
   });
 });

@@ -1,0 +1,102 @@
+/** What a killed server leaves behind is found by label and removed; other instances are left alone; foreign subnets are skipped. */
+import { execFileSync } from 'node:child_process';
+import Dockerode from 'dockerode';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
+import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
+import { describeDocker, labelledResources, uniqueInstance } from '../../helpers/docker.js';
+import { buildEcho, echoSpec } from './fixture.js';
+
+function subnetOf(networkId: string): string {
+  return execFileSync('docker', ['network', 'inspect', '--format', '{{(index .IPAM.Config 0).Subnet}}', networkId], { encoding: 'utf8' }).trim();
+}
+
+describeDocker('DockerSandbox sweep', () => {
+  const docker = new Dockerode();
+  const instance = uniqueInstance('sweep');
+  const otherInstance = uniqueInstance('bystander');
+  const foreignLabel = `io.openenv.test.foreign=${instance}`;
+  const sandboxes: DockerSandbox[] = [];
+  const make = (inst: string, extra: Partial<ConstructorParameters<typeof DockerSandbox>[0]> = {}) => {
+    const s = new DockerSandbox({ instance: inst, bundleName: 'fixture-v1', ...extra });
+    sandboxes.push(s);
+    return s;
+  };
+  let image = '';
+
+  beforeAll(async () => {
+    image = await buildEcho(make(instance));
+  });
+
+  afterAll(async () => {
+    for (const inst of [instance, otherInstance]) {
+      const s = new DockerSandbox({ instance: inst, bundleName: 'fixture-v1' });
+      await s.sweep();
+      await s.close();
+    }
+    execFileSync('docker', ['network', 'prune', '-f', '--filter', `label=${foreignLabel}`], { stdio: 'ignore' });
+    for (const s of sandboxes) await s.close();
+  });
+
+  it('removes what a killed instance left, a half-created episode included', async () => {
+    const killed = make(instance);
+    const left: EnvHandle[] = await Promise.all([0, 1, 2].map((i) => killed.deploy({ episodeId: `left-${i}`, env: echoSpec(image) })));
+    // an episode whose deploy was cut off after its network was created
+    const half = await docker.createNetwork({
+      Name: `${instance}-half`,
+      Internal: true,
+      Labels: { [LABELS.managed]: '1', [LABELS.instance]: instance, [LABELS.bundle]: 'fixture-v1', [LABELS.episode]: 'left-half', [LABELS.env]: 'echo' },
+    });
+    // the server is "killed": no teardown, no close; a new process starts with the same instance id
+    const skipped: string[] = [];
+    const noop = () => {};
+    const logger = { info: noop, warn: noop, error: noop, debug: (o: object, msg?: string) => msg?.includes('another network') && skipped.push((o as { subnet: string }).subnet) };
+    const restarted = make(instance, { logger });
+    expect((await restarted.listEpisodeIds()).sort()).toEqual(['left-0', 'left-1', 'left-2', 'left-half']);
+
+    // Its subnet pool starts empty, but the killed instance's networks still hold their subnets:
+    // the engine refuses those ("pool overlaps") and the deploy moves on to a free one.
+    const fresh = await restarted.deploy({ episodeId: 'fresh-0', env: echoSpec(image) });
+    const leftSubnets = left.map((h) => subnetOf(h.networkId));
+    expect(leftSubnets).not.toContain(subnetOf(fresh.networkId));
+    expect(skipped.length).toBeGreaterThan(0);
+    for (const s of skipped) expect(leftSubnets).toContain(s);
+    expect((await fetch(`${fresh.baseUrl}/health`)).status).toBe(200);
+
+    const swept = await restarted.sweep();
+    expect(swept.containers.sort()).toEqual([...left.map((h) => h.containerId), fresh.containerId].sort());
+    expect(swept.networks.sort()).toEqual([...left.map((h) => h.networkId), half.id, fresh.networkId].sort());
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+    expect(restarted.networksInUse()).toBe(0);
+    expect(await restarted.listEpisodeIds()).toEqual([]);
+    expect(await restarted.sweep()).toEqual({ containers: [], networks: [] });
+  });
+
+  it('leaves other instances alone', async () => {
+    const bystander = make(otherInstance);
+    const h = await bystander.deploy({ episodeId: 'b-0', env: echoSpec(image) });
+    const sweeper = make(instance);
+    expect(await sweeper.sweep()).toEqual({ containers: [], networks: [] });
+    expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
+    expect(await bystander.listEpisodeIds()).toEqual(['b-0']);
+    await bystander.teardown('b-0');
+    expect(labelledResources(`${LABELS.instance}=${otherInstance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('skips a subnet of its pool that another network uses, and fails cleanly when none is left', async () => {
+    execFileSync('docker', ['network', 'create', '--internal', '--subnet', '10.214.7.0/28', '--label', foreignLabel, `${instance}-foreign`], { stdio: 'ignore' });
+    const sb = make(instance, { subnetPool: '10.214.7.0/26', subnetPrefix: 28 });
+    const h = await sb.deploy({ episodeId: 'skip-0', env: echoSpec(image) });
+    expect(subnetOf(h.networkId)).toBe('10.214.7.16/28');
+    expect(h.baseUrl).toMatch(/^http:\/\/10\.214\.7\.(1[89]|2\d|30):8000$/);
+    await sb.teardown('skip-0');
+
+    const tiny = make(instance, { subnetPool: '10.214.7.0/28', subnetPrefix: 28 });
+    const err = await tiny.deploy({ episodeId: 'no-room', env: echoSpec(image) }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxError);
+    expect((err as SandboxError).reason).toBe('engine_error');
+    expect((err as SandboxError).message).toMatch(/no free subnet/);
+    expect(tiny.networksInUse()).toBe(0);
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+});
