@@ -169,31 +169,31 @@ function unpack(archive: string, dest: string, limits: { maxBytes: number; maxEn
     parser.on('entry', (entry: ReadEntry) => {
       if (failure) return void entry.resume();
       const name = entry.path;
-      const reject = (message: string) => {
+      const refuse = (message: string) => {
         entry.resume();
         fail({ entry: name, message });
       };
 
-      if (++entries > limits.maxEntries) return reject(`more than ${limits.maxEntries} entries in the archive`);
+      if (++entries > limits.maxEntries) return refuse(`more than ${limits.maxEntries} entries in the archive`);
       const kind = entry.type === 'Directory' ? 'dir' : ['File', 'OldFile', 'ContiguousFile'].includes(entry.type) ? 'file' : null;
       if (kind === null) {
         const what = KIND_OF_TYPE[entry.type] ?? `an entry of unsupported type ${entry.type}`;
-        return reject(`${what}; a bundle archive may hold only files and folders`);
+        return refuse(`${what}; a bundle archive may hold only files and folders`);
       }
       const segments = entrySegments(name);
-      if (typeof segments === 'string') return reject(`unsafe path: ${segments}`);
+      if (typeof segments === 'string') return refuse(`unsafe path: ${segments}`);
       if (segments.length === 0) {
         if (kind === 'dir') return void entry.resume(); // "./", the root itself
-        return reject('a file entry with an empty path');
+        return refuse('a file entry with an empty path');
       }
       const rel = segments.join('/');
       for (let i = 1; i < segments.length; i++) {
         const parent = segments.slice(0, i).join('/');
-        if (kinds.get(parent) === 'file') return reject(`path runs through ${JSON.stringify(parent)}, which is a file`);
+        if (kinds.get(parent) === 'file') return refuse(`path runs through ${JSON.stringify(parent)}, which is a file`);
       }
       const previous = kinds.get(rel);
       if (previous === 'file' || (previous === 'dir' && kind === 'file')) {
-        return reject(`conflicts with an earlier entry for the same path (a ${previous === 'dir' ? 'folder' : 'file'})`);
+        return refuse(`conflicts with an earlier entry for the same path (a ${previous === 'dir' ? 'folder' : 'file'})`);
       }
       for (let i = 1; i < segments.length; i++) kinds.set(segments.slice(0, i).join('/'), 'dir');
       kinds.set(rel, kind);
@@ -214,7 +214,7 @@ function unpack(archive: string, dest: string, limits: { maxBytes: number; maxEn
 
       bytes += entry.size;
       if (bytes > limits.maxBytes) {
-        return reject(`the archive unpacks to more than ${limits.maxBytes} bytes (cap reached at this entry)`);
+        return refuse(`the archive unpacks to more than ${limits.maxBytes} bytes (cap reached at this entry)`);
       }
       writes.push(
         writeFileEntry(entry, target, (mode & 0o755) | 0o600, openStreams, () => failure !== undefined).catch((err: Error) =>

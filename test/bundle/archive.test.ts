@@ -64,8 +64,12 @@ describe('a good archive', () => {
       { path: 'b/', type: 'Directory', mode: 0o755 },
       ...miniEntries('b/'),
       { path: 'b/envs/echo/run.sh', body: '#!/bin/sh\n', mode: 0o4777 },
+      { path: 'b/envs/echo/empty', body: '' },
+      { path: 'b/envs/echo/after-empty', body: 'still read' },
     ]);
     const x = await extractBundleArchive(file, { tmpDir: tempDir('bundle-parent-') });
+    expect(readFileSync(path.join(x.dir, 'envs/echo/empty'), 'utf8')).toBe('');
+    expect(readFileSync(path.join(x.dir, 'envs/echo/after-empty'), 'utf8')).toBe('still read');
     expect(statSync(path.join(x.dir, 'envs/echo/run.sh')).mode & 0o7777).toBe(0o755);
     expect(statSync(path.join(x.dir, 'bundle.json')).mode & 0o7777).toBe(0o644);
     expect(statSync(x.dir).mode & 0o777).toBe(0o755);
