@@ -12,6 +12,7 @@ import {
   END_TURN,
   ManifestSchema,
   TaskLineSchema,
+  fieldPath,
   toBundleIssues,
   type EnvManifest,
   type Manifest,
@@ -117,15 +118,16 @@ export async function loadBundle(pathOrArchive: string, options: LoadOptions = {
 }
 
 /** `rel`'s real path when it exists and stays inside `root` (a real path), else why not. */
-async function resolveInside(root: string, rel: string): Promise<{ real: string } | { problem: string }> {
+async function resolveInside(root: string, relPath: string): Promise<{ real: string } | { problem: string }> {
   let real: string;
   try {
-    real = await realpath(path.resolve(root, rel));
+    real = await realpath(path.resolve(root, relPath));
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     return { problem: code === 'ENOENT' ? 'not found' : `cannot be read (${code ?? String(err)})` };
   }
-  if (real !== root && !real.startsWith(root + path.sep)) return { problem: 'resolves outside the bundle folder' };
+  const rel = path.relative(root, real);
+  if (rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) return { problem: 'resolves outside the bundle folder' };
   return { real };
 }
 
@@ -197,7 +199,7 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
 
   for (const [name, env] of Object.entries(manifest.envs)) {
     if (env.build === undefined) continue;
-    const field = `envs.${name}.build`;
+    const field = fieldPath(['envs', name, 'build']);
     const where = await resolveInside(dir, env.build);
     if ('problem' in where) {
       issues.add({ file: 'bundle.json', field, message: `expected a folder of the bundle holding a Dockerfile, but ${JSON.stringify(env.build)} ${where.problem}` });
@@ -213,12 +215,17 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
   const loader = new TaskLoader(manifest, issues);
   for (const [split, rel] of Object.entries(manifest.splits)) {
     const where = await resolveInside(dir, rel);
-    if ('problem' in where) {
-      issues.add({ file: 'bundle.json', field: `splits.${split}`, message: `expected a JSONL file of tasks, but ${JSON.stringify(rel)} ${where.problem}` });
+    const problem = 'problem' in where ? where.problem : (await stat(where.real)).isFile() ? null : 'is not a file';
+    if ('problem' in where || problem !== null) {
+      issues.add({ file: 'bundle.json', field: fieldPath(['splits', split]), message: `expected a JSONL file of tasks, but ${JSON.stringify(rel)} ${problem}` });
       loader.splits[split] = [];
       continue;
     }
-    await loader.readSplit(split, rel, where.real);
+    try {
+      await loader.readSplit(split, rel, where.real);
+    } catch (err) {
+      issues.add({ file: rel, message: `could not be read: ${(err as Error).message}` });
+    }
   }
   const defaultTasks = loader.splits[manifest.default_split];
   if (defaultTasks !== undefined && defaultTasks.length === 0 && issues.empty) {

@@ -112,6 +112,11 @@ describe('bundle.json', () => {
     expect(message).not.toContain('"s"');
   });
 
+  it('refuses a split path that is a folder', async () => {
+    const message = await failure({ manifest: manifest((m) => (m.splits.train = 'tasks')) });
+    expect(message).toContain('bundle.json, field "splits.train": expected a JSONL file of tasks, but "tasks" is not a file');
+  });
+
   it('refuses a README.md that resolves outside the bundle', async () => {
     const outside = tempDir();
     writeFileSync(path.join(outside, 'secret.md'), '# secret\n');
