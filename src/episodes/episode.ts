@@ -16,7 +16,7 @@ import {
 } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Action } from '../protocol/frames.js';
-import { SandboxError, type EnvHandle, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
+import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 import { Admission, abortError, fmtS, isAbortError, type Slot } from './admission.js';
 import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
@@ -343,16 +343,12 @@ export class Episode {
   private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome> {
     let reason: FailureReason = 'env_unreachable';
     const extra: { exit_code?: number | null; log_tail?: string } = {};
-    if (this.handle) {
-      try {
-        const d = await this.deps.sandbox.diagnose(this.handle);
-        if (d.oomKilled) reason = 'env_oom';
-        else if (!d.running) reason = 'env_crashed';
-        extra.exit_code = d.exitCode;
-        extra.log_tail = d.logTail;
-      } catch {
-        // the diagnosis is a courtesy; the failure stands without it
-      }
+    const d = await this.diagnose();
+    if (d) {
+      if (d.oomKilled) reason = 'env_oom';
+      else if (!d.running) reason = 'env_crashed';
+      extra.exit_code = d.exitCode;
+      extra.log_tail = d.logTail;
     }
     const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : 'the env is unreachable';
     return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
@@ -432,6 +428,26 @@ export class Episode {
     }
   }
 
+  /**
+   * The env's container state after a failed call. A dropped connection usually comes a moment
+   * before the engine marks the container exited: look again for up to a second before calling
+   * the env merely unreachable. Null when the engine cannot say.
+   */
+  private async diagnose(): Promise<EnvDiagnosis | null> {
+    if (!this.handle) return null;
+    let last: EnvDiagnosis | null = null;
+    for (let i = 0; i < 10; i++) {
+      try {
+        last = await this.deps.sandbox.diagnose(this.handle);
+      } catch {
+        return last;
+      }
+      if (!last.running || last.oomKilled) return last;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return last;
+  }
+
   private throwIfAborted(): void {
     if (this.abort.signal.aborted) throw abortError();
   }
@@ -445,16 +461,12 @@ export class Episode {
       if (e.kind === 'timeout') return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(budget)}`, this.ids);
       const extra: { exit_code?: number | null; log_tail?: string } = {};
       let reason: FailureReason = 'env_unreachable';
-      if (this.handle) {
-        try {
-          const d = await this.deps.sandbox.diagnose(this.handle);
-          if (d.oomKilled) reason = 'env_oom';
-          else if (!d.running) reason = 'env_crashed';
-          extra.exit_code = d.exitCode;
-          extra.log_tail = d.logTail;
-        } catch {
-          // keep env_unreachable
-        }
+      const d = await this.diagnose();
+      if (d) {
+        if (d.oomKilled) reason = 'env_oom';
+        else if (!d.running) reason = 'env_crashed';
+        extra.exit_code = d.exitCode;
+        extra.log_tail = d.logTail;
       }
       return makeFailure(reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, extra);
     }
