@@ -15,9 +15,12 @@ import { makeReward, type RewardFn } from './episodes/reward.js';
 import { toHttpError } from './errors.js';
 import { EnvCatalog } from './images.js';
 import { Metrics } from './metrics.js';
-import { registerAuth } from './plugins/auth.js';
+import { pathTokenRewriter, registerAuth } from './plugins/auth.js';
 import { logRedaction } from './plugins/logging.js';
+import { episodesRoutes, RequestEpisodes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
+import { McpService, mcpRoutes, wsMcpHandler } from './routes/mcp.js';
+import { collectRoutes, openapiRoutes } from './routes/openapi.js';
 import { MAX_FRAME_BYTES, wsRoutes, type McpHandler, type WsSession } from './routes/ws.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
 import type { Sandbox } from './sandbox/sandbox.js';
@@ -75,7 +78,12 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     loggerInstance: log as unknown as FastifyBaseLogger,
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,
     bodyLimit: MAX_FRAME_BYTES,
+    // --token-in-path: /t/<token>/... is stripped before routing (HTTP and WebSocket upgrades)
+    ...(opts.tokenInPath && token ? { rewriteUrl: pathTokenRewriter(token) } : {}),
   });
+  if (opts.tokenInPath && !token) log.warn('--token-in-path is ignored: the server has no token');
+  // every route from here on, for /openapi.json
+  const servedRoutes = collectRoutes(app);
 
   let sandbox: Sandbox;
   if (injected) {
@@ -214,6 +222,15 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     get mcp() {
       return mcp;
     },
+  });
+  const requestEpisodes = new RequestEpisodes(opts.idleTimeout * 1000, log.child({ component: 'http-episodes' }));
+  const mcpService = new McpService({ manager, tracker: requestEpisodes, bundle, log: log.child({ component: 'mcp' }) });
+  app.openenv.setMcpHandler(wsMcpHandler(mcpService));
+  await app.register(episodesRoutes, { manager, tracker: requestEpisodes });
+  await app.register(mcpRoutes, { service: mcpService });
+  await app.register(openapiRoutes, {
+    routes: servedRoutes,
+    info: { title: bundle.manifest.name, description: bundle.manifest.description ?? bundle.description ?? '', bearer: Boolean(token) },
   });
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', metrics.registry.contentType);

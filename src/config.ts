@@ -67,6 +67,7 @@ export const OptionsSchema = z
     pingInterval: z.coerce.number().min(0).finite().default(20).describe('seconds between WebSocket pings (0 turns them off)'),
     trustProxy: z.string().optional().describe('addresses of reverse proxies whose X-Forwarded-For is trusted for logs'),
     insecureNoToken: bool.describe('allow a non-loopback --host without a token'),
+    tokenInPath: bool.describe('also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)'),
     inContainer: z
       .enum(['auto', 'always', 'never'])
       .default('auto')

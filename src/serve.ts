@@ -14,7 +14,7 @@ import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
 import { logRedaction } from './plugins/logging.js';
 
-const BOOLEAN = new Set(['insecureNoToken']);
+const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
 const MULTIPLE = new Set(['buildArg']);
 
 export function helpText(): string {

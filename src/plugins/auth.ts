@@ -4,6 +4,7 @@
  * 401 before it is upgraded.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 function digest(s: string): Buffer {
@@ -30,9 +31,40 @@ export function unauthorized(reply: FastifyReply, message: string): FastifyReply
     .send({ error: 'unauthorized', message });
 }
 
+/** What the `/t/<token>/` prefix of a request's path said (set by the URL rewriter, before routing). */
+export const PATH_TOKEN = Symbol('openenv.pathToken');
+type WithPathToken = IncomingMessage & { [PATH_TOKEN]?: 'ok' | 'bad' };
+
+/**
+ * `--token-in-path`: a fastify `rewriteUrl` that strips a `/t/<token>` prefix before routing (for
+ * HTTP requests and WebSocket upgrades alike) and records whether the token matched. Requests
+ * without the prefix are left as they are (the bearer header still works).
+ */
+export function pathTokenRewriter(token: string): (req: IncomingMessage) => string {
+  return (req) => {
+    const url = req.url ?? '/';
+    if (!url.startsWith('/t/')) return url;
+    const rest = url.slice(3);
+    const end = rest.search(/[/?#]/);
+    const encoded = end < 0 ? rest : rest.slice(0, end);
+    let given: string;
+    try {
+      given = decodeURIComponent(encoded);
+    } catch {
+      given = encoded;
+    }
+    (req as WithPathToken)[PATH_TOKEN] = tokenMatches(given, token) ? 'ok' : 'bad';
+    const tail = end < 0 ? '' : rest.slice(end);
+    return tail.startsWith('/') ? tail : `/${tail}`;
+  };
+}
+
 export function registerAuth(app: FastifyInstance, token: string | null): void {
   if (!token) return;
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    const byPath = (req.raw as WithPathToken)[PATH_TOKEN];
+    if (byPath === 'bad') return unauthorized(reply, 'the token in the path (/t/<token>/...) is wrong');
+    if (byPath === 'ok') return;
     const path = req.url.split('?')[0]!;
     if (req.method === 'GET' && OPEN_PATHS.has(path)) return;
     const given = bearerOf(req.headers.authorization);

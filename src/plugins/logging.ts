@@ -12,6 +12,10 @@ export const logRedaction = {
     'authorization',
     'token',
     '*.token',
+    // a malformed request's raw bytes (fastify logs them at trace): its path may carry /t/<token>
+    'err.rawPacket',
+    // the URL as the client sent it, before the /t/<token> prefix was stripped
+    'req.originalUrl',
   ],
   censor: '[redacted]',
 };
