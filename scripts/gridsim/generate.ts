@@ -17,7 +17,7 @@ import { Rng } from '../../src/gridsim/prng.js';
 import { firstPrompt, parseTaskData, seasonOf, SYSTEM_PROMPT, weekdayOf, type TaskData } from '../../src/gridsim/task.js';
 import { TOOLS } from '../../src/gridsim/tools.js';
 import { dayPricesCents, datesBetween, FIRST_DATE, LAST_DATE, POINTS } from './prices.js';
-import { formatReport, SPIKE_USD, type Row } from './stats.js';
+import { formatReport, SPIKE_USD } from './stats.js';
 
 export const TRAIN_SIZE = 2000;
 export const SEASONS = ['winter', 'spring', 'summer', 'fall'] as const;
@@ -166,7 +166,7 @@ export function manifest(): Record<string, unknown> {
 }
 
 export function readme(g: Generated): string {
-  const report = formatReport(g.eval as Row[], [...g.train, ...g.eval] as Row[]);
+  const report = formatReport(g.eval, g.train);
   return `GridSim v1: schedule one grid battery for one day of synthetic, ERCOT-like day-ahead prices, graded against the day's exact optimum.
 
 # gridsim-v1
@@ -271,7 +271,9 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const args = process.argv.slice(2);
   const at = args.indexOf('--out');
   const here = dirname(fileURLToPath(import.meta.url));
-  const outDir = resolve(at >= 0 && args[at + 1] ? args[at + 1] : join(here, '../../bundles/gridsim-v1'));
+  const outArg = at >= 0 ? args[at + 1] : join(here, '../../bundles/gridsim-v1');
+  if (outArg === undefined) throw new Error('--out needs a directory');
+  const outDir = resolve(outArg);
   const t0 = process.hrtime.bigint();
   const { files, generated } = writeBundle(outDir);
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;

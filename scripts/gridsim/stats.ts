@@ -110,9 +110,10 @@ const pct = (x: number) => `${(100 * x).toFixed(2)} %`;
 const usd = (x: number) => `$${x.toFixed(2)}`;
 
 /** The report baseline.ts prints and the README quotes, line for line. */
-export function formatReport(evalRows: readonly Row[], allRows: readonly Row[]): string {
+export function formatReport(evalRows: readonly Row[], trainRows: readonly Row[]): string {
   const b = baseline(evalRows);
-  const p = priceStats(allRows);
+  const t = baseline(trainRows);
+  const p = priceStats([...trainRows, ...evalRows]);
   const lines = [
     `eval split: ${b.days} days`,
     `greedy mean score:        ${f4(b.greedy)}`,
@@ -120,6 +121,7 @@ export function formatReport(evalRows: readonly Row[], allRows: readonly Row[]):
     `idle (all zeros) mean:    ${f4(b.idle)}`,
     `optimum mean:             ${f4(b.optimum)}`,
     `greedy days losing money: ${pct(b.greedyLosingShare)}`,
+    `(for comparison, greedy mean on the ${t.days} train days: ${f4(t.greedy)})`,
     '',
     `prices of the ${p.days} generated train + eval days (${p.hours} hours), $/MWh:`,
     `mean ${usd(p.mean)}, median ${usd(p.median)}, p99 ${usd(p.p99)}, max ${usd(p.max)}, min ${usd(p.min)}`,

@@ -8,7 +8,9 @@ const port = Number(process.env.PORT ?? 8000);
 const host = process.env.HOST ?? '0.0.0.0';
 const server = createEnvServer({ logLevel: process.env.LOG_LEVEL ?? 'info' });
 server.listen(port, host, () => {
-  process.stdout.write(`${JSON.stringify({ level: 'info', msg: 'gridsim env listening', host, port })}\n`);
+  const address = server.address();
+  const bound = typeof address === 'object' && address !== null ? address.port : port;
+  process.stdout.write(`${JSON.stringify({ level: 'info', msg: 'gridsim env listening', host, port: bound })}\n`);
 });
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
