@@ -1,0 +1,35 @@
+/** 40 concurrent episodes on a stock engine (default address pools stop near 30 networks). */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { WsClient } from '../helpers/ws-client.js';
+
+describeDocker('40 concurrent episodes', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer({ maxConcurrentEnvs: 40 });
+  });
+  afterAll(async () => {
+    await s?.stop();
+    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('all 40 deploy into networks of their own at once and score', async () => {
+    const clients = await Promise.all(Array.from({ length: 40 }, () => WsClient.open(s.url)));
+    const resets = await Promise.all(clients.map((c, i) => c.reset({ split: 'train', index: i % 4 }, 300_000)));
+    for (const r of resets) expect(r.type).toBe('observation');
+    // every one is running at the same time, each on its own network
+    expect(s.app.openenv.admission.activeCount).toBe(40);
+    expect(s.app.openenv.sandbox.networksInUse()).toBe(40);
+    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`).networks).toHaveLength(40);
+    // fx-echo-2 wants finish_now; the others end their one turn
+    const ends = await Promise.all(clients.map((c, i) => (i % 4 === 2 ? c.call('finish_now', { score: 0.75 }) : c.call('end_turn', {}))));
+    for (const e of ends) {
+      expect(e.data.done).toBe(true);
+      expect(typeof e.data.reward).toBe('number');
+    }
+    await Promise.all(clients.map((c) => c.close()));
+    await waitFor(() => s.app.openenv.admission.activeCount === 0, 120_000);
+    expect(s.app.openenv.sandbox.networksInUse()).toBe(0);
+  }, 600_000);
+});

@@ -1,0 +1,85 @@
+/** A real server process: SIGTERM drains and exits 0 leaving nothing; after SIGKILL a restart sweeps. */
+import { expect, it } from 'vitest';
+import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../helpers/docker.js';
+import { spawnServer } from '../helpers/process.js';
+import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../helpers/server.js';
+import { WsClient } from '../helpers/ws-client.js';
+
+const TOKEN = 'process-test-token-5f2a';
+
+function serverArgs(instance: string, extra: string[] = []): string[] {
+  return [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, '--max-concurrent-envs', '2', ...extra];
+}
+
+describeDocker('the server process and its signals', () => {
+  it('SIGTERM with live episodes: waiting and running sessions are told why, exit 0 within the shutdown timeout, nothing left', async () => {
+    const instance = uniqueInstance('sigterm');
+    const srv = await spawnServer(serverArgs(instance, ['--shutdown-timeout', '20']), { AGENTENV_TOKEN: TOKEN });
+    const running = await Promise.all([WsClient.open(srv.url, TOKEN), WsClient.open(srv.url, TOKEN)]);
+    await Promise.all(running.map((c) => c.reset({ task_id: 'fx-echo-0' })));
+    const waiting = await WsClient.open(srv.url, TOKEN);
+    const waitingReply = waiting.reset({ task_id: 'fx-echo-1' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`).containers).toHaveLength(2);
+
+    const t0 = Date.now();
+    srv.child.kill('SIGTERM');
+    const refused = await waitingReply;
+    expect(refused).toMatchObject({ type: 'error', data: { code: 'SESSION_ERROR', reason: 'shutting_down' } });
+    expect((await waiting.closed).code).toBe(1001);
+    for (const c of running) {
+      const told = await c.next();
+      expect(told).toMatchObject({ type: 'error', data: { code: 'SESSION_ERROR', reason: 'shutting_down' } });
+      expect((await c.closed).code).toBe(1001);
+    }
+    const exit = await srv.exited;
+    const tookMs = Date.now() - t0;
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(tookMs).toBeLessThan(20_000);
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+    expect(srv.output()).not.toContain(TOKEN);
+  });
+
+  it('SIGKILL leaves labelled envs; a restart with the same instance removes them and says so', async () => {
+    const instance = uniqueInstance('sigkill');
+    const first = await spawnServer(serverArgs(instance));
+    const clients = await Promise.all([WsClient.open(first.url), WsClient.open(first.url)]);
+    await Promise.all(clients.map((c) => c.reset({ task_id: 'fx-echo-0' })));
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const left = labelledResources(`${INSTANCE_LABEL}=${instance}`);
+    expect(left.containers).toHaveLength(2);
+    expect(left.networks).toHaveLength(2);
+
+    const second = await spawnServer(serverArgs(instance));
+    const sweep = second.lines().find((l) => l.event === 'startup_sweep');
+    expect(sweep).toBeDefined();
+    expect((sweep!.containers as string[]).length).toBe(2);
+    expect((sweep!.networks as string[]).length).toBe(2);
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+    // and it serves
+    const c = await WsClient.open(second.url);
+    expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toEqual({ code: 0, signal: null });
+    await waitFor(() => labelledResources(`${INSTANCE_LABEL}=${instance}`).containers.length === 0);
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('a second signal exits at once', async () => {
+    const instance = uniqueInstance('twice');
+    const srv = await spawnServer(serverArgs(instance, ['--shutdown-timeout', '30']));
+    const c = await WsClient.open(srv.url);
+    await c.reset({ task_id: 'fx-echo-0' });
+    // a slow tool call keeps... nothing: SIGTERM drains quickly; send both signals back to back
+    srv.child.kill('SIGTERM');
+    srv.child.kill('SIGINT');
+    const exit = await srv.exited;
+    expect(exit.code === 0 || exit.code === 1).toBe(true);
+    // whatever the second signal cut short, a restart of the same instance cleans up
+    const again = await spawnServer(serverArgs(instance));
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+    again.child.kill('SIGTERM');
+    expect((await again.exited).code).toBe(0);
+  });
+});
