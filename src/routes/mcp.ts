@@ -102,16 +102,19 @@ export function callResult(out: StepOutcome): Record<string, unknown> {
 export class McpService {
   constructor(private readonly deps: McpDeps) {}
 
-  /** One JSON-RPC request (already JSON-parsed, or the raw text of an HTTP body) → its response. */
-  async handle(raw: unknown, ctx: McpContext = {}): Promise<RpcResponse> {
-    let req: unknown = raw;
-    if (typeof raw === 'string') {
-      try {
-        req = JSON.parse(raw);
-      } catch (e) {
-        return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
-      }
+  /** The text of an HTTP body → its response (text that is not JSON is a parse error). */
+  async handleText(text: string, ctx: McpContext = {}): Promise<RpcResponse> {
+    let req: unknown;
+    try {
+      req = JSON.parse(text);
+    } catch (e) {
+      return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
     }
+    return this.handle(req, ctx);
+  }
+
+  /** One JSON-RPC request, already parsed from JSON → its response. */
+  async handle(req: unknown, ctx: McpContext = {}): Promise<RpcResponse> {
     if (Array.isArray(req)) return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batch requests are not supported; send one JSON-RPC object per request');
     if (!isObject(req)) return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object like {"jsonrpc":"2.0","method":"tools/list","id":1}');
     const rawId = req.id;
@@ -273,7 +276,7 @@ export async function mcpRoutes(app: FastifyInstance, opts: McpRouteOptions): Pr
 
   app.post('/mcp', async (req, reply) => {
     const body = typeof req.body === 'string' ? req.body : '';
-    const res = await service.handle(body, { reply });
+    const res = await service.handleText(body, { reply });
     if (reply.raw.destroyed) {
       // the client left while its session waited for a slot; the episode was closed
       reply.hijack();

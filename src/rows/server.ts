@@ -1,0 +1,116 @@
+/**
+ * What the row writer reads from a bundle server: GET /bundle, /tasks (paged) and /toolsets.
+ * Every failure becomes a RowsError whose message is one line a person can act on.
+ */
+import { z } from 'zod';
+
+/** A failure the command reports as one line and exit code 1. */
+export class RowsError extends Error {
+  override readonly name = 'RowsError';
+}
+
+export const PAGE_LIMIT = 1000;
+
+const BundleInfo = z.object({
+  name: z.string(),
+  default_split: z.string(),
+  splits: z.record(z.number().int().min(0)),
+});
+export type BundleInfo = z.infer<typeof BundleInfo>;
+
+const Message = z.object({ role: z.string(), content: z.string() });
+export const TaskRowSchema = z.object({
+  task_id: z.string(),
+  split: z.string(),
+  index: z.number().int().min(0),
+  toolset: z.string(),
+  messages: z.array(Message).min(1),
+  turns: z.number().int().optional(),
+  max_turns: z.number().int().optional(),
+});
+export type ServerTaskRow = z.infer<typeof TaskRowSchema>;
+
+const TasksPage = z.object({ split: z.string(), total: z.number().int().min(0), offset: z.number().int().min(0), tasks: z.array(TaskRowSchema) });
+
+export const ToolSpecSchema = z.object({ name: z.string().min(1), description: z.string(), input_schema: z.record(z.unknown()) });
+export type ServerToolSpec = z.infer<typeof ToolSpecSchema>;
+const Toolsets = z.object({ toolsets: z.record(z.array(ToolSpecSchema)) });
+
+export interface ServerClientOptions {
+  url: string;
+  token: string | null;
+  /** names the variable the token came from, for messages */
+  tokenVar: string | null;
+  timeoutMs?: number;
+}
+
+export class BundleServerClient {
+  constructor(private readonly o: ServerClientOptions) {}
+
+  private async get<T>(path: string, schema: z.ZodType<T>): Promise<T> {
+    const { url, token, tokenVar } = this.o;
+    let res: Response;
+    try {
+      res = await fetch(`${url}${path}`, {
+        headers: { accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        signal: AbortSignal.timeout(this.o.timeoutMs ?? 60_000),
+      });
+    } catch (e) {
+      const err = e as Error & { cause?: { code?: string; message?: string } };
+      const why = err.name === 'TimeoutError' ? `no answer within ${(this.o.timeoutMs ?? 60_000) / 1000} s` : (err.cause?.message ?? err.cause?.code ?? err.message);
+      throw new RowsError(`cannot reach the server at ${url}: ${why}`);
+    }
+    const text = await res.text().catch(() => '');
+    if (res.status === 401) {
+      throw new RowsError(
+        token
+          ? `the server at ${url} refused the token in $${tokenVar} (HTTP 401): check that it holds the server's token`
+          : `the server at ${url} needs a token (HTTP 401): pass --token-var NAME, naming the environment variable that holds it`,
+      );
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new RowsError(`GET ${path} at ${url} answered HTTP ${res.status} with no JSON: is ${url} a bundle server?`);
+    }
+    if (!res.ok) {
+      const msg = (body as { message?: unknown })?.message;
+      throw new RowsError(`GET ${path} at ${url} answered HTTP ${res.status}${typeof msg === 'string' ? `: ${msg}` : ''}`);
+    }
+    const parsed = schema.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new RowsError(`GET ${path} at ${url} answered an unexpected shape (${issue.path.join('.') || 'body'}: ${issue.message}): is ${url} a bundle server?`);
+    }
+    return parsed.data;
+  }
+
+  bundle(): Promise<BundleInfo> {
+    return this.get('/bundle', BundleInfo);
+  }
+
+  toolsets(): Promise<Record<string, ServerToolSpec[]>> {
+    return this.get('/toolsets', Toolsets).then((t) => t.toolsets);
+  }
+
+  /** Every task of a split, a page of PAGE_LIMIT at a time; `onPage(done, total)` after each. */
+  async tasks(split: string, onPage?: (done: number, total: number) => void): Promise<ServerTaskRow[]> {
+    const rows: ServerTaskRow[] = [];
+    let total = Infinity;
+    while (rows.length < total) {
+      const q = `/tasks?split=${encodeURIComponent(split)}&offset=${rows.length}&limit=${PAGE_LIMIT}`;
+      const page = await this.get(q, TasksPage);
+      if (total !== Infinity && page.total !== total) {
+        throw new RowsError(`split "${split}" changed size while it was read (${total} then ${page.total} tasks); run again`);
+      }
+      total = page.total;
+      if (page.tasks.length === 0 && rows.length < total) {
+        throw new RowsError(`GET ${q} returned no tasks though split "${split}" has ${total}`);
+      }
+      rows.push(...page.tasks);
+      onPage?.(rows.length, total);
+    }
+    return rows;
+  }
+}
