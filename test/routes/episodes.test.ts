@@ -4,24 +4,7 @@ import { LABELS } from '../../src/sandbox/sandbox.js';
 import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
 import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
-
-/** a curl-like request: JSON in, status + headers + JSON out */
-export async function http(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    signal,
-  });
-  const text = await res.text();
-  let json: any = null;
-  try {
-    json = text ? JSON.parse(text) : null;
-  } catch {
-    json = text;
-  }
-  return { status: res.status, headers: res.headers, body: json };
-}
+import { http } from './http.js';
 
 const episodeResources = (id: string) => labelledResources(`${LABELS.episode}=${id}`);
 
