@@ -223,7 +223,9 @@ export class DockerSandbox implements Sandbox {
         throw new SandboxError(
           'deploy_timeout',
           `env \`${env.name}\` was not ready within its deploy timeout (${seconds(env.deployTimeoutMs)}): ` +
-            `GET ${env.readyPath} on port ${env.port} last got ${outcome.lastAnswer}`,
+            (outcome.lastAnswer === null
+              ? `its container took the whole budget to start, before GET ${env.readyPath} could be tried`
+              : `GET ${env.readyPath} on port ${env.port} last got ${outcome.lastAnswer}`),
           { exitCode: null, logTail: tail },
         );
       } finally {
@@ -300,11 +302,8 @@ export class DockerSandbox implements Sandbox {
 
   private async list(episodeId?: string): Promise<Owned> {
     try {
-      return await retry(() => listOwned(this.docker, this.instance, episodeId), {
-        attempts: 3,
-        baseDelayMs: this.removeBaseDelayMs,
-        signal: this.closed ? undefined : this.lifetime.signal,
-      });
+      // no abort signal: cleanups started by close() must still get to finish
+      return await retry(() => listOwned(this.docker, this.instance, episodeId), { attempts: 3, baseDelayMs: this.removeBaseDelayMs });
     } catch (err) {
       throw toSandboxError(err, `listing the resources of ${episodeId ? `episode ${episodeId}` : `instance ${this.instance}`}`);
     }

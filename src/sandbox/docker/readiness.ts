@@ -10,7 +10,7 @@ import { sleep } from './retry.js';
 export type ReadyOutcome =
   | { kind: 'ready'; probes: number }
   | { kind: 'exited'; exitCode: number }
-  | { kind: 'timeout'; lastAnswer: string };
+  | { kind: 'timeout'; lastAnswer: string | null };
 
 export interface ProbeResult {
   ok: boolean;
@@ -71,7 +71,7 @@ export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcom
   const onAbort = () => stop.abort();
   opts.signal.addEventListener('abort', onAbort, { once: true });
   const deadlineTimer = setTimeout(() => stop.abort(), Math.max(0, opts.deadline - now()));
-  let lastAnswer = 'no probe yet';
+  let lastAnswer: string | null = null;
   let delay = 25;
   let probes = 0;
   try {

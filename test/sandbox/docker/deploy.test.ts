@@ -283,6 +283,17 @@ describeDocker('DockerSandbox deploy', () => {
     });
   });
 
+  it('close() stops the deploys in flight, which remove what they created', async () => {
+    const closing = new DockerSandbox({ instance, bundleName: 'fixture-v1' });
+    const p = rejection(closing.deploy({ episodeId: 'ep-close', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }) }));
+    await new Promise((r) => setTimeout(r, 800));
+    await closing.close();
+    expect((await p).name).toBe('AbortError');
+    nothingLeft();
+    expect(closing.networksInUse()).toBe(0);
+    await expect(closing.ping()).rejects.toThrow(/closed/);
+  });
+
   describe('teardown', () => {
     it('is idempotent and shares one removal between concurrent calls', async () => {
       await sandbox.deploy({ episodeId: 'ep-td', env: echoSpec(image) });

@@ -119,6 +119,9 @@ describeDocker('DockerSandbox images', () => {
     await expect(build(sandbox, dir).tag).rejects.toThrow(/unknown instruction: FROBNICATE/i);
     await writeFile(path.join(dir, 'Dockerfile'), 'ARG NODE_IMAGE\nFROM ${NODE_IMAGE}\nCOPY missing.txt /app/\n');
     await expect(build(sandbox, dir).tag).rejects.toThrow(/missing\.txt/);
+    // shell form needs /bin/sh, which the offline base image does not have
+    await writeFile(path.join(dir, 'Dockerfile'), 'ARG NODE_IMAGE\nFROM ${NODE_IMAGE}\nRUN echo hi\n');
+    await expect(build(sandbox, dir).tag).rejects.toThrow(/\/bin\/sh/);
   });
 
   it('checks images and pings the engine', async () => {
