@@ -190,6 +190,8 @@ export class DockerSandbox implements Sandbox {
           ? await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal })
           : { kind: 'exited' as const, exitCode: state.exitCode ?? -1 };
         if (outcome.kind === 'ready') {
+          // an abort that lands as the env gets ready still wins: the caller gave up on it
+          throwIfAborted(signal);
           this.log.info(
             {
               episode: episodeId,
