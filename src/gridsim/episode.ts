@@ -22,8 +22,8 @@ interface Submission {
   score: number;
 }
 
-function errorReply(text: string, done = false): ToolReply {
-  return { result: { error: text }, text, is_error: true, done };
+function errorReply(text: string): ToolReply {
+  return { result: { error: text }, text, is_error: true, done: false };
 }
 
 function traceRows(sim: Simulation) {
@@ -64,13 +64,14 @@ export class Episode {
     if (!TOOLS.some((t) => t.name === name)) {
       return errorReply(`unknown tool ${JSON.stringify(name)}; the tools are ${TOOLS.map((t) => t.name).join(', ')}`);
     }
-    if (this.submission) {
-      return errorReply(
-        `refused: a schedule was already submitted and graded (score ${this.submission.score}); the episode is over and ${name} cannot be used any more`,
-        true,
-      );
+    if (this.done) {
+      // Refused, and still done with the score that stands, so a caller that missed the end
+      // learns it with valid scores.
+      const text = this.submission
+        ? `refused: a schedule was already submitted and graded (score ${this.submission.score}); the episode is over and ${name} cannot be used any more`
+        : `refused: the episode has ended; ${name} cannot be used any more`;
+      return { result: { error: text }, text, is_error: true, done: true, scores: this.finish().scores };
     }
-    if (this.finished) return errorReply(`refused: the episode has ended; ${name} cannot be used any more`, true);
     if (args === undefined || args === null) args = {};
     if (typeof args !== 'object' || Array.isArray(args)) {
       return errorReply('arguments must be a JSON object, e.g. {"schedule": [0, 0, ...]}');

@@ -46,7 +46,7 @@ describeDocker('the GridSim env image', () => {
 
   it('builds offline from the local node base and serves an episode', async () => {
     const buildArgs = Object.entries(TEST_BUILD_ARGS).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
-    execFileSync('docker', ['build', '-q', ...buildArgs, '-t', tag, ENV_DIR], { stdio: 'pipe' });
+    execFileSync('docker', ['build', '-q', ...buildArgs, '-t', tag, ENV_DIR], { stdio: 'pipe', timeout: 60_000 });
     container = execFileSync('docker', ['run', '-d', '--memory', '256m', '--cpus', '0.5', '--pids-limit', '128', '-p', '127.0.0.1::8000', tag], {
       encoding: 'utf8',
     }).trim();
@@ -54,7 +54,7 @@ describeDocker('the GridSim env image', () => {
     const base = `http://127.0.0.1:${hostPort}`;
     let healthy = false;
     for (let i = 0; i < 50 && !healthy; i++) {
-      healthy = await fetch(`${base}/health`).then((r) => r.ok, () => false);
+      healthy = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
       if (!healthy) await new Promise((r) => setTimeout(r, 200));
     }
     expect(healthy).toBe(true);
@@ -63,7 +63,7 @@ describeDocker('the GridSim env image', () => {
       data: { optimal_schedule: number[] };
     };
     const post = (path: string, body: unknown) =>
-      fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
+      fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) }).then(
         (r) => r.json() as Promise<Record<string, unknown>>,
       );
     expect(await post('/reset', { task_id: row.task_id, data: row.data, seed: null })).toEqual({});
