@@ -198,6 +198,11 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
 
+  // An upgrade answered with plain HTTP (401, 404...) keeps its socket: Node's HTTP server let go of
+  // it at 'upgrade'. Left open, it holds server.close() forever (SIGTERM never finishes); close it.
+  app.addHook('onResponse', async (req, reply) => {
+    if (req.headers.upgrade && reply.statusCode !== 101 && !req.raw.socket.destroyed) req.raw.socket.destroySoon();
+  });
   registerAuth(app, token ?? null);
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
   await app.register(infoRoutes, {

@@ -6,6 +6,7 @@
  * The only file that listens.
  */
 import { realpathSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import pino, { type Logger } from 'pino';
@@ -78,8 +79,18 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
   return { bundlePath: parsed.positionals[0]!, options: options.data };
 }
 
+/** pino-pretty is a dev dependency: a production install (the image) has none */
+function hasPrettyPrinter(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function makeLogger(level: ServerOptions['logLevel']): Logger {
-  if (process.stdout.isTTY) {
+  if (process.stdout.isTTY && hasPrettyPrinter()) {
     // a person at a terminal: readable lines; pipes and containers get JSON
     return pino({ level, redact: logRedaction, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } });
   }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fills docker/prebuilt/ for the Dockerfile's offline target `runtime-prebuilt`: a fresh compile of
+# src/ and the production dependencies only, taken from this checkout's node_modules (so it needs
+# no registry: run `npm ci` once first). The image then builds with no RUN step, from a base that
+# has node alone (docker/make-local-node-base.sh):
+#
+#   bash docker/prepare-prebuilt.sh
+#   docker build --target runtime-prebuilt --build-arg NODE_IMAGE=openenv-local/node:20 -t openenv-bundle-server .
+#
+# (compose.yaml: OPENENV_BUILD_TARGET=runtime-prebuilt NODE_IMAGE=openenv-local/node:20)
+# Native modules come from the host, so the base must match the host's libc (the local base does:
+# it is made from the host's node and libraries).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=docker/prebuilt
+[[ -d node_modules ]] || { echo "error: no node_modules here: run npm ci first" >&2; exit 1; }
+STAGE="$(mktemp -d "$OUT/.stage.XXXXXX")"
+trap 'rm -rf "$STAGE"' EXIT
+# compile into the stage, not dist/: no stale files of removed sources, and a dist/ that others
+# are using is left alone
+node_modules/.bin/tsc -p tsconfig.json --outDir "$STAGE/dist" --declaration false --sourceMap true
+cp package.json package-lock.json "$STAGE/"
+cp -a node_modules "$STAGE/node_modules"
+(cd "$STAGE" && npm prune --omit=dev --offline --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+# empty scope folders of pruned packages
+find "$STAGE/node_modules" -mindepth 1 -maxdepth 1 -type d -empty -delete
+rm -rf "$OUT/app"
+find "$OUT" -mindepth 1 -maxdepth 1 ! -name .gitignore ! -name README.md ! -name "$(basename "$STAGE")" -exec rm -rf {} +
+mv "$STAGE"/* "$OUT/"
+echo "prepared $OUT: dist/ ($(find "$OUT/dist" -name '*.js' | wc -l) files), production node_modules ($(du -sh "$OUT/node_modules" | cut -f1))"
