@@ -203,8 +203,9 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   app.addHook('onResponse', async (req, reply) => {
     if (req.headers.upgrade && reply.statusCode !== 101 && !req.raw.socket.destroyed) req.raw.socket.destroySoon();
   });
-  registerAuth(app, token ?? null);
+  // the websocket plugin's hooks first: it closes the socket of an upgrade that auth refuses
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
+  registerAuth(app, token ?? null);
   await app.register(infoRoutes, {
     bundle,
     unhealthy,
