@@ -16,7 +16,7 @@ import { toHttpError } from './errors.js';
 import { EnvCatalog } from './images.js';
 import { Metrics } from './metrics.js';
 import { pathTokenRewriter, registerAuth } from './plugins/auth.js';
-import { logRedaction } from './plugins/logging.js';
+import { loggerHygiene } from './plugins/logging.js';
 import { episodesRoutes, RequestEpisodes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
 import { McpService, mcpRoutes, wsMcpHandler } from './routes/mcp.js';
@@ -72,7 +72,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   }
   const opts = parsed.data;
   const bundle = typeof bundleOrPath === 'string' ? await loadBundle(bundleOrPath) : bundleOrPath;
-  const log = logger ?? pino({ level: opts.logLevel, redact: logRedaction });
+  const log = logger ?? pino({ level: opts.logLevel, ...loggerHygiene(token ?? null) });
 
   const app = Fastify({
     loggerInstance: log as unknown as FastifyBaseLogger,

@@ -1,8 +1,9 @@
 /**
  * Prometheus metrics, one registry per app (prom-client's global registry throws when a process
  * builds two apps). Labels are low-cardinality only: never an episode or task id.
+ * docs/operations.md has the table an operator reads; keep it in step with this file.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface GaugeSources {
   running(): number;
@@ -25,13 +26,18 @@ export class Metrics {
   readonly rewards: Histogram<'split'>;
   readonly episodesEnded: Counter<'end_reason'>;
 
-  constructor(sources: GaugeSources, prefix = 'openenv_') {
+  /**
+   * @param processMetrics also export the process' own figures (process_*, nodejs_*: memory, CPU,
+   *   event-loop lag, handles); on by default, as an operator wants them beside the episodes'
+   */
+  constructor(sources: GaugeSources, prefix = 'openenv_', processMetrics = true) {
     const r = this.registry;
+    if (processMetrics) collectDefaultMetrics({ register: r });
     new Gauge({ name: `${prefix}episodes_running`, help: 'Episodes holding an env slot (deploying, running or tearing down)', registers: [r], collect() { this.set(sources.running()); } });
     new Gauge({ name: `${prefix}resets_waiting`, help: 'Resets waiting in the FIFO queue for a slot', registers: [r], collect() { this.set(sources.waiting()); } });
     new Gauge({ name: `${prefix}capacity`, help: 'max_concurrent_envs: env slots in all', registers: [r], collect() { this.set(sources.capacity()); } });
     new Gauge({ name: `${prefix}episode_networks`, help: 'Episode Docker networks in use', registers: [r], collect() { this.set(sources.networks()); } });
-    this.resets = new Counter({ name: `${prefix}resets_total`, help: 'Resets by outcome (started, capacity, deploy_failed, aborted, shutting_down, invalid)', labelNames: ['outcome'], registers: [r] });
+    this.resets = new Counter({ name: `${prefix}resets_total`, help: 'Resets that waited for a slot, by outcome: started, capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error', labelNames: ['outcome'], registers: [r] });
     this.queueWait = new Histogram({ name: `${prefix}queue_wait_seconds`, help: 'Time a reset waited for a slot', buckets: DURATION_BUCKETS, registers: [r] });
     this.deploy = new Histogram({ name: `${prefix}deploy_seconds`, help: 'Env deploy time: network, container, readiness and the env reset', buckets: DURATION_BUCKETS, registers: [r] });
     this.toolCall = new Histogram({ name: `${prefix}tool_call_seconds`, help: 'Tool call round trip to the env, by outcome', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers: [r] });

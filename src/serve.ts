@@ -13,7 +13,7 @@ import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
-import { logRedaction } from './plugins/logging.js';
+import { loggerHygiene } from './plugins/logging.js';
 
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
 const MULTIPLE = new Set(['buildArg']);
@@ -89,12 +89,12 @@ function hasPrettyPrinter(): boolean {
   }
 }
 
-function makeLogger(level: ServerOptions['logLevel']): Logger {
+function makeLogger(level: ServerOptions['logLevel'], token: string | null): Logger {
   if (process.stdout.isTTY && hasPrettyPrinter()) {
     // a person at a terminal: readable lines; pipes and containers get JSON
-    return pino({ level, redact: logRedaction, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } });
+    return pino({ level, ...loggerHygiene(token), transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } });
   }
-  return pino({ level, redact: logRedaction });
+  return pino({ level, ...loggerHygiene(token) });
 }
 
 async function main(): Promise<void> {
@@ -117,7 +117,7 @@ async function main(): Promise<void> {
     );
     process.exit(2);
   }
-  const log = makeLogger(o.logLevel);
+  const log = makeLogger(o.logLevel, token);
   let bundle: LoadedBundle;
   try {
     bundle = await loadBundle(bundlePath);
