@@ -82,6 +82,8 @@ export class Episode {
   private episodeTimer: NodeJS.Timeout | null = null;
   private resolveTornDown!: () => void;
   private teardownStarted = false;
+  /** a step reply has told the client the episode is done */
+  private endReported = false;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly t: { queued?: number; deployed?: number; running?: number; ended?: number } = {};
   private readonly now: () => number;
@@ -203,7 +205,11 @@ export class Episode {
 
   /** Steps run one at a time, in arrival order. */
   step(action: Action): Promise<StepOutcome> {
-    const run = this.queue.then(() => this.doStep(action));
+    const run = this.queue.then(async () => {
+      const out = await this.doStep(action);
+      if (out.done) this.endReported = true;
+      return out;
+    });
     this.queue = run.catch(() => undefined);
     return run;
   }
@@ -211,6 +217,10 @@ export class Episode {
   private async doStep(action: Action): Promise<StepOutcome> {
     if (this.phase === 'waiting' || this.phase === 'deploying') {
       throw new EpisodeStateError('no_episode', 'the episode is not running yet; wait for the reset reply');
+    }
+    if (this.done && !this.endReported && this.endReason === 'env_failed') {
+      // it ended between steps (episode timeout): this reply is the first to tell the client
+      return this.endedOutcome(action.type === 'call_tool' ? action.tool_name : null);
     }
     if (this.done) {
       throw new EpisodeStateError('episode_done', `episode ${this.id} is done (${this.endReason}); reset to play another`);
