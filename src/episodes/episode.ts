@@ -351,15 +351,7 @@ export class Episode {
 
   /** An env that stopped answering: say whether it crashed, was OOM-killed or is unreachable. */
   private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome> {
-    let reason: FailureReason = 'env_unreachable';
-    const extra: { exit_code?: number | null; log_tail?: string } = {};
-    const d = await this.diagnose();
-    if (d) {
-      if (d.oomKilled) reason = 'env_oom';
-      else if (!d.running) reason = 'env_crashed';
-      extra.exit_code = d.exitCode;
-      extra.log_tail = d.logTail;
-    }
+    const { reason, extra } = await this.whyUnreachable();
     const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : 'the env is unreachable';
     return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
   }
@@ -438,6 +430,14 @@ export class Episode {
     }
   }
 
+  /** crashed, OOM-killed, or (still running, or no word from the engine) unreachable */
+  private async whyUnreachable(): Promise<{ reason: FailureReason; extra: { exit_code?: number | null; log_tail?: string } }> {
+    const d = await this.diagnose();
+    if (!d) return { reason: 'env_unreachable', extra: {} };
+    const reason: FailureReason = d.oomKilled ? 'env_oom' : d.running ? 'env_unreachable' : 'env_crashed';
+    return { reason, extra: { exit_code: d.exitCode, log_tail: d.logTail } };
+  }
+
   /**
    * The env's container state after a failed call. A dropped connection usually comes a moment
    * before the engine marks the container exited: look again for up to a second before calling
@@ -469,15 +469,7 @@ export class Episode {
     if (e instanceof EnvCallError) {
       const budget = spec ? Math.max(this.deps.settings.toolTimeoutMs, spec.deployTimeoutMs) : this.deps.settings.toolTimeoutMs;
       if (e.kind === 'timeout') return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(budget)}`, this.ids);
-      const extra: { exit_code?: number | null; log_tail?: string } = {};
-      let reason: FailureReason = 'env_unreachable';
-      const d = await this.diagnose();
-      if (d) {
-        if (d.oomKilled) reason = 'env_oom';
-        else if (!d.running) reason = 'env_crashed';
-        extra.exit_code = d.exitCode;
-        extra.log_tail = d.logTail;
-      }
+      const { reason, extra } = await this.whyUnreachable();
       return makeFailure(reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, extra);
     }
     this.log.error({ err: e }, 'unexpected deploy error');
