@@ -100,7 +100,7 @@ describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
     expect(parse.body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32700 } });
     const notJsonType = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify(req('tools/list')) });
     expect(notJsonType.status).toBe(200);
-    expect((await notJsonType.json()).result.tools).toHaveLength(6);
+    expect(((await notJsonType.json()) as { result: { tools: unknown[] } }).result.tools).toHaveLength(6);
     const noBody = await http(s.url, 'POST', '/mcp');
     expect(noBody.status).toBe(200);
     expect(noBody.body.error.code).toBe(-32700);
