@@ -266,6 +266,40 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(valueOf(fams, 'openenv_episode_networks')).toBe(0);
   });
 
+  it('a server killed mid-episode comes back, and its startup sweep removes the env and network it left (leaving them itself)', async () => {
+    const c = await FrameClient.open(plain, { token });
+    const reset = await c.reset({ task_id: 'fx-echo-0' });
+    const episodeId = reset.data.observation.episode_id as string;
+    const left = labelledResources(`${LABEL_INSTANCE}=${instance}`);
+    expect([left.containers.length, left.networks.length]).toEqual([1, 1]);
+
+    execFileSync('docker', ['kill', '-s', 'KILL', serverId], { stdio: 'pipe' });
+    await c.closed;
+    // the restart policy brings it back; `up` does if it has not yet (a no-op otherwise)
+    await sleep(1000);
+    await compose(['up', '-d', '--no-build']);
+    expect((await compose(['ps', '-q', 'server'])).trim()).toBe(serverId);
+    const t = Date.now();
+    while (!execFileSync('docker', ['inspect', '-f', '{{.State.Health.Status}}', serverId], { encoding: 'utf8' }).startsWith('healthy')) {
+      if (Date.now() - t > 60_000) throw new Error(`not healthy again:\n${await serverLogs()}`);
+      await sleep(250);
+    }
+    const lines = (await serverLogs()).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const sweep = lines.filter((l) => l.event === 'startup_sweep').at(-1);
+    expect(sweep).toMatchObject({ level: 40, containers: left.containers.map(() => expect.any(String)), networks: [expect.any(String)] });
+    expect(labelledResources(`${LABEL_INSTANCE}=${instance}`)).toEqual({ containers: [], networks: [] });
+    expect(labelledResources(`io.openenv.bundle-server.episode=${episodeId}`)).toEqual({ containers: [], networks: [] });
+
+    // and it serves again
+    const again = await FrameClient.open(plain, { token });
+    try {
+      const { end } = await playEchoEpisode(again);
+      expect(end.data).toMatchObject({ done: true, reward: 0.5 });
+    } finally {
+      await again.close();
+    }
+  }, 120_000);
+
   it('docker-compose stop/down drains the server: the open episode is torn down, the server exits 0, nothing is left', async () => {
     const c = await FrameClient.open(plain, { token });
     const reset = await c.reset({ task_id: 'fx-echo-2' });
@@ -292,7 +326,10 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(sigterm, 'the server logged no SIGTERM drain').toBeGreaterThan(-1);
     const after = lines.slice(sigterm);
     expect(after.some((l) => l.event === 'torn_down' && l.task_id === 'fx-echo-2')).toBe(true);
-    expect(after.at(-1), JSON.stringify(after.slice(-4), null, 1)).toMatchObject({ msg: 'drained; exiting', episodes: 1 });
+    // its last word (by time: pino's buffered lines may reach the log out of order at exit)
+    const drained = after.find((l) => l.msg === 'drained; exiting');
+    expect(drained, JSON.stringify(after.slice(-4), null, 1)).toMatchObject({ episodes: 1 });
+    expect(Math.max(...after.map((l) => l.time as number))).toBe(drained.time);
     expect(labelledResources(`${LABEL_INSTANCE}=${instance}`)).toEqual({ containers: [], networks: [] });
 
     await compose(['down', '--remove-orphans']);
