@@ -198,6 +198,11 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
 
+  // Docker's healthcheck polls /health every few seconds and Prometheus scrapes /metrics: their
+  // request lines would drown the episodes' in an operator's log (an error they raise still shows).
+  app.addHook('onRoute', (route) => {
+    if (route.url === '/health' || route.url === '/metrics') route.logLevel = 'warn';
+  });
   // An upgrade answered with plain HTTP (401, 404...) keeps its socket: Node's HTTP server let go of
   // it at 'upgrade'. Left open, it holds server.close() forever (SIGTERM never finishes); close it.
   app.addHook('onResponse', async (req, reply) => {

@@ -53,6 +53,7 @@ describeDocker('logs of a real server process', () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
     // everything a client might do with the token, right or wrong
     await fetch(`${srv.url}/health`);
+    await fetch(`${srv.url}/metrics`, { headers: auth });
     await fetch(`${srv.url}/bundle`, { headers: auth });
     await fetch(`${srv.url}/bundle`, { headers: { authorization: `Bearer ${TOKEN}x` } });
     await fetch(`${srv.url}/bundle`, { headers: { authorization: `Basic ${Buffer.from(`u:${TOKEN}`).toString('base64')}`, 'x-api-key': TOKEN } });
@@ -94,6 +95,13 @@ describeDocker('logs of a real server process', () => {
     // trace level really logged the requests that carried it
     expect(out).toContain('[redacted]');
     expect(srv.lines().some((l) => l.level === 10)).toBe(true);
+  });
+
+  it("polled routes (/health, /metrics) do not log their requests; others do, even at info", () => {
+    const urls = srv.lines().map((l) => (l.req as { url?: string } | undefined)?.url).filter(Boolean);
+    expect(urls).toContain('/bundle');
+    expect(urls).not.toContain('/health');
+    expect(urls).not.toContain('/metrics');
   });
 
   it('one line per lifecycle event of each episode, with its ids and durations, in order', () => {
