@@ -82,6 +82,12 @@ describeDocker('--token-in-path on real Docker', () => {
       expect(r.body.error).toBe('unauthorized');
       expect(JSON.stringify(r.body)).not.toContain(TOKEN);
     }
+    // /mcp answers HTTP 200 to everything but auth
+    for (const base of [s.url, `${s.url}/t/wrong`]) {
+      const mcp = await http(base, 'POST', '/mcp', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+      expect(mcp.status).toBe(401);
+      expect(mcp.body.error).toBe('unauthorized');
+    }
     await expect(WsClient.open(`${s.url}/t/wrong`)).rejects.toMatchObject({ statusCode: 401 });
     await expect(WsClient.open(s.url)).rejects.toMatchObject({ statusCode: 401 });
     expect(s.app.openenv.sessions.size).toBe(0);
