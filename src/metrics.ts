@@ -37,7 +37,7 @@ export class Metrics {
     new Gauge({ name: `${prefix}resets_waiting`, help: 'Resets waiting in the FIFO queue for a slot', registers: [r], collect() { this.set(sources.waiting()); } });
     new Gauge({ name: `${prefix}capacity`, help: 'max_concurrent_envs: env slots in all', registers: [r], collect() { this.set(sources.capacity()); } });
     new Gauge({ name: `${prefix}episode_networks`, help: 'Episode Docker networks in use', registers: [r], collect() { this.set(sources.networks()); } });
-    this.resets = new Counter({ name: `${prefix}resets_total`, help: 'Resets that waited for a slot, by outcome: started, capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error', labelNames: ['outcome'], registers: [r] });
+    this.resets = new Counter({ name: `${prefix}resets_total`, help: 'Resets by outcome: started, invalid (no such task), capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error', labelNames: ['outcome'], registers: [r] });
     this.queueWait = new Histogram({ name: `${prefix}queue_wait_seconds`, help: 'Time a reset waited for a slot', buckets: DURATION_BUCKETS, registers: [r] });
     this.deploy = new Histogram({ name: `${prefix}deploy_seconds`, help: 'Env deploy time: network, container, readiness and the env reset', buckets: DURATION_BUCKETS, registers: [r] });
     this.toolCall = new Histogram({ name: `${prefix}tool_call_seconds`, help: 'Tool call round trip to the env, by outcome', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers: [r] });

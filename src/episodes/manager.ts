@@ -62,8 +62,17 @@ export class EpisodeManager {
 
   /** Creates the episode (visible in `list()` while it waits) without starting it. */
   create(data: ResetData, transport: Transport): Episode {
-    if (this.draining) throw new ShuttingDownError();
-    const task = this.pickTask(data);
+    if (this.draining) {
+      this.deps.metrics.resets.inc({ outcome: 'shutting_down' });
+      throw new ShuttingDownError();
+    }
+    let task: Task;
+    try {
+      task = this.pickTask(data);
+    } catch (e) {
+      this.deps.metrics.resets.inc({ outcome: 'invalid' });
+      throw e;
+    }
     const ep = new Episode(this.deps, task, data.seed ?? null, transport, data.episode_id);
     this.live.set(ep.id, ep);
     void ep.tornDown.then(() => this.live.delete(ep.id));
