@@ -20,6 +20,6 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 300_000,
     sequence: { sequencer: LastIsEngineCheck },
-    reporters: ['default'],
+    reporters: ['default', './test/summary-reporter.ts'],
   },
 });
