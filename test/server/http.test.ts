@@ -97,4 +97,18 @@ describeDocker('auth and HTTP routes', () => {
     expect(r.status).toBe(404);
     expect(r.body.error).toBe('not_found');
   });
+
+  it('draining (SIGTERM): /health turns 503 with the reason, and new resets are refused with shutting_down', async () => {
+    const c = await WsClient.open(s.url, TOKEN);
+    const drained = s.app.openenv.drain(10_000);
+    const h = await request(s.url).get('/health');
+    expect(h.status).toBe(503);
+    expect(h.body).toEqual({ status: 'unhealthy', reason: expect.stringMatching(/draining/) });
+    await drained;
+    expect(c.closeInfo?.code ?? (await c.closed).code).toBe(1001);
+    const late = await WsClient.open(s.url, TOKEN);
+    const r = await late.next();
+    expect(r).toMatchObject({ type: 'error', data: { code: 'SESSION_ERROR', reason: 'shutting_down' } });
+    expect((await late.closed).code).toBe(1001);
+  });
 });
