@@ -119,6 +119,19 @@ async function main(): Promise<void> {
       await sh('docker', ['rm', '-f', id]);
     }
 
+    // second baseline: the same, but into a fresh internal network of its own, as the server does
+    const bareNetMs: number[] = [];
+    for (let i = 0; i < RESETS; i++) {
+      const t0 = performance.now();
+      const net = await sh('docker', ['network', 'create', '--internal', '--label', `bench=${INSTANCE}`, `bench-${INSTANCE}-${i}`]);
+      const id = await sh('docker', ['run', '-d', '-e', 'PORT=8000', '--network', net, '--label', `bench=${INSTANCE}`, image]);
+      const ip = await sh('docker', ['inspect', '-f', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}', id]);
+      await waitReady(`http://${ip}:8000/health`, Date.now() + 30_000);
+      bareNetMs.push(performance.now() - t0);
+      await sh('docker', ['rm', '-f', id]);
+      await sh('docker', ['network', 'rm', net]);
+    }
+
     // 2. step round trip: through the server vs straight to an env
     const c = await WsClient.open(server.url);
     await c.reset({ task_id: 'fx-echo-0' });
@@ -184,6 +197,8 @@ async function main(): Promise<void> {
     console.log(`reset latency (connect → observation)  p50 ${ms(p50r)}  p95 ${ms(pct(resetMs, 95))}`);
     console.log(`bare docker run + readiness            p50 ${ms(p50b)}  p95 ${ms(pct(bareMs, 95))}`);
     console.log(`  ratio (server / bare), p50           ${(p50r / p50b).toFixed(2)}x`);
+    console.log(`bare network create + run + readiness  p50 ${ms(pct(bareNetMs, 50))}  p95 ${ms(pct(bareNetMs, 95))}`);
+    console.log(`  ratio (server / bare with network)   ${(p50r / pct(bareNetMs, 50)).toFixed(2)}x  (what isolation costs is in the baseline here)`);
     console.log(`step round trip through the server     p50 ${ms(pct(stepMs, 50))}  p95 ${ms(pct(stepMs, 95))}`);
     console.log(`direct HTTP call to the env            p50 ${ms(pct(directMs, 50))}  p95 ${ms(pct(directMs, 95))}`);
     console.log(`  ratio (server / direct), p50         ${(pct(stepMs, 50) / pct(directMs, 50)).toFixed(2)}x`);
@@ -194,6 +209,8 @@ async function main(): Promise<void> {
     await server.stop();
     const left = await sh('docker', ['ps', '-aq', '--filter', `label=bench=${INSTANCE}`]).catch(() => '');
     if (left) await sh('docker', ['rm', '-f', ...left.split('\n')]);
+    const nets = await sh('docker', ['network', 'ls', '-q', '--filter', `label=bench=${INSTANCE}`]).catch(() => '');
+    if (nets) await sh('docker', ['network', 'rm', ...nets.split('\n')]);
   }
 }
 

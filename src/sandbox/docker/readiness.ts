@@ -72,7 +72,10 @@ export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcom
   opts.signal.addEventListener('abort', onAbort, { once: true });
   const deadlineTimer = setTimeout(() => stop.abort(), Math.max(0, opts.deadline - now()));
   let lastAnswer: string | null = null;
-  let delay = 25;
+  // Most envs are ready within a second of starting: poll tightly then (a refused connection
+  // costs well under a millisecond), and back off only for slow starters.
+  const started = now();
+  let delay = 15;
   let probes = 0;
   try {
     for (;;) {
@@ -85,7 +88,7 @@ export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcom
       if (r.ok) return { kind: 'ready', probes };
       if (!stop.signal.aborted) lastAnswer = r.answer;
       await sleep(delay, stop.signal).catch(() => {});
-      delay = Math.min(delay * 1.5, 250);
+      if (now() - started > 1000) delay = Math.min(delay * 1.5, 250);
     }
   } finally {
     clearTimeout(deadlineTimer);
