@@ -25,15 +25,26 @@ describeDocker('admission on real Docker', () => {
       }
     })();
     const clients = await Promise.all(Array.from({ length: 12 }, () => WsClient.open(s.url)));
-    const admittedAt: number[] = [];
+    // watch the server's own queue: the order resets reach it, and the order slots are granted
+    const { manager, admission } = s.app.openenv;
+    const arrived: string[] = [];
+    const granted: number[] = [];
+    const realStart = manager.start.bind(manager);
+    const realAcquire = admission.acquire.bind(admission);
+    let calls = 0;
+    manager.start = (ep, data) => {
+      arrived.push(String(data.episode_id));
+      return realStart(ep, data);
+    };
+    admission.acquire = (opts) => {
+      const k = calls++;
+      return realAcquire(opts).then((slot) => (granted.push(k), slot));
+    };
     const waits: number[] = [];
     const episodes = clients.map(async (c, i) => {
       // stagger the sends so arrival order is well defined
       await new Promise((r) => setTimeout(r, i * 30));
-      const sentAt = Date.now();
-      const r = await c.reset({ task_id: 'fx-echo-0' });
-      // when the slot was granted: the server's queue wait, on this machine's clock
-      admittedAt[i] = sentAt + r.data.observation.timings.queued_s * 1000;
+      const r = await c.reset({ task_id: 'fx-echo-0', episode_id: `c${i}` });
       waits[i] = r.data.observation.timings.queued_s;
       expect(r.type).toBe('observation');
       await c.call('sleep', { seconds: 0.3 });
@@ -46,8 +57,11 @@ describeDocker('admission on real Docker', () => {
     await Promise.all(episodes);
     sampling = false;
     await sampler;
-    // FIFO: slots were granted in arrival order (2 ms of rounding and clock slack)
-    for (let i = 1; i < 12; i++) expect(admittedAt[i]!).toBeGreaterThanOrEqual(admittedAt[i - 1]! - 2);
+    manager.start = realStart;
+    admission.acquire = realAcquire;
+    // FIFO: the resets reached the queue in the order they were sent, and got slots in that order
+    expect(arrived).toEqual(clients.map((_, i) => `c${i}`));
+    expect(granted).toEqual([...Array(12).keys()]);
     expect(waits[11]!).toBeGreaterThan(0.2);
     expect(peak).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(4);
