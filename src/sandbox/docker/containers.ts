@@ -38,6 +38,8 @@ export async function createEnvContainer(
         RestartPolicy: { Name: 'no' },
         PublishAllPorts: false,
         Init: false,
+        // envs run code a model drives: no setuid escalation inside the container
+        SecurityOpt: ['no-new-privileges:true'],
       },
       NetworkingConfig: { EndpointsConfig: { [network.name]: {} } },
     });

@@ -8,7 +8,7 @@ import { buildEcho, echoSpec, post } from './fixture.js';
 
 interface ContainerInfo {
   Config: { Env: string[]; Labels: Record<string, string> };
-  HostConfig: { Memory: number; MemorySwap: number; NanoCpus: number; PidsLimit: number; NetworkMode: string; AutoRemove: boolean; PortBindings: Record<string, unknown> | null; PublishAllPorts: boolean };
+  HostConfig: { SecurityOpt: string[] | null; Memory: number; MemorySwap: number; NanoCpus: number; PidsLimit: number; NetworkMode: string; AutoRemove: boolean; PortBindings: Record<string, unknown> | null; PublishAllPorts: boolean };
   NetworkSettings: { Ports: Record<string, unknown[] | null> | null; Networks: Record<string, { NetworkID: string; IPAddress: string }> };
 }
 interface NetworkInfo {
@@ -85,6 +85,7 @@ describeDocker('DockerSandbox deploy', () => {
       expect(c.HostConfig.MemorySwap).toBe(128 * 1024 * 1024);
       expect(c.HostConfig.NanoCpus).toBe(500_000_000);
       expect(c.HostConfig.PidsLimit).toBe(64);
+      expect(c.HostConfig.SecurityOpt).toEqual(['no-new-privileges:true']);
       expect(c.HostConfig.AutoRemove).toBe(false);
       expect(c.Config.Labels).toMatchObject({
         [LABELS.managed]: '1',
