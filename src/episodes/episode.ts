@@ -299,9 +299,10 @@ export class Episode {
     }
     const reply = parsed.data;
     const text = reply.text ?? (typeof reply.result === 'string' ? reply.result : JSON.stringify(reply.result ?? null));
-    const observation: Record<string, unknown> = reply.is_error
-      ? { tool_name: name, result: null, error: { error_type: 'execution_error', message: text } }
-      : { tool_name: name, result: textResult(text, reply.result ?? null), error: null };
+    // A tool's own error (the env answered is_error) is the model's to read: it stays in
+    // `result` with is_error true, as OpenEnv's CallToolObservation puts it; `error` is kept for
+    // what went wrong around the tool (bad arguments, unknown tool, timeout, transport).
+    const observation: Record<string, unknown> = { tool_name: name, result: textResult(text, reply.result ?? null, reply.is_error === true), error: null };
     if (reply.done) {
       const ended = this.settleScores(reply.scores, 'finished', 'tool');
       return { observation: { ...observation, ...ended.observation }, reward: ended.reward, done: true };
@@ -477,12 +478,12 @@ export class Episode {
   }
 }
 
-function textResult(text: string, data: unknown) {
+function textResult(text: string, data: unknown, isError = false) {
   return {
     content: [{ type: 'text', text }],
     structured_content: typeof data === 'object' && data !== null && !Array.isArray(data) ? data : null,
     data,
-    is_error: false,
+    is_error: isError,
   };
 }
 

@@ -96,8 +96,10 @@ describeDocker('GridSim end to end (real server, real containers)', () => {
 
     const malformed = await c.call('check_schedule', { schedule: [1, 2, 3] });
     expect(malformed.data.done).toBe(false);
-    expect(malformed.data.observation.result).toBeNull();
-    expect(malformed.data.observation.error.message).toMatch(/exactly 24 entries.*got 3/);
+    // the tool's own error is the model's to read: in the result, flagged is_error
+    expect(malformed.data.observation.error).toBeNull();
+    expect(malformed.data.observation.result.is_error).toBe(true);
+    expect(malformed.data.observation.result.content[0].text).toMatch(/exactly 24 entries.*got 3/);
 
     for (let i = 1; i <= 3; i++) {
       const ok = await c.call('check_schedule', { schedule: zeros() });
@@ -107,11 +109,13 @@ describeDocker('GridSim end to end (real server, real containers)', () => {
     }
     const fourth = await c.call('check_schedule', { schedule: zeros() });
     expect(fourth.data.done).toBe(false);
-    expect(fourth.data.observation.error.message).toMatch(/at most 3 times/);
+    expect(fourth.data.observation.result.is_error).toBe(true);
+    expect(fourth.data.observation.result.content[0].text).toMatch(/at most 3 times/);
 
     const badSubmit = await c.call('submit_schedule', { schedule: zeros().map((_, i) => (i === 0 ? 99 : 0)) });
     expect(badSubmit.data.done).toBe(false);
-    expect(badSubmit.data.observation.error.message).toMatch(/hour 1: 99 is out of bounds/);
+    expect(badSubmit.data.observation.result.is_error).toBe(true);
+    expect(badSubmit.data.observation.result.content[0].text).toMatch(/hour 1: 99 is out of bounds/);
 
     const submit = await c.call('submit_schedule', { schedule: JSON.stringify(row.data.optimal_schedule) });
     expect(submit.data).toMatchObject({ done: true, reward: 1 });

@@ -68,6 +68,11 @@ describeDocker('WS /ws sessions on real Docker', () => {
       const o = await c.call('echo', bad);
       expect(o.data.observation.error.error_type).toBe('invalid_args');
     }
+    // the tool's own error stays in the result, flagged, for the model to read
+    const failed = await c.call('fail', { message: 'oops' });
+    expect(failed.data.done).toBe(false);
+    expect(failed.data.observation.error).toBeNull();
+    expect(failed.data.observation.result).toMatchObject({ is_error: true, content: [{ type: 'text', text: expect.stringContaining('oops') }] });
     const unknown = await c.call('no_such_tool', {});
     expect(unknown.data.observation.error.error_type).toBe('tool_not_found');
     expect(unknown.data.done).toBe(false);
