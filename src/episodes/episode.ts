@@ -371,7 +371,7 @@ export class Episode {
   /** The reply for a step that finds (or makes) the episode ended. */
   private endedOutcome(toolName: string | null): StepOutcome {
     const obs: Record<string, unknown> = { done: true, reward: this.reward, end_reason: this.endReason, timings: this.timings() };
-    if (toolName) Object.assign(obs, { tool_name: toolName, result: null, error: { error_type: 'execution_error', message: this.failure?.message ?? 'the episode ended' } });
+    if (toolName) Object.assign(obs, { tool_name: toolName, result: null, error: { error_type: toolErrorType(this.failure), message: this.failure?.message ?? 'the episode ended' } });
     if (this.failure) obs.failure = this.failure;
     if (this.scores) obs.scores = this.scores;
     return { observation: obs, reward: this.reward, done: true };
@@ -489,6 +489,13 @@ function textResult(text: string, data: unknown, isError = false) {
 
 function toolError(toolName: string, errorType: 'invalid_args' | 'tool_not_found' | 'execution_error' | 'transport_error', message: string): StepOutcome {
   return { observation: { tool_name: toolName, result: null, error: { error_type: errorType, message } }, reward: null, done: false };
+}
+
+/** the OpenEnv ToolErrorType of a call the episode's failure cut short */
+function toolErrorType(f: Failure | null): 'timeout' | 'transport_error' | 'execution_error' {
+  if (f?.reason === 'tool_timeout' || f?.reason === 'episode_timeout') return 'timeout';
+  if (f?.reason === 'env_crashed' || f?.reason === 'env_oom' || f?.reason === 'env_unreachable') return 'transport_error';
+  return 'execution_error';
 }
 
 function round3(x: number): number {

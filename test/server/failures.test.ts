@@ -63,6 +63,7 @@ describeDocker('env failures on real Docker', () => {
     expect(r.data.observation).toMatchObject({ end_reason: 'env_failed', failure: { reason: 'tool_timeout', phase: 'tool', retryable: true, task_id: 'fx-echo-0' } });
     expect(r.data.observation.failure.message).toMatch(/`sleep` did not answer within tool_timeout \(2 s\)/);
     expect(r.data.observation.reward).toBeNull();
+    expect(r.data.observation.error.error_type).toBe('timeout');
     await idle();
     await c.close();
   });
@@ -74,6 +75,7 @@ describeDocker('env failures on real Docker', () => {
     expect(r.data).toMatchObject({ done: true, reward: null });
     expect(r.data.observation.end_reason).toBe('env_failed');
     expect(r.data.observation.failure).toMatchObject({ reason: 'env_crashed', exit_code: 7, retryable: true });
+    expect(r.data.observation.error.error_type).toBe('transport_error');
     expect(typeof r.data.observation.failure.log_tail).toBe('string');
     await idle();
     // the session goes on: a new episode plays normally
