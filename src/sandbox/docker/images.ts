@@ -4,9 +4,10 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { lstat, readdir, readlink, realpath } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
@@ -25,11 +26,26 @@ function buildFailure(req: ImageBuildRequest, what: string): SandboxError {
   return new SandboxError('image_unavailable', `cannot build the image of env \`${req.envName}\` from ${req.contextDir}: ${what}`);
 }
 
+/**
+ * The context's `.dockerignore`, with Docker's semantics: what it excludes is neither sent nor
+ * hashed (so editing an ignored file rebuilds nothing), except the Dockerfile and the
+ * .dockerignore itself, which the engine always needs. Null when there is none.
+ */
+async function ignoreRules(root: string): Promise<{ ignores: (rel: string) => boolean; hasExceptions: boolean } | null> {
+  const text = await readFile(path.join(root, '.dockerignore'), 'utf8').catch(() => null);
+  if (text === null) return null;
+  // a CommonJS module: under NodeNext its typed default export is the module's own `default`
+  const ig = dockerignore.default().add(text);
+  const hasExceptions = text.split('\n').some((l) => l.trim().startsWith('!'));
+  return { ignores: (rel) => rel !== 'Dockerfile' && rel !== '.dockerignore' && ig.ignores(rel), hasExceptions };
+}
+
 /** every entry of the context, sorted; refuses links that leave it and anything but files, dirs and links */
 export async function listContext(req: ImageBuildRequest): Promise<ContextEntry[]> {
   const root = await realpath(req.contextDir).catch(() => {
     throw buildFailure(req, 'the folder does not exist');
   });
+  const rules = await ignoreRules(root);
   const entries: ContextEntry[] = [];
   const walk = async (absDir: string, relDir: string): Promise<void> => {
     const names = (await readdir(absDir)).sort();
@@ -37,6 +53,11 @@ export async function listContext(req: ImageBuildRequest): Promise<ContextEntry[
       const abs = path.join(absDir, name);
       const rel = relDir ? `${relDir}/${name}` : name;
       const st = await lstat(abs);
+      if (rules?.ignores(rel)) {
+        // an excluded folder is skipped whole unless a "!" rule may bring back something in it
+        if (st.isDirectory() && rules.hasExceptions) await walk(abs, rel);
+        continue;
+      }
       const mode = st.mode & 0o7777;
       if (st.isSymbolicLink()) {
         const target = await readlink(abs);

@@ -129,6 +129,27 @@ describe('build context', () => {
     expect(imageTag('Fixture V1', 'echo', d0)).toBe(`openenv-bundle/fixture-v1-echo:${d0.slice(0, 12)}`);
   });
 
+  it('honours .dockerignore: excluded paths are neither sent nor hashed; Dockerfile and exceptions stay', async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'ctx-'));
+    await writeFile(path.join(dir, 'Dockerfile'), 'FROM scratch\n');
+    await writeFile(path.join(dir, '.dockerignore'), 'node_modules\n*.log\n!keep.log\nDockerfile\n');
+    await mkdir(path.join(dir, 'node_modules', 'pkg'), { recursive: true });
+    await writeFile(path.join(dir, 'node_modules', 'pkg', 'index.js'), 'x');
+    // a link out of the context inside an ignored folder is never looked at
+    await symlink('../../../../etc/passwd', path.join(dir, 'node_modules', 'pkg', 'escape'));
+    await writeFile(path.join(dir, 'debug.log'), 'noise');
+    await writeFile(path.join(dir, 'keep.log'), 'kept');
+    await writeFile(path.join(dir, 'app.js'), 'app');
+    const list = async () => (await listContext(req())).map((e) => e.rel);
+    expect(await list()).toEqual(['.dockerignore', 'Dockerfile', 'app.js', 'keep.log']);
+    const d0 = await contextDigest(await listContext(req()), {});
+    await writeFile(path.join(dir, 'debug.log'), 'more noise');
+    await writeFile(path.join(dir, 'node_modules', 'pkg', 'index.js'), 'y');
+    expect(await contextDigest(await listContext(req()), {})).toBe(d0);
+    await writeFile(path.join(dir, 'keep.log'), 'changed');
+    expect(await contextDigest(await listContext(req()), {})).not.toBe(d0);
+  });
+
   it('refuses a symlink that leaves the context, and a context without Dockerfile', async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'ctx-'));
     await expect(listContext(req())).rejects.toThrow(/no Dockerfile/);
