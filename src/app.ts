@@ -109,7 +109,6 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   const rewardFn = makeReward(reward ?? bundle.manifest.reward);
   const sessions = new Set<WsSession>();
   const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(buildArgs ?? {}) }, log.child({ component: 'images' }));
-  let manager!: EpisodeManager;
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
   const metrics = new Metrics({
     running: () => admission.activeCount,
@@ -117,7 +116,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
   });
-  manager = new EpisodeManager(
+  const manager = new EpisodeManager(
     { bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: rewardFn, log, metrics },
     log,
   );
@@ -203,12 +202,9 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   app.addHook('onRoute', (route) => {
     if (route.url === '/health' || route.url === '/metrics') route.logLevel = 'warn';
   });
-  // An upgrade answered with plain HTTP (401, 404...) keeps its socket: Node's HTTP server let go of
-  // it at 'upgrade'. Left open, it holds server.close() forever (SIGTERM never finishes); close it.
-  app.addHook('onResponse', async (req, reply) => {
-    if (req.headers.upgrade && reply.statusCode !== 101 && !req.raw.socket.destroyed) req.raw.socket.destroySoon();
-  });
-  // the websocket plugin's hooks first: it closes the socket of an upgrade that auth refuses
+  // The websocket plugin's hooks go first: an upgrade answered with plain HTTP (401, 404...) keeps
+  // its socket (Node's HTTP server let go of it at 'upgrade'), which would hold server.close()
+  // forever; the plugin closes it, but only for requests its own onRequest hook has seen.
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
   registerAuth(app, token ?? null);
   await app.register(infoRoutes, {

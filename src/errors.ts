@@ -141,7 +141,7 @@ export class EpisodeStateError extends ServerError {
   readonly httpStatus = 409;
   readonly httpCode: string;
   constructor(
-    readonly reason: 'no_episode' | 'episode_done' | 'busy',
+    readonly reason: 'no_episode' | 'episode_done',
     message: string,
   ) {
     super(message);

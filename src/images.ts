@@ -75,8 +75,4 @@ export class EnvCatalog {
       environment: env.environment,
     };
   }
-
-  imageOf(envName: string): string | undefined {
-    return this.images.get(envName);
-  }
 }

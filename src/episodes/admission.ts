@@ -126,10 +126,6 @@ export class Admission {
     }
   }
 
-  get isDraining(): boolean {
-    return this.draining !== null;
-  }
-
   capacityDetails(waitedMs: number) {
     return {
       active_sessions: this.active,

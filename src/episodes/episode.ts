@@ -156,7 +156,7 @@ export class Episode {
       this.client = new EnvClient(this.handle.baseUrl);
       this.t.deployed = this.now();
       this.log.info({ event: 'deployed', deploy_s: round3((this.t.deployed - this.t.queued) / 1000) }, 'env deployed');
-      const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, Math.max(settings.toolTimeoutMs, spec.deployTimeoutMs), this.abort.signal);
+      const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, resetBudgetMs(settings, spec), this.abort.signal);
       if (res.status !== 200) {
         throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
       }
@@ -468,8 +468,7 @@ export class Episode {
       return makeFailure(e.reason, 'deploy', e.message, this.ids, { exit_code: e.details.exitCode, log_tail: e.details.logTail });
     }
     if (e instanceof EnvCallError) {
-      const budget = spec ? Math.max(this.deps.settings.toolTimeoutMs, spec.deployTimeoutMs) : this.deps.settings.toolTimeoutMs;
-      if (e.kind === 'timeout') return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(budget)}`, this.ids);
+      if (e.kind === 'timeout') return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(resetBudgetMs(this.deps.settings, spec))}`, this.ids);
       const { reason, extra } = await this.whyUnreachable();
       return makeFailure(reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, extra);
     }
@@ -489,6 +488,11 @@ function textResult(text: string, data: unknown, isError = false) {
 
 function toolError(toolName: string, errorType: 'invalid_args' | 'tool_not_found' | 'execution_error' | 'transport_error', message: string): StepOutcome {
   return { observation: { tool_name: toolName, result: null, error: { error_type: errorType, message } }, reward: null, done: false };
+}
+
+/** an env's /reset may take as long as a tool call or its deploy, whichever is longer */
+function resetBudgetMs(settings: EpisodeSettings, spec: EnvSpec | null): number {
+  return Math.max(settings.toolTimeoutMs, spec?.deployTimeoutMs ?? 0);
 }
 
 /** the OpenEnv ToolErrorType of a call the episode's failure cut short */

@@ -5,7 +5,8 @@
  */
 import type { Logger } from 'pino';
 import type { Task } from '../bundle/index.js';
-import { BadInputError, NotFoundError, ShuttingDownError } from '../errors.js';
+import { BadInputError, CapacityError, DeployFailedError, NotFoundError, ShuttingDownError } from '../errors.js';
+import { isAbortError } from './admission.js';
 import type { ResetData } from '../protocol/frames.js';
 import { Episode, type EpisodeDeps, type StepOutcome, type Transport } from './episode.js';
 
@@ -89,9 +90,12 @@ export class EpisodeManager {
       metrics.resets.inc({ outcome: 'started' });
       return out;
     } catch (e) {
-      const name = (e as Error)?.name;
       const outcome =
-        name === 'CapacityError' ? 'capacity' : name === 'ShuttingDownError' ? 'shutting_down' : name === 'AbortError' ? 'aborted' : name === 'DeployFailedError' ? 'deploy_failed' : 'error';
+        e instanceof CapacityError ? 'capacity'
+        : e instanceof ShuttingDownError ? 'shutting_down'
+        : e instanceof DeployFailedError ? 'deploy_failed'
+        : isAbortError(e) ? 'aborted'
+        : 'error';
       metrics.resets.inc({ outcome });
       throw e;
     }

@@ -1,7 +1,6 @@
 /**
  * Log hygiene: the token never reaches a log line. pino redacts the authorization header
- * wherever fastify or our code might log it; `redactToken` scrubs free text (URLs with a token
- * prefix, messages quoting a header).
+ * wherever fastify or our code might log it; `loggerHygiene` scrubs whatever free text is left.
  */
 
 export const logRedaction = {
@@ -19,13 +18,6 @@ export const logRedaction = {
   ],
   censor: '[redacted]',
 };
-
-/** replaces every occurrence of the token (and a Bearer credential) in a string */
-export function redactToken(text: string, token: string | null): string {
-  let out = text.replace(/(Bearer\s+)[^\s"',]+/gi, '$1[redacted]');
-  if (token) out = out.split(token).join('[redacted]');
-  return out;
-}
 
 /**
  * pino options for a logger of an app that has a token: `redact` for the known fields, and a last

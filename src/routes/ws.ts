@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
-import { ShuttingDownError, toWsError } from '../errors.js';
+import { BadInputError, EpisodeStateError, ServerError, ShuttingDownError, toWsError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { EpisodeManager } from '../episodes/manager.js';
 import { isAbortError } from '../episodes/admission.js';
@@ -49,7 +49,9 @@ export class WsSession {
       const text = isBinary ? null : data.toString();
       this.pending++;
       this.chain = this.chain
-        .then(() => (text === null ? this.sendError(new Error('binary')) : this.handle(text)))
+        .then(() =>
+          text === null ? this.sendError(new BadInputError('INVALID_JSON', 'binary frames are not supported; send JSON text frames')) : this.handle(text),
+        )
         .catch((e) => this.log.error({ err: e }, 'ws frame handling failed'))
         .finally(() => {
           this.pending--;
@@ -132,9 +134,7 @@ export class WsSession {
       }
       case 'step': {
         const ep = this.episode;
-        if (!ep) {
-          return this.send({ type: 'error', data: { code: 'EXECUTION_ERROR', message: 'no episode: send a reset first', reason: 'no_episode' } });
-        }
+        if (!ep) return this.sendError(new EpisodeStateError('no_episode', 'no episode: send a reset first'));
         try {
           const out = await ep.step(frame.data);
           return this.send({ type: 'observation', data: out });
@@ -174,12 +174,7 @@ export class WsSession {
   }
 
   private sendError(e: unknown): Promise<void> {
-    if (!(e instanceof Error) || !('wsCode' in e)) {
-      if ((e as Error)?.message === 'binary') {
-        return this.send({ type: 'error', data: { code: 'INVALID_JSON', message: 'binary frames are not supported; send JSON text frames' } });
-      }
-      this.log.error({ err: e }, 'unexpected error in a ws session');
-    }
+    if (!(e instanceof ServerError)) this.log.error({ err: e }, 'unexpected error in a ws session');
     return this.send(toWsError(e));
   }
 

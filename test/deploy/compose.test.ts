@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../helpers/docker.js';
-import { FrameClient, get, playEchoEpisode } from './frame-client.js';
+import { WsClient } from '../helpers/ws-client.js';
+import { get, playEchoEpisode } from './helpers.js';
 import { parsePrometheusText, valueOf } from './prom-text.js';
 
 const ROOT = process.cwd();
@@ -197,14 +198,14 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   it('answers /health openly and refuses other routes without the token, on the published port', async () => {
     expect((await get(`${plain}/health`)).status).toBe(200);
     expect((await get(`${plain}/bundle`)).status).toBe(401);
-    await expect(FrameClient.open(plain)).rejects.toMatchObject({ statusCode: 401 });
+    await expect(WsClient.open(plain)).rejects.toMatchObject({ statusCode: 401 });
     const b = await get(`${plain}/bundle`, { token });
     expect(b.status).toBe(200);
     expect(JSON.parse(b.body).name).toBe('fixture-v1');
   });
 
   it('plays a full episode through the published port: the server joins the episode network to reach the env', async () => {
-    const c = await FrameClient.open(plain, { token });
+    const c = await WsClient.open(plain, token);
     try {
       const reset = await c.reset({ task_id: 'fx-echo-0' });
       expect(reset.type).toBe('observation');
@@ -236,11 +237,11 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const refused = await get(`${tls}/tasks?split=train`, { ca });
     expect(refused.status).toBe(401);
     expect(refused.headers['www-authenticate']).toBe('Bearer');
-    await expect(FrameClient.open(tls, { ca })).rejects.toMatchObject({ statusCode: 401 });
+    await expect(WsClient.open(tls, undefined, { ca })).rejects.toMatchObject({ statusCode: 401 });
     // a client that does not trust the certificate is refused by TLS itself
     await expect(get(`${tls}/health`)).rejects.toThrow(/self[- ]signed|certificate/i);
 
-    const c = await FrameClient.open(tls, { ca, token, headers: { 'x-forwarded-for': '203.0.113.77' } });
+    const c = await WsClient.open(tls, token, { ca, headers: { 'x-forwarded-for': '203.0.113.77' } });
     try {
       const { reset, echo, end } = await playEchoEpisode(c, 'fx-echo-1');
       expect(reset.data.observation.task_id).toBe('fx-echo-1');
@@ -290,7 +291,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   });
 
   it('a server killed mid-episode comes back, and its startup sweep removes the env and network it left (leaving them itself)', async () => {
-    const c = await FrameClient.open(plain, { token });
+    const c = await WsClient.open(plain, token);
     const reset = await c.reset({ task_id: 'fx-echo-0' });
     const episodeId = reset.data.observation.episode_id as string;
     const left = labelledResources(`${LABEL_INSTANCE}=${instance}`);
@@ -314,7 +315,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(labelledResources(`io.openenv.bundle-server.episode=${episodeId}`)).toEqual({ containers: [], networks: [] });
 
     // and it serves again
-    const again = await FrameClient.open(plain, { token });
+    const again = await WsClient.open(plain, token);
     try {
       const { end } = await playEchoEpisode(again);
       expect(end.data).toMatchObject({ done: true, reward: 0.5 });
@@ -324,7 +325,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   }, 120_000);
 
   it('docker-compose stop/down drains the server: the open episode is torn down, the server exits 0, nothing is left', async () => {
-    const c = await FrameClient.open(plain, { token });
+    const c = await WsClient.open(plain, token);
     const reset = await c.reset({ task_id: 'fx-echo-2' });
     expect(reset.data.done).toBe(false);
     expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toHaveLength(1);

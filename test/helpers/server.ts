@@ -6,9 +6,10 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { buildApp, type AppOptions } from '../../src/app.js';
 import { logRedaction } from '../../src/plugins/logging.js';
-import { TEST_BUILD_ARGS, uniqueInstance } from './docker.js';
+import { labelledResources, TEST_BUILD_ARGS, uniqueInstance } from './docker.js';
 
 export const FIXTURE_BUNDLE = fileURLToPath(new URL('../fixtures/fixture-v1', import.meta.url));
 export const INSTANCE_LABEL = 'io.openenv.bundle-server.instance';
@@ -44,4 +45,22 @@ export async function startServer(options: AppOptions = {}, bundle: string = FIX
     logs: () => captured,
     stop: () => app.close(),
   };
+}
+
+/**
+ * One server for the enclosing suite: started before its tests, stopped after them (tearing every
+ * episode down). With `checkLeftovers`, the suite also asserts nothing labelled with its instance
+ * is left. The returned object is filled in by the time the first test runs.
+ */
+export function suiteServer(options: AppOptions = {}, { bundle = FIXTURE_BUNDLE, checkLeftovers = true } = {}): TestServer {
+  const s = {} as TestServer;
+  beforeAll(async () => {
+    Object.assign(s, await startServer(options, bundle));
+  });
+  afterAll(async () => {
+    if (!s.app) return;
+    await s.stop();
+    if (checkLeftovers) expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
+  });
+  return s;
 }

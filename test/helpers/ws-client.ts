@@ -25,14 +25,21 @@ export class WsClient {
     });
   }
 
-  /** opens `url` (http:// or ws://; /ws appended when missing) */
-  static open(url: string, token?: string, opts: { path?: string } = {}): Promise<WsClient> {
+  /**
+   * Opens `url` (http(s):// or ws(s)://; /ws appended when missing). `ca` is a PEM to trust for
+   * wss:// (a self-signed certificate); a refused upgrade rejects with its `statusCode`.
+   */
+  static open(url: string, token?: string, opts: { ca?: string | Buffer; headers?: Record<string, string> } = {}): Promise<WsClient> {
     const base = url.replace(/^http/, 'ws').replace(/\/$/, '');
-    const target = base.endsWith('/ws') ? base : `${base}${opts.path ?? '/ws'}`;
-    const ws = new WebSocket(target, { headers: token ? { authorization: `Bearer ${token}` } : {}, maxPayload: 64 * 1024 * 1024 });
+    const target = base.endsWith('/ws') ? base : `${base}/ws`;
+    const headers = { ...(opts.headers ?? {}), ...(token ? { authorization: `Bearer ${token}` } : {}) };
+    const ws = new WebSocket(target, { headers, ca: opts.ca, maxPayload: 64 * 1024 * 1024 });
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(new WsClient(ws)));
-      ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { statusCode: res.statusCode })));
+      ws.once('unexpected-response', (_req, res) => {
+        reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { statusCode: res.statusCode }));
+        ws.terminate();
+      });
       ws.once('error', reject);
     });
   }
@@ -86,6 +93,8 @@ export class WsClient {
     if (this.ws.readyState === WebSocket.OPEN) {
       this.ws.send(JSON.stringify({ type: 'close' }));
       this.ws.close();
+    } else if (this.ws.readyState === WebSocket.CONNECTING) {
+      this.ws.terminate();
     }
     await this.closed;
   }

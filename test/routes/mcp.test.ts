@@ -1,18 +1,18 @@
 /** POST /mcp (JSON-RPC 2.0, OpenEnv's methods and codes) and {"type":"mcp"} frames on /ws, on real Docker. */
-import { describe, afterAll, beforeAll, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { McpService, RpcCode } from '../../src/routes/mcp.js';
 import { RequestEpisodes } from '../../src/routes/episodes.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { suiteServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 import { http } from './http.js';
 
 let nextId = 1;
 
 describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
-  let s: TestServer;
+  const s = suiteServer({ maxConcurrentEnvs: 1 });
   /** a JSON-RPC call: asserts HTTP 200 (every answer but auth) and returns the body */
   const rpc = async (body: unknown) => {
     const r = await http(s.url, 'POST', '/mcp', body);
@@ -21,14 +21,6 @@ describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
     return r.body;
   };
   const req = (method: string, params?: unknown) => ({ jsonrpc: '2.0', id: nextId++, method, ...(params === undefined ? {} : { params }) });
-
-  beforeAll(async () => {
-    s = await startServer({ maxConcurrentEnvs: 1 });
-  });
-  afterAll(async () => {
-    await s?.stop();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
-  });
 
   it('plays a session: create (a reset), tools/list, tools/call, invalid args, end, close', async () => {
     const created = await rpc(req('openenv/session/create', { task_id: 'fx-two-turn', seed: 5 }));

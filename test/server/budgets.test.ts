@@ -1,18 +1,11 @@
 /** The per-episode budgets: max_steps, --episode-timeout, --idle-timeout, each named where it ends an episode. */
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { expect, it } from 'vitest';
+import { describeDocker, waitFor } from '../helpers/docker.js';
+import { suiteServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 
 describeDocker('episode budgets', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startServer({ maxSteps: 3, toolTimeout: 1, episodeTimeout: 3, idleTimeout: 2 });
-  });
-  afterAll(async () => {
-    await s?.stop();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
-  });
+  const s = suiteServer({ maxSteps: 3, toolTimeout: 1, episodeTimeout: 3, idleTimeout: 2 });
 
   it('past max_steps the episode ends, scored as is', async () => {
     const c = await WsClient.open(s.url);

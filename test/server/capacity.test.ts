@@ -1,19 +1,12 @@
 /** FIFO admission against real envs: the cap holds, order holds, timeouts answer, nothing leaks. */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { describeDocker, labelledContainersAsync, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 
 
 describeDocker('admission on real Docker', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startServer({ maxConcurrentEnvs: 4 });
-  });
-  afterAll(async () => {
-    await s?.stop();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
-  });
+  const s = suiteServer({ maxConcurrentEnvs: 4 });
 
   it('12 concurrent resets with 4 slots: all complete, in arrival order, never more than 4 env containers', async () => {
     let peak = 0;

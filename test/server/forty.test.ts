@@ -1,18 +1,11 @@
 /** 40 concurrent episodes on a stock engine (default address pools stop near 30 networks). */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 
 describeDocker('40 concurrent episodes', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startServer({ maxConcurrentEnvs: 40 });
-  });
-  afterAll(async () => {
-    await s?.stop();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
-  });
+  const s = suiteServer({ maxConcurrentEnvs: 40 });
 
   it('all 40 deploy into networks of their own at once and score', async () => {
     const clients = await Promise.all(Array.from({ length: 40 }, () => WsClient.open(s.url)));

@@ -1,20 +1,14 @@
 /** Auth (PROTOCOL.md §2) and the read-only routes (§3), against a real app with a token. */
 import request from 'supertest';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { describeDocker } from '../helpers/docker.js';
-import { startServer, type TestServer } from '../helpers/server.js';
+import { suiteServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 
 const TOKEN = 'tok-http-test-9c1e7d';
 
 describeDocker('auth and HTTP routes', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startServer({ token: TOKEN });
-  });
-  afterAll(async () => {
-    await s?.stop();
-  });
+  const s = suiteServer({ token: TOKEN }, { checkLeftovers: false });
   const auth = { authorization: `Bearer ${TOKEN}` };
 
   it('401 with WWW-Authenticate on HTTP without a token or with a wrong one; /health stays open', async () => {

@@ -1,17 +1,11 @@
 /** The server pings; a peer that misses two pings is dropped and its episode torn down. */
 import WebSocket from 'ws';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { describeDocker, waitFor } from '../helpers/docker.js';
-import { startServer, type TestServer } from '../helpers/server.js';
+import { suiteServer } from '../helpers/server.js';
 
 describeDocker('WebSocket pings', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startServer({ pingInterval: 0.3 });
-  });
-  afterAll(async () => {
-    await s?.stop();
-  });
+  const s = suiteServer({ pingInterval: 0.3 }, { checkLeftovers: false });
 
   function open(autoPong: boolean): Promise<WebSocket> {
     const ws = new WebSocket(`${s.url.replace('http', 'ws')}/ws`, { autoPong });

@@ -1,18 +1,11 @@
 /** A full episode over /ws against real env containers, and every row of the bad-input table. */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
 import { WsClient } from '../helpers/ws-client.js';
 
 describeDocker('WS /ws sessions on real Docker', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startServer({ maxConcurrentEnvs: 4 });
-  });
-  afterAll(async () => {
-    await s?.stop();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
-  });
+  const s = suiteServer({ maxConcurrentEnvs: 4 });
 
   it('plays a two-turn task by task_id: list_tools, call_tool, end_turn twice, reward from scores', async () => {
     const c = await WsClient.open(s.url);
