@@ -1,7 +1,8 @@
 /**
- * One error type per failure kind, mapped in one place (`toWire`, `toHttp`) to WebSocket error
- * codes and HTTP statuses. Expected failures carry messages a person can act on.
+ * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`) to WebSocket
+ * error codes and HTTP statuses. Expected failures carry messages a person can act on.
  */
+import type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
 
 export type WsErrorCode =
   | 'INVALID_JSON'
@@ -11,31 +12,7 @@ export type WsErrorCode =
   | 'CAPACITY_REACHED'
   | 'SESSION_ERROR';
 
-export type FailureReason =
-  | 'deploy_timeout'
-  | 'image_unavailable'
-  | 'env_crashed'
-  | 'env_oom'
-  | 'env_unreachable'
-  | 'tool_timeout'
-  | 'episode_timeout'
-  | 'invalid_scores'
-  | 'engine_error'
-  | 'shutting_down';
-
-export type FailurePhase = 'queue' | 'deploy' | 'reset' | 'tool' | 'finish' | 'teardown';
-
-/** PROTOCOL.md §4 `failure` */
-export interface Failure {
-  reason: FailureReason;
-  phase: FailurePhase;
-  retryable: boolean;
-  message: string;
-  episode_id: string;
-  task_id: string;
-  exit_code?: number | null;
-  log_tail?: string;
-}
+export type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
 
 export function makeFailure(
   reason: FailureReason,
@@ -152,8 +129,22 @@ export class EpisodeStateError extends ServerError {
   }
 }
 
+/** An episode a WebSocket session holds is driven through that session only. */
+export class OwnedBySessionError extends ServerError {
+  override readonly name = 'OwnedBySessionError';
+  readonly wsCode = 'EXECUTION_ERROR' as const;
+  readonly httpStatus = 409;
+  readonly httpCode = 'owned_by_ws_session';
+  constructor(id: string) {
+    super(`episode ${id} belongs to a WebSocket session; step it over that /ws connection`);
+  }
+  override details(): Record<string, unknown> {
+    return { reason: 'owned_by_ws_session' };
+  }
+}
+
 /** WS `{"type":"error","data":{...}}`; anything unexpected becomes a message without internals. */
-export function toWsError(err: unknown): { type: 'error'; data: Record<string, unknown> } {
+export function toWsError(err: unknown): { type: 'error'; data: { code: WsErrorCode; message: string; [detail: string]: unknown } } {
   if (err instanceof ServerError) {
     return { type: 'error', data: { code: err.wsCode, message: err.message, ...err.details() } };
   }

@@ -6,14 +6,13 @@
  * The only file that listens.
  */
 import { realpathSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
-import { loggerHygiene } from './plugins/logging.js';
+import { loggerHygiene } from './logging.js';
 
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
 const MULTIPLE = new Set(['buildArg']);
@@ -79,18 +78,8 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
   return { bundlePath: parsed.positionals[0]!, options: options.data };
 }
 
-/** pino-pretty is a dev dependency: a production install (the image) has none */
-function hasPrettyPrinter(): boolean {
-  try {
-    createRequire(import.meta.url).resolve('pino-pretty');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function makeLogger(level: ServerOptions['logLevel'], token: string | null): Logger {
-  if (process.stdout.isTTY && hasPrettyPrinter()) {
+  if (process.stdout.isTTY) {
     // a person at a terminal: readable lines; pipes and containers get JSON
     return pino({ level, ...loggerHygiene(token), transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } });
   }

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathTokenRewriter, PATH_TOKEN } from '../src/plugins/auth.js';
-import { logRedaction } from '../src/plugins/logging.js';
+import { logRedaction } from '../src/logging.js';
 import { describeDocker, labelledResources } from './helpers/docker.js';
 import { INSTANCE_LABEL, startServer, type TestServer } from './helpers/server.js';
 import { WsClient } from './helpers/ws-client.js';
@@ -90,7 +90,7 @@ describeDocker('--token-in-path on real Docker', () => {
     }
     await expect(WsClient.open(`${s.url}/t/wrong`)).rejects.toMatchObject({ statusCode: 401 });
     await expect(WsClient.open(s.url)).rejects.toMatchObject({ statusCode: 401 });
-    expect(s.app.openenv.sessions.size).toBe(0);
+    expect(s.app.openenv.sessions.socketCount).toBe(0);
   });
 
   it('every HTTP route answers through the prefix: /episodes, /mcp, /tasks with a query, 404s without the token', async () => {

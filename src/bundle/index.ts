@@ -1,4 +1,4 @@
-/** The bundle: its format (schemas), loading and validation, and archive extraction. */
+/** The bundle: its format (schemas), loading and validation, archive extraction, and its env images. */
 export { BundleError, MAX_REPORTED_ISSUES, formatIssue, type BundleIssue } from './errors.js';
 export {
   END_TURN,
@@ -33,3 +33,4 @@ export {
   type LoadedBundle,
   type Task,
 } from './loader.js';
+export { EnvCatalog } from './env-catalog.js';

@@ -1,7 +1,7 @@
 /**
  * Loads a bundle (a folder, or a .tar.gz of one) and validates all of it up front: the manifest,
  * every task row, and the cross-references between them. The server refuses to start on an
- * invalid bundle rather than failing an episode later (BUNDLE.md).
+ * invalid bundle rather than failing an episode later (docs/bundle-format.md).
  */
 import { createReadStream } from 'node:fs';
 import { readFile, realpath, stat } from 'node:fs/promises';
@@ -60,7 +60,7 @@ const deepFreeze = <T>(o: T): T => {
   return o;
 };
 
-/** Offered by every task beside its toolset (PROTOCOL.md §4). */
+/** Offered by every task beside its toolset (docs/protocol.md, turns). */
 export const END_TURN_TOOL: ToolSpec = deepFreeze({
   name: END_TURN,
   description: "End the current turn. Its result is the next turn's prompt; after the last turn the episode is scored.",
@@ -71,7 +71,7 @@ export const END_TURN_TOOL: ToolSpec = deepFreeze({
   },
 });
 
-/** The task as served by /tasks (PROTOCOL.md §3). `data` and `meta` stay private: data may hold the answer. */
+/** The task as served by /tasks (docs/protocol.md). `data` and `meta` stay private: data may hold the answer. */
 export function taskRow(task: Task): TaskRow {
   return {
     task_id: task.task_id,

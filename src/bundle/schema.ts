@@ -1,6 +1,6 @@
 /**
  * The bundle's shapes as zod schemas: bundle.json, one line of tasks/<split>.jsonl, and the wire
- * shapes a bundle is served as (ToolSpec, TaskRow; PROTOCOL.md §3). Every type is inferred from
+ * shapes a bundle is served as (ToolSpec, TaskRow; docs/protocol.md). Every type is inferred from
  * these schemas. Checks that need the file system (does a build folder exist and stay inside the
  * bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
  */
@@ -75,7 +75,7 @@ function namedMap<T extends z.ZodTypeAny>(pattern: RegExp, what: string, value: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Wire shapes (PROTOCOL.md §3)
+// Wire shapes (docs/protocol.md)
 
 /** A tool as served by /toolsets and in reset observations. */
 export const ToolSpecSchema = closedObject({

@@ -3,7 +3,10 @@
  * order, each until its own deadline or abort. A released slot goes straight to the head waiter,
  * so a newcomer can never overtake the queue. Every waiter gets exactly one outcome.
  */
+import { abortError } from '../abort.js';
+import { HOLD_TIMES_KEPT } from '../defaults.js';
 import { CapacityError, ShuttingDownError } from '../errors.js';
+import { fmtS, seconds3 } from '../time.js';
 
 export interface Slot {
   /** idempotent: the first call frees the slot, later calls do nothing */
@@ -24,10 +27,6 @@ interface Waiter {
   cleanup: () => void;
 }
 
-export interface AdmissionEvents {
-  onWait?: (waitedMs: number, outcome: 'admitted' | 'timeout' | 'aborted' | 'full' | 'shutting_down') => void;
-}
-
 export class Admission {
   private active = 0;
   private readonly queue: Waiter[] = [];
@@ -38,7 +37,6 @@ export class Admission {
   constructor(
     readonly capacity: number,
     readonly maxWaiting: number,
-    private readonly events: AdmissionEvents = {},
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -53,17 +51,14 @@ export class Admission {
   acquire(opts: AcquireOptions): Promise<Slot> {
     const start = this.now();
     if (this.draining) {
-      this.events.onWait?.(0, 'shutting_down');
       return Promise.reject(this.draining);
     }
-    if (opts.signal?.aborted) return Promise.reject(abortError());
+    if (opts.signal?.aborted) return Promise.reject(abortError('aborted'));
     if (this.active < this.capacity && this.queue.length === 0) {
       this.active++;
-      this.events.onWait?.(0, 'admitted');
       return Promise.resolve(this.makeSlot());
     }
     if (this.queue.length >= this.maxWaiting) {
-      this.events.onWait?.(0, 'full');
       return Promise.reject(
         new CapacityError(
           `all ${this.capacity} env slots are busy and ${this.queue.length} resets already wait (--max-waiting ${this.maxWaiting}); retry later`,
@@ -79,7 +74,6 @@ export class Admission {
           if (waiter.settled) return slot.release();
           waiter.settled = true;
           waiter.cleanup();
-          this.events.onWait?.(this.now() - start, 'admitted');
           resolve(slot);
         },
         reject: (err) => {
@@ -93,7 +87,6 @@ export class Admission {
       };
       const timer = setTimeout(() => {
         const waited = this.now() - start;
-        this.events.onWait?.(waited, 'timeout');
         // details are computed before removal so `waiting` counts this waiter as the client saw it
         const details = this.capacityDetails(waited);
         waiter.reject(
@@ -105,8 +98,7 @@ export class Admission {
       }, opts.timeoutMs);
       timer.unref?.();
       const onAbort = () => {
-        this.events.onWait?.(this.now() - start, 'aborted');
-        waiter.reject(abortError());
+        waiter.reject(abortError('aborted'));
       };
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       waiter.cleanup = () => {
@@ -121,7 +113,6 @@ export class Admission {
   drain(err: Error = new ShuttingDownError()): void {
     this.draining = err;
     for (const w of [...this.queue]) {
-      this.events.onWait?.(this.now() - w.enqueuedAt, 'shutting_down');
       w.reject(err);
     }
   }
@@ -131,7 +122,7 @@ export class Admission {
       active_sessions: this.active,
       max_sessions: this.capacity,
       waiting: this.queue.length,
-      waited_s: round3(waitedMs / 1000),
+      waited_s: seconds3(waitedMs),
       retry_after_s: this.retryAfterS(),
     };
   }
@@ -152,7 +143,7 @@ export class Admission {
         if (released) return;
         released = true;
         this.holds.push(this.now() - acquiredAt);
-        if (this.holds.length > 50) this.holds.shift();
+        if (this.holds.length > HOLD_TIMES_KEPT) this.holds.shift();
         this.handOver();
       },
     };
@@ -174,21 +165,3 @@ export class Admission {
   }
 }
 
-export function abortError(message = 'aborted'): Error {
-  const e = new Error(message);
-  e.name = 'AbortError';
-  return e;
-}
-
-export function isAbortError(e: unknown): boolean {
-  return e instanceof Error && e.name === 'AbortError';
-}
-
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}
-
-export function fmtS(ms: number): string {
-  const s = ms / 1000;
-  return `${Number.isInteger(s) ? s : s.toFixed(1)} s`;
-}

@@ -1,5 +1,5 @@
 /**
- * HTTP calls to one env inside its episode network (PROTOCOL.md §6), each with a deadline.
+ * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
  */
 import { z } from 'zod';
 

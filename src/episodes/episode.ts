@@ -5,25 +5,32 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { LoadedBundle, Task, ToolSpec } from '../bundle/index.js';
-import {
-  DeployFailedError,
-  EpisodeStateError,
-  makeFailure,
-  type Failure,
-  type FailureReason,
-  type FailurePhase,
-} from '../errors.js';
+import { abortError, isAbortError } from '../abort.js';
+import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
+import { isPlainObject } from '../bundle/schema.js';
+import { DIAGNOSE_RETRY } from '../defaults.js';
+import { DeployFailedError, EpisodeStateError, makeFailure, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Action } from '../protocol/frames.js';
+import type {
+  CallObservation,
+  EndReason,
+  Ending,
+  EpisodeState,
+  Phase,
+  ResetObservation,
+  StepOutcome,
+  Timings,
+  ToolErrorType,
+  ToolResult,
+  ToolsObservation,
+  Transport,
+} from '../protocol/observations.js';
 import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
-import { Admission, abortError, fmtS, isAbortError, type Slot } from './admission.js';
+import { fmtS, seconds3 } from '../time.js';
+import type { Admission, Slot } from './admission.js';
 import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
-
-export type Phase = 'waiting' | 'deploying' | 'running' | 'done';
-export type EndReason = 'finished' | 'turns_ended' | 'max_steps' | 'env_failed' | 'closed';
-export type Transport = 'ws' | 'http' | 'mcp';
 
 export interface EpisodeSettings {
   resetTimeoutMs: number;
@@ -43,23 +50,6 @@ export interface EpisodeDeps {
   metrics: Metrics;
   now?: () => number;
 }
-
-export interface StepOutcome {
-  observation: Record<string, unknown>;
-  reward: number | null;
-  done: boolean;
-}
-
-export interface EpisodeState {
-  episode_id: string;
-  task_id: string;
-  step_count: number;
-  turn: number;
-  done: boolean;
-  phase: Phase;
-}
-
-export const END_TURN = 'end_turn';
 
 export class Episode {
   readonly id: string;
@@ -117,8 +107,8 @@ export class Episode {
     return { episode_id: this.id, task_id: this.task.task_id, step_count: this.steps, turn: this.turn, done: this.done, phase: this.phase };
   }
 
-  timings() {
-    const s = (a?: number, b?: number) => (a === undefined ? 0 : round3(((b ?? this.now()) - a) / 1000));
+  timings(): Timings {
+    const s = (a?: number, b?: number) => (a === undefined ? 0 : seconds3((b ?? this.now()) - a));
     return {
       queued_s: s(this.createdAt, this.t.queued),
       deploy_s: s(this.t.queued, this.t.running ?? this.t.ended),
@@ -131,7 +121,7 @@ export class Episode {
    * DeployFailedError or an AbortError (the episode was closed meanwhile); the episode is then
    * torn down and its slot, if it had one, freed.
    */
-  async start(resetTimeoutMs: number): Promise<StepOutcome> {
+  async start(resetTimeoutMs: number): Promise<StepOutcome<ResetObservation>> {
     const { admission, sandbox, settings, metrics } = this.deps;
     this.log.info({ event: 'queued', waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
     try {
@@ -155,7 +145,7 @@ export class Episode {
       this.handle = await sandbox.deploy({ episodeId: this.id, env: spec, signal: this.abort.signal });
       this.client = new EnvClient(this.handle.baseUrl);
       this.t.deployed = this.now();
-      this.log.info({ event: 'deployed', deploy_s: round3((this.t.deployed - this.t.queued) / 1000) }, 'env deployed');
+      this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued) }, 'env deployed');
       const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, resetBudgetMs(settings, spec), this.abort.signal);
       if (res.status !== 200) {
         throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
@@ -190,7 +180,7 @@ export class Episode {
         toolset: this.task.toolset,
         messages: [
           { role: 'system', content: this.task.system_prompt },
-          { role: 'user', content: this.task.turns[0] },
+          { role: 'user', content: this.task.turns[0] ?? '' },
         ],
         tools: this.tools,
         turn: 1,
@@ -204,6 +194,8 @@ export class Episode {
   }
 
   /** Steps run one at a time, in arrival order. */
+  step(action: Action & { type: 'list_tools' }): Promise<StepOutcome<ToolsObservation>>;
+  step(action: Action): Promise<StepOutcome>;
   step(action: Action): Promise<StepOutcome> {
     const run = this.queue.then(async () => {
       const out = await this.doStep(action);
@@ -232,7 +224,7 @@ export class Episode {
     const toolName = action.tool_name;
     const args = action.arguments === undefined ? {} : action.arguments;
     this.steps++;
-    let outcome: StepOutcome;
+    let outcome: StepOutcome<CallObservation | Ending>;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       const got = args === null ? 'null' : Array.isArray(args) ? 'an array' : `a ${typeof args}`;
       outcome = toolError(toolName, 'invalid_args', `arguments must be a JSON object of the tool's parameters, got ${got}${typeof args === 'string' ? ' (pass the object itself, not a JSON string of it)' : ''}`);
@@ -250,7 +242,7 @@ export class Episode {
     return outcome;
   }
 
-  private async endTurn(args: Record<string, unknown>): Promise<StepOutcome> {
+  private async endTurn(args: Record<string, unknown>): Promise<StepOutcome<CallObservation | Ending>> {
     if (this.turn < this.task.turns.length) {
       this.turn++;
       const prompt = this.task.turns[this.turn - 1]!;
@@ -269,7 +261,7 @@ export class Episode {
     };
   }
 
-  private async callTool(name: string, args: Record<string, unknown>): Promise<StepOutcome> {
+  private async callTool(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation | Ending>> {
     const started = this.now();
     const client = this.client!;
     const timeoutMs = this.deps.settings.toolTimeoutMs;
@@ -302,7 +294,7 @@ export class Episode {
     // A tool's own error (the env answered is_error) is the model's to read: it stays in
     // `result` with is_error true, as OpenEnv's CallToolObservation puts it; `error` is kept for
     // what went wrong around the tool (bad arguments, unknown tool, timeout, transport).
-    const observation: Record<string, unknown> = { tool_name: name, result: textResult(text, reply.result ?? null, reply.is_error === true), error: null };
+    const observation: CallObservation = { tool_name: name, result: textResult(text, reply.result ?? null, reply.is_error === true), error: null };
     if (reply.done) {
       const ended = this.settleScores(reply.scores, 'finished', 'tool');
       return { observation: { ...observation, ...ended.observation }, reward: ended.reward, done: true };
@@ -311,7 +303,7 @@ export class Episode {
   }
 
   /** Asks the env for its scores and ends the episode. */
-  private async finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome> {
+  private async finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome<CallObservation | Ending>> {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
@@ -330,7 +322,7 @@ export class Episode {
     return this.settleScores(parsed.data.scores, reason, 'finish');
   }
 
-  private settleScores(raw: unknown, reason: EndReason, phase: FailurePhase): StepOutcome {
+  private settleScores(raw: unknown, reason: EndReason, phase: FailurePhase): StepOutcome<CallObservation | Ending> {
     const checked = checkScores(raw);
     if ('problem' in checked) {
       return this.fail('invalid_scores', phase, `the env reported invalid scores: ${checked.problem}`, null);
@@ -351,13 +343,13 @@ export class Episode {
   }
 
   /** An env that stopped answering: say whether it crashed, was OOM-killed or is unreachable. */
-  private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome> {
+  private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
     const { reason, extra } = await this.whyUnreachable();
     const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : 'the env is unreachable';
     return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
   }
 
-  private fail(reason: FailureReason, phase: FailurePhase, message: string, toolName: string | null, extra: { exit_code?: number | null; log_tail?: string } = {}): StepOutcome {
+  private fail(reason: FailureReason, phase: FailurePhase, message: string, toolName: string | null, extra: { exit_code?: number | null; log_tail?: string } = {}): StepOutcome<CallObservation | Ending> {
     if (!this.done) {
       this.failure = makeFailure(reason, phase, message, this.ids, extra);
       this.deps.metrics.envFailures.inc({ reason });
@@ -369,12 +361,14 @@ export class Episode {
   }
 
   /** The reply for a step that finds (or makes) the episode ended. */
-  private endedOutcome(toolName: string | null): StepOutcome {
-    const obs: Record<string, unknown> = { done: true, reward: this.reward, end_reason: this.endReason, timings: this.timings() };
-    if (toolName) Object.assign(obs, { tool_name: toolName, result: null, error: { error_type: toolErrorType(this.failure), message: this.failure?.message ?? 'the episode ended' } });
-    if (this.failure) obs.failure = this.failure;
-    if (this.scores) obs.scores = this.scores;
-    return { observation: obs, reward: this.reward, done: true };
+  private endedOutcome(toolName: string | null): StepOutcome<CallObservation | Ending> {
+    const ending: Ending = { done: true, reward: this.reward, end_reason: this.endReason ?? 'closed', timings: this.timings() };
+    if (this.failure) ending.failure = this.failure;
+    if (this.scores) ending.scores = this.scores;
+    const observation = toolName
+      ? { tool_name: toolName, result: null, error: { error_type: toolErrorType(this.failure), message: this.failure?.message ?? 'the episode ended' }, ...ending }
+      : ending;
+    return { observation, reward: this.reward, done: true };
   }
 
   private async onEpisodeTimeout(): Promise<void> {
@@ -418,7 +412,7 @@ export class Episode {
         this.abort.abort();
         await this.deps.sandbox.teardown(this.id);
         this.deps.metrics.teardown.observe({ outcome: 'ok' }, (this.now() - started) / 1000);
-        this.log.info({ event: 'torn_down', teardown_s: round3((this.now() - started) / 1000) }, 'episode torn down');
+        this.log.info({ event: 'torn_down', teardown_s: seconds3(this.now() - started) }, 'episode torn down');
       }
     } catch (e) {
       // the reconciler retries what is left; the slot must not leak meanwhile
@@ -447,14 +441,14 @@ export class Episode {
   private async diagnose(): Promise<EnvDiagnosis | null> {
     if (!this.handle) return null;
     let last: EnvDiagnosis | null = null;
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < DIAGNOSE_RETRY.attempts; i++) {
       try {
         last = await this.deps.sandbox.diagnose(this.handle);
       } catch {
         return last;
       }
       if (!last.running || last.oomKilled) return last;
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, DIAGNOSE_RETRY.delayMs));
     }
     return last;
   }
@@ -477,16 +471,16 @@ export class Episode {
   }
 }
 
-function textResult(text: string, data: unknown, isError = false) {
+function textResult(text: string, data: unknown, isError = false): ToolResult {
   return {
     content: [{ type: 'text', text }],
-    structured_content: typeof data === 'object' && data !== null && !Array.isArray(data) ? data : null,
+    structured_content: isPlainObject(data) ? data : null,
     data,
     is_error: isError,
   };
 }
 
-function toolError(toolName: string, errorType: 'invalid_args' | 'tool_not_found' | 'execution_error' | 'transport_error', message: string): StepOutcome {
+function toolError(toolName: string, errorType: ToolErrorType, message: string): StepOutcome<CallObservation> {
   return { observation: { tool_name: toolName, result: null, error: { error_type: errorType, message } }, reward: null, done: false };
 }
 
@@ -496,12 +490,9 @@ function resetBudgetMs(settings: EpisodeSettings, spec: EnvSpec | null): number 
 }
 
 /** the OpenEnv ToolErrorType of a call the episode's failure cut short */
-function toolErrorType(f: Failure | null): 'timeout' | 'transport_error' | 'execution_error' {
+function toolErrorType(f: Failure | null): ToolErrorType {
   if (f?.reason === 'tool_timeout' || f?.reason === 'episode_timeout') return 'timeout';
   if (f?.reason === 'env_crashed' || f?.reason === 'env_oom' || f?.reason === 'env_unreachable') return 'transport_error';
   return 'execution_error';
 }
 
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}

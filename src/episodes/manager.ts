@@ -6,9 +6,10 @@
 import type { Logger } from 'pino';
 import type { Task } from '../bundle/index.js';
 import { BadInputError, CapacityError, DeployFailedError, NotFoundError, ShuttingDownError } from '../errors.js';
-import { isAbortError } from './admission.js';
 import type { ResetData } from '../protocol/frames.js';
-import { Episode, type EpisodeDeps, type StepOutcome, type Transport } from './episode.js';
+import { isAbortError } from '../abort.js';
+import type { ResetObservation, StepOutcome, Transport } from '../protocol/observations.js';
+import { Episode, type EpisodeDeps } from './episode.js';
 
 export class EpisodeManager {
   private readonly live = new Map<string, Episode>();
@@ -81,7 +82,7 @@ export class EpisodeManager {
   }
 
   /** Starts an episode; the reset's own timeout is capped by the server's. */
-  async start(ep: Episode, data: ResetData): Promise<StepOutcome> {
+  async start(ep: Episode, data: ResetData): Promise<StepOutcome<ResetObservation>> {
     const cap = this.deps.settings.resetTimeoutMs;
     const timeoutMs = data.reset_timeout_s !== undefined ? Math.min(cap, data.reset_timeout_s * 1000) : cap;
     const metrics = this.deps.metrics;

@@ -1,11 +1,12 @@
 /**
- * Bearer-token auth (PROTOCOL.md §2): every request and WebSocket upgrade but `GET /health`
+ * Bearer-token auth (docs/protocol.md, Auth): every request and WebSocket upgrade but `GET /health`
  * carries `Authorization: Bearer <token>`, compared in constant time. A refused upgrade gets the
- * 401 before it is upgraded.
+ * 401 before it is upgraded. Registered on the root (fastify-plugin), so it guards every route.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
@@ -59,7 +60,7 @@ export function pathTokenRewriter(token: string): (req: IncomingMessage) => stri
   };
 }
 
-export function registerAuth(app: FastifyInstance, token: string | null): void {
+async function auth(app: FastifyInstance, { token }: { token: string | null }): Promise<void> {
   if (!token) return;
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const byPath = (req.raw as WithPathToken)[PATH_TOKEN];
@@ -76,3 +77,5 @@ export function registerAuth(app: FastifyInstance, token: string | null): void {
     }
   });
 }
+
+export default fp(auth, { name: 'auth' });

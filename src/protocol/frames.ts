@@ -1,8 +1,12 @@
 /**
- * Wire shapes of PROTOCOL.md §4 as zod schemas: client frames, reset data and actions.
+ * What clients send, as zod schemas (reset data, actions, /ws frames), the frames the server
+ * answers on /ws, and the parsers every transport uses (docs/protocol.md).
  */
 import { z } from 'zod';
+import { isPlainObject } from '../bundle/schema.js';
 import { BadInputError } from '../errors.js';
+import type { RpcResponse } from './jsonrpc.js';
+import type { EpisodeState, StepOutcome } from './observations.js';
 
 /** Reset data: known fields are checked, unknown ones ignored (OpenEnv clients pass any kwargs). */
 export const ResetDataSchema = z
@@ -11,10 +15,11 @@ export const ResetDataSchema = z
     split: z.string().min(1).optional(),
     index: z.number().int().min(0).optional(),
     seed: z.number().int().min(0).optional(),
-    episode_id: z.string().max(255).optional(),
-    reset_timeout_s: z.number().positive().finite().optional(),
+    episode_id: z.string().max(255).optional().describe('a client label, logged'),
+    reset_timeout_s: z.number().positive().finite().optional().describe('wait at most this long for a slot (capped by the server)'),
   })
-  .passthrough();
+  .passthrough()
+  .describe('reset data: a task by task_id, or split + index; neither: the default split, by seed or at random. Unknown fields are ignored.');
 export type ResetData = z.infer<typeof ResetDataSchema>;
 
 /** `arguments` is any JSON here: a non-object is the model's error, answered in the observation. */
@@ -24,10 +29,10 @@ export const ActionSchema = z.discriminatedUnion('type', [
     .object({
       type: z.literal('call_tool'),
       tool_name: z.string().min(1, 'tool_name must be a non-empty string'),
-      arguments: z.unknown().optional(),
+      arguments: z.unknown().optional().describe("the tool's parameters, a JSON object; anything else is answered with error_type invalid_args"),
     })
     .passthrough(),
-]);
+]).describe('a step: list_tools, or call_tool (end_turn included)');
 export type Action = z.infer<typeof ActionSchema>;
 
 export type ClientFrame =
@@ -37,7 +42,14 @@ export type ClientFrame =
   | { type: 'close' }
   | { type: 'mcp'; data: unknown };
 
-const FRAME_KEYS: Record<string, { data: 'required' | 'optional' | 'none' }> = {
+/** Frames the server sends on /ws: exactly one per client frame. */
+export type ServerFrame =
+  | { type: 'observation'; data: StepOutcome }
+  | { type: 'state'; data: EpisodeState }
+  | { type: 'error'; data: { code: string; message: string; [detail: string]: unknown } }
+  | { type: 'mcp'; data: RpcResponse };
+
+const FRAME_KEYS: Record<ClientFrame['type'], { data: 'required' | 'optional' | 'none' }> = {
   reset: { data: 'optional' },
   step: { data: 'required' },
   state: { data: 'none' },
@@ -52,10 +64,6 @@ export function describeZod(err: z.ZodError, prefix: string): string {
       return `${where}: ${i.message}`;
     })
     .join('; ');
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** Parses one text frame; throws BadInputError with OpenEnv's code on anything malformed. */
@@ -73,7 +81,8 @@ export function parseClientFrame(text: string): ClientFrame {
   if (typeof type !== 'string') {
     throw new BadInputError('VALIDATION_ERROR', 'the frame has no string "type" (one of reset, step, state, close)');
   }
-  const shape = FRAME_KEYS[type];
+  // own keys only: "constructor" or "__proto__" is no frame type
+  const shape = Object.hasOwn(FRAME_KEYS, type) ? FRAME_KEYS[type as ClientFrame['type']] : undefined;
   if (!shape) {
     throw new BadInputError('UNKNOWN_TYPE', `unknown frame type "${type}"; expected one of reset, step, state, close, mcp`);
   }

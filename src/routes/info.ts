@@ -1,75 +1,161 @@
 /**
- * Read-only HTTP routes (PROTOCOL.md §3): health, metadata, schema, bundle, tasks, toolsets.
- * None of them deploys an env.
+ * Read-only routes: health, metadata, schema, bundle, tasks, toolsets. None of them deploys an
+ * env. Each declares its shapes once, in its schema (validation, types, /openapi.json).
  */
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { taskRow, type LoadedBundle } from '../bundle/index.js';
-import { BadInputError, NotFoundError } from '../errors.js';
-import { describeZod } from '../protocol/frames.js';
-import { ACTION_SCHEMA, OBSERVATION_SCHEMA, STATE_SCHEMA } from '../protocol/schemas.js';
-
-export interface InfoOptions {
-  bundle: LoadedBundle;
-  settings: Record<string, unknown>;
-  /** null when healthy, else why not */
-  unhealthy: () => Promise<string | null>;
-}
+import { taskRow, TaskRowSchema, ToolSpecSchema } from '../bundle/index.js';
+import { NotFoundError } from '../errors.js';
+import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
+import { ActionSchema } from '../protocol/frames.js';
+import { toJsonSchema } from '../protocol/json-schema.js';
+import { EpisodeStateSchema, ObservationSchema } from '../protocol/observations.js';
+import type { OpenEnvRuntime } from '../runtime.js';
+import { ErrorBodySchema } from './shapes.js';
 
 const TasksQuery = z
   .object({
-    split: z.string().min(1).optional(),
+    split: z.string().min(1).optional().describe('default: the default split'),
     offset: z.coerce.number().int().min(0).default(0),
     limit: z.coerce.number().int().min(1).max(1000).default(100),
   })
   .strict();
 
-export async function infoRoutes(app: FastifyInstance, opts: InfoOptions): Promise<void> {
-  const { bundle } = opts;
+/** OpenEnv's EnvironmentMetadata */
+const MetadataSchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  readme_content: z.string().nullable(),
+  version: z.string().nullable(),
+  author: z.string().nullable(),
+  documentation_url: z.string().nullable(),
+});
+
+export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: OpenEnvRuntime }): Promise<void> {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  const { bundle, options: o } = runtime;
   const m = bundle.manifest;
+  // the JSON Schemas /schema serves, made once from the zod schemas
+  const schemas = { action: toJsonSchema(ActionSchema), observation: toJsonSchema(ObservationSchema), state: toJsonSchema(EpisodeStateSchema) };
 
-  app.get('/health', async (_req, reply) => {
-    const why = await opts.unhealthy();
-    if (why) return reply.code(503).send({ status: 'unhealthy', reason: why });
-    return { status: 'healthy' };
-  });
+  app.get(
+    '/health',
+    {
+      // Docker's healthcheck polls it: its request lines would drown the episodes' (errors still show)
+      logLevel: 'warn',
+      schema: {
+        summary: 'Health check (no auth)',
+        response: {
+          200: z.object({ status: z.literal('healthy') }).describe('serving'),
+          503: z.object({ status: z.literal('unhealthy'), reason: z.string() }).describe('images still building, the engine unreachable, or draining'),
+        },
+      },
+    },
+    async (_req, reply) => {
+      const why = await runtime.unhealthy();
+      if (why) return reply.code(503).send({ status: 'unhealthy', reason: why });
+      return { status: 'healthy' as const };
+    },
+  );
 
-  app.get('/metadata', async () => ({
+  app.get('/metadata', { schema: { summary: "OpenEnv's EnvironmentMetadata", response: { 200: MetadataSchema.describe('metadata') } } }, async () => ({
     name: m.name,
     description: m.description ?? bundle.description,
     readme_content: bundle.readme || null,
     version: m.version ?? null,
-    author: (m as { author?: string }).author ?? null,
-    documentation_url: (m as { documentation_url?: string }).documentation_url ?? null,
+    // OpenEnv's metadata has these; a bundle manifest does not declare them
+    author: null,
+    documentation_url: null,
   }));
 
-  app.get('/schema', async () => ({ action: ACTION_SCHEMA, observation: OBSERVATION_SCHEMA, state: STATE_SCHEMA }));
+  app.get(
+    '/schema',
+    { schema: { summary: 'JSON Schemas of the action, observation and state', response: { 200: z.object({ action: z.object({}).passthrough(), observation: z.object({}).passthrough(), state: z.object({}).passthrough() }).describe('schemas') } } },
+    async () => schemas,
+  );
 
-  app.get('/bundle', async () => ({
-    name: m.name,
-    version: m.version,
-    description: m.description ?? bundle.description,
-    default_split: m.default_split,
-    splits: bundle.splitCounts,
-    toolsets: Object.keys(m.toolsets),
-    settings: opts.settings,
-  }));
+  app.get(
+    '/bundle',
+    {
+      schema: {
+        summary: "The bundle: name, splits with their task counts, toolsets and the server's settings",
+        response: {
+          200: z
+            .object({
+              name: z.string(),
+              version: z.string().optional(),
+              description: z.string(),
+              default_split: z.string(),
+              splits: z.record(z.number().int()),
+              toolsets: z.array(z.string()),
+              settings: z.record(z.unknown()),
+            })
+            .describe('the bundle'),
+        },
+      },
+    },
+    async () => ({
+      name: m.name,
+      version: m.version,
+      description: m.description ?? bundle.description,
+      default_split: m.default_split,
+      splits: bundle.splitCounts,
+      toolsets: Object.keys(m.toolsets),
+      settings: {
+        max_concurrent_envs: o.maxConcurrentEnvs,
+        max_waiting: o.maxWaiting,
+        reset_timeout_s: o.resetTimeout,
+        tool_timeout_s: o.toolTimeout,
+        idle_timeout_s: o.idleTimeout,
+        episode_timeout_s: o.episodeTimeout,
+        max_steps: o.maxSteps,
+        reward: runtime.rewardName,
+      },
+    }),
+  );
 
-  app.get('/tasks', async (req) => {
-    const q = TasksQuery.safeParse(req.query);
-    if (!q.success) throw new BadInputError('VALIDATION_ERROR', describeZod(q.error, 'query'));
-    const split = q.data.split ?? m.default_split;
-    const tasks = bundle.splits[split];
-    if (!tasks) throw new NotFoundError(`unknown split "${split}"; splits: ${Object.keys(bundle.splits).join(', ')}`);
-    const page = tasks.slice(q.data.offset, q.data.offset + q.data.limit);
-    return { split, total: tasks.length, offset: q.data.offset, tasks: page.map(taskRow) };
-  });
+  app.get(
+    '/tasks',
+    {
+      schema: {
+        summary: 'A page of the task rows of a split',
+        querystring: TasksQuery,
+        response: {
+          200: z.object({ split: z.string(), total: z.number().int(), offset: z.number().int(), tasks: z.array(TaskRowSchema) }).describe('a page of tasks'),
+          400: ErrorBodySchema.describe('a bad query'),
+          404: ErrorBodySchema.describe('unknown split'),
+        },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const split = q.split ?? m.default_split;
+      const tasks = bundle.splits[split];
+      if (!tasks) throw new NotFoundError(`unknown split "${split}"; splits: ${Object.keys(bundle.splits).join(', ')}`);
+      const page = tasks.slice(q.offset, q.offset + q.limit);
+      return { split, total: tasks.length, offset: q.offset, tasks: page.map(taskRow) };
+    },
+  );
 
-  app.get<{ Params: { task_id: string } }>('/tasks/:task_id', async (req) => {
-    const t = bundle.byId.get(req.params.task_id);
-    if (!t) throw new NotFoundError(`unknown task_id "${req.params.task_id}"`);
-    return taskRow(t);
-  });
+  app.get(
+    '/tasks/:task_id',
+    {
+      schema: {
+        summary: 'One task row',
+        params: z.object({ task_id: z.string() }),
+        response: { 200: TaskRowSchema.describe('the task'), 404: ErrorBodySchema.describe('unknown task') },
+      },
+    },
+    async (req) => {
+      const t = bundle.byId.get(req.params.task_id);
+      if (!t) throw new NotFoundError(`unknown task_id "${req.params.task_id}"`);
+      return taskRow(t);
+    },
+  );
 
-  app.get('/toolsets', async () => ({ toolsets: bundle.toolsets }));
+  app.get(
+    '/toolsets',
+    { schema: { summary: 'Every toolset with its tools, end_turn included (no env is deployed)', response: { 200: z.object({ toolsets: z.record(z.array(ToolSpecSchema)) }).describe('toolsets') } } },
+    async () => ({ toolsets: bundle.toolsets }),
+  );
 }

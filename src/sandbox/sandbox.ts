@@ -1,6 +1,6 @@
 /**
  * What the episode machinery needs from wherever envs run. Only `sandbox/docker` knows dockerode;
- * tests use a process-backed implementation of this same interface.
+ * the Docker-free test layer runs the same interface over child processes (test/support).
  */
 
 export interface EnvResources {

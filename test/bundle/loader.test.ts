@@ -90,7 +90,7 @@ describe('loadBundle on a valid folder', () => {
     expect(b.manifest.toolsets.echo?.tools.map((t) => t.name)).toEqual(['echo']);
   });
 
-  it('makes the exact TaskRow of PROTOCOL.md, without data or meta', () => {
+  it('makes the exact TaskRow of docs/protocol.md, without data or meta', () => {
     const t = b.byId.get('echo-0');
     expect(t).toBeDefined();
     const r = taskRow(t!);

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { buildApp, type AppOptions } from '../../src/app.js';
-import { logRedaction } from '../../src/plugins/logging.js';
+import { logRedaction } from '../../src/logging.js';
 import { labelledResources, TEST_BUILD_ARGS, uniqueInstance } from './docker.js';
 
 export const FIXTURE_BUNDLE = fileURLToPath(new URL('../fixtures/fixture-v1', import.meta.url));

@@ -1,4 +1,4 @@
-/** Stateful HTTP episodes (PROTOCOL.md §5) against real env containers. */
+/** Stateful HTTP episodes (docs/protocol.md) against real env containers. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';

@@ -1,8 +1,9 @@
 /** POST /mcp (JSON-RPC 2.0, OpenEnv's methods and codes) and {"type":"mcp"} frames on /ws, on real Docker. */
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { McpService, RpcCode } from '../../src/routes/mcp.js';
-import { RequestEpisodes } from '../../src/routes/episodes.js';
+import { RpcCode } from '../../src/protocol/jsonrpc.js';
+import { McpService } from '../../src/sessions/mcp-service.js';
+import type { RequestEpisodes } from '../../src/sessions/request-episodes.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
 import { suiteServer } from '../helpers/server.js';
@@ -200,11 +201,11 @@ describe('McpService error mapping', () => {
     const lines: string[] = [];
     const log = pino({ level: 'error' }, { write: (l: string) => lines.push(l) });
     const exploding = {
-      get: () => {
+      find: () => {
         throw new Error('secret internals');
       },
     } as unknown as RequestEpisodes;
-    const svc = new McpService({ manager: { get: () => undefined } as never, tracker: exploding, bundle: { toolsets: {} } as never, log });
+    const svc = new McpService({ requests: exploding, bundle: { toolsets: {} } as never, log });
     const r = await svc.handle({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { session_id: 's', name: 'echo' } });
     expect(r).toEqual({ jsonrpc: '2.0', id: 9, error: { code: -32603, message: 'Internal error; see the server log' } });
     expect(lines.join('')).toContain('secret internals');

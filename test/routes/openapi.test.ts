@@ -1,10 +1,16 @@
 /** GET /openapi.json lists exactly the routes fastify serves, and `openenv validate --url` passes. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openapiDocument, openapiPath } from '../../src/routes/openapi.js';
+import Fastify from 'fastify';
+import openapi from '../../src/plugins/openapi.js';
 import { describeDocker, labelledResources } from '../helpers/docker.js';
 import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
 import { http } from './http.js';
 import { validateRunningEnvironment } from './openenv-validate.js';
+
+/** fastify's `/episodes/:id` → OpenAPI's `/episodes/{id}` (a wildcard `*` → `{wildcard}`) */
+function openapiPath(url: string): string {
+  return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}').replace(/\*/g, '{wildcard}');
+}
 
 /**
  * Every (method, path) in fastify's route table, read from `printRoutes({ commonPrefix: false })`,
@@ -37,17 +43,17 @@ describe('routeTable (the test oracle)', () => {
   });
 });
 
-describe('openapiDocument', () => {
-  it('documents a route it has no description for, with its path parameters, and HEAD-only routes', () => {
-    const doc = openapiDocument(
-      [
-        { method: 'GET', url: '/console/:page', websocket: false },
-        { method: 'HEAD', url: '/console/:page', websocket: false },
-        { method: 'HEAD', url: '/ping', websocket: false },
-      ],
-      { title: 't', description: '', bearer: true },
-    ) as { paths: Record<string, Record<string, { parameters?: unknown[]; security?: unknown }>> };
-    expect(Object.keys(doc.paths)).toEqual(['/console/{page}', '/ping']);
+describe('the OpenAPI plugin', () => {
+  it('documents a route that declares no schema, with its path parameters, and HEAD-only routes', async () => {
+    const app = Fastify();
+    await app.register(openapi, { title: 't', description: '', bearer: true });
+    app.get('/console/:page', async () => 'page');
+    app.route({ method: 'HEAD', url: '/ping', handler: async () => '' });
+    await app.ready();
+    const doc = (await app.inject({ url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { parameters?: unknown[]; security?: unknown }>> };
+    await app.close();
+    expect(Object.keys(doc.paths).sort()).toEqual(['/console/{page}', '/openapi.json', '/ping']);
+    expect(Object.keys(doc.paths['/ping']!)).toEqual(['head']);
     expect(Object.keys(doc.paths['/console/{page}']!)).toEqual(['get']);
     expect(doc.paths['/console/{page}']!.get!.parameters).toEqual([{ name: 'page', in: 'path', required: true, schema: { type: 'string' } }]);
     expect(doc.paths['/console/{page}']!.get!.security).toEqual([{ bearer: [] }]);
@@ -80,7 +86,7 @@ describeDocker('GET /openapi.json', () => {
     }
     const served = routeTable(s.app.printRoutes({ commonPrefix: false }));
     expect([...documented].sort()).toEqual([...served].sort());
-    // what PROTOCOL.md §3–5 and this issue serve, so neither side can be empty or half
+    // what docs/protocol.md lists, so neither side can be empty or half
     for (const must of ['GET /health', 'GET /metadata', 'GET /schema', 'GET /bundle', 'GET /tasks', 'GET /tasks/{task_id}', 'GET /toolsets', 'GET /ws', 'GET /metrics', 'POST /episodes', 'GET /episodes', 'GET /episodes/{id}', 'DELETE /episodes/{id}', 'POST /episodes/{id}/step', 'POST /mcp', 'GET /openapi.json']) {
       expect(documented.has(must), must).toBe(true);
     }

@@ -1,4 +1,4 @@
-/** Auth (PROTOCOL.md §2) and the read-only routes (§3), against a real app with a token. */
+/** Auth and the read-only routes (docs/protocol.md), against a real app with a token. */
 import request from 'supertest';
 import { expect, it } from 'vitest';
 import { describeDocker } from '../helpers/docker.js';

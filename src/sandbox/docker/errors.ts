@@ -40,21 +40,7 @@ export function isPoolOverlap(err: unknown): boolean {
   return /pool overlaps/i.test(engineMessage(err));
 }
 
-export function isAbortError(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'AbortError';
-}
-
-export function abortError(reason?: unknown): Error {
-  const message =
-    reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'the operation was aborted';
-  const err = new Error(message);
-  err.name = 'AbortError';
-  return err;
-}
-
-export function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw abortError(signal.reason);
-}
+export { abortError, isAbortError, throwIfAborted } from '../../abort.js';
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH']);
 

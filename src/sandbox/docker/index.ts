@@ -16,6 +16,7 @@ import {
   type SweepResult,
 } from '../sandbox.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
+import { fmtS } from '../../time.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from './errors.js';
 import { buildEnvImage, checkImage } from './images.js';
 import type { Owner } from './labels.js';
@@ -57,10 +58,6 @@ interface InflightDeploy {
   controller: AbortController;
   /** settles (never rejects) once the deploy and its own cleanup are over */
   settled: Promise<void>;
-}
-
-function seconds(ms: number): string {
-  return `${Number((ms / 1000).toFixed(1))} s`;
 }
 
 export class DockerSandbox implements Sandbox {
@@ -224,7 +221,7 @@ export class DockerSandbox implements Sandbox {
         }
         throw new SandboxError(
           'deploy_timeout',
-          `env \`${env.name}\` was not ready within its deploy timeout (${seconds(env.deployTimeoutMs)}): ` +
+          `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
             (outcome.lastAnswer === null
               ? `its container took the whole budget to start, before GET ${env.readyPath} could be tried`
               : `GET ${env.readyPath} on port ${env.port} last got ${outcome.lastAnswer}`),

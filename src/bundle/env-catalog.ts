@@ -4,8 +4,8 @@
  * exists; a failed build fails their deploy with `image_unavailable` and the reason.
  */
 import type { Logger } from 'pino';
-import { contextDir, type LoadedBundle } from './bundle/index.js';
-import { SandboxError, type EnvSpec, type Sandbox } from './sandbox/sandbox.js';
+import { contextDir, type LoadedBundle } from './loader.js';
+import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 
 export class EnvCatalog {
   private readonly images = new Map<string, string>();

@@ -1,0 +1,44 @@
+/**
+ * Operational defaults that are not options, each declared once. The options' own defaults live
+ * in config.ts's schema (flags, environment variables and `--help` read them there).
+ */
+
+/** IPv4 range the episode networks take their subnets from (--subnet-pool's default). */
+export const SUBNET_POOL = '10.213.0.0/16';
+/** One episode network: a /28 holds 14 addresses (the env, the server's container, spares). */
+export const EPISODE_SUBNET_PREFIX = 28;
+/** A subnet the engine reports in use by someone else is retried after this long. */
+export const FOREIGN_SUBNET_RETRY_MS = 60_000;
+
+/** The largest WebSocket frame or HTTP body a client may send (4 MiB). */
+export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+/** How scores become the reward when neither the server nor the bundle says. */
+export const DEFAULT_REWARD = 'mean';
+
+/** Readiness: the first probes come fast (most envs are up within a second), then back off. */
+export const READINESS = { firstDelayMs: 15, fastPhaseMs: 1000, maxDelayMs: 250, probeTimeoutMs: 2000 } as const;
+
+/** A container or network removal is retried this many times, the delay doubling from the base. */
+export const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;
+
+/** Lines of an env's log kept to explain its failure. */
+export const LOG_TAIL_LINES = 20;
+
+/**
+ * A dropped connection usually comes a moment before the engine marks the container exited: look
+ * this many times, this far apart, before calling the env merely unreachable.
+ */
+export const DIAGNOSE_RETRY = { attempts: 10, delayMs: 100 } as const;
+
+/** How often the reconciler compares the engine's labelled resources with the live episodes. */
+export const RECONCILE_INTERVAL_MS = 60_000;
+
+/** /health asks the engine at most this often. */
+export const HEALTH_ENGINE_CHECK_MS = 2000;
+
+/** Ended request-held episodes kept answerable (state, "episode_done") for idle_timeout. */
+export const ENDED_EPISODES_KEPT = 4096;
+
+/** Recent slot hold times the admission queue keeps to estimate Retry-After. */
+export const HOLD_TIMES_KEPT = 50;

@@ -1,0 +1,25 @@
+/**
+ * One place where a failure becomes an HTTP answer: our errors by their type (errors.ts), fastify's
+ * own 4xx (bad JSON, a body too large...) with their status, anything else a 500 that shows no
+ * internals. Client mistakes are not the server's faults: only 5xx are logged as errors.
+ */
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { CapacityError, toHttpError } from '../errors.js';
+
+async function httpErrors(app: FastifyInstance): Promise<void> {
+  app.setErrorHandler((err, req, reply) => {
+    const { status, body } = toHttpError(err);
+    const ownStatus = (err as { statusCode?: number }).statusCode;
+    if (status === 500 && ownStatus !== undefined && ownStatus < 500) {
+      // fastify's own 4xx (bad JSON body, payload too large...): keep its status and message
+      return reply.code(ownStatus).send({ error: 'invalid_request', message: (err as Error).message });
+    }
+    if (status >= 500) req.log.error({ err }, 'request failed');
+    if (err instanceof CapacityError) reply.header('retry-after', String(err.capacity.retry_after_s));
+    return reply.code(status).send(body);
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` }));
+}
+
+export default fp(httpErrors, { name: 'http-errors' });

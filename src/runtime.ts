@@ -1,0 +1,157 @@
+/**
+ * The episode machinery of one server, without HTTP: the sandbox, the env images, admission,
+ * the episodes, the sessions that hold them, metrics, start-up (engine check, sweep, image
+ * builds), health and the drain. `buildApp` puts routes in front of it.
+ */
+import type { Logger } from 'pino';
+import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
+import { buildArgRecord, type ServerOptions } from './config.js';
+import { DEFAULT_REWARD, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
+import { Admission } from './episodes/admission.js';
+import type { EpisodeSettings } from './episodes/episode.js';
+import { EpisodeManager } from './episodes/manager.js';
+import { makeReward, type RewardFn } from './episodes/reward.js';
+import { Metrics } from './metrics.js';
+import { createDockerSandbox } from './sandbox/docker/factory.js';
+import type { Sandbox } from './sandbox/sandbox.js';
+import { Sessions } from './sessions/sessions.js';
+
+export interface RuntimeOptions {
+  options: ServerOptions;
+  bundle: LoadedBundle;
+  log: Logger;
+  reward?: string | RewardFn;
+  buildArgs?: Record<string, string>;
+  /** an injected sandbox (tests); default: Docker, owned (closed) by the runtime */
+  sandbox?: Sandbox;
+  reconcileIntervalMs?: number;
+  sweepOnStart?: boolean;
+}
+
+export interface OpenEnvRuntime {
+  bundle: LoadedBundle;
+  options: ServerOptions;
+  manager: EpisodeManager;
+  admission: Admission;
+  sandbox: Sandbox;
+  metrics: Metrics;
+  catalog: EnvCatalog;
+  sessions: Sessions;
+  /** the reward as /bundle reports it: a rule's name, or "custom" */
+  rewardName: string;
+  /** resolves when the engine answered, leftovers were swept and every env image exists */
+  ready: Promise<void>;
+  /** null when the server can serve episodes, else why not (for /health) */
+  unhealthy(): Promise<string | null>;
+  /** SIGTERM: no new episodes, waiting resets refused, every episode torn down within the budget */
+  drain(timeoutMs?: number): Promise<{ tornDown: number; timedOut: boolean }>;
+  /** after the drain: stops the reconciler and releases the sandbox (if the runtime made it) */
+  close(): Promise<void>;
+}
+
+export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime> {
+  const { options: opts, bundle, log } = ro;
+  let sandbox: Sandbox;
+  if (ro.sandbox) {
+    sandbox = ro.sandbox;
+  } else {
+    const made = await createDockerSandbox({
+      instance: opts.instance,
+      bundleName: bundle.manifest.name,
+      subnetPool: opts.subnetPool,
+      inContainer: opts.inContainer,
+      logger: log.child({ component: 'sandbox' }),
+    });
+    sandbox = made.sandbox;
+    if (made.attachedTo) log.info({ container: made.attachedTo.slice(0, 12) }, 'running in a container: joining each episode network to reach its env');
+  }
+
+  const settings: EpisodeSettings = {
+    resetTimeoutMs: opts.resetTimeout * 1000,
+    toolTimeoutMs: opts.toolTimeout * 1000,
+    episodeTimeoutMs: opts.episodeTimeout * 1000,
+    maxSteps: opts.maxSteps,
+  };
+  const reward = ro.reward ?? opts.reward ?? bundle.manifest.reward;
+  const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(ro.buildArgs ?? {}) }, log.child({ component: 'images' }));
+  const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
+  const metrics = new Metrics({
+    running: () => admission.activeCount,
+    waiting: () => admission.waitingCount,
+    capacity: () => admission.capacity,
+    networks: () => sandbox.networksInUse(),
+  });
+  const manager = new EpisodeManager({ bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: makeReward(reward), log, metrics }, log);
+  const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
+
+  const ready = (async () => {
+    await sandbox.ping();
+    if (ro.sweepOnStart !== false) {
+      const swept = await sandbox.sweep();
+      if (swept.containers.length || swept.networks.length) {
+        log.warn({ event: 'startup_sweep', instance: opts.instance, containers: swept.containers, networks: swept.networks }, `removed ${swept.containers.length} container(s) and ${swept.networks.length} network(s) a previous run of instance "${opts.instance}" left behind`);
+      } else {
+        log.info({ event: 'startup_sweep', instance: opts.instance }, 'nothing left behind by a previous run');
+      }
+    }
+    await catalog.buildAll();
+    manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
+  })();
+  let readyError: Error | null = null;
+  let isReady = false;
+  ready.then(
+    () => (isReady = true),
+    (e: Error) => {
+      readyError = e;
+      log.error({ err: e.message }, 'the server cannot serve episodes');
+    },
+  );
+  // episodes wait for the images; a failed start-up fails their deploy with the reason
+  catalog.gate(ready);
+
+  let engineCheck = { at: 0, ok: true };
+  const unhealthy = async (): Promise<string | null> => {
+    if (manager.isDraining) return 'draining: the server is shutting down';
+    if (readyError) return `start-up failed: ${readyError.message}`;
+    if (!isReady) return catalog.building ? 'building env images' : 'starting';
+    if (Date.now() - engineCheck.at > HEALTH_ENGINE_CHECK_MS) {
+      engineCheck = { at: Date.now(), ok: await sandbox.ping().then(() => true, () => false) };
+    }
+    return engineCheck.ok ? null : 'the Docker engine does not answer';
+  };
+
+  let drained: Promise<{ tornDown: number; timedOut: boolean }> | null = null;
+  const drain = (timeoutMs = opts.shutdownTimeout * 1000) => {
+    drained ??= (async () => {
+      const closing = sessions.shutdownSockets();
+      const result = await manager.drain(timeoutMs);
+      await closing;
+      return result;
+    })();
+    return drained;
+  };
+
+  const close = async () => {
+    await ready.catch(() => undefined);
+    await drain();
+    manager.stopReconciler();
+    sessions.stop();
+    if (!ro.sandbox) await sandbox.close();
+  };
+
+  return {
+    bundle,
+    options: opts,
+    manager,
+    admission,
+    sandbox,
+    metrics,
+    catalog,
+    sessions,
+    rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
+    ready,
+    unhealthy,
+    drain,
+    close,
+  };
+}
