@@ -1,21 +1,22 @@
 /**
  * Generates bundles/gridsim-v1: tasks/{train,eval,wiring}.jsonl, bundle.json and README.md.
- * Byte-for-byte deterministic: every draw comes from the seeded PRNG of src/gridsim/prng.ts,
+ * Byte-for-byte deterministic: every draw comes from the seeded PRNG of
+ * bundles/gridsim-v1/envs/gridsim/src/prng.ts,
  * keyed by a fixed string, and nothing depends on the clock, the machine or Math.random.
  *
  *   npx tsx scripts/gridsim/generate.ts [--out <dir>]     (default: bundles/gridsim-v1)
  *
- * The env image's app/ is built separately by scripts/gridsim/build-env.ts.
+ * The env image's app/server.mjs is built separately by scripts/gridsim/build-env.ts.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ARCHETYPES, DURATIONS, toInt, type Battery } from '../../src/gridsim/battery.js';
-import { optimize } from '../../src/gridsim/optimum.js';
-import { fromCents, moneyToUsd } from '../../src/gridsim/physics.js';
-import { Rng } from '../../src/gridsim/prng.js';
-import { firstPrompt, parseTaskData, seasonOf, SYSTEM_PROMPT, weekdayOf, type TaskData } from '../../src/gridsim/task.js';
-import { TOOLS } from '../../src/gridsim/tools.js';
+import { ARCHETYPES, DURATIONS, toInt, type Battery } from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
+import { optimize } from '../../bundles/gridsim-v1/envs/gridsim/src/optimum.js';
+import { fromCents, moneyToUsd } from '../../bundles/gridsim-v1/envs/gridsim/src/physics.js';
+import { Rng } from '../../bundles/gridsim-v1/envs/gridsim/src/prng.js';
+import { firstPrompt, parseTaskData, seasonOf, SYSTEM_PROMPT, weekdayOf, type TaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
+import { TOOLS } from '../../bundles/gridsim-v1/envs/gridsim/src/tools.js';
 import { dayPricesCents, datesBetween, FIRST_DATE, LAST_DATE, POINTS } from './prices.js';
 import { formatReport, SPIKE_USD } from './stats.js';
 
@@ -231,18 +232,24 @@ frozen.
 ## Reproducing
 
 \`\`\`
-npx tsx scripts/gridsim/generate.ts      # tasks/*.jsonl, bundle.json, README.md (byte-for-byte deterministic)
-npx tsx scripts/gridsim/build-env.ts     # envs/gridsim/app/*.mjs, transpiled from src/gridsim
-npx tsx scripts/gridsim/baseline.ts      # the figures above
+npm run gridsim:generate      # tasks/*.jsonl, bundle.json, README.md (byte-for-byte deterministic)
+npm run gridsim:build-env     # envs/gridsim/app/server.mjs, bundled by esbuild from envs/gridsim/src
+npm run gridsim:baseline      # the figures above
 \`\`\`
 
-The env image (\`envs/gridsim\`) is a \`node:http\` server with no npm dependency; its JavaScript is generated
-from \`src/gridsim/*.ts\`, the same code that generated the tasks. Its Dockerfile builds \`FROM \${NODE_IMAGE}\`
-(default \`node:20-slim\`); an offline machine passes \`--build-arg NODE_IMAGE=<a local image with node>\`.
+Run them from the repository root (the scripts are in \`scripts/gridsim/\`). The env's TypeScript source lives with the
+bundle, in \`envs/gridsim/src/*.ts\`: the same code that generated the tasks, imported by the generator and the
+baseline. The env image (\`envs/gridsim\`) is a \`node:http\` server with no npm dependency: it runs
+\`app/server.mjs\`, one ESM file that esbuild bundles from \`envs/gridsim/src/server.ts\` and everything it imports,
+depending only on \`node:\` builtins. That file is committed; after changing \`envs/gridsim/src\`, rebuild it with
+\`npm run gridsim:build-env\` (\`npm run gridsim:check-env\` and a test fail while it is stale). Its
+\`.dockerignore\` sends only \`app/server.mjs\` and the Dockerfile to the engine, never the source. The Dockerfile
+builds \`FROM \${NODE_IMAGE}\` (default \`node:20-slim\`); an offline machine passes
+\`--build-arg NODE_IMAGE=<a local image with node>\`.
 
 ## Licence
 
-Code (the env's \`app/\` and the generator in the repository): Apache-2.0. Generated task data
+Code (the env's \`src/\` and \`app/\`, and the generator in the repository): Apache-2.0. Generated task data
 (\`tasks/*.jsonl\`): CC-BY-4.0. The prices are synthetic and contain no ERCOT data.
 `;
 }

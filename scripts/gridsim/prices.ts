@@ -14,8 +14,8 @@
  * The draws that are common to all points of a date come from one stream per date, so the 15
  * points of a day move together as real hubs and load zones do.
  */
-import { Rng } from '../../src/gridsim/prng.js';
-import { PRICE_FLOOR, priceCapOf, seasonOf } from '../../src/gridsim/task.js';
+import { Rng } from '../../bundles/gridsim-v1/envs/gridsim/src/prng.js';
+import { PRICE_FLOOR, priceCapOf, seasonOf } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 
 /** ERCOT's 7 hubs and 8 load zones, as GRIDSIM.md lists them. */
 export const POINTS = [

@@ -2,12 +2,12 @@
  * Figures of the bundle, shared by baseline.ts (which prints them from the committed files) and
  * generate.ts (which writes them into the README): greedy, idle and optimum scores on the eval
  * split, and price statistics of the generated days. Everything is recomputed from each row's
- * `data` with the one core in src/gridsim.
+ * `data` with the one core in bundles/gridsim-v1/envs/gridsim/src.
  */
-import { greedySchedule } from '../../src/gridsim/greedy.js';
-import { simulate } from '../../src/gridsim/physics.js';
-import { scoreMillionths } from '../../src/gridsim/score.js';
-import { parseTaskData } from '../../src/gridsim/task.js';
+import { greedySchedule } from '../../bundles/gridsim-v1/envs/gridsim/src/greedy.js';
+import { simulate } from '../../bundles/gridsim-v1/envs/gridsim/src/physics.js';
+import { scoreMillionths } from '../../bundles/gridsim-v1/envs/gridsim/src/score.js';
+import { parseTaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 
 /** A day "has a spike" when some hour reaches this price, $/MWh. */
 export const SPIKE_USD = 250;

@@ -5,13 +5,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ARCHETYPES, toInt } from '../../src/gridsim/battery.js';
-import { Episode } from '../../src/gridsim/episode.js';
-import { greedySchedule } from '../../src/gridsim/greedy.js';
-import { optimize } from '../../src/gridsim/optimum.js';
-import { simulate } from '../../src/gridsim/physics.js';
-import { firstPrompt, parseTaskData, priceCapOf, PRICE_FLOOR, seasonOf, SYSTEM_PROMPT, type TaskData } from '../../src/gridsim/task.js';
-import { TOOLS } from '../../src/gridsim/tools.js';
+import { ARCHETYPES, toInt } from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
+import { Episode } from '../../bundles/gridsim-v1/envs/gridsim/src/episode.js';
+import { greedySchedule } from '../../bundles/gridsim-v1/envs/gridsim/src/greedy.js';
+import { optimize } from '../../bundles/gridsim-v1/envs/gridsim/src/optimum.js';
+import { simulate } from '../../bundles/gridsim-v1/envs/gridsim/src/physics.js';
+import { firstPrompt, parseTaskData, priceCapOf, PRICE_FLOOR, seasonOf, SYSTEM_PROMPT, type TaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
+import { TOOLS } from '../../bundles/gridsim-v1/envs/gridsim/src/tools.js';
 import { POINTS } from '../../scripts/gridsim/prices.js';
 
 const DIR = join(import.meta.dirname, '../../bundles/gridsim-v1');

@@ -1,11 +1,11 @@
 /** The GridSim core: PRNG, archetypes, exact money, the DP against brute force, greedy, score. */
 import { describe, expect, it } from 'vitest';
-import { ARCHETYPES, archetype, C_DEG_VALUES, ETA_VALUES, K_VALUES, toInt, UNIT_MWH_VALUES, type BatteryInt } from '../../src/gridsim/battery.js';
-import { greedySchedule, greedyWishes } from '../../src/gridsim/greedy.js';
-import { optimize } from '../../src/gridsim/optimum.js';
-import { formatUsd, hourCash, MONEY_PER_DOLLAR, simulate } from '../../src/gridsim/physics.js';
-import { Rng } from '../../src/gridsim/prng.js';
-import { score, scoreMillionths } from '../../src/gridsim/score.js';
+import { ARCHETYPES, archetype, C_DEG_VALUES, ETA_VALUES, K_VALUES, toInt, UNIT_MWH_VALUES, type BatteryInt } from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
+import { greedySchedule, greedyWishes } from '../../bundles/gridsim-v1/envs/gridsim/src/greedy.js';
+import { optimize } from '../../bundles/gridsim-v1/envs/gridsim/src/optimum.js';
+import { formatUsd, hourCash, MONEY_PER_DOLLAR, simulate } from '../../bundles/gridsim-v1/envs/gridsim/src/physics.js';
+import { Rng } from '../../bundles/gridsim-v1/envs/gridsim/src/prng.js';
+import { score, scoreMillionths } from '../../bundles/gridsim-v1/envs/gridsim/src/score.js';
 import { dayPricesCents, POINTS } from '../../scripts/gridsim/prices.js';
 
 const usd = (dollars: number) => dollars * MONEY_PER_DOLLAR;

@@ -1,28 +1,58 @@
 /**
- * "One core, no second copy": the env's JavaScript is a transpile of src/gridsim, and the image
- * builds from a bare node image (no shell, no npm) and serves an episode.
+ * "One core, no second copy": the env's runtime file is an esbuild bundle of the bundle's own
+ * envs/gridsim/src, committed and kept current, and the image builds from a bare node image
+ * (no shell, no npm) from a context holding nothing but that file, and serves an episode.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { describe } from 'vitest';
-import { buildEnvFiles, staleFiles } from '../../scripts/gridsim/build-env.js';
+import { BANNER, buildEnvBundle, OUT_FILE, staleness } from '../../scripts/gridsim/build-env.js';
+import { listContext } from '../../src/sandbox/docker/images.js';
 import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../helpers/docker.js';
 
 const ENV_DIR = join(import.meta.dirname, '../../bundles/gridsim-v1/envs/gridsim');
 
-describe('envs/gridsim/app', () => {
-  it('is exactly a fresh transpile of src/gridsim (run scripts/gridsim/build-env.ts after changing the core)', () => {
-    expect(staleFiles()).toEqual([]);
+describe('envs/gridsim/app/server.mjs', () => {
+  it('is byte for byte a fresh esbuild bundle of envs/gridsim/src (else: npm run gridsim:build-env)', async () => {
+    expect(OUT_FILE).toBe(join(ENV_DIR, 'app/server.mjs'));
+    const problem = await staleness();
+    expect(problem, problem ?? '').toBeNull();
   });
-  it('is headed as generated, imports only node builtins and its siblings, and holds the whole env', () => {
-    const files = buildEnvFiles();
-    expect([...files.keys()]).toEqual(expect.arrayContaining(['server.mjs', 'env-server.mjs', 'episode.mjs', 'physics.mjs', 'score.mjs', 'schedule.mjs', 'task.mjs']));
-    for (const [name, text] of files) {
-      expect(text.split('\n')[0]).toBe(`// generated from src/gridsim/${name.replace(/\.mjs$/, '.ts')} by scripts/gridsim/build-env.ts — do not edit`);
-      for (const m of text.matchAll(/\bfrom\s*['"]([^'"]+)['"]/g)) expect(m[1]).toMatch(/^(node:[a-z_/]+|\.\/[a-z-]+\.mjs)$/);
+  it('is reported stale, with how to regenerate, when it differs by one byte or is missing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gridsim-env-'));
+    try {
+      const fresh = Buffer.from(await buildEnvBundle());
+      const edited = Buffer.from(fresh);
+      const at = fresh.length - 2;
+      edited[at] = (edited[at] as number) ^ 1;
+      writeFileSync(join(dir, 'server.mjs'), edited);
+      expect(await staleness(join(dir, 'server.mjs'))).toMatch(/differs from a fresh esbuild bundle.*run `npm run gridsim:build-env`/);
+      writeFileSync(join(dir, 'server.mjs'), fresh);
+      expect(await staleness(join(dir, 'server.mjs'))).toBeNull();
+      expect(await staleness(join(dir, 'absent.mjs'))).toMatch(/is missing; run `npm run gridsim:build-env`/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
+  });
+  it('is the only file of app/, headed as generated, and imports nothing but node: builtins', () => {
+    expect(readdirSync(join(ENV_DIR, 'app'))).toEqual(['server.mjs']);
+    const text = readFileSync(OUT_FILE, 'utf8');
+    expect(text.startsWith(`${BANNER}\n`)).toBe(true);
+    expect(BANNER).toMatch(/generated/i);
+    expect(BANNER).toContain('npm run gridsim:build-env');
+    const specifiers = [...text.matchAll(/\b(?:from|import)\s*\(?\s*(['"])([^'"]+)\1/g)].map((m) => m[2]);
+    expect(specifiers.length).toBeGreaterThan(0);
+    for (const s of specifiers) expect(s).toMatch(/^node:[a-z_/]+$/);
+    expect(text).not.toMatch(/\brequire\s*\(/);
+    // the whole env is in it: the entry, the HTTP server, the episode, the physics and the scoring
+    for (const mod of ['server', 'env-server', 'episode', 'physics', 'score', 'schedule', 'task']) expect(text).toContain(`// src/${mod}.ts\n`);
+  });
+  it('is all the build context sends: the source stays out (.dockerignore, with the server\'s own context walk)', async () => {
+    const entries = await listContext({ bundleName: 'gridsim-v1', envName: 'gridsim', contextDir: ENV_DIR, buildArgs: {} });
+    expect(entries.map((e) => `${e.type} ${e.rel}`)).toEqual(['file .dockerignore', 'file Dockerfile', 'file app/server.mjs']);
   });
   it('has a Dockerfile with a NODE_IMAGE build argument, no RUN step and an exec-form CMD', () => {
     const lines = readFileSync(join(ENV_DIR, 'Dockerfile'), 'utf8')
@@ -33,6 +63,7 @@ describe('envs/gridsim/app', () => {
     expect(lines.some((l) => /^RUN\b/.test(l))).toBe(false);
     const cmd = lines.filter((l) => /^(CMD|ENTRYPOINT)\b/.test(l));
     expect(cmd).toEqual(['CMD ["node", "/app/server.mjs"]']);
+    expect(lines.filter((l) => /^(COPY|ADD)\b/.test(l))).toEqual(['COPY app/server.mjs /app/server.mjs']);
   });
 });
 
@@ -47,6 +78,11 @@ describeDocker('the GridSim env image', () => {
   it('builds offline from the local node base and serves an episode', async () => {
     const buildArgs = Object.entries(TEST_BUILD_ARGS).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
     execFileSync('docker', ['build', '-q', ...buildArgs, '-t', tag, ENV_DIR], { stdio: 'pipe', timeout: 60_000 });
+    // the image holds the bundled file and nothing of the source
+    const listing = execFileSync('docker', ['run', '--rm', tag, 'node', '-e', "process.stdout.write(JSON.stringify(require('node:fs').readdirSync('/app')))"], {
+      encoding: 'utf8',
+    });
+    expect(JSON.parse(listing)).toEqual(['server.mjs']);
     container = execFileSync('docker', ['run', '-d', '--memory', '256m', '--cpus', '0.5', '--pids-limit', '128', '-p', '127.0.0.1::8000', tag], {
       encoding: 'utf8',
     }).trim();

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { situationText, parseTaskData, type TaskData } from '../../src/gridsim/task.js';
+import { situationText, parseTaskData, type TaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 
 const DIR = join(import.meta.dirname, '../../bundles/gridsim-v1');
 const rows = readFileSync(join(DIR, 'tasks/wiring.jsonl'), 'utf8')

@@ -1,7 +1,7 @@
 /** Schedule parsing: each malformed input gets an error saying what is wrong. */
 import { describe, expect, it } from 'vitest';
-import { archetype } from '../../src/gridsim/battery.js';
-import { parseSchedule } from '../../src/gridsim/schedule.js';
+import { archetype } from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
+import { parseSchedule } from '../../bundles/gridsim-v1/envs/gridsim/src/schedule.js';
 
 const b = archetype('2h-a'); // bounds [-3, +3]
 const zeros = () => new Array<number>(24).fill(0);
