@@ -56,7 +56,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
   try {
     parsed = parseArgs({ args: argv, options: parseOptions, allowPositionals: true, strict: true });
   } catch (e) {
-    throw new Error(`${(e as Error).message}\nRun with --help for the options.`);
+    throw new Error(`${(e as Error).message}\nRun with --help for the options.`, { cause: e });
   }
   if (parsed.values.help) return 'help';
   if (parsed.positionals.length !== 1) {
@@ -114,7 +114,7 @@ async function main(): Promise<void> {
     process.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
     process.exit(1);
   }
-  const { tokenEnv: _t, host, port, insecureNoToken, reward, ...appOptions } = o;
+  const { tokenEnv: _t, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
   const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
   if (!token) {
     log.warn(isLoopback(host) ? 'no token: the server is open to anyone on this machine' : `no token and --insecure-no-token: anyone who reaches ${host}:${port} deploys and drives envs`);

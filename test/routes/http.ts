@@ -7,7 +7,7 @@ export async function http(base: string, method: string, path: string, body?: un
     signal,
   });
   const text = await res.text();
-  let json: any = null;
+  let json: any;
   try {
     json = text ? JSON.parse(text) : null;
   } catch {
