@@ -42,3 +42,16 @@ export const ENDED_EPISODES_KEPT = 4096;
 
 /** Recent slot hold times the admission queue keeps to estimate Retry-After. */
 export const HOLD_TIMES_KEPT = 50;
+
+/**
+ * What one WebSocket session may have waiting to be handled (frames arrive while a step runs):
+ * past either bound the session is closed with 1008, its episode torn down, and no other session
+ * notices. Generous for any real client (one frame in flight at a time is the protocol).
+ */
+export const WS_PENDING_LIMIT = { frames: 64, bytes: 16 * 1024 * 1024 } as const;
+
+/** Requests one HTTP-held episode may have in flight at once (/episodes, /mcp); past it: 429. */
+export const REQUESTS_IN_FLIGHT_PER_EPISODE = 16;
+
+/** Nesting depth allowed in tool arguments; deeper is the model's mistake (invalid_args). */
+export const MAX_ARGUMENT_DEPTH = 64;

@@ -111,6 +111,23 @@ export class DeployFailedError extends ServerError {
   }
 }
 
+/** A client sent more requests on one episode at once than it may have in flight. */
+export class TooManyRequestsError extends ServerError {
+  override readonly name = 'TooManyRequestsError';
+  readonly wsCode = 'EXECUTION_ERROR' as const;
+  readonly httpStatus = 429;
+  readonly httpCode = 'too_many_requests';
+  constructor(
+    id: string,
+    readonly limit: number,
+  ) {
+    super(`episode ${id} already has ${limit} requests in flight; wait for their answers (steps run one at a time)`);
+  }
+  override details(): Record<string, unknown> {
+    return { limit: this.limit };
+  }
+}
+
 /** A step with no episode, or after the episode ended. */
 export class EpisodeStateError extends ServerError {
   override readonly name = 'EpisodeStateError';

@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
 import { isPlainObject } from '../bundle/schema.js';
-import { DIAGNOSE_RETRY } from '../defaults.js';
+import { jsonDepthExceeds } from '../protocol/frames.js';
+import { DIAGNOSE_RETRY, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError, makeFailure, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Action } from '../protocol/frames.js';
@@ -228,6 +229,8 @@ export class Episode {
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       const got = args === null ? 'null' : Array.isArray(args) ? 'an array' : `a ${typeof args}`;
       outcome = toolError(toolName, 'invalid_args', `arguments must be a JSON object of the tool's parameters, got ${got}${typeof args === 'string' ? ' (pass the object itself, not a JSON string of it)' : ''}`);
+    } else if (jsonDepthExceeds(args, MAX_ARGUMENT_DEPTH)) {
+      outcome = toolError(toolName, 'invalid_args', `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; no tool takes that`);
     } else if (toolName === END_TURN) {
       outcome = await this.endTurn(args as Record<string, unknown>);
     } else if (!this.tools.some((t) => t.name === toolName)) {

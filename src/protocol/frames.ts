@@ -127,3 +127,20 @@ export function parseAction(body: unknown): Action {
   if (!parsed.success) throw new BadInputError('VALIDATION_ERROR', describeZod(parsed.error, 'action'));
   return parsed.data;
 }
+
+/**
+ * Whether a parsed JSON value nests deeper than `max` arrays or objects. Iterative: a value nested
+ * 100,000 deep (which JSON.parse accepts) must not overflow the stack that checks it.
+ */
+export function jsonDepthExceeds(value: unknown, max: number): boolean {
+  const stack: { v: unknown; depth: number }[] = [{ v: value, depth: 0 }];
+  while (stack.length > 0) {
+    const { v, depth } = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth + 1 > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) stack.push({ v: child, depth: depth + 1 });
+    }
+  }
+  return false;
+}

@@ -5,8 +5,8 @@
  * "episode_done") instead of vanishing into a bare 404.
  */
 import type { Logger } from 'pino';
-import { ENDED_EPISODES_KEPT } from '../defaults.js';
-import { EpisodeStateError, ShuttingDownError } from '../errors.js';
+import { ENDED_EPISODES_KEPT, REQUESTS_IN_FLIGHT_PER_EPISODE } from '../defaults.js';
+import { EpisodeStateError, ShuttingDownError, TooManyRequestsError } from '../errors.js';
 import { isAbortError } from '../abort.js';
 import type { Episode } from '../episodes/episode.js';
 import type { StepOutcome } from '../protocol/observations.js';
@@ -18,7 +18,7 @@ import { IdleClock } from './idle-clock.js';
 export type Holder = 'request' | 'socket';
 
 export class RequestEpisodes {
-  private readonly live = new Map<string, { ep: Episode; clock: IdleClock }>();
+  private readonly live = new Map<string, { ep: Episode; clock: IdleClock; inFlight: number }>();
   private readonly ended = new Map<string, { ep: Episode; timer: NodeJS.Timeout }>();
   private stopped = false;
 
@@ -66,10 +66,20 @@ export class RequestEpisodes {
     return other ? { ep: other, holder: 'socket' } : null;
   }
 
-  /** Runs a request on a held episode: its idle clock stops until the request is answered. */
-  run<T>(ep: Episode, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs a request on a held episode: its idle clock stops until the request is answered. A
+   * client may have a bounded number in flight on one episode (steps queue one behind another).
+   */
+  async run<T>(ep: Episode, fn: () => Promise<T>): Promise<T> {
     const held = this.live.get(ep.id);
-    return held ? held.clock.during(fn) : fn();
+    if (!held) return fn();
+    if (held.inFlight >= REQUESTS_IN_FLIGHT_PER_EPISODE) throw new TooManyRequestsError(ep.id, REQUESTS_IN_FLIGHT_PER_EPISODE);
+    held.inFlight++;
+    try {
+      return await held.clock.during(fn);
+    } finally {
+      held.inFlight--;
+    }
   }
 
   /** A request that only reads the episode still shows the client is there. */
@@ -97,7 +107,7 @@ export class RequestEpisodes {
       this.log.info({ event: 'http_idle', episode_id: ep.id, transport: ep.transport }, `no request for idle_timeout (${this.idleTimeoutMs / 1000} s); tearing the episode down`);
       void ep.close();
     });
-    this.live.set(ep.id, { ep, clock });
+    this.live.set(ep.id, { ep, clock, inFlight: 0 });
     void ep.tornDown.then(() => this.onTornDown(ep));
   }
 

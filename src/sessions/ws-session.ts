@@ -7,6 +7,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import { isAbortError } from '../abort.js';
+import { WS_PENDING_LIMIT } from '../defaults.js';
 import { BadInputError, EpisodeStateError, ServerError, ShuttingDownError, toWsError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { EpisodeManager } from '../episodes/manager.js';
@@ -36,6 +37,8 @@ export class WsSession {
   private readonly idle: IdleClock;
   private pingTimer: NodeJS.Timeout | null = null;
   private missedPongs = 0;
+  /** frames received and not yet answered, and their bytes (bounded: WS_PENDING_LIMIT) */
+  private pending = { frames: 0, bytes: 0 };
 
   constructor(
     private readonly socket: WebSocket,
@@ -47,14 +50,29 @@ export class WsSession {
       this.close(1000, `idle for idle_timeout (${deps.idleTimeoutMs / 1000} s)`);
     });
     socket.on('message', (data, isBinary) => {
+      if (this.closed) return;
+      const bytes = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
+      if (this.pending.frames + 1 > WS_PENDING_LIMIT.frames || this.pending.bytes + bytes > WS_PENDING_LIMIT.bytes) {
+        this.log.warn({ event: 'ws_flooded', frames: this.pending.frames, bytes: this.pending.bytes }, 'too many frames in flight; closing the session');
+        this.close(1008, `too many frames in flight (at most ${WS_PENDING_LIMIT.frames} frames or ${WS_PENDING_LIMIT.bytes / 1024 / 1024} MiB): wait for each reply`);
+        return;
+      }
+      this.pending.frames++;
+      this.pending.bytes += bytes;
       this.idle.begin();
       const text = isBinary ? null : data.toString();
       this.chain = this.chain
-        .then(() =>
-          text === null ? this.sendError(new BadInputError('INVALID_JSON', 'binary frames are not supported; send JSON text frames')) : this.handle(text),
-        )
+        .then(() => {
+          // frames still queued when the session closed have no one to answer and must start nothing
+          if (this.closed) return;
+          return text === null ? this.sendError(new BadInputError('INVALID_JSON', 'binary frames are not supported; send JSON text frames')) : this.handle(text);
+        })
         .catch((e) => this.log.error({ err: e }, 'ws frame handling failed'))
-        .finally(() => this.idle.end());
+        .finally(() => {
+          this.pending.frames--;
+          this.pending.bytes -= bytes;
+          this.idle.end();
+        });
     });
     socket.on('pong', () => (this.missedPongs = 0));
     socket.on('close', (code) => void this.onClosed(code));
