@@ -123,6 +123,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
 
   const ready = (async () => {
     await sandbox.ping();
+    // before anything is swept: refuses to start while a live server holds this instance name
+    await sandbox.claimInstance?.();
     if (sweepOnStart !== false) {
       const swept = await sandbox.sweep();
       if (swept.containers.length || swept.networks.length) {
