@@ -86,6 +86,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
 
   const ready = (async () => {
     await sandbox.ping();
+    // before anything is swept: refuses to start while a live server holds this instance name
+    await sandbox.claimInstance?.();
     if (ro.sweepOnStart !== false) {
       const swept = await sandbox.sweep();
       if (swept.containers.length || swept.networks.length) {

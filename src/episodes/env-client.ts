@@ -2,11 +2,13 @@
  * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
  */
 import { z } from 'zod';
+import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
   override readonly name = 'EnvCallError';
   constructor(
-    readonly kind: 'timeout' | 'unreachable' | 'bad_response' | 'aborted',
+    /** wrong_env: the answer did not come from this episode's env (see sandbox/env-identity.ts) */
+    readonly kind: 'timeout' | 'unreachable' | 'bad_response' | 'aborted' | 'wrong_env',
     message: string,
     readonly status?: number,
     readonly body?: unknown,
@@ -34,27 +36,47 @@ export interface EnvResponse {
 }
 
 export class EnvClient {
-  constructor(readonly baseUrl: string) {}
+  /** the env has proven its identity: from now on every answer must */
+  private verified = false;
+
+  /** `secret`: the episode's env-identity secret; without one, answers are not checked */
+  constructor(
+    readonly baseUrl: string,
+    private readonly secret?: string,
+  ) {}
 
   async request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse> {
     const timeout = AbortSignal.timeout(timeoutMs);
     const combined = signal ? AbortSignal.any([timeout, signal]) : timeout;
+    const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+    const nonce = this.secret ? newNonce() : '';
+    if (this.secret) {
+      headers[NONCE_HEADER] = nonce;
+      headers[AUTH_HEADER] = envProof(this.secret, nonce, 'request');
+    }
     let res: Response;
     try {
       res = await fetch(this.baseUrl + path, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: combined,
       });
     } catch (e) {
-      throw this.classify(e, timeout, path);
+      throw this.classify(e, timeout, path, signal);
+    }
+    if (this.secret) {
+      const problem = this.identityProblem(res, nonce);
+      if (problem) {
+        void res.body?.cancel().catch(() => {});
+        throw new EnvCallError('wrong_env', `${method} ${path} was answered by something other than this episode's env: ${problem}`, res.status);
+      }
     }
     let text: string;
     try {
       text = await res.text();
     } catch (e) {
-      throw this.classify(e, timeout, path);
+      throw this.classify(e, timeout, path, signal);
     }
     let parsed: unknown = null;
     if (text.length > 0) {
@@ -67,10 +89,26 @@ export class EnvClient {
     return { status: res.status, body: parsed };
   }
 
-  private classify(e: unknown, timeout: AbortSignal, path: string): EnvCallError {
+  /** null when the answer may be the env's; otherwise why it is not */
+  private identityProblem(res: Response, nonce: string): string | null {
+    if (res.status === 421) return 'HTTP 421 Misdirected Request (an env holding another secret refused the call)';
+    const proof = res.headers.get(PROOF_HEADER);
+    if (proof === null) {
+      // an env that never proves its identity predates the check: nothing to compare
+      return this.verified ? `no ${PROOF_HEADER}, though this episode's env has proven itself on every answer so far` : null;
+    }
+    if (!proofMatches(proof, envProof(this.secret!, nonce, 'response'))) return `a wrong ${PROOF_HEADER} (another episode's env)`;
+    this.verified = true;
+    return null;
+  }
+
+  private classify(e: unknown, timeout: AbortSignal, path: string, signal?: AbortSignal): EnvCallError {
     if (timeout.aborted) return new EnvCallError('timeout', `env did not answer ${path} in time`);
     const err = e as Error;
-    if (err?.name === 'AbortError') return new EnvCallError('aborted', `call to ${path} aborted`);
+    if (err?.name === 'AbortError') {
+      const why = signal?.reason instanceof Error && signal.reason.name !== 'AbortError' ? `: ${signal.reason.message}` : '';
+      return new EnvCallError('aborted', `call to ${path} aborted${why}`);
+    }
     const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
     return new EnvCallError('unreachable', `env unreachable on ${path}: ${cause?.code ?? cause?.message ?? err?.message ?? String(e)}`);
   }

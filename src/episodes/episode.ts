@@ -8,11 +8,10 @@ import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
 import { isPlainObject } from '../bundle/schema.js';
-import { jsonDepthExceeds } from '../protocol/frames.js';
 import { DIAGNOSE_RETRY, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError, makeFailure, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
 import type { Metrics } from '../metrics.js';
-import type { Action } from '../protocol/frames.js';
+import { jsonDepthExceeds, type Action } from '../protocol/frames.js';
 import type {
   CallObservation,
   EndReason,
@@ -70,6 +69,8 @@ export class Episode {
   private client: EnvClient | null = null;
   private deployStarted = false;
   private readonly abort = new AbortController();
+  /** aborts env calls: the episode closing, or the env's container dying (handle.gone) */
+  private callSignal: AbortSignal = this.abort.signal;
   private episodeTimer: NodeJS.Timeout | null = null;
   private resolveTornDown!: () => void;
   private teardownStarted = false;
@@ -144,10 +145,18 @@ export class Episode {
       this.throwIfAborted();
       this.deployStarted = true;
       this.handle = await sandbox.deploy({ episodeId: this.id, env: spec, signal: this.abort.signal });
-      this.client = new EnvClient(this.handle.baseUrl);
+      this.client = new EnvClient(this.handle.baseUrl, this.handle.secret);
+      const gone = this.handle.gone;
+      if (gone) {
+        this.callSignal = AbortSignal.any([this.abort.signal, gone]);
+        // a death between calls ends the episode at once (one during a call fails that call)
+        gone.addEventListener('abort', () => {
+          if (this.phase === 'running' && !this.done) void this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
+        }, { once: true });
+      }
       this.t.deployed = this.now();
       this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued) }, 'env deployed');
-      const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, resetBudgetMs(settings, spec), this.abort.signal);
+      const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, resetBudgetMs(settings, spec), this.callSignal);
       if (res.status !== 200) {
         throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
       }
@@ -270,11 +279,11 @@ export class Episode {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
-      res = await client.request('POST', '/tools/call', { name, arguments: args }, timeoutMs, this.abort.signal);
+      res = await client.request('POST', '/tools/call', { name, arguments: args }, timeoutMs, this.callSignal);
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
-      if (e instanceof EnvCallError && e.kind === 'timeout') {
+      if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {
         return this.fail('tool_timeout', 'tool', `tool \`${name}\` did not answer within tool_timeout (${fmtS(timeoutMs)})`, name);
       }
       return this.failFromEnv('tool', `tool \`${name}\` failed: ${(e as Error).message}`, name);
@@ -310,10 +319,10 @@ export class Episode {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
-      res = await this.client!.request('POST', '/finish', {}, timeoutMs, this.abort.signal);
+      res = await this.client!.request('POST', '/finish', {}, timeoutMs, this.callSignal);
     } catch (e) {
       if (this.done) return this.endedOutcome(END_TURN);
-      if (e instanceof EnvCallError && e.kind === 'timeout') {
+      if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {
         return this.fail('tool_timeout', 'finish', `the env did not answer /finish within tool_timeout (${fmtS(timeoutMs)})`, END_TURN);
       }
       return this.failFromEnv('finish', `the env failed to score the episode: ${(e as Error).message}`, END_TURN);
@@ -426,6 +435,12 @@ export class Episode {
       this.slot = null;
       this.resolveTornDown();
     }
+  }
+
+  /** a call got no answer: was it because the env's container is no longer running? (one engine call) */
+  private async envExited(): Promise<boolean> {
+    if (!this.handle) return false;
+    return this.deps.sandbox.diagnose(this.handle).then((d) => !d.running, () => false);
   }
 
   /** crashed, OOM-killed, or (still running, or no word from the engine) unreachable */

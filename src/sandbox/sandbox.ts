@@ -35,6 +35,18 @@ export interface EnvHandle {
   baseUrl: string;
   containerId: string;
   networkId: string;
+  /**
+   * The episode's env-identity secret, given to the env as OPENENV_ENV_SECRET: every request
+   * carries a proof of it and a conforming env proves it back (see env-client.ts). Absent: the
+   * sandbox gives envs no secret and nothing is checked.
+   */
+  secret?: string;
+  /**
+   * Aborts the moment the env's container dies, is removed or leaves its episode network (reason:
+   * an Error saying which); from then on nothing sent to baseUrl can reach this env. Absent: the
+   * sandbox cannot tell, and a death shows only when a call fails.
+   */
+  gone?: AbortSignal;
 }
 
 export interface EnvDiagnosis {
@@ -104,6 +116,14 @@ export interface Sandbox {
   listEpisodeIds(): Promise<string[]>;
   /** episode networks this sandbox currently holds */
   networksInUse(): number;
+  /**
+   * Claims this server's instance name on the engine before anything is swept: rejects (naming
+   * the holder) while another live server holds it; a name a dead server left is taken over.
+   * Held until close(). Optional: sandboxes without shared state need none.
+   */
+  claimInstance?(): Promise<void>;
+  /** gives the instance name back (close() does it too) */
+  releaseInstance?(): Promise<void>;
   /** releases the client (no engine calls after this) */
   close(): Promise<void>;
 }

@@ -1,4 +1,5 @@
 import type Dockerode from 'dockerode';
+import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, toSandboxError } from './errors.js';
 import { ownerLabels, resourceName, type Owner } from './labels.js';
@@ -15,8 +16,10 @@ export async function createEnvContainer(
   owner: Owner,
   env: EnvSpec,
   network: EpisodeNetwork,
+  /** the episode's env-identity secret (env-identity.ts); it overrides a manifest value of the same name */
+  secret?: string,
 ): Promise<Dockerode.Container> {
-  const environment = { ...env.environment, PORT: String(env.port) };
+  const environment = { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
   try {
     return await docker.createContainer({
       name: resourceName(owner.bundle, owner.env, owner.episode),

@@ -15,10 +15,13 @@ import {
   type Sandbox,
   type SweepResult,
 } from '../sandbox.js';
+import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { fmtS } from '../../time.js';
+import { EnvWatcher } from './env-watch.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from './errors.js';
 import { buildEnvImage, checkImage } from './images.js';
+import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
 import type { Owner } from './labels.js';
 import { silentLogger, type SandboxLogger } from './logger.js';
 import { connectToNetwork, createEpisodeNetwork } from './networks.js';
@@ -27,6 +30,8 @@ import { retry } from './retry.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listOwned, removeOwned, type Owned, type RemoveResult } from './sweep.js';
 
+export { EnvGoneError } from './env-watch.js';
+export { InstanceInUseError, type InstanceLockOptions } from './instance-lock.js';
 export { detectOwnContainerId } from './own-container.js';
 export { SubnetPool } from './subnet-pool.js';
 export type { SandboxLogger } from './logger.js';
@@ -52,6 +57,8 @@ export interface DockerSandboxOptions {
   /** attempts per container or network removal, and the first backoff delay (doubling) */
   removeAttempts?: number;
   removeBaseDelayMs?: number;
+  /** heartbeat of the instance claim (claimInstance) */
+  instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
 }
 
 interface InflightDeploy {
@@ -76,6 +83,9 @@ export class DockerSandbox implements Sandbox {
   private readonly lifetime = new AbortController();
   private closed = false;
   private failedRemovals = 0;
+  /** deaths of the deployed env containers, as the engine reports them */
+  private readonly watcher: EnvWatcher;
+  private readonly lock: InstanceLock;
 
   constructor(opts: DockerSandboxOptions) {
     if (!opts.instance) throw new Error('DockerSandbox needs an instance id');
@@ -87,6 +97,8 @@ export class DockerSandbox implements Sandbox {
     this.log = opts.logger ?? silentLogger;
     this.removeAttempts = opts.removeAttempts ?? 6;
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? 100;
+    this.watcher = new EnvWatcher(this.docker, this.log);
+    this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
     // every deploy in flight listens to it: hundreds are normal, not a leak
     setMaxListeners(0, this.lifetime.signal);
   }
@@ -121,6 +133,15 @@ export class DockerSandbox implements Sandbox {
 
   networksInUse(): number {
     return this.pool.inUse;
+  }
+
+  async claimInstance(): Promise<void> {
+    this.assertOpen();
+    await this.lock.claim();
+  }
+
+  async releaseInstance(): Promise<void> {
+    await this.lock.release();
   }
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
@@ -158,9 +179,13 @@ export class DockerSandbox implements Sandbox {
       throwIfAborted(signal);
       if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
       throwIfAborted(signal);
+      // listening before the container exists, so no death of it goes unseen
+      await this.watcher.start();
       const createdAt = Date.now();
       const deadline = createdAt + env.deployTimeoutMs;
-      const container = await createEnvContainer(this.docker, owner, env, network);
+      const secret = newEnvSecret();
+      const container = await createEnvContainer(this.docker, owner, env, network, secret);
+      const gone = this.watcher.watch(episodeId, container.id, network.id);
       throwIfAborted(signal);
       const startAt = Date.now();
       try {
@@ -204,7 +229,7 @@ export class DockerSandbox implements Sandbox {
             },
             'env ready',
           );
-          return { episodeId, baseUrl, containerId: container.id, networkId: network.id };
+          return { episodeId, baseUrl, containerId: container.id, networkId: network.id, secret, gone };
         }
         const tail = await logTail(this.docker, container.id);
         if (outcome.kind === 'exited') {
@@ -248,7 +273,7 @@ export class DockerSandbox implements Sandbox {
     try {
       state = await inspectState(this.docker, handle.containerId);
     } catch (err) {
-      if (isNotFound(err)) return { running: false, exitCode: null, oomKilled: false, logTail: '' };
+      if (isNotFound(err)) return { running: false, exitCode: this.watcher.exitCodeOf(handle.containerId), oomKilled: false, logTail: '' };
       throw toSandboxError(err, `inspecting the env container ${handle.containerId.slice(0, 12)}`);
     }
     return { running: state.running, exitCode: state.exitCode, oomKilled: state.oomKilled, logTail: await logTail(this.docker, handle.containerId) };
@@ -275,6 +300,8 @@ export class DockerSandbox implements Sandbox {
 
   /** removes the episode's labelled resources; its subnet goes back once no network of it is left */
   private async removeEpisode(episodeId: string): Promise<void> {
+    // its own removal is no death to report
+    this.watcher.forget(episodeId);
     const owned = await this.list(episodeId);
     const result = await this.remove(owned);
     if (result.failed.length > 0) throw this.removalError(result, `episode ${episodeId}`);
@@ -330,6 +357,8 @@ export class DockerSandbox implements Sandbox {
     this.lifetime.abort(new Error('the Docker sandbox is closing'));
     await Promise.all([...this.deploys.values()].map((d) => d.settled));
     await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    this.watcher.close();
+    await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
     this.closed = true;
   }
 }

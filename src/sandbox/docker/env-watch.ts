@@ -1,0 +1,239 @@
+/**
+ * Watches the engine's events for the env containers this sandbox deployed: one events stream per
+ * sandbox, reconnecting when it drops. The moment an env's container dies, is removed, or leaves
+ * its episode network, the AbortSignal its deploy handed out aborts (with an EnvGoneError), so an
+ * episode learns at once that nothing it sends to the env's address can reach that env any more,
+ * instead of waiting out a tool timeout or, worse, talking to whatever holds the address next.
+ *
+ * Network events carry no labels, so the stream is filtered by type and action only and matched
+ * here against the containers and networks being watched (die, destroy and disconnect are rare).
+ */
+import type Dockerode from 'dockerode';
+import type { SandboxLogger } from './logger.js';
+import { sleep } from './retry.js';
+
+export type GoneEvent = 'die' | 'destroy' | 'disconnect';
+
+/** why an env can no longer be reached; the reason of a handle's `gone` signal */
+export class EnvGoneError extends Error {
+  override readonly name = 'EnvGoneError';
+  constructor(
+    readonly event: GoneEvent,
+    readonly exitCode: number | null,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Watched {
+  episodeId: string;
+  containerId: string;
+  networkId: string;
+  controller: AbortController;
+}
+
+interface EngineEvent {
+  Type?: string;
+  Action?: string;
+  status?: string;
+  timeNano?: number;
+  time?: number;
+  Actor?: { ID?: string; Attributes?: Record<string, string> };
+}
+
+const MAX_BACKOFF_MS = 5_000;
+/** exit codes of containers that died, for a diagnosis after they were removed (bounded) */
+const MAX_REMEMBERED_EXITS = 1_000;
+
+export class EnvWatcher {
+  private readonly byContainer = new Map<string, Watched>();
+  private readonly byNetwork = new Map<string, Watched>();
+  private readonly exits = new Map<string, number>();
+  private stream: NodeJS.ReadableStream | null = null;
+  private connecting: Promise<void> | null = null;
+  private closed = false;
+  private readonly lifetime = new AbortController();
+  /** `since` for a reconnect: the engine time (s) of the last event seen */
+  private lastEventTime: number | null = null;
+  private reconnects = 0;
+  private firstAttempt: Promise<void> | null = null;
+  private onFirstAttempt: (() => void) | null = null;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly log: SandboxLogger,
+  ) {}
+
+  /** times the stream was opened again after it dropped */
+  get reconnectCount(): number {
+    return this.reconnects;
+  }
+
+  /**
+   * Opens the stream once; resolves after the first attempt (later calls wait for that), whether
+   * it worked or not: a failure is logged and retried in the background, and never holds a deploy.
+   */
+  start(): Promise<void> {
+    if (this.stream || this.closed) return Promise.resolve();
+    if (!this.connecting) {
+      let firstAttempt!: () => void;
+      this.firstAttempt = new Promise<void>((r) => (firstAttempt = r));
+      this.onFirstAttempt = firstAttempt;
+      this.connecting = this.connect(false).finally(() => {
+        this.connecting = null;
+        firstAttempt();
+      });
+    }
+    return this.firstAttempt ?? Promise.resolve();
+  }
+
+  /** aborts (with an EnvGoneError) when the container dies, is removed or leaves the network */
+  watch(episodeId: string, containerId: string, networkId: string): AbortSignal {
+    const w: Watched = { episodeId, containerId, networkId, controller: new AbortController() };
+    this.byContainer.set(containerId, w);
+    this.byNetwork.set(networkId, w);
+    return w.controller.signal;
+  }
+
+  /** stops watching an episode's env (before its own teardown removes it) */
+  forget(episodeId: string): void {
+    for (const [id, w] of this.byContainer) {
+      if (w.episodeId !== episodeId) continue;
+      this.byContainer.delete(id);
+      if (this.byNetwork.get(w.networkId) === w) this.byNetwork.delete(w.networkId);
+    }
+  }
+
+  /** the exit code a `die` event reported for a container (it may be gone since) */
+  exitCodeOf(containerId: string): number | null {
+    return this.exits.get(containerId) ?? null;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.lifetime.abort();
+    const s = this.stream as (NodeJS.ReadableStream & { destroy?: () => void }) | null;
+    this.stream = null;
+    s?.destroy?.();
+  }
+
+  private async connect(isReconnect: boolean): Promise<void> {
+    let backoff = 250;
+    while (!this.closed) {
+      try {
+        const since = this.lastEventTime ?? undefined;
+        const stream: NodeJS.ReadableStream = await this.docker.getEvents({
+          ...(since ? { since } : {}),
+          filters: JSON.stringify({ type: ['container', 'network'], event: ['die', 'destroy', 'disconnect'] }),
+        });
+        if (this.closed) {
+          (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+          return;
+        }
+        this.attach(stream);
+        if (isReconnect) {
+          this.reconnects++;
+          this.log.info({ since }, 'engine events stream reopened');
+          // events missed while the stream was down: ask the engine directly
+          await this.recheckAll();
+        }
+        return;
+      } catch (err) {
+        this.onFirstAttempt?.();
+        this.log.warn({ err: (err as Error).message, retryInMs: backoff }, 'cannot open the engine events stream; env deaths are noticed only when a call fails until it reopens');
+        await sleep(backoff, this.lifetime.signal).catch(() => {});
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      }
+    }
+  }
+
+  private attach(stream: NodeJS.ReadableStream): void {
+    this.stream = stream;
+    // no event seen yet: the local clock stands in (recheckAll covers a skew)
+    if (this.lastEventTime === null) this.lastEventTime = Math.floor(Date.now() / 1000) - 1;
+    let buffered = '';
+    stream.on('data', (chunk: Buffer | string) => {
+      buffered += chunk.toString();
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl).trim();
+        buffered = buffered.slice(nl + 1);
+        if (!line) continue;
+        try {
+          this.onEvent(JSON.parse(line) as EngineEvent);
+        } catch {
+          // not an event: ignore
+        }
+      }
+    });
+    let dropped = false;
+    const drop = (err?: Error) => {
+      if (dropped) return;
+      dropped = true;
+      if (this.stream === stream) this.stream = null;
+      if (this.closed) return;
+      this.log.warn({ err: err?.message }, 'engine events stream dropped; reopening');
+      this.connecting ??= this.connect(true).finally(() => (this.connecting = null));
+    };
+    stream.on('end', () => drop());
+    stream.on('close', () => drop());
+    stream.on('error', (err: Error) => drop(err));
+  }
+
+  private onEvent(e: EngineEvent): void {
+    // whole seconds: a reconnect may see an event twice, never miss one (firing is idempotent)
+    if (typeof e.time === 'number') this.lastEventTime = e.time;
+    const id = e.Actor?.ID ?? '';
+    const attrs = e.Actor?.Attributes ?? {};
+    const action = e.Action ?? e.status ?? '';
+    if (e.Type === 'container') {
+      const w = this.byContainer.get(id);
+      if (action === 'die') {
+        const code = Number(attrs.exitCode);
+        if (Number.isFinite(code) && w) this.remember(id, code);
+        if (w) this.fire(w, new EnvGoneError('die', Number.isFinite(code) ? code : null, `the env's container exited${Number.isFinite(code) ? ` with code ${code}` : ''}`));
+      } else if (action === 'destroy' && w) {
+        this.fire(w, new EnvGoneError('destroy', this.exitCodeOf(id), "the env's container was removed from the engine"));
+      }
+    } else if (e.Type === 'network') {
+      const w = this.byNetwork.get(id);
+      if (!w) return;
+      if (action === 'destroy' || (action === 'disconnect' && attrs.container === w.containerId)) {
+        this.fire(w, new EnvGoneError('disconnect', null, "the env's container left its episode network"));
+      }
+    }
+  }
+
+  private fire(w: Watched, reason: EnvGoneError): void {
+    if (w.controller.signal.aborted) return;
+    this.log.warn({ episode: w.episodeId, container: w.containerId.slice(0, 12), event: reason.event, exitCode: reason.exitCode }, reason.message);
+    w.controller.abort(reason);
+  }
+
+  private remember(containerId: string, code: number): void {
+    if (this.exits.size >= MAX_REMEMBERED_EXITS) {
+      const oldest = this.exits.keys().next().value;
+      if (oldest !== undefined) this.exits.delete(oldest);
+    }
+    this.exits.set(containerId, code);
+  }
+
+  private async recheckAll(): Promise<void> {
+    await Promise.all(
+      [...this.byContainer.values()].map(async (w) => {
+        try {
+          const info = await this.docker.getContainer(w.containerId).inspect();
+          if (!info.State.Running) {
+            this.remember(w.containerId, info.State.ExitCode);
+            this.fire(w, new EnvGoneError('die', info.State.ExitCode, `the env's container exited with code ${info.State.ExitCode}`));
+          }
+        } catch (err) {
+          if ((err as { statusCode?: number }).statusCode === 404) {
+            this.fire(w, new EnvGoneError('destroy', this.exitCodeOf(w.containerId), "the env's container was removed from the engine"));
+          }
+        }
+      }),
+    );
+  }
+}

@@ -1,0 +1,303 @@
+/**
+ * One live server per instance name on an engine. The startup sweep and the reconciler remove
+ * everything labelled with the instance: a second server under a name in use would destroy the
+ * first one's episodes. So a server claims its name before it sweeps, with a liveness marker on
+ * the engine, and refuses to start while another live server holds it.
+ *
+ * The marker is a labelled Docker volume (cheap: no address space, no image, nothing running),
+ * named after the instance and the holder. Labels cannot change, so the heartbeat is a new marker
+ * every `heartbeatMs` (the old one removed after): its label carries the time of the beat. A
+ * holder whose newest beat is older than `missedBeats` of its own intervals is dead, and so is one
+ * on this host, in this pid namespace, whose process is gone (a restart after a crash takes over
+ * at once). A marker that is neither stale nor provably dead may belong to a server that died a
+ * moment ago: a newcomer waits until it either beats again (alive: refuse, naming it) or goes
+ * stale (take over). Clean shutdown removes the marker.
+ *
+ * Times are the writers' clocks: servers sharing an engine are expected to agree on the time to
+ * within a heartbeat.
+ */
+import { randomBytes } from 'node:crypto';
+import { readlinkSync } from 'node:fs';
+import { hostname } from 'node:os';
+import type Dockerode from 'dockerode';
+import { LABELS } from '../sandbox.js';
+import { isConflict, isNotFound } from './errors.js';
+import type { SandboxLogger } from './logger.js';
+import { silentLogger } from './logger.js';
+
+export const LOCK_LABELS = {
+  /** the instance name a marker claims */
+  lock: 'io.openenv.bundle-server.lock',
+  holder: 'io.openenv.bundle-server.lock.holder',
+  host: 'io.openenv.bundle-server.lock.host',
+  pid: 'io.openenv.bundle-server.lock.pid',
+  pidns: 'io.openenv.bundle-server.lock.pidns',
+  /** ms since the epoch, the holder's clock */
+  heartbeat: 'io.openenv.bundle-server.lock.heartbeat',
+  interval: 'io.openenv.bundle-server.lock.interval',
+  /** when the holder claimed the name (ms) */
+  since: 'io.openenv.bundle-server.lock.since',
+} as const;
+
+export interface InstanceLockOptions {
+  instance: string;
+  /** how often the holder renews its marker (default 5 s) */
+  heartbeatMs?: number;
+  /** beats a holder may miss before its name is taken over (default 3) */
+  missedBeats?: number;
+  /** the longest a newcomer waits for a holder to beat again or go stale (default: its stale window and one beat) */
+  maxWaitMs?: number;
+  logger?: SandboxLogger;
+}
+
+/** Another live server holds the instance name. */
+export class InstanceInUseError extends Error {
+  override readonly name = 'InstanceInUseError';
+  constructor(
+    readonly instance: string,
+    readonly holder: HolderInfo,
+  ) {
+    super(
+      `instance "${instance}" is in use by a live server (${describe(holder)}, last heartbeat ${Math.max(0, Math.round((Date.now() - holder.heartbeat) / 100) / 10)} s ago): ` +
+        `its episodes would be swept; start this server with another --instance, or stop that one first`,
+    );
+  }
+}
+
+export interface HolderInfo {
+  holder: string;
+  host: string;
+  pid: number;
+  pidns: string;
+  heartbeat: number;
+  interval: number;
+  since: number;
+  markers: string[];
+}
+
+function describe(h: HolderInfo): string {
+  return `host ${h.host}, pid ${h.pid}, holding it since ${new Date(h.since).toISOString()}`;
+}
+
+/** processes alive in this process (a test may run two servers in one process) */
+const liveHolders = new Set<string>();
+
+function ownPidNamespace(): string {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return '';
+  }
+}
+
+function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
+
+export class InstanceLock {
+  readonly holderId = randomBytes(6).toString('hex');
+  private readonly heartbeatMs: number;
+  private readonly missedBeats: number;
+  private readonly log: SandboxLogger;
+  private readonly host = hostname();
+  private readonly pidns = ownPidNamespace();
+  private since = 0;
+  private seq = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private beating: Promise<void> | null = null;
+  private held = false;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly opts: InstanceLockOptions,
+  ) {
+    this.heartbeatMs = opts.heartbeatMs ?? 5_000;
+    this.missedBeats = opts.missedBeats ?? 3;
+    this.log = opts.logger ?? silentLogger;
+  }
+
+  get isHeld(): boolean {
+    return this.held;
+  }
+
+  /**
+   * Resolves once this server holds the name; rejects with InstanceInUseError while a live
+   * server holds it. Markers of dead holders are removed.
+   */
+  async claim(): Promise<void> {
+    if (this.held) return;
+    const started = Date.now();
+    /** the first beat seen of each doubtful holder: a later one proves it alive */
+    const firstSeen = new Map<string, number>();
+    const poll = Math.max(100, Math.min(1_000, Math.round(this.heartbeatMs / 5)));
+    for (;;) {
+      const others = await this.otherHolders();
+      const live = await this.dropDead(others);
+      if (live.length === 0) {
+        this.since = Date.now();
+        await this.beat();
+        // two newcomers at once: one that sees the other's marker after writing its own backs off
+        const rivals = await this.dropDead(await this.otherHolders());
+        if (rivals.length === 0) {
+          this.held = true;
+          liveHolders.add(this.holderId);
+          this.timer = setInterval(() => void this.renew(), this.heartbeatMs);
+          this.timer.unref?.();
+          this.log.info({ instance: this.opts.instance, holder: this.holderId }, 'claimed the instance name');
+          return;
+        }
+        await this.removeMarkers(await this.ownMarkers());
+        await sleep(poll + Math.floor(Math.random() * this.heartbeatMs));
+        continue;
+      }
+      for (const h of live) {
+        const seen = firstSeen.get(h.holder);
+        if (seen === undefined) {
+          firstSeen.set(h.holder, h.heartbeat);
+          this.log.info({ instance: this.opts.instance, holder: describe(h) }, 'the instance name has a holder: waiting for its next heartbeat (alive: refuse) or for it to go stale (dead: take over)');
+        } else if (h.heartbeat !== seen) {
+          throw new InstanceInUseError(this.opts.instance, h);
+        }
+      }
+      // a heartbeat that neither changes nor ages (a clock far ahead): not waited on forever
+      const patience = this.opts.maxWaitMs ?? Math.max(...live.map((h) => h.interval)) * (this.missedBeats + 1);
+      if (Date.now() - started > patience) throw new InstanceInUseError(this.opts.instance, live[0]!);
+      await sleep(poll);
+    }
+  }
+
+  /** stops the heartbeat and removes this holder's markers; idempotent */
+  async release(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.beating?.catch(() => {});
+    if (!this.held) return;
+    this.held = false;
+    liveHolders.delete(this.holderId);
+    await this.removeMarkers(await this.ownMarkers());
+    this.log.info({ instance: this.opts.instance, holder: this.holderId }, 'released the instance name');
+  }
+
+  private async renew(): Promise<void> {
+    if (this.beating) return;
+    this.beating = (async () => {
+      try {
+        await this.beat();
+        const taken = (await this.otherHolders()).filter((h) => !this.isStale(h) && h.since > this.since);
+        if (taken.length > 0) {
+          this.log.error({ instance: this.opts.instance, holders: taken.map(describe) }, 'another server claimed this instance name (our heartbeat was late): both now sweep the same resources');
+        }
+      } catch (err) {
+        this.log.warn({ instance: this.opts.instance, err: (err as Error).message }, 'could not renew the instance claim; retrying at the next heartbeat');
+      }
+    })().finally(() => (this.beating = null));
+    await this.beating;
+  }
+
+  /** a new marker with a fresh heartbeat, then the older ones of this holder removed */
+  private async beat(): Promise<void> {
+    const now = Date.now();
+    const slug = this.opts.instance.replace(/[^a-zA-Z0-9_.-]+/g, '-').replace(/^[^a-zA-Z0-9]+/, '').slice(0, 60) || 'instance';
+    const name = `openenv-lock-${slug}-${this.holderId}-${++this.seq}`;
+    const older = await this.ownMarkers();
+    await this.docker.createVolume({
+      Name: name,
+      Driver: 'local',
+      Labels: {
+        [LABELS.managed]: '1',
+        [LOCK_LABELS.lock]: this.opts.instance,
+        [LOCK_LABELS.holder]: this.holderId,
+        [LOCK_LABELS.host]: this.host,
+        [LOCK_LABELS.pid]: String(process.pid),
+        [LOCK_LABELS.pidns]: this.pidns,
+        [LOCK_LABELS.heartbeat]: String(now),
+        [LOCK_LABELS.interval]: String(this.heartbeatMs),
+        [LOCK_LABELS.since]: String(this.since),
+      },
+    });
+    await this.removeMarkers(older.filter((n) => n !== name));
+  }
+
+  private async listMarkers(): Promise<Array<{ name: string; labels: Record<string, string> }>> {
+    const res = (await this.docker.listVolumes({ filters: JSON.stringify({ label: [`${LOCK_LABELS.lock}=${this.opts.instance}`] }) })) as {
+      Volumes?: Array<{ Name: string; Labels?: Record<string, string> | null }> | null;
+    };
+    return (res.Volumes ?? []).map((v) => ({ name: v.Name, labels: v.Labels ?? {} }));
+  }
+
+  private async ownMarkers(): Promise<string[]> {
+    return (await this.listMarkers()).filter((m) => m.labels[LOCK_LABELS.holder] === this.holderId).map((m) => m.name);
+  }
+
+  /** every other holder, by its newest marker */
+  private async otherHolders(): Promise<HolderInfo[]> {
+    const byHolder = new Map<string, HolderInfo>();
+    for (const m of await this.listMarkers()) {
+      const l = m.labels;
+      const holder = l[LOCK_LABELS.holder] ?? m.name;
+      if (holder === this.holderId) continue;
+      const info: HolderInfo = {
+        holder,
+        host: l[LOCK_LABELS.host] ?? '?',
+        pid: Number(l[LOCK_LABELS.pid] ?? 0),
+        pidns: l[LOCK_LABELS.pidns] ?? '',
+        heartbeat: Number(l[LOCK_LABELS.heartbeat] ?? 0) || 0,
+        interval: Number(l[LOCK_LABELS.interval] ?? 0) || this.heartbeatMs,
+        since: Number(l[LOCK_LABELS.since] ?? 0) || 0,
+        markers: [m.name],
+      };
+      const prev = byHolder.get(holder);
+      if (!prev) byHolder.set(holder, info);
+      else if (info.heartbeat > prev.heartbeat) byHolder.set(holder, { ...info, markers: [...prev.markers, m.name] });
+      else prev.markers.push(m.name);
+    }
+    return [...byHolder.values()];
+  }
+
+  private isStale(h: HolderInfo): boolean {
+    return Date.now() - h.heartbeat > h.interval * this.missedBeats;
+  }
+
+  /** a holder on this host, in this pid namespace, whose process is gone */
+  private provablyDead(h: HolderInfo): boolean {
+    if (h.host !== this.host || !h.pidns || h.pidns !== this.pidns || !(h.pid > 0)) return false;
+    if (h.pid === process.pid) return !liveHolders.has(h.holder);
+    return processGone(h.pid);
+  }
+
+  /** removes the markers of dead holders; returns the others */
+  private async dropDead(holders: HolderInfo[]): Promise<HolderInfo[]> {
+    const live: HolderInfo[] = [];
+    for (const h of holders) {
+      if (this.isStale(h) || this.provablyDead(h)) {
+        this.log.warn(
+          { instance: this.opts.instance, holder: h.holder, host: h.host, pid: h.pid, heartbeatAgeMs: Date.now() - h.heartbeat },
+          'taking over the instance name from a server that is gone',
+        );
+        await this.removeMarkers(h.markers);
+      } else {
+        live.push(h);
+      }
+    }
+    return live;
+  }
+
+  private async removeMarkers(names: string[]): Promise<void> {
+    await Promise.all(
+      names.map(async (n) => {
+        try {
+          await this.docker.getVolume(n).remove();
+        } catch (err) {
+          if (!isNotFound(err) && !isConflict(err)) throw err;
+        }
+      }),
+    );
+  }
+}

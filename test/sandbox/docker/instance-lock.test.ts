@@ -1,0 +1,149 @@
+/**
+ * One live server per instance name (issue 12, defect 3): a second server under a name in use
+ * refuses to start, naming the holder, instead of sweeping the first one's episodes; a name a dead
+ * server left is taken over and swept.
+ */
+import { execFileSync } from 'node:child_process';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterAll, expect, it } from 'vitest';
+import { buildApp } from '../../../src/app.js';
+import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
+import { InstanceInUseError, LOCK_LABELS } from '../../../src/sandbox/docker/instance-lock.js';
+import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../../helpers/docker.js';
+import { spawnServer } from '../../helpers/process.js';
+import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer } from '../../helpers/server.js';
+import { WsClient } from '../../helpers/ws-client.js';
+
+const EPISODE_LABEL = 'io.openenv.bundle-server.episode';
+
+function docker(args: string[]): string {
+  return execFileSync('docker', args, { encoding: 'utf8', stdio: 'pipe' }).trim();
+}
+
+function lockMarkers(instance: string): string[] {
+  return docker(['volume', 'ls', '-q', '--filter', `label=${LOCK_LABELS.lock}=${instance}`]).split('\n').filter(Boolean);
+}
+
+/** a marker as a server on another host would leave it */
+function foreignMarker(instance: string, heartbeat: number, intervalMs: number): string {
+  const name = `openenv-lock-test-${Math.random().toString(36).slice(2, 10)}`;
+  const labels = {
+    [LOCK_LABELS.lock]: instance,
+    [LOCK_LABELS.holder]: `foreign${Math.random().toString(36).slice(2, 8)}`,
+    [LOCK_LABELS.host]: 'some-other-host',
+    [LOCK_LABELS.pid]: '4242',
+    [LOCK_LABELS.pidns]: 'pid:[1]',
+    [LOCK_LABELS.heartbeat]: String(heartbeat),
+    [LOCK_LABELS.interval]: String(intervalMs),
+    [LOCK_LABELS.since]: String(heartbeat),
+  };
+  docker(['volume', 'create', ...Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]), name]);
+  return name;
+}
+
+const instances: string[] = [];
+function instanceName(prefix: string): string {
+  const i = uniqueInstance(prefix);
+  instances.push(i);
+  return i;
+}
+
+describeDocker('one live server per instance name', () => {
+  afterAll(() => {
+    for (const i of instances) {
+      const left = lockMarkers(i);
+      if (left.length) docker(['volume', 'rm', '-f', ...left]);
+      expect(left).toEqual([]); // every test released or took over what it made
+    }
+  });
+
+  it("a second server under a live server's name refuses to start, naming it, and leaves its episodes alone", async () => {
+    const instance = instanceName('lock-live');
+    const first = await startServer({ instance });
+    try {
+      const c = await WsClient.open(first.url);
+      const reset = await c.reset({ task_id: 'fx-echo-0' });
+      const episodeId = reset.data.observation.episode_id as string;
+
+      let logged = '';
+      const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _e, cb) => ((logged += chunk.toString()), cb()) }));
+      const second = await buildApp(FIXTURE_BUNDLE, { instance, buildArgs: TEST_BUILD_ARGS, pingInterval: 0, logger, reconcileIntervalMs: 200 });
+      const outcome = await second.openenv.ready.then(() => null, (e: unknown) => e);
+      // give a reconciler that should not exist the time to do its damage
+      await new Promise((r) => setTimeout(r, 1_000));
+      await second.close();
+
+      expect(outcome).toBeInstanceOf(InstanceInUseError);
+      expect((outcome as Error).message).toMatch(new RegExp(`instance "${instance}" is in use by a live server \\(host .+, pid ${process.pid}, holding it since`));
+      expect(logged).not.toMatch(/"event":"startup_sweep"/);
+      // the first server's episode is untouched and plays on
+      expect(labelledResources(`${EPISODE_LABEL}=${episodeId}`).containers).toHaveLength(1);
+      const echo = await c.call('echo', { text: 'still mine' });
+      expect(echo.data.observation.result.content[0].text).toBe('still mine');
+      await c.close();
+    } finally {
+      await first.stop();
+    }
+    expect(lockMarkers(instance)).toEqual([]); // a clean shutdown gives the name back
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('a server killed with SIGKILL leaves the name to its successor, which sweeps what it left at once', async () => {
+    execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'pipe' });
+    const instance = instanceName('lock-dead');
+    const args = [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`];
+    const first = await spawnServer(args);
+    const c = await WsClient.open(first.url);
+    await c.reset({ task_id: 'fx-echo-0' });
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`).containers).toHaveLength(1);
+    expect(lockMarkers(instance)).toHaveLength(1);
+
+    // its pid is gone on this host: no need to wait for the heartbeat to go stale
+    const second = await spawnServer(args);
+    try {
+      const sweep = second.lines().find((l) => l.event === 'startup_sweep');
+      expect((sweep?.containers as string[] | undefined)?.length).toBe(1);
+      expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+      expect(lockMarkers(instance)).toHaveLength(1); // the successor's
+    } finally {
+      second.child.kill('SIGTERM');
+      expect(await second.exited).toEqual({ code: 0, signal: null });
+    }
+    await waitFor(() => lockMarkers(instance).length === 0, 10_000, 'name released');
+  });
+
+  it('a holder on another host: taken over once its heartbeat is stale, refused while it beats', async () => {
+    const instance = instanceName('lock-foreign');
+    const opts = { instance, bundleName: 'fixture-v1', instanceLock: { heartbeatMs: 300, missedBeats: 3 } };
+
+    // long dead: taken over at once, its marker removed
+    const old = foreignMarker(instance, Date.now() - 60_000, 300);
+    const a = new DockerSandbox(opts);
+    await a.claimInstance();
+    expect(lockMarkers(instance)).not.toContain(old);
+    expect(lockMarkers(instance).length).toBeGreaterThanOrEqual(1);
+
+    // a live holder (it beats every 300 ms): refused, naming it
+    const b = new DockerSandbox(opts);
+    const refused = await b.claimInstance().then(() => null, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(InstanceInUseError);
+    expect((refused as InstanceInUseError).holder.pid).toBe(process.pid);
+
+    // released: the name is free at once
+    await a.close();
+    await b.claimInstance();
+    await b.close();
+    expect(lockMarkers(instance)).toEqual([]);
+
+    // a holder elsewhere that just beat and then died: the newcomer waits it out, then takes over
+    const recent = foreignMarker(instance, Date.now(), 300);
+    const c = new DockerSandbox(opts);
+    await c.claimInstance();
+    expect(lockMarkers(instance)).not.toContain(recent);
+    await c.close();
+    expect(lockMarkers(instance)).toEqual([]);
+  });
+});
