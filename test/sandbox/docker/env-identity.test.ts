@@ -42,11 +42,9 @@ async function rejection(p: Promise<unknown>): Promise<unknown> {
 describe('the env client checks who answers', () => {
   // a stand-in env on loopback whose proofs the test controls
   let mode: 'none' | 'right' | 'wrong' | '421' = 'none';
-  let requests = 0;
   let lastAuth: { nonce?: string; auth?: string } = {};
   const secret = newEnvSecret();
   const server = http.createServer((req, res) => {
-    requests++;
     const nonce = String(req.headers[NONCE_HEADER] ?? '');
     lastAuth = { nonce, auth: String(req.headers[AUTH_HEADER] ?? '') };
     const headers: Record<string, string> = { 'content-type': 'application/json' };
