@@ -10,7 +10,9 @@ import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, formatZodError, OptionsSchema, type ServerOptions, type ServerOptionsInput } from './config.js';
 import { Admission } from './episodes/admission.js';
 import type { EpisodeSettings } from './episodes/episode.js';
+import { EpisodeHistory } from './episodes/history.js';
 import { EpisodeManager } from './episodes/manager.js';
+import { EpisodeRecorder } from './episodes/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { toHttpError } from './errors.js';
 import { EnvCatalog } from './images.js';
@@ -20,7 +22,9 @@ import { loggerHygiene } from './plugins/logging.js';
 import { episodesRoutes, RequestEpisodes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
 import { McpService, mcpRoutes, wsMcpHandler } from './routes/mcp.js';
+import { consoleRoutes } from './routes/console.js';
 import { collectRoutes, openapiRoutes } from './routes/openapi.js';
+import { webRoutes } from './routes/web.js';
 import { MAX_FRAME_BYTES, wsRoutes, type McpHandler, type WsSession } from './routes/ws.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
 import type { Sandbox } from './sandbox/sandbox.js';
@@ -116,8 +120,11 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
   });
+  // the web console's memory of episodes, and --record's transcript file
+  const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
+  const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
   const manager = new EpisodeManager(
-    { bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: rewardFn, log, metrics },
+    { bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: rewardFn, log, metrics, observer: history },
     log,
   );
 
@@ -235,6 +242,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   app.openenv.setMcpHandler(wsMcpHandler(mcpService));
   await app.register(episodesRoutes, { manager, tracker: requestEpisodes });
   await app.register(mcpRoutes, { service: mcpService });
+  await app.register(consoleRoutes, { bundle, history, admission, recorder, isDraining: () => manager.isDraining });
+  await app.register(webRoutes);
   await app.register(openapiRoutes, {
     routes: servedRoutes,
     info: { title: bundle.manifest.name, description: bundle.manifest.description ?? bundle.description ?? '', bearer: Boolean(token) },
@@ -251,6 +260,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   app.addHook('onClose', async () => {
     await ready.catch(() => undefined);
     await drain();
+    await recorder?.flush();
     manager.stopReconciler();
     if (!injected) await sandbox.close();
     if (typeof bundleOrPath === 'string') await bundle.cleanup();

@@ -4,16 +4,27 @@
  * added anywhere shows up and a removed one disappears. `openenv validate --url` reads it: it
  * wants `info.version` and, for a production-mode server, no `/reset`, `/step` or `/state`.
  */
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
 import { ACTION_SCHEMA, OBSERVATION_SCHEMA, STATE_SCHEMA } from '../protocol/schemas.js';
 
 export const OPENAPI_VERSION = '1.0.0';
+
+declare module 'fastify' {
+  /** what a route's `schema` may say for the document (the same fields @fastify/swagger reads) */
+  interface FastifySchema {
+    summary?: string;
+    description?: string;
+    hide?: boolean;
+  }
+}
 
 export interface ServedRoute {
   method: string;
   /** fastify's path, e.g. /episodes/:id */
   url: string;
   websocket: boolean;
+  /** the route's own schema, when it has one: the document is made from it */
+  schema?: FastifySchema;
 }
 
 /**
@@ -23,8 +34,9 @@ export interface ServedRoute {
 export function collectRoutes(app: FastifyInstance): ServedRoute[] {
   const routes: ServedRoute[] = [];
   app.addHook('onRoute', (r: RouteOptions & { websocket?: boolean }) => {
+    if (r.schema?.hide) return;
     const methods = Array.isArray(r.method) ? r.method : [r.method];
-    for (const m of methods) routes.push({ method: m.toUpperCase(), url: r.url, websocket: Boolean(r.websocket) });
+    for (const m of methods) routes.push({ method: m.toUpperCase(), url: r.url, websocket: Boolean(r.websocket), ...(r.schema ? { schema: r.schema } : {}) });
   });
   return routes;
 }
@@ -260,6 +272,38 @@ const OPERATIONS: Record<string, Operation> = {
   },
 };
 
+/** An operation from a route's fastify schema: summary, params and querystring, JSON responses. */
+export function operationFromSchema(schema: FastifySchema, path: string): Operation {
+  const parameters: Operation[] = [];
+  for (const [where, s] of [['path', schema.params], ['query', schema.querystring]] as const) {
+    const props = (s as { properties?: Record<string, { description?: string }>; required?: string[] } | undefined)?.properties ?? {};
+    const required = new Set((s as { required?: string[] } | undefined)?.required ?? []);
+    for (const [name, p] of Object.entries(props)) {
+      const { description, ...rest } = p;
+      const n = where === 'path' && name === '*' ? 'wildcard' : name;
+      parameters.push({ name: n, in: where, required: where === 'path' || required.has(name), schema: rest, ...(description ? { description } : {}) });
+    }
+  }
+  // path parameters the schema leaves out
+  for (const m of path.matchAll(/\{([^}]+)\}/g)) {
+    if (!parameters.some((p) => p.in === 'path' && p.name === m[1])) parameters.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
+  }
+  const responses: Record<string, unknown> = {};
+  for (const [code, r] of Object.entries((schema.response ?? {}) as Record<string, Record<string, unknown>>)) {
+    if (r.content) {
+      responses[code] = { description: (r.description as string) ?? `HTTP ${code}`, content: r.content };
+    } else {
+      responses[code] = json(r, (r.description as string) ?? `HTTP ${code}`);
+    }
+  }
+  return {
+    summary: schema.summary ?? '',
+    ...(schema.description ? { description: schema.description } : {}),
+    ...(parameters.length ? { parameters } : {}),
+    responses: Object.keys(responses).length ? responses : { default: { description: 'see the server documentation' } },
+  };
+}
+
 export interface OpenApiInfo {
   title: string;
   description: string;
@@ -275,7 +319,7 @@ export function openapiDocument(routes: readonly ServedRoute[], info: OpenApiInf
   for (const r of sorted) {
     const path = openapiPath(r.url);
     const key = `${r.method} ${path}`;
-    const known = OPERATIONS[key];
+    const known = OPERATIONS[key] ?? (r.schema ? operationFromSchema(r.schema, path) : undefined);
     const params = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
     const op: Operation = known
       ? { ...known }
