@@ -315,6 +315,7 @@ export function openapiDocument(routes: readonly ServedRoute[], info: OpenApiInf
   const paths: Record<string, Record<string, Operation>> = {};
   // fastify serves HEAD beside every GET; OpenAPI documents the GET
   const documented = routes.filter((r) => !(r.method === 'HEAD' && routes.some((g) => g.method === 'GET' && g.url === r.url)));
+  const usedIds = new Set<string>();
   const sorted = [...documented].sort((a, b) => a.url.localeCompare(b.url) || a.method.localeCompare(b.method));
   for (const r of sorted) {
     const path = openapiPath(r.url);
@@ -324,7 +325,12 @@ export function openapiDocument(routes: readonly ServedRoute[], info: OpenApiInf
     const op: Operation = known
       ? { ...known }
       : { summary: `${r.method} ${path}`, ...(params.length ? { parameters: params } : {}), responses: { default: { description: 'see the server documentation' } } };
-    op.operationId = `${r.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+    const base = `${r.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+    // `/web` and `/web/` read the same: keep ids unique
+    let id = base;
+    for (let n = 2; usedIds.has(id); n++) id = `${base}${n}`;
+    usedIds.add(id);
+    op.operationId = id;
     if (info.bearer && key !== 'GET /health') op.security = [{ bearer: [] }];
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }

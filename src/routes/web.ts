@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 
 /** dist/web beside the compiled server (dist/routes/web.js), or from the sources (src/routes/web.ts) */
 export function findWebRoot(): string | null {
@@ -53,22 +53,25 @@ export async function webRoutes(app: FastifyInstance, opts: { root?: string | nu
   );
   app.get('/web', { schema: { summary: 'Redirects to /web/ (no token needed)', response: { 302: html } } }, async (_req, reply) => reply.redirect('web/', 302));
 
-  const files = { summary: "The web console's files (no token needed: they carry no data)", description: 'A single-page app; its data requests use the /console/* routes with the bearer token.' };
+  const page = { summary: "The web console's page (no token needed: it carries no data)", description: 'A single-page app; its data requests use the /console/* routes with the bearer token.' };
+  const asset = { summary: "The web console's scripts and styles (no token needed)", params: { type: 'object', properties: { file: { type: 'string', description: 'a file of the build, its name hashed' } } } };
   if (!root) {
     app.log.warn('the web console is not built (no dist/web/index.html): run `npm run build`; /web/ answers 503');
-    app.get('/web/*', { schema: files }, async (_req, reply) =>
-      reply.code(503).type('text/plain; charset=utf-8').send('The web console is not built: run `npm run build` (it writes dist/web).\n'),
-    );
+    const notBuilt = async (_req: unknown, reply: FastifyReply) =>
+      reply.code(503).type('text/plain; charset=utf-8').send('The web console is not built: run `npm run build` (it writes dist/web).\n');
+    app.get('/web/', { schema: page }, notBuilt);
+    app.get('/web/assets/:file', { schema: asset }, notBuilt);
     return;
   }
   await app.register(fastifyStatic, { root, serve: false, cacheControl: false });
-  app.get<{ Params: { '*': string } }>('/web/*', { schema: files }, async (req, reply) => {
-    const file = req.params['*'] || 'index.html';
+  const send = (reply: FastifyReply, file: string) => {
     reply.header('content-security-policy', WEB_CSP);
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
     // hashed asset names never change; the page itself is checked every time
     reply.header('cache-control', file.startsWith('assets/') ? 'public, max-age=31536000, immutable' : 'no-cache');
     return reply.sendFile(file);
-  });
+  };
+  app.get('/web/', { schema: page }, async (_req, reply) => send(reply, 'index.html'));
+  app.get<{ Params: { file: string } }>('/web/assets/:file', { schema: asset }, async (req, reply) => send(reply, `assets/${req.params.file}`));
 }
