@@ -5,6 +5,7 @@
  * wants `info.version` and, for a production-mode server, no `/reset`, `/step` or `/state`.
  */
 import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
+import { isOpenPath } from '../plugins/auth.js';
 import { ACTION_SCHEMA, OBSERVATION_SCHEMA, STATE_SCHEMA } from '../protocol/schemas.js';
 
 export const OPENAPI_VERSION = '1.0.0';
@@ -331,7 +332,7 @@ export function openapiDocument(routes: readonly ServedRoute[], info: OpenApiInf
     for (let n = 2; usedIds.has(id); n++) id = `${base}${n}`;
     usedIds.add(id);
     op.operationId = id;
-    if (info.bearer && key !== 'GET /health') op.security = [{ bearer: [] }];
+    if (info.bearer && !isOpenPath(r.method, r.url)) op.security = [{ bearer: [] }];
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
   return {

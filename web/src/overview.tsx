@@ -49,7 +49,8 @@ export function OverviewView(props: { overview: Overview | null; connected: bool
   const splits = s ? Object.keys(s.rewards.by_split).sort() : [];
   const centres = s ? [-0.05, ...s.rewards.edges.slice(0, -1).map((e) => e + 0.05), 1.05] : [];
   const rewards = useMemo<AlignedData | null>(() => (s ? [centres, ...splits.map((k) => s.rewards.by_split[k]!.counts)] : null), [s]);
-  const binLabel = (v: number) => (v < 0 ? '<0' : v > 1 ? '>1' : v.toFixed(1));
+  // bins [0, .1), [.1, .2), …, [.9, 1] (1 included), labelled by their range
+  const binLabel = (v: number) => (v < 0 ? '<0' : v > 1 ? '>1' : `${(v - 0.05).toFixed(1)}–${(v + 0.05).toFixed(1)}`.replace(/0\./g, '.'));
 
   if (!o || !s) return <p class="muted">Waiting for the server…</p>;
   return (

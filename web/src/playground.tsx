@@ -38,6 +38,12 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
   const [closed, setClosed] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const starter = useRef<AbortController | null>(null);
+  const logEnd = useRef<HTMLDivElement>(null);
+
+  // the newest call, or the end, in view
+  useEffect(() => {
+    if (calls.length) logEnd.current?.scrollIntoView({ block: 'end', behavior: 'auto' });
+  }, [calls.length, done]);
 
   useEffect(() => {
     if (props.taskId && !ep && !starting) setTask(props.taskId);
@@ -224,6 +230,7 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
               {done.observation.failure && <pre class="text">{done.observation.failure.message}</pre>}
             </article>
           )}
+          <div ref={logEnd} />
         </div>
         <div class="play-tools">
           {!done && !closed ? (
