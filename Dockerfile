@@ -43,9 +43,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src/ src/
-RUN npx tsc -p tsconfig.json \
+COPY web/ web/
+# the server (tsc) and the web console's page (vite → dist/web)
+RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund \
-  && rm -rf src tsconfig.json
+  && rm -rf src web tsconfig.json
 
 FROM runtime-base AS runtime
 COPY --from=build /app/package.json /app/package-lock.json /app/

@@ -19,6 +19,8 @@ trap 'rm -rf "$STAGE"' EXIT
 # compile into the stage, not dist/: no stale files of removed sources, and a dist/ that others
 # are using is left alone
 node_modules/.bin/tsc -p tsconfig.json --outDir "$STAGE/dist" --declaration false --sourceMap true
+# the web console's page (served at /web/)
+node_modules/.bin/vite build -c web/vite.config.ts --outDir "$PWD/$STAGE/dist/web" --emptyOutDir --logLevel warn
 cp package.json package-lock.json "$STAGE/"
 cp -a node_modules "$STAGE/node_modules"
 (cd "$STAGE" && npm prune --omit=dev --offline --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)

@@ -18,8 +18,10 @@ import openapi from './plugins/openapi.js';
 import zodSchemas from './plugins/zod-schemas.js';
 import { episodesRoutes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
+import { consoleRoutes } from './routes/console.js';
 import { mcpRoutes } from './routes/mcp.js';
 import { metricsRoutes } from './routes/metrics.js';
+import { webRoutes } from './routes/web.js';
 import { wsRoutes } from './routes/ws.js';
 import { createRuntime, type OpenEnvRuntime } from './runtime.js';
 import type { Sandbox } from './sandbox/sandbox.js';
@@ -82,6 +84,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   await app.register(episodesRoutes, { runtime });
   await app.register(mcpRoutes, { runtime });
   await app.register(metricsRoutes, { runtime });
+  await app.register(consoleRoutes, { runtime });
+  await app.register(webRoutes);
 
   // Open WebSockets block server.close(): they are closed by the drain, before it.
   app.addHook('preClose', async () => {

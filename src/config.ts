@@ -72,6 +72,8 @@ export const OptionsSchema = z
       .enum(['auto', 'always', 'never'])
       .default('auto')
       .describe('join each episode network from the server\'s own container (auto: when running in one)'),
+    history: z.coerce.number().int().min(0).max(100_000).default(500).describe('ended episodes the web console keeps (with their transcripts) in memory'),
+    record: z.string().min(1).optional().describe('folder to append every ended episode\'s transcript to, one JSON line each, in a daily file episodes-YYYY-MM-DD.jsonl'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('log level (also LOG_LEVEL)'),
   })
   .strict()

@@ -9,7 +9,9 @@ import { buildArgRecord, type ServerOptions } from './config.js';
 import { DEFAULT_REWARD, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/admission.js';
 import type { EpisodeSettings } from './episodes/episode.js';
+import { EpisodeHistory } from './episodes/history.js';
 import { EpisodeManager } from './episodes/manager.js';
+import { EpisodeRecorder } from './episodes/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
@@ -37,6 +39,10 @@ export interface OpenEnvRuntime {
   metrics: Metrics;
   catalog: EnvCatalog;
   sessions: Sessions;
+  /** what the web console shows: live transcripts and the last --history ended episodes */
+  history: EpisodeHistory;
+  /** --record: every ended episode's transcript appended to a daily JSONL file */
+  recorder: EpisodeRecorder | null;
   /** the reward as /bundle reports it: a rule's name, or "custom" */
   rewardName: string;
   /** resolves when the engine answered, leftovers were swept and every env image exists */
@@ -81,7 +87,9 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
   });
-  const manager = new EpisodeManager({ bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: makeReward(reward), log, metrics }, log);
+  const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
+  const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
+  const manager = new EpisodeManager({ bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: makeReward(reward), log, metrics, observer: history }, log);
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const ready = (async () => {
@@ -138,6 +146,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     await drain();
     manager.stopReconciler();
     sessions.stop();
+    await recorder?.flush();
     if (!ro.sandbox) await sandbox.close();
   };
 
@@ -150,6 +159,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     metrics,
     catalog,
     sessions,
+    history,
+    recorder,
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
     ready,
     unhealthy,

@@ -49,6 +49,19 @@ export interface EpisodeDeps {
   log: Logger;
   metrics: Metrics;
   now?: () => number;
+  /** sees each episode's life (the web console's history, --record); it can never fail an episode */
+  observer?: EpisodeObserver;
+}
+
+/** Callbacks at the points of an episode's life; a throwing callback is logged and ignored. */
+export interface EpisodeObserver {
+  onCreated?(ep: Episode): void;
+  /** the reset succeeded: `outcome` is what the client receives */
+  onReset?(ep: Episode, outcome: StepOutcome): void;
+  /** a step answered (`startedAt` in the episode's clock); a step that throws is not reported */
+  onStep?(ep: Episode, action: Action, outcome: StepOutcome, startedAt: number): void;
+  /** the episode ended (it may still be tearing down); reason, reward, scores, failure are set */
+  onEnded?(ep: Episode): void;
 }
 
 export class Episode {
@@ -87,7 +100,8 @@ export class Episode {
     readonly task: Task,
     readonly seed: number | null,
     readonly transport: Transport,
-    clientLabel?: string,
+    /** the reset's own `episode_id` label, if it gave one */
+    readonly clientLabel?: string,
   ) {
     this.id = randomUUID();
     this.now = deps.now ?? Date.now;
@@ -95,6 +109,18 @@ export class Episode {
     this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
     this.tools = deps.bundle.toolsets[task.toolset] ?? [];
     this.tornDown = new Promise((r) => (this.resolveTornDown = r));
+    this.notify((o) => o.onCreated?.(this));
+  }
+
+  /** Tells the observer, if any; whatever it throws stays out of the episode. */
+  private notify(call: (o: EpisodeObserver) => void): void {
+    const o = this.deps.observer;
+    if (!o) return;
+    try {
+      call(o);
+    } catch (e) {
+      this.log.error({ err: (e as Error)?.message }, 'an episode observer threw; ignored');
+    }
   }
 
   get done(): boolean {
@@ -180,7 +206,7 @@ export class Episode {
     this.episodeTimer = setTimeout(() => void this.onEpisodeTimeout(), settings.episodeTimeoutMs);
     this.episodeTimer.unref?.();
     this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
-    return {
+    const outcome: StepOutcome<ResetObservation> = {
       observation: {
         episode_id: this.id,
         task_id: this.task.task_id,
@@ -201,6 +227,8 @@ export class Episode {
       reward: null,
       done: false,
     };
+    this.notify((o) => o.onReset?.(this, outcome));
+    return outcome;
   }
 
   /** Steps run one at a time, in arrival order. */
@@ -208,8 +236,10 @@ export class Episode {
   step(action: Action): Promise<StepOutcome>;
   step(action: Action): Promise<StepOutcome> {
     const run = this.queue.then(async () => {
+      const startedAt = this.now();
       const out = await this.doStep(action);
       if (out.done) this.endReported = true;
+      this.notify((o) => o.onStep?.(this, action, out, startedAt));
       return out;
     });
     this.queue = run.catch(() => undefined);
@@ -398,6 +428,7 @@ export class Episode {
     if (this.episodeTimer) clearTimeout(this.episodeTimer);
     if (reason !== 'closed' || this.t.running !== undefined) this.deps.metrics.episodesEnded.inc({ end_reason: reason });
     this.log.info({ event: 'ended', end_reason: reason, reward: this.reward, steps: this.steps, ...this.timings(), ...(this.failure ? { failure_reason: this.failure.reason } : {}) }, 'episode ended');
+    this.notify((o) => o.onEnded?.(this));
   }
 
   /** Ends the episode (if it runs) and tears it down. Idempotent. */

@@ -25,6 +25,15 @@ export function bearerOf(header: string | undefined): string | null {
 
 export const OPEN_PATHS = new Set(['/health']);
 
+/**
+ * GET (and HEAD) without a token: /health, and the web console's page (`/`, which only redirects
+ * a browser, and /web/...: static files that carry no data; the page sends the token itself).
+ */
+export function isOpenPath(method: string, path: string): boolean {
+  if (method !== 'GET' && method !== 'HEAD') return false;
+  return OPEN_PATHS.has(path) || path === '/' || path === '/web' || path.startsWith('/web/');
+}
+
 export function unauthorized(reply: FastifyReply, message: string): FastifyReply {
   return reply
     .code(401)
@@ -67,7 +76,7 @@ async function auth(app: FastifyInstance, { token }: { token: string | null }): 
     if (byPath === 'bad') return unauthorized(reply, 'the token in the path (/t/<token>/...) is wrong');
     if (byPath === 'ok') return;
     const path = req.url.split('?')[0]!;
-    if (req.method === 'GET' && OPEN_PATHS.has(path)) return;
+    if (isOpenPath(req.method, path)) return;
     const given = bearerOf(req.headers.authorization);
     if (given === null) {
       return unauthorized(reply, 'this server needs "Authorization: Bearer <token>" (the token is in the server\'s token environment variable)');

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ZodOptional } from 'zod';
 import { isZodSchema, toJsonSchema } from '../protocol/json-schema.js';
-import { OPEN_PATHS } from './auth.js';
+import { isOpenPath } from './auth.js';
 
 export const OPENAPI_VERSION = '1.0.0';
 
@@ -53,7 +53,7 @@ async function openapi(app: FastifyInstance, opts: OpenApiOptions): Promise<void
       const method = [route.method].flat()[0]!;
       if (method === 'HEAD' && served.has(`GET ${url}`)) return { schema: { hide: true } as typeof schema, url };
       out.operationId ??= operationId(method, url);
-      if (opts.bearer && !OPEN_PATHS.has(url)) out.security = [{ bearer: [] }];
+      if (opts.bearer && !isOpenPath(method, url)) out.security = [{ bearer: [] }];
       return { schema: out as typeof schema, url };
     },
   });

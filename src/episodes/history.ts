@@ -1,0 +1,409 @@
+/**
+ * What the web console shows of episodes, kept in memory: a transcript of every live episode as
+ * it happens (the reset prompt, each tool call with its arguments and result, the end), the last
+ * N ended ones (a ring: `--history N`, also bounded in bytes), and per-minute series over the
+ * last hour (deploy latency, queue wait, episodes ended, failures by reason, rewards by split).
+ *
+ * It is an EpisodeObserver: the episode calls it, in a try/catch, at its few points of life.
+ * A transcript holds what the model saw and sent: never the bearer token (no request is
+ * recorded) nor a task's hidden `data` (only the reset observation is).
+ */
+import type { Action } from '../protocol/frames.js';
+import type { EndedFilter, EpisodeSummary, Series, Transcript, TranscriptEvent } from '../protocol/console.js';
+import type { Phase, StepOutcome } from '../protocol/observations.js';
+import type { Episode, EpisodeObserver } from './episode.js';
+
+export type { EndedFilter, EpisodeSummary, Series, Transcript, TranscriptEvent } from '../protocol/console.js';
+
+export type HistoryMessage =
+  | { type: 'episode'; episode: EpisodeSummary }
+  /** `index`: the event's place in the transcript (a step that ended the episode goes before its end) */
+  | { type: 'event'; episode_id: string; index: number; event: TranscriptEvent };
+
+export interface HistoryOptions {
+  /** ended episodes kept (`--history`) */
+  size: number;
+  /** and at most about this many bytes of them (JSON) */
+  maxBytes?: number;
+  /** events kept per transcript; later ones are counted, not kept */
+  maxEvents?: number;
+  /** called once per episode when it is torn down, with its final transcript (--record) */
+  onFinal?: (t: Transcript) => void;
+  now?: () => number;
+}
+
+/** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
+export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
+export const BUCKET_MS = 60_000;
+export const BUCKETS = 60;
+
+function rewardBin(r: number): number {
+  if (r < 0) return 0;
+  if (r > 1) return REWARD_BIN_EDGES.length; // 11
+  return 1 + Math.min(9, Math.floor(r * 10));
+}
+
+interface Stat {
+  n: number;
+  sum: number;
+  max: number;
+}
+const stat = (): Stat => ({ n: 0, sum: 0, max: 0 });
+function add(s: Stat, x: number): void {
+  s.n++;
+  s.sum += x;
+  if (x > s.max) s.max = x;
+}
+
+interface Bucket {
+  /** minute number: floor(ms / BUCKET_MS) */
+  minute: number;
+  ended: number;
+  endReasons: Record<string, number>;
+  failures: Record<string, number>;
+  deploy: Stat;
+  queue: Stat;
+  /** split → counts per reward bin */
+  rewards: Record<string, number[]>;
+}
+
+interface Live {
+  ep: Episode;
+  t: Transcript;
+}
+
+const MAX_EVENTS = 1000;
+const MAX_BYTES = 64 * 1024 * 1024;
+
+
+export class EpisodeHistory implements EpisodeObserver {
+  private readonly live = new Map<string, Live>();
+  /** ended, not yet torn down: a step that ended the episode is reported after onEnded */
+  private readonly finishing = new Map<string, Live>();
+  /** ended transcripts, oldest first, with their approximate size */
+  private readonly ended = new Map<string, { t: Transcript; bytes: number }>();
+  private endedBytes = 0;
+  private readonly buckets: Bucket[] = [];
+  private readonly listeners = new Set<(m: HistoryMessage) => void>();
+  private readonly now: () => number;
+  readonly size: number;
+  private readonly maxBytes: number;
+  private readonly maxEvents: number;
+
+  constructor(private readonly opts: HistoryOptions) {
+    this.size = Math.max(0, Math.floor(opts.size));
+    this.maxBytes = opts.maxBytes ?? MAX_BYTES;
+    this.maxEvents = opts.maxEvents ?? MAX_EVENTS;
+    this.now = opts.now ?? Date.now;
+  }
+
+  // ---- EpisodeObserver ---------------------------------------------------------------------
+
+  onCreated(ep: Episode): void {
+    const t: Transcript = {
+      episode_id: ep.id,
+      client_label: ep.clientLabel ?? null,
+      task_id: ep.task.task_id,
+      split: ep.task.split,
+      index: ep.task.index,
+      transport: ep.transport,
+      phase: ep.phase,
+      created_at: new Date(ep.createdAt).toISOString(),
+      ended_at: null,
+      steps: 0,
+      turn: ep.turn,
+      last_tool: null,
+      end_reason: null,
+      reward: null,
+      failure_reason: null,
+      timings: ep.timings(),
+      toolset: ep.task.toolset,
+      seed: ep.seed,
+      scores: null,
+      failure: null,
+      events_dropped: 0,
+      events: [],
+    };
+    this.live.set(ep.id, { ep, t });
+    void ep.tornDown.then(() => this.onTornDown(ep.id));
+    this.emit({ type: 'episode', episode: this.summaryOf(ep.id)! });
+  }
+
+  onReset(ep: Episode, outcome: StepOutcome): void {
+    const l = this.live.get(ep.id);
+    if (!l) return;
+    const o = outcome.observation as { messages?: unknown; tools?: { name: string }[]; turns?: unknown; max_turns?: unknown };
+    const timings = ep.timings();
+    const b = this.bucket();
+    add(b.queue, timings.queued_s);
+    add(b.deploy, timings.deploy_s);
+    this.push(l, { kind: 'reset', at: this.iso(), messages: o.messages ?? [], tools: (o.tools ?? []).map((t) => t.name), turns: o.turns ?? null, max_turns: o.max_turns ?? null });
+  }
+
+  onStep(ep: Episode, action: Action, outcome: StepOutcome, startedAt: number): void {
+    const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
+    if (!l) return;
+    const ms = Math.max(0, this.now() - startedAt);
+    if (action.type === 'list_tools') {
+      this.push(l, { kind: 'list_tools', at: this.iso(), ms });
+      return;
+    }
+    const o = outcome.observation as { result?: unknown; error?: unknown };
+    l.t.last_tool = action.tool_name;
+    this.push(l, {
+      kind: 'tool_call',
+      at: this.iso(),
+      step: ep.steps,
+      turn: ep.turn,
+      tool_name: action.tool_name,
+      arguments: action.arguments === undefined ? {} : action.arguments,
+      result: o.result ?? null,
+      error: o.error ?? null,
+      ms,
+    });
+  }
+
+  onEnded(ep: Episode): void {
+    const l = this.live.get(ep.id);
+    if (!l) return;
+    const timings = ep.timings();
+    const b = this.bucket();
+    b.ended++;
+    const reason = ep.endReason ?? 'closed';
+    b.endReasons[reason] = (b.endReasons[reason] ?? 0) + 1;
+    if (ep.failure) b.failures[ep.failure.reason] = (b.failures[ep.failure.reason] ?? 0) + 1;
+    // a reset that never got a slot still waited: its wait counts (a started one counted at reset)
+    if (!l.t.events.some((e) => e.kind === 'reset')) add(b.queue, timings.queued_s);
+    if (ep.reward !== null) {
+      const bins = (b.rewards[ep.task.split] ??= new Array<number>(REWARD_BIN_EDGES.length + 1).fill(0));
+      bins[rewardBin(ep.reward)]!++;
+    }
+    l.t.ended_at = this.iso();
+    this.push(l, { kind: 'end', at: l.t.ended_at, end_reason: ep.endReason, reward: ep.reward, scores: ep.scores, failure: ep.failure, timings });
+    // ended: it leaves the live list now and joins the ring (its teardown may still run)
+    this.live.delete(ep.id);
+    this.finishing.set(ep.id, l);
+    this.keepEnded(l);
+  }
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  /** live episodes, oldest first */
+  liveSummaries(): EpisodeSummary[] {
+    return [...this.live.keys()].map((id) => this.summaryOf(id)!);
+  }
+
+  liveCount(phase?: Phase): number {
+    if (!phase) return this.live.size;
+    let n = 0;
+    for (const l of this.live.values()) if (l.ep.phase === phase) n++;
+    return n;
+  }
+
+  get endedCount(): number {
+    return this.ended.size;
+  }
+
+  get endedBytesApprox(): number {
+    return this.endedBytes;
+  }
+
+  /** ended episodes, newest first, filtered; `total` counts every match */
+  endedSummaries(f: EndedFilter = {}): { total: number; episodes: EpisodeSummary[] } {
+    const all = [...this.ended.values()].reverse().map((e) => e.t);
+    const match = all.filter(
+      (t) =>
+        (f.split === undefined || t.split === f.split) &&
+        (f.end_reason === undefined || t.end_reason === f.end_reason) &&
+        (f.failed === undefined || (t.failure !== null) === f.failed) &&
+        (f.failure_reason === undefined || t.failure?.reason === f.failure_reason) &&
+        (f.task === undefined || t.task_id.includes(f.task)),
+    );
+    const offset = f.offset ?? 0;
+    const limit = f.limit ?? 100;
+    return { total: match.length, episodes: match.slice(offset, offset + limit).map(summarize) };
+  }
+
+  /** a live or kept ended episode's full transcript */
+  transcript(id: string): Transcript | undefined {
+    const l = this.live.get(id);
+    if (l) return { ...this.refresh(l), events: [...l.t.events] };
+    return this.ended.get(id)?.t;
+  }
+
+  summaryOf(id: string): EpisodeSummary | undefined {
+    const l = this.live.get(id);
+    if (l) return summarize(this.refresh(l));
+    const e = this.ended.get(id);
+    return e ? summarize(e.t) : undefined;
+  }
+
+  /** per-minute series over the last hour, oldest bucket first */
+  series(): Series {
+    const cur = Math.floor(this.now() / BUCKET_MS);
+    const byMinute = new Map(this.buckets.map((b) => [b.minute, b]));
+    const minutes = Array.from({ length: BUCKETS }, (_, i) => cur - BUCKETS + 1 + i);
+    const rows = minutes.map((m) => byMinute.get(m));
+    const keys = (pick: (b: Bucket) => Record<string, unknown>) => [...new Set(rows.flatMap((b) => (b ? Object.keys(pick(b)) : [])))].sort();
+    const perKey = (pick: (b: Bucket) => Record<string, number>) =>
+      Object.fromEntries(keys(pick).map((k) => [k, rows.map((b) => (b ? (pick(b)[k] ?? 0) : 0))]));
+    const statSeries = (pick: (b: Bucket) => Stat) => ({
+      count: rows.map((b) => (b ? pick(b).n : 0)),
+      mean: rows.map((b) => (b && pick(b).n ? round3(pick(b).sum / pick(b).n) : null)),
+      max: rows.map((b) => (b && pick(b).n ? round3(pick(b).max) : null)),
+    });
+    const bySplit: Record<string, { counts: number[]; n: number; mean: number }> = {};
+    for (const b of rows) {
+      if (!b) continue;
+      for (const [split, counts] of Object.entries(b.rewards)) {
+        const acc = (bySplit[split] ??= { counts: new Array<number>(counts.length).fill(0), n: 0, mean: 0 });
+        counts.forEach((c, i) => (acc.counts[i]! += c));
+      }
+    }
+    // the mean from the transcripts kept would miss evicted ones: take it from the bins' centres
+    for (const acc of Object.values(bySplit)) {
+      acc.n = acc.counts.reduce((a, c) => a + c, 0);
+      const centre = (i: number) => (i === 0 ? 0 : i === REWARD_BIN_EDGES.length ? 1 : (REWARD_BIN_EDGES[i - 1]! + REWARD_BIN_EDGES[i]!) / 2);
+      acc.mean = acc.n ? round3(acc.counts.reduce((a, c, i) => a + c * centre(i), 0) / acc.n) : 0;
+    }
+    return {
+      bucket_s: BUCKET_MS / 1000,
+      t: minutes.map((m) => (m * BUCKET_MS) / 1000),
+      episodes_ended: rows.map((b) => b?.ended ?? 0),
+      deploy_s: statSeries((b) => b.deploy),
+      queue_wait_s: statSeries((b) => b.queue),
+      failures: perKey((b) => b.failures),
+      end_reasons: perKey((b) => b.endReasons),
+      rewards: { edges: REWARD_BIN_EDGES, by_split: bySplit },
+    };
+  }
+
+  /** every change, as it happens; returns the unsubscribe function */
+  subscribe(fn: (m: HistoryMessage) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  // ---- inside ------------------------------------------------------------------------------
+
+  private iso(): string {
+    return new Date(this.now()).toISOString();
+  }
+
+  /** the live record with the episode's current counters */
+  private refresh(l: Live): Transcript {
+    const { ep, t } = l;
+    t.phase = ep.phase;
+    t.steps = ep.steps;
+    t.turn = ep.turn;
+    t.end_reason = ep.endReason;
+    t.reward = ep.reward;
+    t.scores = ep.scores;
+    t.failure = ep.failure;
+    t.failure_reason = ep.failure?.reason ?? null;
+    t.timings = ep.timings();
+    return t;
+  }
+
+  private push(l: Live, ev: TranscriptEvent): void {
+    const evs = l.t.events;
+    let index = evs.length;
+    if (evs.length >= this.maxEvents && ev.kind !== 'end') {
+      l.t.events_dropped++;
+      index = -1;
+    } else if (ev.kind !== 'end' && evs[evs.length - 1]?.kind === 'end') {
+      // the step that ended the episode answers after its end was recorded: the end stays last
+      index = evs.length - 1;
+      evs.splice(index, 0, ev);
+    } else {
+      evs.push(ev);
+    }
+    this.refresh(l);
+    const tell = () => {
+      if (index >= 0) this.emit({ type: 'event', episode_id: l.t.episode_id, index: ev.kind === 'end' ? l.t.events.indexOf(ev) : index, event: ev });
+      this.emit({ type: 'episode', episode: summarize(l.t) });
+    };
+    // the end is told after the step that caused it (which answers a few microtasks later)
+    if (ev.kind === 'end') setImmediate(tell);
+    else tell();
+  }
+
+  private keepEnded(l: Live): void {
+    this.refresh(l);
+    if (this.size === 0) return;
+    const bytes = approxBytes(l.t);
+    this.ended.set(l.t.episode_id, { t: l.t, bytes });
+    this.endedBytes += bytes;
+    while (this.ended.size > this.size || (this.endedBytes > this.maxBytes && this.ended.size > 1)) {
+      const [oldest, e] = this.ended.entries().next().value as [string, { bytes: number }];
+      this.ended.delete(oldest);
+      this.endedBytes -= e.bytes;
+    }
+  }
+
+  private onTornDown(id: string): void {
+    const l = this.finishing.get(id) ?? this.live.get(id);
+    this.finishing.delete(id);
+    this.live.delete(id);
+    if (!l || !this.opts.onFinal) return;
+    try {
+      this.opts.onFinal(this.refresh(l));
+    } catch {
+      // the recorder counts its own failures; nothing here may reject
+    }
+  }
+
+  private bucket(): Bucket {
+    const minute = Math.floor(this.now() / BUCKET_MS);
+    let b = this.buckets[this.buckets.length - 1];
+    if (!b || b.minute !== minute) {
+      b = { minute, ended: 0, endReasons: {}, failures: {}, deploy: stat(), queue: stat(), rewards: {} };
+      this.buckets.push(b);
+      while (this.buckets.length && this.buckets[0]!.minute <= minute - BUCKETS) this.buckets.shift();
+    }
+    return b;
+  }
+
+  private emit(m: HistoryMessage): void {
+    for (const fn of this.listeners) {
+      try {
+        fn(m);
+      } catch {
+        this.listeners.delete(fn);
+      }
+    }
+  }
+}
+
+function summarize(t: Transcript): EpisodeSummary {
+  return {
+    episode_id: t.episode_id,
+    client_label: t.client_label,
+    task_id: t.task_id,
+    split: t.split,
+    index: t.index,
+    transport: t.transport,
+    phase: t.phase,
+    created_at: t.created_at,
+    ended_at: t.ended_at,
+    steps: t.steps,
+    turn: t.turn,
+    last_tool: t.last_tool,
+    end_reason: t.end_reason,
+    reward: t.reward,
+    failure_reason: t.failure_reason,
+    timings: t.timings,
+  };
+}
+
+function approxBytes(t: Transcript): number {
+  try {
+    return JSON.stringify(t).length;
+  } catch {
+    return 1024;
+  }
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

@@ -1,0 +1,224 @@
+/**
+ * The web console's data, as documented, authenticated JSON routes any client can use:
+ *
+ *   GET /console/overview            gauges (envs running / cap, resets waiting, deploys in flight)
+ *                                    and per-minute series over the last hour
+ *   GET /console/episodes            live episodes and the last N ended ones (filterable)
+ *   GET /console/episodes/:id        one episode's transcript (live or kept)
+ *   GET /console/tasks               a split's task ids, searchable (GET /tasks/:task_id has the rest)
+ *   GET /console/stream              NDJSON over a plain streaming response: a snapshot, then
+ *                                    every change as it happens, and the overview every second
+ *
+ * The stream is read with fetch() and its Authorization header (not EventSource, which cannot
+ * send one): no token ever goes in a URL.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import { z } from 'zod';
+import { NotFoundError } from '../errors.js';
+import type { HistoryMessage } from '../episodes/history.js';
+import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
+import { EndedFilterSchema, EpisodeSummarySchema, OverviewSchema, TranscriptSchema } from '../protocol/console.js';
+import type { OpenEnvRuntime } from '../runtime.js';
+import { ErrorBodySchema } from './shapes.js';
+
+export interface ConsoleRouteOptions {
+  runtime: OpenEnvRuntime;
+  /** how often the stream sends the overview (ms) */
+  tickMs?: number;
+}
+
+/** a stream whose client reads slower than this many buffered bytes is cut (it may reconnect) */
+const MAX_STREAM_BUFFER = 4 * 1024 * 1024;
+
+const IdParams = z.object({ id: z.string().describe('the episode_id') });
+
+const TasksQuery = z
+  .object({
+    split: z.string().min(1).optional().describe('default: the default split'),
+    q: z.string().optional().describe('only task ids containing this (case-insensitive)'),
+    offset: z.coerce.number().int().min(0).default(0),
+    limit: z.coerce.number().int().min(1).max(1000).default(50),
+  })
+  .strict();
+
+const TaskLineSchema = z.object({ task_id: z.string(), index: z.number().int(), toolset: z.string(), turns: z.number().int(), max_turns: z.number().int() });
+
+export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOptions): Promise<void> {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  const { bundle, history, admission, recorder, manager } = opts.runtime;
+  const tickMs = opts.tickMs ?? 1000;
+  const streams = new Set<ServerResponse>();
+
+  const gauges = () => ({
+    at: new Date().toISOString(),
+    capacity: admission.capacity,
+    running: admission.activeCount,
+    waiting: admission.waitingCount,
+    deploying: history.liveCount('deploying'),
+    live: history.liveCount(),
+    draining: manager.isDraining,
+    history: { kept: history.endedCount, size: history.size, bytes: history.endedBytesApprox },
+    recorder: recorder ? recorder.stats() : null,
+  });
+  const overviewNow = () => ({ ...gauges(), series: history.series() });
+
+  app.get(
+    '/console/overview',
+    {
+      schema: {
+        summary: 'Console: gauges and per-minute series over the last hour',
+        description: 'Envs running and the cap, resets waiting, deploys in flight; deploy latency, queue wait, episodes ended, failures by reason per minute, and the reward distribution per split over the last hour.',
+        response: { 200: OverviewSchema.describe('the overview') },
+      },
+    },
+    async () => overviewNow(),
+  );
+
+  app.get(
+    '/console/episodes',
+    {
+      schema: {
+        summary: 'Console: live episodes and the last --history ended ones',
+        querystring: EndedFilterSchema,
+        response: {
+          200: z.object({
+            live: z.array(EpisodeSummarySchema),
+            ended: z.array(EpisodeSummarySchema).describe('newest first'),
+            ended_total: z.number().int().describe('ended episodes kept that match the filter'),
+            history_size: z.number().int(),
+          }),
+          400: ErrorBodySchema,
+        },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const live = history.liveSummaries().filter((s) => (q.split === undefined || s.split === q.split) && (q.task === undefined || s.task_id.includes(q.task)));
+      const ended = history.endedSummaries(q);
+      return { live, ended: ended.episodes, ended_total: ended.total, history_size: history.size };
+    },
+  );
+
+  app.get(
+    '/console/tasks',
+    {
+      schema: {
+        summary: "Console: a split's tasks in a line each, searchable by task id",
+        querystring: TasksQuery,
+        response: {
+          200: z.object({
+            split: z.string(),
+            splits: z.record(z.number().int()).describe('every split and its task count'),
+            total: z.number().int().describe('tasks that match'),
+            offset: z.number().int(),
+            tasks: z.array(TaskLineSchema),
+          }),
+          404: ErrorBodySchema,
+        },
+      },
+    },
+    async (req) => {
+      const split = req.query.split ?? bundle.manifest.default_split;
+      const tasks = bundle.splits[split];
+      if (!tasks) throw new NotFoundError(`unknown split "${split}"; splits: ${Object.keys(bundle.splits).join(', ')}`);
+      const q = req.query.q?.toLowerCase();
+      const match = q ? tasks.filter((t) => t.task_id.toLowerCase().includes(q)) : tasks;
+      const page = match.slice(req.query.offset, req.query.offset + req.query.limit);
+      return {
+        split,
+        splits: bundle.splitCounts,
+        total: match.length,
+        offset: req.query.offset,
+        tasks: page.map((t) => ({ task_id: t.task_id, index: t.index, toolset: t.toolset, turns: t.turns.length, max_turns: t.max_turns })),
+      };
+    },
+  );
+
+  app.get(
+    '/console/episodes/:id',
+    {
+      schema: {
+        summary: "Console: an episode's transcript (live or kept)",
+        description: 'The reset prompt, every tool call with its arguments and result, turn ends (end_turn calls), and the end: scores, reward, timings or the failure with its log tail.',
+        params: IdParams,
+        querystring: z
+          .object({ download: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe('answer as an attachment, episode-<id>.json') })
+          .strict(),
+        response: { 200: TranscriptSchema, 404: ErrorBodySchema },
+      },
+    },
+    async (req, reply) => {
+      const t = history.transcript(req.params.id);
+      if (!t) throw new NotFoundError(`no episode "${req.params.id}" in the console's history (live, or among the last ${history.size} ended)`);
+      if (req.query.download) reply.header('content-disposition', `attachment; filename="episode-${t.episode_id}.json"`);
+      return t;
+    },
+  );
+
+  app.get(
+    '/console/stream',
+    {
+      schema: {
+        summary: 'Console: live updates as NDJSON (one JSON object per line)',
+        description:
+          'A long response, read with fetch and the Authorization header. First {"type":"snapshot","overview":…,"live":[…]} (and, with ?episode=<id>, {"type":"transcript","transcript":…}); then {"type":"episode","episode":<summary>} on every change of any episode, {"type":"event","episode_id":…,"event":…} for each new transcript event of the watched episode, and {"type":"overview","overview":…} every second.',
+        querystring: z.object({ episode: z.string().min(1).optional().describe("also stream this episode's transcript events") }).strict(),
+        response: {
+          200: { description: 'newline-delimited JSON', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
+          404: ErrorBodySchema,
+        },
+      },
+    },
+    async (req, reply) => {
+      const watched = req.query.episode;
+      const first = watched === undefined ? undefined : history.transcript(watched);
+      if (watched !== undefined && !first) throw new NotFoundError(`no episode "${watched}" in the console's history`);
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'application/x-ndjson; charset=utf-8',
+        'cache-control': 'no-cache, no-store',
+        // nginx and other proxies: pass each line on as it comes
+        'x-accel-buffering': 'no',
+        'x-content-type-options': 'nosniff',
+      });
+      let closed = false;
+      let unsubscribe = () => {};
+      let timer: NodeJS.Timeout | null = null;
+      const stop = () => {
+        if (closed) return;
+        closed = true;
+        unsubscribe();
+        if (timer) clearInterval(timer);
+        streams.delete(res);
+      };
+      const send = (m: unknown) => {
+        if (closed) return;
+        if (res.writableLength > MAX_STREAM_BUFFER) {
+          req.log.warn({ event: 'console_stream_slow' }, 'a console stream reads too slowly; closing it');
+          stop();
+          res.destroy();
+          return;
+        }
+        res.write(`${JSON.stringify(m)}\n`);
+      };
+      // the response's close: the client went away, or the server ended the stream
+      res.on('close', stop);
+      streams.add(res);
+      send({ type: 'snapshot', overview: overviewNow(), live: history.liveSummaries() });
+      if (first) send({ type: 'transcript', transcript: first });
+      unsubscribe = history.subscribe((m: HistoryMessage) => {
+        if (m.type === 'event' && m.episode_id !== watched) return;
+        send(m);
+      });
+      timer = setInterval(() => send({ type: 'overview', overview: overviewNow() }), tickMs);
+      timer.unref?.();
+    },
+  );
+
+  // an open stream would hold server.close() forever
+  app.addHook('preClose', async () => {
+    for (const res of [...streams]) res.end();
+  });
+}

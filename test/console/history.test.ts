@@ -1,0 +1,218 @@
+/**
+ * EpisodeHistory and EpisodeRecorder without Docker: real Episodes of the fixture bundle that
+ * wait for a slot and are closed (no env is ever deployed), observed through EpisodeDeps.observer.
+ */
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadBundle, type LoadedBundle } from '../../src/bundle/index.js';
+import { Admission } from '../../src/episodes/admission.js';
+import type { EpisodeObserver } from '../../src/episodes/episode.js';
+import { BUCKETS, BUCKET_MS, EpisodeHistory, type Transcript } from '../../src/episodes/history.js';
+import { EpisodeManager } from '../../src/episodes/manager.js';
+import { dailyFile, EpisodeRecorder } from '../../src/episodes/recorder.js';
+import { Metrics } from '../../src/metrics.js';
+import type { Sandbox } from '../../src/sandbox/sandbox.js';
+import { FIXTURE_BUNDLE } from '../helpers/server.js';
+
+const silent = pino({ level: 'silent' });
+let bundle: LoadedBundle;
+beforeAll(async () => {
+  bundle = await loadBundle(FIXTURE_BUNDLE);
+});
+afterAll(async () => {
+  await bundle?.cleanup();
+});
+
+/** a manager whose one slot is held: every episode it starts waits in the queue */
+async function manager(observer: EpisodeObserver) {
+  const admission = new Admission(1, 1000);
+  await admission.acquire({ timeoutMs: 1000 });
+  const metrics = new Metrics({ running: () => 0, waiting: () => 0, capacity: () => 1, networks: () => 0 }, 'test_', false);
+  // never called: no episode here gets a slot, so none deploys
+  const sandbox = {} as Sandbox;
+  const m = new EpisodeManager(
+    {
+      bundle,
+      sandbox,
+      admission,
+      envSpec: () => Promise.reject(new Error('no env in this test')),
+      settings: { resetTimeoutMs: 60_000, toolTimeoutMs: 1000, episodeTimeoutMs: 60_000, maxSteps: 8 },
+      reward: (s) => Object.values(s)[0] ?? 0,
+      log: silent,
+      metrics,
+      observer,
+    },
+    silent,
+  );
+  return { m, admission };
+}
+
+/** creates an episode, lets it wait for a slot, closes it; resolves once it is torn down */
+async function waitAndClose(m: EpisodeManager, data: { task_id?: string; split?: string } = {}) {
+  const ep = m.create({ task_id: 'fx-echo-0', ...data }, 'http');
+  const started = m.start(ep, {}).catch((e: Error) => e);
+  expect(m.admission.waitingCount).toBe(1);
+  await ep.close();
+  await started;
+  await ep.tornDown;
+  return ep;
+}
+
+describe('EpisodeHistory', () => {
+  it('keeps at most --history ended episodes, the newest; an evicted transcript is gone', async () => {
+    const final: Transcript[] = [];
+    const h = new EpisodeHistory({ size: 3, onFinal: (t) => final.push(t) });
+    const { m } = await manager(h);
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) ids.push((await waitAndClose(m, { task_id: i % 2 ? 'fx-eval-0' : 'fx-echo-1' })).id);
+    expect(h.endedCount).toBe(3);
+    const kept = h.endedSummaries({ limit: 100 });
+    expect(kept.total).toBe(3);
+    expect(kept.episodes.map((e) => e.episode_id)).toEqual(ids.slice(4).reverse());
+    expect(h.transcript(ids[0]!)).toBeUndefined();
+    expect(h.transcript(ids[6]!)?.events.at(-1)).toMatchObject({ kind: 'end', end_reason: 'closed', reward: null });
+    // every episode reaches --record once, evicted or not
+    expect(final.map((t) => t.episode_id)).toEqual(ids);
+    expect(h.liveCount()).toBe(0);
+  });
+
+  it('keeps nothing with --history 0, and stays within its byte budget', async () => {
+    const none = new EpisodeHistory({ size: 0 });
+    const a = await manager(none);
+    await waitAndClose(a.m);
+    expect(none.endedCount).toBe(0);
+
+    const small = new EpisodeHistory({ size: 100, maxBytes: 2000 });
+    const b = await manager(small);
+    for (let i = 0; i < 10; i++) await waitAndClose(b.m);
+    expect(small.endedCount).toBeGreaterThan(0);
+    expect(small.endedCount).toBeLessThan(10);
+    expect(small.endedBytesApprox).toBeLessThanOrEqual(2000);
+  });
+
+  it('filters the ended ones by split, end reason, failure and task id', async () => {
+    const h = new EpisodeHistory({ size: 50 });
+    const { m } = await manager(h);
+    await waitAndClose(m, { task_id: 'fx-echo-0' });
+    await waitAndClose(m, { task_id: 'fx-eval-1' });
+    expect(h.endedSummaries({ split: 'eval' }).episodes.map((e) => e.task_id)).toEqual(['fx-eval-1']);
+    expect(h.endedSummaries({ split: 'train' }).episodes.map((e) => e.task_id)).toEqual(['fx-echo-0']);
+    expect(h.endedSummaries({ end_reason: 'closed' }).total).toBe(2);
+    expect(h.endedSummaries({ end_reason: 'finished' }).total).toBe(0);
+    expect(h.endedSummaries({ failed: true }).total).toBe(0);
+    expect(h.endedSummaries({ failed: false }).total).toBe(2);
+    expect(h.endedSummaries({ task: 'eval' }).episodes.map((e) => e.task_id)).toEqual(['fx-eval-1']);
+    expect(h.endedSummaries({ limit: 1, offset: 1 }).episodes.map((e) => e.task_id)).toEqual(['fx-echo-0']);
+  });
+
+  it('shows a waiting episode as live, then counts it in the minute it ended', async () => {
+    const h = new EpisodeHistory({ size: 10 });
+    const { m } = await manager(h);
+    const ep = m.create({ task_id: 'fx-echo-0' }, 'ws');
+    const started = m.start(ep, {}).catch((e: Error) => e);
+    expect(h.liveSummaries()).toMatchObject([{ episode_id: ep.id, phase: 'waiting', transport: 'ws', split: 'train', steps: 0, last_tool: null }]);
+    expect(h.liveCount('waiting')).toBe(1);
+    await ep.close();
+    await started;
+    expect(h.liveSummaries()).toEqual([]);
+    const s = h.series();
+    expect(s.t).toHaveLength(BUCKETS);
+    expect(s.episodes_ended.at(-1)).toBe(1);
+    expect(s.end_reasons.closed?.at(-1)).toBe(1);
+    // it never got a slot, but it waited: that wait counts; it never deployed
+    expect(s.queue_wait_s.count.at(-1)).toBe(1);
+    expect(s.deploy_s.count.at(-1)).toBe(0);
+  });
+
+  it('series cover the last hour in minute buckets: an hour later the old counts are gone', async () => {
+    let now = Date.UTC(2026, 0, 1, 12, 0, 30);
+    const h = new EpisodeHistory({ size: 10, now: () => now });
+    const { m } = await manager(h);
+    await waitAndClose(m);
+    let s = h.series();
+    expect(s.t.at(-1)).toBe(Date.UTC(2026, 0, 1, 12, 0) / 1000);
+    expect(s.episodes_ended.reduce((a, b) => a + b)).toBe(1);
+    now += 30 * BUCKET_MS;
+    await waitAndClose(m);
+    s = h.series();
+    expect(s.episodes_ended.at(-1)).toBe(1);
+    expect(s.episodes_ended.at(-31)).toBe(1);
+    now += 30 * BUCKET_MS;
+    s = h.series();
+    // the first minute left the hour; the second is 30 buckets back
+    expect(s.episodes_ended.reduce((a, b) => a + b)).toBe(1);
+    expect(s.episodes_ended.at(-31)).toBe(1);
+  });
+
+  it('a throwing observer never fails an episode', async () => {
+    const boom = () => {
+      throw new Error('observer bug');
+    };
+    const { m } = await manager({ onCreated: boom, onReset: boom, onStep: boom, onEnded: boom });
+    const ep = await waitAndClose(m);
+    expect(ep.endReason).toBe('closed');
+  });
+
+  it('tells subscribers about every change', async () => {
+    const h = new EpisodeHistory({ size: 10 });
+    const { m } = await manager(h);
+    const seen: string[] = [];
+    const off = h.subscribe((msg) => seen.push(msg.type === 'event' ? `event:${msg.event.kind}@${msg.index}` : `episode:${msg.episode.phase}`));
+    await waitAndClose(m);
+    // the end is told after whatever step caused it: on the next turn of the event loop
+    await new Promise((r) => setImmediate(r));
+    off();
+    await waitAndClose(m);
+    expect(seen).toEqual(['episode:waiting', 'event:end@0', 'episode:done']);
+  });
+});
+
+describe('EpisodeRecorder', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'openenv-record-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('appends one JSON line per record to the day\'s file, creating the folder', async () => {
+    const at = Date.UTC(2026, 4, 17, 23, 59);
+    const r = new EpisodeRecorder(join(dir, 'a', 'b'), silent, { now: () => at });
+    expect(r.write({ episode_id: 'one' })).toBe(true);
+    expect(r.write({ episode_id: 'two', nested: { x: [1, 2] } })).toBe(true);
+    await r.flush();
+    const file = dailyFile(join(dir, 'a', 'b'), at);
+    expect(file.endsWith('episodes-2026-05-17.jsonl')).toBe(true);
+    const lines = readFileSync(file, 'utf8').split('\n');
+    expect(lines.pop()).toBe('');
+    expect(lines.map((l) => JSON.parse(l))).toEqual([{ episode_id: 'one' }, { episode_id: 'two', nested: { x: [1, 2] } }]);
+    expect(r.stats()).toMatchObject({ written: 2, dropped: 0, failed: 0, queued: 0 });
+  });
+
+  it('drops and counts lines past its queue rather than wait', async () => {
+    const r = new EpisodeRecorder(join(dir, 'q'), silent, { maxQueue: 2 });
+    const accepted = [1, 2, 3, 4, 5].map((i) => r.write({ i }));
+    expect(accepted.filter(Boolean).length).toBeGreaterThanOrEqual(2);
+    expect(accepted.slice(0, 2)).toEqual([true, true]);
+    await r.flush();
+    const st = r.stats();
+    expect(st.written + st.dropped).toBe(5);
+    expect(st.dropped).toBeGreaterThan(0);
+    const [file] = readdirSync(join(dir, 'q'));
+    expect(readFileSync(join(dir, 'q', file!), 'utf8').trim().split('\n')).toHaveLength(st.written);
+  });
+
+  it('counts a write it cannot make, and never throws', async () => {
+    const notADir = join(dir, 'plain-file');
+    writeFileSync(notADir, 'x');
+    const r = new EpisodeRecorder(notADir, silent);
+    expect(r.write({ a: 1 })).toBe(true);
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(r.write(circular)).toBe(false);
+    await r.flush();
+    expect(r.stats()).toMatchObject({ written: 0, failed: 2 });
+  });
+});

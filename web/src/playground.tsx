@@ -1,0 +1,260 @@
+/**
+ * Playground: start an episode of a chosen task through POST /episodes (it queues like any
+ * reset and counts against the cap), read the prompt, call tools through forms made from their
+ * schemas, end turns, see the results and the reward; close it with DELETE.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, ApiError } from './api';
+import { TaskPicker } from './tasks';
+import type { EpisodeSummary, Message, StepReply, ToolSpec } from './types';
+import { SchemaForm } from './schema-form';
+
+interface Call {
+  tool: string;
+  args: unknown;
+  reply: StepReply | null;
+  error: string | null;
+}
+
+interface Started {
+  episode_id: string;
+  observation: { messages: Message[]; tools: ToolSpec[]; turn: number; turns: number; max_turns: number; task_id: string; split: string };
+}
+
+function text(r: unknown): string {
+  const c = (r as { content?: { text?: string }[] } | null)?.content;
+  return Array.isArray(c) ? c.map((x) => x.text ?? '').join('\n') : JSON.stringify(r, null, 2);
+}
+
+export function PlaygroundView(props: { taskId: string | null; live: EpisodeSummary[]; capacity: number | null }) {
+  const [task, setTask] = useState<string | null>(props.taskId);
+  const [label, setLabel] = useState<string | null>(null);
+  const [starting, setStarting] = useState(false);
+  const [ep, setEp] = useState<Started | null>(null);
+  const [calls, setCalls] = useState<Call[]>([]);
+  const [tool, setTool] = useState<string>('');
+  const [busy, setBusy] = useState(false);
+  const [done, setDone] = useState<StepReply | null>(null);
+  const [closed, setClosed] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const starter = useRef<AbortController | null>(null);
+  const logEnd = useRef<HTMLDivElement>(null);
+
+  // the newest call, or the end, in view
+  useEffect(() => {
+    if (calls.length) logEnd.current?.scrollIntoView({ block: 'end', behavior: 'auto' });
+  }, [calls.length, done]);
+
+  useEffect(() => {
+    if (props.taskId && !ep && !starting) setTask(props.taskId);
+  }, [props.taskId]);
+
+  const start = async () => {
+    if (!task) return;
+    const l = `console-${Math.random().toString(36).slice(2, 10)}`;
+    setLabel(l);
+    setStarting(true);
+    setError(null);
+    setCalls([]);
+    setDone(null);
+    setClosed(false);
+    const ctl = new AbortController();
+    starter.current = ctl;
+    try {
+      const r = await api<Started>('POST', 'episodes', { task_id: task, episode_id: l }, ctl.signal);
+      setEp(r);
+      setTool(r.observation.tools.find((t) => t.name !== 'end_turn')?.name ?? 'end_turn');
+    } catch (e) {
+      if (!ctl.signal.aborted) setError(e instanceof ApiError ? `${e.status}: ${e.message}` : (e as Error).message);
+    } finally {
+      setStarting(false);
+      starter.current = null;
+    }
+  };
+
+  const call = async (name: string, args: unknown) => {
+    if (!ep) return;
+    setBusy(true);
+    const entry: Call = { tool: name, args, reply: null, error: null };
+    try {
+      entry.reply = await api<StepReply>('POST', `episodes/${ep.episode_id}/step`, { type: 'call_tool', tool_name: name, arguments: args });
+      if (entry.reply.done) setDone(entry.reply);
+    } catch (e) {
+      entry.error = (e as Error).message;
+    }
+    setCalls((cs) => [...cs, entry]);
+    setBusy(false);
+  };
+
+  const close = async () => {
+    if (!ep) return;
+    try {
+      await api('DELETE', `episodes/${ep.episode_id}`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) setError((e as Error).message);
+    }
+    setClosed(true);
+  };
+
+  const reset = () => {
+    setEp(null);
+    setCalls([]);
+    setDone(null);
+    setClosed(false);
+    setLabel(null);
+  };
+
+  // while the reset waits: this episode's place in the FIFO queue, from the live list
+  const mine = label ? props.live.find((e) => e.client_label === label) : undefined;
+  const waiting = props.live.filter((e) => e.phase === 'waiting').sort((a, b) => a.created_at.localeCompare(b.created_at));
+  const place = mine && mine.phase === 'waiting' ? waiting.findIndex((e) => e.episode_id === mine.episode_id) + 1 : 0;
+
+  if (!ep) {
+    return (
+      <section class="two-col">
+        <TaskPicker selected={task} onPick={setTask} pageSize={20} />
+        <div class="play-start">
+          <h2>Playground</h2>
+          <p>
+            Task: <b data-testid="chosen-task">{task ?? 'pick one'}</b>
+          </p>
+          <p class="muted">The episode runs on the same /episodes machinery as any client: it waits for a slot like any reset and counts against the cap.</p>
+          {!starting ? (
+            <button type="button" disabled={!task} onClick={start} data-testid="start">
+              Start episode
+            </button>
+          ) : (
+            <div class="starting" data-testid="starting">
+              {mine?.phase === 'waiting' ? (
+                <p>
+                  Waiting for an env slot: place <b>{place}</b> of {waiting.length} in the queue ({props.capacity ?? '?'} slots).
+                </p>
+              ) : mine?.phase === 'deploying' ? (
+                <p>Deploying the env…</p>
+              ) : (
+                <p>Starting…</p>
+              )}
+              <button type="button" onClick={() => starter.current?.abort()}>
+                Cancel
+              </button>
+            </div>
+          )}
+          {error && <p class="error">{error}</p>}
+        </div>
+      </section>
+    );
+  }
+
+  const tools = ep.observation.tools;
+  const spec = tools.find((t) => t.name === tool);
+  return (
+    <section class="playground" data-testid="playground" data-episode={ep.episode_id}>
+      <div class="transcript-head">
+        <div>
+          <h2>{ep.observation.task_id}</h2>
+          <div class="muted">
+            episode {ep.episode_id} · split {ep.observation.split} · {ep.observation.turns} turn(s)
+          </div>
+        </div>
+        <div class="head-right">
+          <a href={`#/episodes/${ep.episode_id}`}>transcript</a>
+          {!closed ? (
+            <button type="button" onClick={close} data-testid="close">
+              Close episode
+            </button>
+          ) : (
+            <button type="button" onClick={reset} data-testid="new">
+              New episode
+            </button>
+          )}
+        </div>
+      </div>
+      <div class="play-grid">
+        <div class="play-log">
+          {ep.observation.messages.map((m) => (
+            <div class={`msg msg-${m.role}`}>
+              <div class="role">{m.role}</div>
+              <pre class="text" data-testid={`prompt-${m.role}`}>
+                {m.content}
+              </pre>
+            </div>
+          ))}
+          {calls.map((c, i) => (
+            <article class={c.tool === 'end_turn' ? 'ev ev-turn' : 'ev ev-call'} data-testid="play-call" data-tool={c.tool}>
+              <header>
+                <strong>
+                  {i + 1}. {c.tool}
+                </strong>
+              </header>
+              <pre class="json">{JSON.stringify(c.args)}</pre>
+              {c.error && <p class="error">{c.error}</p>}
+              {c.reply?.observation.error && (
+                <div class="call-error">
+                  <div class="role">error · {c.reply.observation.error.error_type}</div>
+                  <pre class="text">{c.reply.observation.error.message}</pre>
+                </div>
+              )}
+              {c.reply?.observation.result && (
+                <div class={c.reply.observation.result.is_error ? 'call-result call-error' : 'call-result'}>
+                  <div class="role">result</div>
+                  <pre class="text" data-testid="play-result">
+                    {text(c.reply.observation.result)}
+                  </pre>
+                </div>
+              )}
+            </article>
+          ))}
+          {done && (
+            <article class={`ev ev-end ${done.observation.failure ? 'failed' : ''}`} data-testid="play-done">
+              <header>
+                <strong>episode over · {done.observation.end_reason}</strong>
+              </header>
+              <div class="big">
+                reward <b data-testid="play-reward">{done.reward === null ? '—' : done.reward}</b>
+              </div>
+              {done.observation.scores && (
+                <div>
+                  scores:{' '}
+                  {Object.entries(done.observation.scores).map(([k, v]) => (
+                    <span class="pill">
+                      {k} {v}
+                    </span>
+                  ))}
+                </div>
+              )}
+              {done.observation.timings && (
+                <div class="muted">
+                  queued {done.observation.timings.queued_s}s · deploy {done.observation.timings.deploy_s}s · running {done.observation.timings.running_s}s
+                </div>
+              )}
+              {done.observation.failure && <pre class="text">{done.observation.failure.message}</pre>}
+            </article>
+          )}
+          <div ref={logEnd} />
+        </div>
+        <div class="play-tools">
+          {!done && !closed ? (
+            <>
+              <label>
+                tool{' '}
+                <select value={tool} onChange={(e) => setTool((e.target as HTMLSelectElement).value)} data-testid="tool-select">
+                  {tools.map((t) => (
+                    <option value={t.name}>{t.name}</option>
+                  ))}
+                </select>
+              </label>
+              {spec && <p class="hint">{spec.description}</p>}
+              {spec && <SchemaForm tool={spec.name} schema={spec.input_schema} busy={busy} onSubmit={(args) => call(spec.name, args)} />}
+              <button type="button" class="secondary" disabled={busy} onClick={() => call('end_turn', {})} data-testid="end-turn">
+                End turn
+              </button>
+            </>
+          ) : (
+            <p class="muted">{closed ? 'Closed: its env is torn down.' : 'The episode is over; close it or start another.'}</p>
+          )}
+          {error && <p class="error">{error}</p>}
+        </div>
+      </div>
+    </section>
+  );
+}
