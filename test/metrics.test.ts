@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metrics } from '../src/metrics.js';
-import { describeDocker, waitFor } from './helpers/docker.js';
-import { startServer, type TestServer } from './helpers/server.js';
-import { WsClient } from './helpers/ws-client.js';
+import { describeDocker, waitFor } from './support/docker.js';
+import { startServer, type TestServer } from './support/docker-server.js';
+import { WsClient } from './support/ws-client.js';
 import { parsePrometheusText, sumOf, valueOf, type Family } from './deploy/prom-text.js';
 
 const TOKEN = 'metrics-test-token-0123456789abcdef';

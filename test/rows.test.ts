@@ -11,8 +11,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/rows.js';
 import { parseRowsArgs, promptRow, ttyProgress, UsageError, writeAtomically } from '../src/rows/index.js';
-import { describeDocker, labelledResources } from './helpers/docker.js';
-import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer, type TestServer } from './helpers/server.js';
+import { describeDocker, labelledResources } from './support/docker.js';
+import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer, type TestServer } from './support/docker-server.js';
 import { http } from './routes/http.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

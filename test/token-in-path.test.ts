@@ -6,9 +6,9 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathTokenRewriter, PATH_TOKEN } from '../src/plugins/auth.js';
 import { logRedaction } from '../src/plugins/logging.js';
-import { describeDocker, labelledResources } from './helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from './helpers/server.js';
-import { WsClient } from './helpers/ws-client.js';
+import { describeDocker, labelledResources } from './support/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from './support/docker-server.js';
+import { WsClient } from './support/ws-client.js';
 import { http } from './routes/http.js';
 import { validateRunningEnvironment } from './routes/openenv-validate.js';
 

@@ -1,9 +1,9 @@
 /** Stateful HTTP episodes (PROTOCOL.md §5) against real env containers. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LABELS } from '../../src/sandbox/sandbox.js';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 import { http } from './http.js';
 
 const episodeResources = (id: string) => labelledResources(`${LABELS.episode}=${id}`);

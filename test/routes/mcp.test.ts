@@ -4,9 +4,9 @@ import pino from 'pino';
 import { McpService, RpcCode } from '../../src/routes/mcp.js';
 import { RequestEpisodes } from '../../src/routes/episodes.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
+import { suiteServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 import { http } from './http.js';
 
 let nextId = 1;

@@ -1,8 +1,8 @@
 /** GET /openapi.json lists exactly the routes fastify serves, and `openenv validate --url` passes. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openapiDocument, openapiPath } from '../../src/routes/openapi.js';
-import { describeDocker, labelledResources } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
+import { describeDocker, labelledResources } from '../support/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../support/docker-server.js';
 import { http } from './http.js';
 import { validateRunningEnvironment } from './openenv-validate.js';
 

@@ -1,8 +1,8 @@
 /** The per-episode budgets: max_steps, --episode-timeout, --idle-timeout, each named where it ends an episode. */
 import { expect, it } from 'vitest';
-import { describeDocker, waitFor } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, waitFor } from '../support/docker.js';
+import { suiteServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 describeDocker('episode budgets', () => {
   const s = suiteServer({ maxSteps: 3, toolTimeout: 1, episodeTimeout: 3, idleTimeout: 2 });

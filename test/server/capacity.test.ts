@@ -1,8 +1,8 @@
 /** FIFO admission against real envs: the cap holds, order holds, timeouts answer, nothing leaks. */
 import { expect, it } from 'vitest';
-import { describeDocker, labelledContainersAsync, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledContainersAsync, labelledResources, waitFor } from '../support/docker.js';
+import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 
 describeDocker('admission on real Docker', () => {

@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DockerSandbox } from '../../src/sandbox/docker/index.js';
 import { SandboxError, type DeployRequest, type EnvHandle, type Sandbox } from '../../src/sandbox/sandbox.js';
-import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../support/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 /** a real DockerSandbox whose deploy or teardown fails on demand */
 class FaultySandbox implements Sandbox {

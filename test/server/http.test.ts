@@ -1,9 +1,9 @@
 /** Auth (PROTOCOL.md §2) and the read-only routes (§3), against a real app with a token. */
 import request from 'supertest';
 import { expect, it } from 'vitest';
-import { describeDocker } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker } from '../support/docker.js';
+import { suiteServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 const TOKEN = 'tok-http-test-9c1e7d';
 

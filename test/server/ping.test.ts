@@ -1,8 +1,8 @@
 /** The server pings; a peer that misses two pings is dropped and its episode torn down. */
 import WebSocket from 'ws';
 import { expect, it } from 'vitest';
-import { describeDocker, waitFor } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
+import { describeDocker, waitFor } from '../support/docker.js';
+import { suiteServer } from '../support/docker-server.js';
 
 describeDocker('WebSocket pings', () => {
   const s = suiteServer({ pingInterval: 0.3 }, { checkLeftovers: false });

@@ -1,8 +1,8 @@
 /** A full episode over /ws against real env containers, and every row of the bad-input table. */
 import { expect, it } from 'vitest';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
+import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 describeDocker('WS /ws sessions on real Docker', () => {
   const s = suiteServer({ maxConcurrentEnvs: 4 });

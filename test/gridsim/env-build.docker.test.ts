@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { describe } from 'vitest';
 import { buildEnvFiles, staleFiles } from '../../scripts/gridsim/build-env.js';
-import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../helpers/docker.js';
+import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../support/docker.js';
 
 const ENV_DIR = join(import.meta.dirname, '../../bundles/gridsim-v1/envs/gridsim');
 
