@@ -27,6 +27,10 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'fast',
+          // most of a fast test's time is waiting on envs, timers and sockets, not CPU: more files
+          // than cores at once
+          maxWorkers: 4,
+          pool: 'threads',
           include: ['test/**/*.test.ts'],
           exclude: ['test/**/*.docker.test.ts'],
           globalSetup: ['test/support/fast-global-setup.ts'],

@@ -4,7 +4,7 @@
  * Tests only: it is never shipped.
  *
  * An "image" is an env build context with a Node entry script (default `server.mjs`): deploy runs
- * `node <entry>` in that directory with PORT=<a free loopback port> and the EnvSpec's environment
+ * `node <entry>` in the script's directory with PORT=<a free loopback port> and the EnvSpec's environment
  * (nothing of the test process' own environment but PATH). Same failure modes as DockerSandbox:
  *
  * - readiness: GET <readyPath> until 200, racing the process' exit and the deploy timeout, with
@@ -26,7 +26,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { access, readFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -53,8 +53,12 @@ const LOG_KEEP_LINES = 200;
 const PORT_ATTEMPTS = 3;
 
 export interface ProcessSandboxOptions {
-  /** the script an env context runs with node (default `server.mjs`) */
-  entry?: string;
+  /**
+   * the script an env's build context runs with node, relative to the context: one for every env,
+   * or one per env name (default `server.mjs`). It runs in its own directory, as in a container's
+   * WORKDIR.
+   */
+  entry?: string | Record<string, string>;
   /** how often the memory watchdog reads each env's resident memory (default 25 ms) */
   memoryPollMs?: number;
 }
@@ -131,9 +135,9 @@ function residentMb(pid: number): number | null {
 const HEAP_EXHAUSTED = /JavaScript heap out of memory|Reached heap limit/;
 
 export class ProcessSandbox implements Sandbox {
-  private readonly entry: string;
+  private readonly entry: string | Record<string, string>;
   private readonly memoryPollMs: number;
-  /** image tag -> build context */
+  /** image tag -> the script it runs */
   private readonly images = new Map<string, string>();
   /** episode id -> its env process, from spawn until teardown (or a failed deploy) */
   private readonly envs = new Map<string, EnvProcess>();
@@ -144,6 +148,9 @@ export class ProcessSandbox implements Sandbox {
   private highWater = 0;
   /** processes started, failed deploys' retries included */
   spawned = 0;
+  /** 'spawn' (episodeId) when an env process starts, 'exit' (episodeId, exitCode) when it has exited */
+  readonly events = new EventEmitter();
+  private nextEnvironment: Record<string, string> | null = null;
 
   constructor(opts: ProcessSandboxOptions = {}) {
     this.entry = opts.entry ?? 'server.mjs';
@@ -168,6 +175,19 @@ export class ProcessSandbox implements Sandbox {
     return this.highWater;
   }
 
+  /**
+   * Adds `environment` to the next deploy's env only, e.g. { ECHO_READY_AFTER_MS: '60000' } for a
+   * deploy that stays in progress until something aborts it.
+   */
+  overrideNextDeploy(environment: Record<string, string>): void {
+    this.nextEnvironment = environment;
+  }
+
+  /** resolves with the episode id of the next env process started */
+  nextSpawn(): Promise<string> {
+    return new Promise((resolve) => this.events.once('spawn', resolve));
+  }
+
   // --- Sandbox -------------------------------------------------------------------------------
 
   private assertOpen(): void {
@@ -178,33 +198,38 @@ export class ProcessSandbox implements Sandbox {
     this.assertOpen();
   }
 
+  private entryOf(envName: string): string {
+    return typeof this.entry === 'string' ? this.entry : (this.entry[envName] ?? 'server.mjs');
+  }
+
   /** no build: checks the context has the entry script; the tag hashes it and the build args */
   async buildImage(req: ImageBuildRequest): Promise<string> {
     this.assertOpen();
-    const script = path.join(req.contextDir, this.entry);
+    const entry = this.entryOf(req.envName);
+    const script = path.join(req.contextDir, entry);
     let content: Buffer;
     try {
       content = await readFile(script);
     } catch {
-      throw new SandboxError('image_unavailable', `the process sandbox cannot run env \`${req.envName}\`: its build context ${req.contextDir} has no ${this.entry}`);
+      throw new SandboxError('image_unavailable', `the process sandbox cannot run env \`${req.envName}\`: its build context ${req.contextDir} has no ${entry}`);
     }
     const hash = createHash('sha256').update(content);
     for (const [k, v] of Object.entries(req.buildArgs).sort(([a], [b]) => a.localeCompare(b))) hash.update(`\0${k}=${v}`);
     const tag = `openenv-bundle/${req.bundleName}-${req.envName}:${hash.digest('hex').slice(0, 12)}`;
-    this.images.set(tag, req.contextDir);
-    req.onProgress?.(`process sandbox: ${tag} runs node ${this.entry} in ${req.contextDir}`);
+    this.images.set(tag, script);
+    req.onProgress?.(`process sandbox: ${tag} runs node ${script}`);
     return tag;
   }
 
   /** only images this sandbox "built" exist: a prebuilt registry image cannot run as a process */
   async checkImage(ref: string): Promise<void> {
     this.assertOpen();
-    const context = this.images.get(ref);
-    if (!context) throw new SandboxError('image_unavailable', `the process sandbox has no image ${ref}: it runs only envs built from a context with ${this.entry}`);
+    const script = this.images.get(ref);
+    if (!script) throw new SandboxError('image_unavailable', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
     try {
-      await access(path.join(context, this.entry));
+      await access(script);
     } catch {
-      throw new SandboxError('image_unavailable', `image ${ref}: ${path.join(context, this.entry)} is gone`);
+      throw new SandboxError('image_unavailable', `image ${ref}: ${script} is gone`);
     }
   }
 
@@ -236,14 +261,18 @@ export class ProcessSandbox implements Sandbox {
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
-    const context = this.images.get(env.image);
-    if (!context) throw new SandboxError('image_unavailable', `the process sandbox has no image ${env.image} for env \`${env.name}\``);
+    const script = this.images.get(env.image);
+    if (!script) throw new SandboxError('image_unavailable', `the process sandbox has no image ${env.image} for env \`${env.name}\``);
+    if (this.nextEnvironment) {
+      env = { ...env, environment: { ...env.environment, ...this.nextEnvironment } };
+      this.nextEnvironment = null;
+    }
     const deadline = Date.now() + env.deployTimeoutMs;
     for (let attempt = 1; ; attempt++) {
       throwIfAborted(signal);
       const port = await freePort();
       throwIfAborted(signal);
-      const proc = this.start(episodeId, env, context, port);
+      const proc = this.start(episodeId, env, script, port);
       try {
         const outcome = await waitForHttp({ url: `http://127.0.0.1:${port}${env.readyPath}`, deadline, exited: proc.closed, signal });
         throwIfAborted(signal);
@@ -277,9 +306,9 @@ export class ProcessSandbox implements Sandbox {
     }
   }
 
-  private start(episodeId: string, env: EnvSpec, context: string, port: number): EnvProcess {
-    const child = spawn(process.execPath, [`--max-old-space-size=${env.resources.memoryMb}`, this.entry], {
-      cwd: context,
+  private start(episodeId: string, env: EnvSpec, script: string, port: number): EnvProcess {
+    const child = spawn(process.execPath, [`--max-old-space-size=${env.resources.memoryMb}`, path.basename(script)], {
+      cwd: path.dirname(script),
       // an env sees its own environment only, as in a container
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env.environment, PORT: String(port) },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -330,6 +359,7 @@ export class ProcessSandbox implements Sandbox {
       }
       if (proc.signal === 'SIGABRT' && HEAP_EXHAUSTED.test(proc.lines.join('\n'))) proc.oomKilled = true;
       resolveClosed(proc.exitCode ?? -1);
+      this.events.emit('exit', episodeId, proc.exitCode);
     });
     const limitMb = env.resources.memoryMb;
     if (child.pid !== undefined && process.platform === 'linux') {
@@ -346,6 +376,7 @@ export class ProcessSandbox implements Sandbox {
     }
     this.envs.set(episodeId, proc);
     this.highWater = Math.max(this.highWater, this.envs.size);
+    this.events.emit('spawn', episodeId);
     return proc;
   }
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll } from 'vitest';
 import type { AppOptions } from '../../src/app.js';
 import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import { FIXTURE_BUNDLE, startApp, type TestServer } from './app.js';
-import { ProcessSandbox } from './process-sandbox.js';
+import { ProcessSandbox, type ProcessSandboxOptions } from './process-sandbox.js';
 
 export { FIXTURE_BUNDLE } from './app.js';
 
@@ -22,10 +22,11 @@ export interface ProcessServerOptions {
   checkLeftovers?: boolean;
   /** wraps the process sandbox before the app gets it (fault injection) */
   wrap?: (sandbox: ProcessSandbox) => Sandbox;
+  sandbox?: ProcessSandboxOptions;
 }
 
-export async function startProcessServer(options: AppOptions = {}, { bundle = FIXTURE_BUNDLE, checkLeftovers = true, wrap }: ProcessServerOptions = {}): Promise<ProcessServer> {
-  const sandbox = new ProcessSandbox();
+export async function startProcessServer(options: AppOptions = {}, { bundle = FIXTURE_BUNDLE, checkLeftovers = true, wrap, sandbox: sandboxOptions }: ProcessServerOptions = {}): Promise<ProcessServer> {
+  const sandbox = new ProcessSandbox(sandboxOptions);
   let s: TestServer;
   try {
     s = await startApp({ ...options, sandbox: wrap ? wrap(sandbox) : sandbox }, bundle);
