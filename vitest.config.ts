@@ -31,6 +31,7 @@ export default defineConfig({
           // than cores at once
           maxWorkers: 4,
           pool: 'threads',
+          isolate: false,
           include: ['test/**/*.test.ts'],
           exclude: ['test/**/*.docker.test.ts'],
           globalSetup: ['test/support/fast-global-setup.ts'],
