@@ -10,7 +10,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { WsClient } from '../test/helpers/ws-client.js';
+import { WsClient } from '../test/support/ws-client.js';
 
 const { values } = parseArgs({
   options: {

@@ -3,8 +3,8 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { OPTION_NAMES, kebab } from '../src/config.js';
 import { helpText, parseCli } from '../src/serve.js';
-import { SERVE_JS } from './helpers/process.js';
-import { FIXTURE_BUNDLE } from './helpers/server.js';
+import { SERVE_JS } from './support/serve-process.js';
+import { FIXTURE_BUNDLE } from './support/app.js';
 
 describe('serve.ts options', () => {
   it('has the documented defaults', () => {

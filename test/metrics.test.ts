@@ -1,14 +1,14 @@
 /**
- * GET /metrics as an operator's Prometheus reads it: after real episodes on real Docker (scored,
+ * GET /metrics as an operator's Prometheus reads it: after real episodes (envs as processes: scored,
  * waiting for a slot, refused for capacity, crashed) every counter, gauge and histogram has moved
  * by exactly what happened, the text is valid exposition format, and two apps in one process keep
  * separate registries.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metrics } from '../src/metrics.js';
-import { describeDocker, waitFor } from './helpers/docker.js';
-import { startServer, type TestServer } from './helpers/server.js';
-import { WsClient } from './helpers/ws-client.js';
+import { startProcessServer, type ProcessServer } from './support/process-server.js';
+import { waitFor } from './support/wait.js';
+import { WsClient } from './support/ws-client.js';
 import { parsePrometheusText, sumOf, valueOf, type Family } from './deploy/prom-text.js';
 
 const TOKEN = 'metrics-test-token-0123456789abcdef';
@@ -54,7 +54,7 @@ describe('Metrics', () => {
   });
 });
 
-function scrape(s: TestServer): Promise<Map<string, Family>> {
+function scrape(s: ProcessServer): Promise<Map<string, Family>> {
   return fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } }).then(async (r) => {
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -62,13 +62,13 @@ function scrape(s: TestServer): Promise<Map<string, Family>> {
   });
 }
 
-describeDocker('/metrics after real episodes', () => {
-  let s: TestServer;
-  let other: TestServer;
+describe('/metrics after real episodes', () => {
+  let s: ProcessServer;
+  let other: ProcessServer;
 
   beforeAll(async () => {
-    s = await startServer({ token: TOKEN, maxConcurrentEnvs: 1 });
-    other = await startServer({ token: TOKEN, maxConcurrentEnvs: 2 });
+    s = await startProcessServer({ token: TOKEN, maxConcurrentEnvs: 1 });
+    other = await startProcessServer({ token: TOKEN, maxConcurrentEnvs: 2 });
   });
   afterAll(async () => {
     await s?.stop();

@@ -11,8 +11,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/rows.js';
 import { parseRowsArgs, promptRow, ttyProgress, UsageError, writeAtomically } from '../src/rows/index.js';
-import { describeDocker, labelledResources } from './helpers/docker.js';
-import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer, type TestServer } from './helpers/server.js';
+import type { TestServer } from './support/app.js';
+import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from './support/process-server.js';
 import { http } from './routes/http.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -186,11 +186,11 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
   });
 });
 
-describeDocker('rows against the fixture bundle', () => {
+describe('rows against the fixture bundle', () => {
   const TOKEN = `rows-${randomBytes(12).toString('hex')}`;
-  let open: TestServer;
-  let guarded: TestServer;
-  let big: TestServer;
+  let open: ProcessServer;
+  let guarded: ProcessServer;
+  let big: ProcessServer;
   let bigBundle: string;
   let outs: string[] = [];
   const out = async () => {
@@ -200,8 +200,8 @@ describeDocker('rows against the fixture bundle', () => {
   };
 
   beforeAll(async () => {
-    open = await startServer();
-    guarded = await startServer({ token: TOKEN });
+    open = await startProcessServer();
+    guarded = await startProcessServer({ token: TOKEN });
     // a copy of the fixture with a train split of 2,345 tasks: three pages of /tasks
     bigBundle = await mkdtemp(path.join(tmpdir(), 'rows-big-bundle-'));
     await cp(FIXTURE_BUNDLE, bigBundle, { recursive: true });
@@ -209,11 +209,11 @@ describeDocker('rows against the fixture bundle', () => {
       JSON.stringify({ task_id: `big-${i}`, toolset: 'echo', system_prompt: 'You test paging.', turns: [`Echo ${i}.`], data: { finish_score: 0.5 } }),
     );
     await writeFile(path.join(bigBundle, 'tasks/train.jsonl'), `${lines.join('\n')}\n`);
-    big = await startServer({}, bigBundle);
+    big = await startProcessServer({}, { bundle: bigBundle });
   });
   afterAll(async () => {
+    // each stop fails if an env process outlived its app
     for (const s of [open, guarded, big]) await s?.stop();
-    for (const s of [open, guarded, big]) if (s) expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
     await Promise.all([...outs, bigBundle].filter(Boolean).map((d) => rm(d, { recursive: true, force: true })));
     outs = [];
   });
@@ -228,7 +228,7 @@ describeDocker('rows against the fixture bundle', () => {
     expect(bundle.splits).toEqual({ train: 6, eval: 2 });
     expect(allRows).toHaveLength(8);
     // no env was deployed to write them
-    expect(labelledResources(`${INSTANCE_LABEL}=${open.instance}`).containers).toEqual([]);
+    expect(open.sandbox.spawned).toBe(0);
   });
 
   it('takes the settings it records, and --split', async () => {
@@ -328,18 +328,18 @@ describeDocker('rows against the fixture bundle', () => {
   });
 });
 
-describeDocker('rows against gridsim-v1', () => {
+describe('rows against gridsim-v1', () => {
   const present = existsSync(path.join(GRIDSIM, 'bundle.json'));
-  let s: TestServer;
+  let s: ProcessServer;
   let o: string;
   beforeAll(async () => {
     if (!present) return;
-    s = await startServer({}, GRIDSIM);
+    // no env is deployed to write rows; the process sandbox only checks the env's entry script
+    s = await startProcessServer({}, { bundle: GRIDSIM, sandbox: { entry: { gridsim: 'app/server.mjs' } } });
     o = path.join(await tmp(), 'data');
   }, 600_000);
   afterAll(async () => {
     await s?.stop();
-    if (s) expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
     if (o) await rm(path.dirname(o), { recursive: true, force: true });
   });
 
@@ -354,5 +354,6 @@ describeDocker('rows against gridsim-v1', () => {
     const names = allRows[0].metadata.tools;
     expect(names).toEqual(['get_situation', 'check_schedule', 'submit_schedule', 'end_turn']);
     for (const f of await readdir(o)) expect(await readFile(path.join(o, f), 'utf8')).not.toContain('unused-on-an-open-server');
+    expect(s.sandbox.spawned).toBe(0);
   });
 });

@@ -20,9 +20,10 @@ export interface OpenApiOptions {
   bearer: boolean;
 }
 
-/** `get` + `/episodes/{id}/step` → `getEpisodesIdStep` */
+/** `get` + `/episodes/{id}/step` → `getEpisodesIdStep`; a trailing slash reads `Index` (`/web/` → `getWebIndex`) */
 export function operationId(method: string, url: string): string {
-  return `${method.toLowerCase()}${url.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+  const words = url.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''));
+  return `${method.toLowerCase()}${words}${url.length > 1 && url.endsWith('/') ? 'Index' : ''}`;
 }
 
 function converted(part: unknown): unknown {

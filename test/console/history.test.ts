@@ -15,7 +15,7 @@ import { EpisodeManager } from '../../src/episodes/manager.js';
 import { dailyFile, EpisodeRecorder } from '../../src/episodes/recorder.js';
 import { Metrics } from '../../src/metrics.js';
 import type { Sandbox } from '../../src/sandbox/sandbox.js';
-import { FIXTURE_BUNDLE } from '../helpers/server.js';
+import { FIXTURE_BUNDLE } from '../support/app.js';
 
 const silent = pino({ level: 'silent' });
 let bundle: LoadedBundle;

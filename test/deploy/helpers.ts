@@ -1,9 +1,9 @@
 /**
- * What the deployment tests add to test/helpers/ws-client.ts: GET over https with a trusted
+ * What the deployment tests add to test/support/ws-client.ts: GET over https with a trusted
  * self-signed CA, and one fixture episode played to its end.
  */
 import https from 'node:https';
-import type { WsClient } from '../helpers/ws-client.js';
+import type { WsClient } from '../support/ws-client.js';
 
 /** GET over http(s) with an optional trusted CA; the body as text */
 export function get(url: string, o: { token?: string; ca?: string | Buffer } = {}): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {

@@ -1,24 +1,25 @@
-/** Stateful HTTP episodes (docs/protocol.md) against real env containers. */
+/** Stateful HTTP episodes (docs/protocol.md), with the envs as processes. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LABELS } from '../../src/sandbox/sandbox.js';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { startProcessServer, type ProcessServer } from '../support/process-server.js';
+import { waitFor } from '../support/wait.js';
+import { WsClient } from '../support/ws-client.js';
 import { http } from './http.js';
 
-const episodeResources = (id: string) => labelledResources(`${LABELS.episode}=${id}`);
-
-describeDocker('/episodes on real Docker', () => {
-  let s: TestServer;
+describe('/episodes', () => {
+  let s: ProcessServer;
   const call = (method: string, path: string, body?: unknown) => http(s.url, method, path, body);
+  /** the episode's env process runs */
+  const running = (id: string) => s.sandbox.live().includes(id);
+  /** the episode still holds an env process, running or not */
+  const holds = (id: string) => s.sandbox.held().includes(id);
 
   beforeAll(async () => {
     // small budgets so the idle and capacity cases run in seconds
-    s = await startServer({ maxConcurrentEnvs: 2, idleTimeout: 3, toolTimeout: 1 });
+    s = await startProcessServer({ maxConcurrentEnvs: 2, idleTimeout: 3, toolTimeout: 1 });
   });
   afterAll(async () => {
+    // fails if an env process outlived the app
     await s?.stop();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
   });
 
   it('plays a full two-turn episode: create, state, list_tools, call_tool, bad input, end_turn, done, delete', async () => {
@@ -27,7 +28,7 @@ describeDocker('/episodes on real Docker', () => {
     const id = created.body.episode_id as string;
     expect(created.body).toMatchObject({ reward: null, done: false, observation: { episode_id: id, task_id: 'fx-two-turn', seed: 3, turn: 1, turns: 2 } });
     expect(created.body.observation.messages[1]).toEqual({ role: 'user', content: 'first prompt' });
-    expect(episodeResources(id).containers).toHaveLength(1);
+    expect(running(id)).toBe(true);
 
     expect((await call('GET', `/episodes/${id}`)).body).toEqual({ episode_id: id, task_id: 'fx-two-turn', step_count: 0, turn: 1, done: false, phase: 'running' });
 
@@ -61,7 +62,7 @@ describeDocker('/episodes on real Docker', () => {
     expect(turn2.body).toMatchObject({ done: true, reward: 0.5, observation: { end_reason: 'turns_ended', scores: { quality: 0.5 } } });
 
     // ended: the env is gone, the state stays readable, a late step is "episode_done"
-    await waitFor(() => episodeResources(id).containers.length === 0, 30_000, 'the ended episode torn down');
+    await waitFor(() => !holds(id), 30_000, 'the ended episode torn down');
     expect((await call('GET', `/episodes/${id}`)).body).toMatchObject({ episode_id: id, done: true, phase: 'done', step_count: 5, turn: 2 });
     const late = await call('POST', `/episodes/${id}/step`, { type: 'list_tools' });
     expect(late.status).toBe(409);
@@ -75,12 +76,12 @@ describeDocker('/episodes on real Docker', () => {
     const created = await call('POST', '/episodes', { split: 'eval', index: 0 });
     expect(created.status).toBe(201);
     const id = created.body.episode_id as string;
-    expect(episodeResources(id).containers).toHaveLength(1);
+    expect(running(id)).toBe(true);
     const del = await call('DELETE', `/episodes/${id}`);
     expect(del.status).toBe(204);
     expect(del.body).toBeNull();
     // 204 is sent after the teardown: nothing of the episode is left
-    expect(episodeResources(id)).toEqual({ containers: [], networks: [] });
+    expect(holds(id)).toBe(false);
     expect((await call('GET', '/episodes')).body.active).toEqual([]);
   });
 
@@ -190,7 +191,7 @@ describeDocker('/episodes on real Docker', () => {
       expect((await call('GET', `/episodes/${kept}`)).body.phase).toBe('running');
       await new Promise((r) => setTimeout(r, 1000));
     }
-    await waitFor(() => episodeResources(idle).containers.length === 0, 10_000, 'the idle episode torn down');
+    await waitFor(() => !holds(idle), 10_000, 'the idle episode torn down');
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2900);
     const ids = (await call('GET', '/episodes')).body.active.map((e: { episode_id: string }) => e.episode_id);
     expect(ids).toEqual([kept]);
@@ -198,7 +199,7 @@ describeDocker('/episodes on real Docker', () => {
     const late = await call('POST', `/episodes/${idle}/step`, { type: 'list_tools' });
     expect(late.status).toBe(409);
     expect(s.logs()).toContain('"event":"http_idle"');
-    expect(episodeResources(kept).containers).toHaveLength(1);
+    expect(running(kept)).toBe(true);
     await call('DELETE', `/episodes/${kept}`);
   });
 });

@@ -1,19 +1,18 @@
-/** POST /mcp (JSON-RPC 2.0, OpenEnv's methods and codes) and {"type":"mcp"} frames on /ws, on real Docker. */
+/** POST /mcp (JSON-RPC 2.0, OpenEnv's methods and codes) and {"type":"mcp"} frames on /ws, with the envs as processes. */
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { RpcCode } from '../../src/protocol/jsonrpc.js';
 import { McpService } from '../../src/sessions/mcp-service.js';
 import type { RequestEpisodes } from '../../src/sessions/request-episodes.js';
-import { LABELS } from '../../src/sandbox/sandbox.js';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { processSuiteServer } from '../support/process-server.js';
+import { waitFor } from '../support/wait.js';
+import { WsClient } from '../support/ws-client.js';
 import { http } from './http.js';
 
 let nextId = 1;
 
-describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
-  const s = suiteServer({ maxConcurrentEnvs: 1 });
+describe('POST /mcp and ws mcp frames', () => {
+  const s = processSuiteServer({ maxConcurrentEnvs: 1 });
   /** a JSON-RPC call: asserts HTTP 200 (every answer but auth) and returns the body */
   const rpc = async (body: unknown) => {
     const r = await http(s.url, 'POST', '/mcp', body);
@@ -29,7 +28,7 @@ describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
     const sid = created.result.session_id as string;
     expect(created.id).toBe(nextId - 1);
     expect(created.result).toMatchObject({ episode_id: sid, done: false, reward: null, observation: { task_id: 'fx-two-turn', seed: 5, turn: 1 } });
-    expect(labelledResources(`${LABELS.episode}=${sid}`).containers).toHaveLength(1);
+    expect(s.sandbox.live()).toContain(sid);
 
     const listed = await rpc(req('tools/list', { session_id: sid }));
     expect(listed.error).toBeUndefined();
@@ -61,7 +60,7 @@ describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
 
     const closed = await rpc(req('openenv/session/close', { session_id: sid }));
     expect(closed.result).toEqual({ session_id: sid, closed: true });
-    await waitFor(() => labelledResources(`${LABELS.episode}=${sid}`).containers.length === 0, 30_000, 'the session torn down');
+    await waitFor(() => !s.sandbox.held().includes(sid), 30_000, 'the session torn down');
     const gone = await rpc(req('tools/call', { session_id: sid, name: 'echo', arguments: { text: 'x' } }));
     expect(gone.error.code).toBe(RpcCode.INVALID_PARAMS);
     expect(gone.error.message).toContain('Unknown session_id');
@@ -71,10 +70,10 @@ describeDocker('POST /mcp and ws mcp frames on real Docker', () => {
     const created = await rpc(req('openenv/session/create', {}));
     const sid = created.result.session_id as string;
     expect(created.result.observation.split).toBe('train'); // the default split, a task at random
-    expect(labelledResources(`${LABELS.episode}=${sid}`).containers).toHaveLength(1);
+    expect(s.sandbox.live()).toContain(sid);
     const closed = await rpc(req('openenv/session/close', { session_id: sid }));
     expect(closed.result.closed).toBe(true);
-    expect(labelledResources(`${LABELS.episode}=${sid}`)).toEqual({ containers: [], networks: [] });
+    expect(s.sandbox.held()).not.toContain(sid);
 
     const noSession = await rpc(req('tools/list'));
     expect(noSession.result.tools.map((t: { name: string }) => t.name)).toEqual(['echo', 'finish_now', 'sleep', 'crash', 'fail', 'end_turn']);

@@ -1,11 +1,11 @@
 /** The per-episode budgets: max_steps, --episode-timeout, --idle-timeout, each named where it ends an episode. */
-import { expect, it } from 'vitest';
-import { describeDocker, waitFor } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describe, expect, it } from 'vitest';
+import { processSuiteServer } from '../support/process-server.js';
+import { waitFor } from '../support/wait.js';
+import { WsClient } from '../support/ws-client.js';
 
-describeDocker('episode budgets', () => {
-  const s = suiteServer({ maxSteps: 3, toolTimeout: 1, episodeTimeout: 3, idleTimeout: 2 });
+describe('episode budgets', () => {
+  const s = processSuiteServer({ maxSteps: 3, toolTimeout: 1, episodeTimeout: 3, idleTimeout: 2 });
 
   it('past max_steps the episode ends, scored as is', async () => {
     const c = await WsClient.open(s.url);
@@ -24,7 +24,7 @@ describeDocker('episode budgets', () => {
     await c.reset({ task_id: 'fx-echo-0' });
     // keep the session talking (so it is not idle) past the episode budget; list_tools is no
     // tool call, so it does not use up max_steps
-    const until = Date.now() + 6000;
+    const until = Date.now() + 30_000;
     let r = await c.listTools();
     while (!r.data.done && Date.now() < until) {
       await new Promise((res) => setTimeout(res, 400));

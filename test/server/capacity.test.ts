@@ -1,22 +1,17 @@
-/** FIFO admission against real envs: the cap holds, order holds, timeouts answer, nothing leaks. */
-import { expect, it } from 'vitest';
-import { describeDocker, labelledContainersAsync, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+/**
+ * FIFO admission with the envs as processes: the cap holds, order holds, timeouts answer, nothing
+ * leaks (capacity.docker.test.ts samples the cap on a real engine).
+ */
+import { describe, expect, it } from 'vitest';
+import { processSuiteServer } from '../support/process-server.js';
+import { waitFor } from '../support/wait.js';
+import { WsClient } from '../support/ws-client.js';
 
+describe('admission', () => {
+  const s = processSuiteServer({ maxConcurrentEnvs: 4 });
 
-describeDocker('admission on real Docker', () => {
-  const s = suiteServer({ maxConcurrentEnvs: 4 });
-
-  it('12 concurrent resets with 4 slots: all complete, in arrival order, never more than 4 env containers', async () => {
-    let peak = 0;
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        peak = Math.max(peak, (await labelledContainersAsync(`${INSTANCE_LABEL}=${s.instance}`)).length);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
+  it('12 concurrent resets with 4 slots: all complete, in arrival order, never more than 4 env processes', async () => {
+    const spawnedBefore = s.sandbox.spawned;
     const clients = await Promise.all(Array.from({ length: 12 }, () => WsClient.open(s.url)));
     // watch the server's own queue: the order resets reach it, and the order slots are granted
     const { manager, admission } = s.app.openenv;
@@ -25,8 +20,12 @@ describeDocker('admission on real Docker', () => {
     const realStart = manager.start.bind(manager);
     const realAcquire = admission.acquire.bind(admission);
     let calls = 0;
+    // resolved as each reset reaches the manager, so each client sends after the one before arrived
+    const arrivals: (() => void)[] = [];
+    const hasArrived = clients.map((_, i) => new Promise<void>((r) => (arrivals[i] = r)));
     manager.start = (ep, data) => {
       arrived.push(String(data.episode_id));
+      arrivals[arrived.length - 1]?.();
       return realStart(ep, data);
     };
     admission.acquire = (opts) => {
@@ -35,8 +34,8 @@ describeDocker('admission on real Docker', () => {
     };
     const waits: number[] = [];
     const episodes = clients.map(async (c, i) => {
-      // stagger the sends so arrival order is well defined
-      await new Promise((r) => setTimeout(r, i * 30));
+      // one after another, so arrival order is well defined
+      if (i > 0) await hasArrived[i - 1];
       const r = await c.reset({ task_id: 'fx-echo-0', episode_id: `c${i}` });
       waits[i] = r.data.observation.timings.queued_s;
       expect(r.type).toBe('observation');
@@ -48,16 +47,16 @@ describeDocker('admission on real Docker', () => {
       return r.data.observation.timings;
     });
     await Promise.all(episodes);
-    sampling = false;
-    await sampler;
     manager.start = realStart;
     admission.acquire = realAcquire;
     // FIFO: the resets reached the queue in the order they were sent, and got slots in that order
     expect(arrived).toEqual(clients.map((_, i) => `c${i}`));
     expect(granted).toEqual([...Array(12).keys()]);
     expect(waits[11]!).toBeGreaterThan(0.2);
-    expect(peak).toBeGreaterThan(0);
-    expect(peak).toBeLessThanOrEqual(4);
+    // the sandbox counts every env process it held at once, not a sample
+    expect(s.sandbox.spawned - spawnedBefore).toBe(12);
+    expect(s.sandbox.peak).toBeGreaterThan(0);
+    expect(s.sandbox.peak).toBeLessThanOrEqual(4);
     await waitFor(() => s.app.openenv.admission.activeCount === 0);
   });
 
@@ -93,18 +92,19 @@ describeDocker('admission on real Docker', () => {
     holders[0]!.terminate();
     holders[1]!.terminate();
     await waitFor(() => s.app.openenv.admission.activeCount === 2);
-    // deploying: a slot is free now; disconnect as soon as the deploy has started
+    // deploying: a slot is free now; disconnect once the env process has started, while it is
+    // still a minute away from ready
     const deployer = await WsClient.open(s.url);
+    s.sandbox.overrideNextDeploy({ ECHO_READY_AFTER_MS: '60000' });
+    const spawned = s.sandbox.nextSpawn();
     deployer.sendRaw(JSON.stringify({ type: 'reset', data: { task_id: 'fx-echo-2' } }));
-    await waitFor(() => s.app.openenv.manager.list().some((e) => e.task.task_id === 'fx-echo-2' && e.phase === 'deploying'), 10_000);
+    await spawned;
+    expect(s.app.openenv.manager.list().some((e) => e.task.task_id === 'fx-echo-2' && e.phase === 'deploying')).toBe(true);
     deployer.terminate();
     holders[2]!.terminate();
     holders[3]!.terminate();
     await waitFor(() => s.app.openenv.admission.activeCount === 0 && s.app.openenv.manager.list().length === 0);
-    await waitFor(() => {
-      const left = labelledResources(`${INSTANCE_LABEL}=${s.instance}`);
-      return left.containers.length === 0 && left.networks.length === 0;
-    });
+    await waitFor(() => s.sandbox.held().length === 0, 30_000, 'every env process gone');
     expect(s.app.openenv.sandbox.networksInUse()).toBe(0);
   });
 });

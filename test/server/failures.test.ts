@@ -2,18 +2,17 @@
  * Env failures end the episode as env_failed (never a reward) and free the slot; injected deploy,
  * tool-call and teardown failures never leak a slot or hurt another episode.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DockerSandbox } from '../../src/sandbox/docker/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError, type DeployRequest, type EnvHandle, type Sandbox } from '../../src/sandbox/sandbox.js';
-import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { startProcessServer, type ProcessServer } from '../support/process-server.js';
+import { waitFor } from '../support/wait.js';
+import { WsClient } from '../support/ws-client.js';
 
-/** a real DockerSandbox whose deploy or teardown fails on demand */
+/** a real sandbox whose deploy or teardown fails on demand */
 class FaultySandbox implements Sandbox {
   failNextDeploy = false;
   failTeardowns = 0;
-  constructor(readonly inner: DockerSandbox) {}
+  constructor(readonly inner: Sandbox) {}
   ping() { return this.inner.ping(); }
   buildImage(r: Parameters<Sandbox['buildImage']>[0]) { return this.inner.buildImage(r); }
   checkImage(ref: string) { return this.inner.checkImage(ref); }
@@ -38,19 +37,18 @@ class FaultySandbox implements Sandbox {
   close() { return this.inner.close(); }
 }
 
-describeDocker('env failures on real Docker', () => {
-  let s: TestServer;
+describe('env failures', () => {
+  let s: ProcessServer;
   let faulty: FaultySandbox;
   beforeAll(async () => {
-    const instance = uniqueInstance('fail');
-    faulty = new FaultySandbox(new DockerSandbox({ instance, bundleName: 'fixture-v1' }));
-    s = await startServer({ instance, sandbox: faulty, maxConcurrentEnvs: 2, toolTimeout: 2, reconcileIntervalMs: 500 });
+    s = await startProcessServer(
+      { maxConcurrentEnvs: 2, toolTimeout: 2, reconcileIntervalMs: 500 },
+      { wrap: (sandbox) => (faulty = new FaultySandbox(sandbox)) },
+    );
   });
   afterAll(async () => {
+    // fails if an env process outlived the app
     await s?.stop();
-    await faulty.sweep();
-    await faulty.close();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
   });
 
   const idle = () => waitFor(() => s.app.openenv.admission.activeCount === 0 && s.app.openenv.manager.list().length === 0, 30_000, 'all slots free');
@@ -103,10 +101,10 @@ describeDocker('env failures on real Docker', () => {
     await c.reset({ task_id: 'fx-echo-0' });
     await c.close();
     await idle();
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers.length).toBe(1);
-    // the env is still on the engine until the reconciler (every 500 ms here) removes it
+    expect(s.sandbox.held()).toHaveLength(1);
+    // the env process is still there until the reconciler (every 500 ms here) removes it
     await waitFor(() => s.app.openenv.manager.straysRemoved >= 1, 20_000, 'stray removed');
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`)).toEqual({ containers: [], networks: [] });
+    expect(s.sandbox.held()).toEqual([]);
     expect(s.logs()).toMatch(/"event":"stray_removed"/);
   });
 

@@ -1,14 +1,13 @@
 /** Auth and the read-only routes (docs/protocol.md), against a real app with a token. */
 import request from 'supertest';
-import { expect, it } from 'vitest';
-import { describeDocker } from '../helpers/docker.js';
-import { suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describe, expect, it } from 'vitest';
+import { processSuiteServer } from '../support/process-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 const TOKEN = 'tok-http-test-9c1e7d';
 
-describeDocker('auth and HTTP routes', () => {
-  const s = suiteServer({ token: TOKEN }, { checkLeftovers: false });
+describe('auth and HTTP routes', () => {
+  const s = processSuiteServer({ token: TOKEN });
   const auth = { authorization: `Bearer ${TOKEN}` };
 
   it('401 with WWW-Authenticate on HTTP without a token or with a wrong one; /health stays open', async () => {

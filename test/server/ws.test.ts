@@ -1,11 +1,14 @@
-/** A full episode over /ws against real env containers, and every row of the bad-input table. */
-import { expect, it } from 'vitest';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+/**
+ * A full episode over /ws, and every row of the bad-input table, with the envs as processes
+ * (ws.docker.test.ts plays the episode once on real containers).
+ */
+import { describe, expect, it } from 'vitest';
+import { processSuiteServer } from '../support/process-server.js';
+import { waitFor } from '../support/wait.js';
+import { WsClient } from '../support/ws-client.js';
 
-describeDocker('WS /ws sessions on real Docker', () => {
-  const s = suiteServer({ maxConcurrentEnvs: 4 });
+describe('WS /ws sessions', () => {
+  const s = processSuiteServer({ maxConcurrentEnvs: 4 });
 
   it('plays a two-turn task by task_id: list_tools, call_tool, end_turn twice, reward from scores', async () => {
     const c = await WsClient.open(s.url);
@@ -133,7 +136,7 @@ describeDocker('WS /ws sessions on real Docker', () => {
     c.sendRaw(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: 'echo', arguments: { text: 'x'.repeat(4 * 1024 * 1024 + 10) } } }));
     const closed = await c.closed;
     expect(closed.code).toBe(1009);
-    await waitFor(() => labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers.length === 0);
+    await waitFor(() => s.sandbox.held().length === 0, 30_000, 'the episode torn down');
   });
 
   it('reports invalid scores as env_failed with reward null, never as a reward', async () => {

@@ -2,7 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import type { EnvSpec } from '../../../src/sandbox/sandbox.js';
 import type { DockerSandbox } from '../../../src/sandbox/docker/index.js';
-import { TEST_BUILD_ARGS } from '../../helpers/docker.js';
+import { TEST_BUILD_ARGS } from '../../support/docker.js';
 
 export const FIXTURE_DIR = fileURLToPath(new URL('../../fixtures/fixture-v1/', import.meta.url));
 export const ECHO_CONTEXT = `${FIXTURE_DIR}envs/echo`;

@@ -1,9 +1,9 @@
 /** A real server process: SIGTERM drains and exits 0 leaving nothing; after SIGKILL a restart sweeps. */
 import { expect, it } from 'vitest';
-import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../helpers/docker.js';
-import { spawnServer } from '../helpers/process.js';
-import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../support/docker.js';
+import { spawnServer } from '../support/serve-process.js';
+import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 const TOKEN = 'process-test-token-5f2a';
 

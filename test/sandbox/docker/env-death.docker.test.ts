@@ -5,9 +5,9 @@
  */
 import { execFileSync } from 'node:child_process';
 import { expect, it } from 'vitest';
-import { describeDocker, labelledResources, waitFor } from '../../helpers/docker.js';
-import { suiteServer } from '../../helpers/server.js';
-import { WsClient } from '../../helpers/ws-client.js';
+import { describeDocker, labelledResources, waitFor } from '../../support/docker.js';
+import { suiteServer } from '../../support/docker-server.js';
+import { WsClient } from '../../support/ws-client.js';
 
 const EPISODE_LABEL = 'io.openenv.bundle-server.episode';
 /** long enough that reaching it is a failure of the test, not a race */

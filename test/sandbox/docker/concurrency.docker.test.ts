@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LABELS, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
-import { describeDocker, labelledResources, uniqueInstance } from '../../helpers/docker.js';
+import { describeDocker, labelledResources, uniqueInstance } from '../../support/docker.js';
 import { buildEcho, echoSpec, post } from './fixture.js';
 
 const N = 40;

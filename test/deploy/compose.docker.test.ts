@@ -14,8 +14,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../helpers/docker.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../support/docker.js';
+import { WsClient } from '../support/ws-client.js';
 import { get, playEchoEpisode } from './helpers.js';
 import { parsePrometheusText, valueOf } from './prom-text.js';
 

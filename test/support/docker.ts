@@ -4,8 +4,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'vitest';
+import { IN_FAST_LAYER } from './layer.js';
+
+export { uniqueInstance } from './instance.js';
+export { waitFor } from './wait.js';
 
 function engineAnswers(): boolean {
+  // the fast layer never asks the engine anything
+  if (IN_FAST_LAYER) return false;
   try {
     execFileSync('docker', ['info', '--format', '{{.ServerVersion}}'], { stdio: 'pipe', timeout: 15_000 });
     return true;
@@ -25,6 +31,14 @@ let warned = false;
 
 /** `describe` for suites that need a Docker engine. */
 export function describeDocker(name: string, fn: () => void): void {
+  if (IN_FAST_LAYER) {
+    describe(name, () => {
+      it('needs a Docker engine, so it belongs to the docker layer', () => {
+        throw new Error('a Docker-backed suite in the fast layer: name its file *.docker.test.ts, or run it on the ProcessSandbox');
+      });
+    });
+    return;
+  }
   if (DOCKER_AVAILABLE) {
     describe(name, fn);
     return;
@@ -44,11 +58,6 @@ export function describeDocker(name: string, fn: () => void): void {
   describe.skip(`${name} [SKIPPED: no Docker engine]`, fn);
 }
 
-/** unique per test run, so parallel or leftover runs never touch each other's resources */
-export function uniqueInstance(prefix = 'test'): string {
-  return `${prefix}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-}
-
 /** ids of containers (all states) and networks carrying a label, via the CLI (independent of our code) */
 export function labelledResources(label: string): { containers: string[]; networks: string[] } {
   const out = (args: string[]) =>
@@ -60,15 +69,6 @@ export function labelledResources(label: string): { containers: string[]; networ
     containers: out(['ps', '-aq', '--filter', `label=${label}`]),
     networks: out(['network', 'ls', '-q', '--filter', `label=${label}`]),
   };
-}
-
-/** polls `cond` every 100 ms until it holds, or throws after `timeoutMs` */
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 30_000, what = 'condition'): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** container ids labelled `label`, without blocking the event loop (the server under test shares it) */

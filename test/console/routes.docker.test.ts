@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { dailyFile } from '../../src/episodes/recorder.js';
 import { findWebRoot } from '../../src/routes/web.js';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
+import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
+import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
 import { http } from '../routes/http.js';
 
 const TOKEN = 'console-test-token-Zq81';

@@ -1,8 +1,8 @@
 /** 40 concurrent episodes on a stock engine (default address pools stop near 30 networks). */
 import { expect, it } from 'vitest';
-import { describeDocker, labelledResources, waitFor } from '../helpers/docker.js';
-import { INSTANCE_LABEL, suiteServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
+import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 describeDocker('40 concurrent episodes', () => {
   const s = suiteServer({ maxConcurrentEnvs: 40 });

@@ -11,8 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toInt, type Battery } from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
 import { optimize } from '../../bundles/gridsim-v1/envs/gridsim/src/optimum.js';
 import { toCents } from '../../bundles/gridsim-v1/envs/gridsim/src/physics.js';
-import { describeDocker, IN_CI } from '../helpers/docker.js';
-import { startServer, type TestServer } from '../helpers/server.js';
+import { describeDocker, IN_CI } from '../support/docker.js';
+import { startServer, type TestServer } from '../support/docker-server.js';
 import { http } from '../routes/http.js';
 
 const CHROMIUM = process.env.OPENENV_TEST_CHROMIUM ?? '/usr/bin/chromium';

@@ -11,7 +11,7 @@ import { afterAll, expect, it } from 'vitest';
 import { describe } from 'vitest';
 import { BANNER, buildEnvBundle, OUT_FILE, staleness } from '../../scripts/gridsim/build-env.js';
 import { listContext } from '../../src/sandbox/docker/images.js';
-import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../helpers/docker.js';
+import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../support/docker.js';
 
 const ENV_DIR = join(import.meta.dirname, '../../bundles/gridsim-v1/envs/gridsim');
 

@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DOCKER_AVAILABLE } from './helpers/docker.js';
+import { DOCKER_AVAILABLE } from './docker.js';
 
 export const SNAPSHOT_FILE = join(process.cwd(), 'node_modules', '.engine-snapshot.json');
 

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
-import { describeDocker, labelledResources, uniqueInstance } from '../../helpers/docker.js';
+import { describeDocker, labelledResources, uniqueInstance } from '../../support/docker.js';
 import { buildEcho, echoSpec, post } from './fixture.js';
 
 interface ContainerInfo {

@@ -4,7 +4,7 @@ import Dockerode from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
-import { describeDocker, labelledResources, uniqueInstance } from '../../helpers/docker.js';
+import { describeDocker, labelledResources, uniqueInstance } from '../../support/docker.js';
 import { buildEcho, echoSpec } from './fixture.js';
 
 function subnetOf(networkId: string): string {

@@ -10,10 +10,10 @@ import { afterAll, expect, it } from 'vitest';
 import { buildApp } from '../../../src/app.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { InstanceInUseError, LOCK_LABELS } from '../../../src/sandbox/docker/instance-lock.js';
-import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../../helpers/docker.js';
-import { spawnServer } from '../../helpers/process.js';
-import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer } from '../../helpers/server.js';
-import { WsClient } from '../../helpers/ws-client.js';
+import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../../support/docker.js';
+import { spawnServer } from '../../support/serve-process.js';
+import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer } from '../../support/docker-server.js';
+import { WsClient } from '../../support/ws-client.js';
 
 const EPISODE_LABEL = 'io.openenv.bundle-server.episode';
 

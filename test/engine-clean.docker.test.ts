@@ -2,8 +2,8 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
-import { describeDocker } from './helpers/docker.js';
-import { SNAPSHOT_FILE } from './global-setup.js';
+import { describeDocker } from './support/docker.js';
+import { SNAPSHOT_FILE } from './support/docker-global-setup.js';
 
 function ids(args: string[]): string[] {
   return execFileSync('docker', args, { encoding: 'utf8' }).split('\n').map((s) => s.trim()).filter(Boolean);

@@ -12,7 +12,7 @@ import Dockerode from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LABELS, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox, detectOwnContainerId } from '../../../src/sandbox/docker/index.js';
-import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance } from '../../helpers/docker.js';
+import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance } from '../../support/docker.js';
 import { buildEcho, echoSpec } from './fixture.js';
 
 function execNode(containerId: string, script: string): string {

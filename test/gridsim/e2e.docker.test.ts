@@ -6,9 +6,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SYSTEM_PROMPT } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
-import { describeDocker, labelledResources } from '../helpers/docker.js';
-import { INSTANCE_LABEL, startServer, type TestServer } from '../helpers/server.js';
-import { WsClient } from '../helpers/ws-client.js';
+import { describeDocker, labelledResources } from '../support/docker.js';
+import { INSTANCE_LABEL, startServer, type TestServer } from '../support/docker-server.js';
+import { WsClient } from '../support/ws-client.js';
 
 const BUNDLE = join(import.meta.dirname, '../../bundles/gridsim-v1');
 

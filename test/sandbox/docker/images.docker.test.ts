@@ -7,7 +7,7 @@ import Dockerode from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LABELS, SandboxError } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
-import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../../helpers/docker.js';
+import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../../support/docker.js';
 import { ECHO_CONTEXT } from './fixture.js';
 
 function imageId(ref: string): string | null {

@@ -1,0 +1,453 @@
+/**
+ * ProcessSandbox: the Sandbox interface of src/sandbox/sandbox.ts backed by child processes on
+ * 127.0.0.1 instead of containers, so protocol, session and admission tests run without Docker.
+ * Tests only: it is never shipped.
+ *
+ * An "image" is an env build context with a Node entry script (default `server.mjs`): deploy runs
+ * `node <entry>` in the script's directory with PORT=<a free loopback port> and the EnvSpec's environment
+ * (nothing of the test process' own environment but PATH). Same failure modes as DockerSandbox:
+ *
+ * - readiness: GET <readyPath> until 200, racing the process' exit and the deploy timeout, with
+ *   DockerSandbox's own wait strategy (src/sandbox/docker/readiness.ts): `deploy_timeout` with
+ *   the log tail, `env_crashed` with the exit code and log tail;
+ * - memory: node runs with --max-old-space-size=<memoryMb> (heap exhaustion aborts it), and a
+ *   watchdog kills it (exit 137, like the kernel's OOM killer in a container) when its resident
+ *   memory passes memoryMb, as a cgroup limit would: Buffers live outside the V8 heap, so the
+ *   heap limit alone would never stop ECHO_ALLOCATE_MB. Either way diagnose() says oomKilled and
+ *   a deploy fails with `env_oom`;
+ * - abort (the request's signal, a teardown, close()): kills what the deploy started and rejects
+ *   with an AbortError;
+ * - a failed deploy leaves no process behind; teardown kills the process and waits for its exit,
+ *   idempotent and shared between concurrent calls.
+ *
+ * Where Docker has a network per episode this has a loopback port: networksInUse() counts the
+ * episodes holding one (from spawn until teardown, as Docker's subnet pool does).
+ * `live()`, `held()` and `peak` are what tests assert "nothing left" and "never more than N" with.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { EventEmitter, setMaxListeners } from 'node:events';
+import { access, readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { constants as osConstants } from 'node:os';
+import path from 'node:path';
+import { abortError } from '../../src/sandbox/docker/errors.js';
+import { waitForHttp } from '../../src/sandbox/docker/readiness.js';
+import {
+  SandboxError,
+  type DeployRequest,
+  type EnvDiagnosis,
+  type EnvHandle,
+  type EnvSpec,
+  type ImageBuildRequest,
+  type Sandbox,
+  type SweepResult,
+} from '../../src/sandbox/sandbox.js';
+
+/** as many lines as DockerSandbox's log tail (LOG_TAIL_LINES) */
+const LOG_TAIL_LINES = 20;
+/** lines of output kept per env process */
+const LOG_KEEP_LINES = 200;
+/** deploy attempts when another process took the free port between our probe and the env's listen */
+const PORT_ATTEMPTS = 3;
+
+export interface ProcessSandboxOptions {
+  /**
+   * the script an env's build context runs with node, relative to the context: one for every env,
+   * or one per env name (default `server.mjs`). It runs in its own directory, as in a container's
+   * WORKDIR.
+   */
+  entry?: string | Record<string, string>;
+  /** how often the memory watchdog reads each env's resident memory (default 25 ms) */
+  memoryPollMs?: number;
+}
+
+interface EnvProcess {
+  episodeId: string;
+  envName: string;
+  child: ChildProcess;
+  port: number;
+  containerId: string;
+  networkId: string;
+  lines: string[];
+  /** an unfinished last line, per stream */
+  partial: { stdout: string; stderr: string };
+  /** set when the process exits: its code, or 128 + the signal number (Docker's convention) */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  /** killed by the memory watchdog, or died of V8 heap exhaustion */
+  oomKilled: boolean;
+  /** resolves with the exit code once the process has exited and its output is read */
+  closed: Promise<number>;
+  watchdog: NodeJS.Timeout | null;
+}
+
+interface InflightDeploy {
+  controller: AbortController;
+  settled: Promise<void>;
+}
+
+/** every env process of every ProcessSandbox in this test process, killed if the process exits */
+const ALL_CHILDREN = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function trackChild(child: ChildProcess): void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on('exit', () => {
+      for (const c of ALL_CHILDREN) c.kill('SIGKILL');
+    });
+  }
+  ALL_CHILDREN.add(child);
+  child.once('exit', () => ALL_CHILDREN.delete(child));
+}
+
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(1))} s`;
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw abortError(signal.reason);
+}
+
+/** a port nothing listens on right now (another process may still take it before the env does) */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** resident memory of a process in MB, from /proc (null when it cannot be read) */
+function residentMb(pid: number): number | null {
+  try {
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+const HEAP_EXHAUSTED = /JavaScript heap out of memory|Reached heap limit/;
+
+export class ProcessSandbox implements Sandbox {
+  private readonly entry: string | Record<string, string>;
+  private readonly memoryPollMs: number;
+  /** image tag -> the script it runs */
+  private readonly images = new Map<string, string>();
+  /** episode id -> its env process, from spawn until teardown (or a failed deploy) */
+  private readonly envs = new Map<string, EnvProcess>();
+  private readonly deploys = new Map<string, InflightDeploy>();
+  private readonly teardowns = new Map<string, Promise<void>>();
+  private readonly lifetime = new AbortController();
+  private closed = false;
+  private highWater = 0;
+  /** processes started, failed deploys' retries included */
+  spawned = 0;
+  /** 'spawn' (episodeId) when an env process starts, 'exit' (episodeId, exitCode) when it has exited */
+  readonly events = new EventEmitter();
+  private nextEnvironment: Record<string, string> | null = null;
+
+  constructor(opts: ProcessSandboxOptions = {}) {
+    this.entry = opts.entry ?? 'server.mjs';
+    this.memoryPollMs = opts.memoryPollMs ?? 25;
+    setMaxListeners(0, this.lifetime.signal);
+  }
+
+  // --- what tests assert with ------------------------------------------------------------------
+
+  /** episode ids whose env process is running */
+  live(): string[] {
+    return [...this.envs.values()].filter((p) => p.exitCode === null).map((p) => p.episodeId);
+  }
+
+  /** episode ids still holding an env process, running or exited (what a teardown removes) */
+  held(): string[] {
+    return [...this.envs.keys()];
+  }
+
+  /** the most env processes held at once */
+  get peak(): number {
+    return this.highWater;
+  }
+
+  /**
+   * Adds `environment` to the next deploy's env only, e.g. { ECHO_READY_AFTER_MS: '60000' } for a
+   * deploy that stays in progress until something aborts it.
+   */
+  overrideNextDeploy(environment: Record<string, string>): void {
+    this.nextEnvironment = environment;
+  }
+
+  /** resolves with the episode id of the next env process started */
+  nextSpawn(): Promise<string> {
+    return new Promise((resolve) => this.events.once('spawn', resolve));
+  }
+
+  // --- Sandbox -------------------------------------------------------------------------------
+
+  private assertOpen(): void {
+    if (this.closed) throw new SandboxError('engine_error', 'the process sandbox is closed');
+  }
+
+  async ping(): Promise<void> {
+    this.assertOpen();
+  }
+
+  private entryOf(envName: string): string {
+    return typeof this.entry === 'string' ? this.entry : (this.entry[envName] ?? 'server.mjs');
+  }
+
+  /** no build: checks the context has the entry script; the tag hashes it and the build args */
+  async buildImage(req: ImageBuildRequest): Promise<string> {
+    this.assertOpen();
+    const entry = this.entryOf(req.envName);
+    const script = path.join(req.contextDir, entry);
+    let content: Buffer;
+    try {
+      content = await readFile(script);
+    } catch {
+      throw new SandboxError('image_unavailable', `the process sandbox cannot run env \`${req.envName}\`: its build context ${req.contextDir} has no ${entry}`);
+    }
+    const hash = createHash('sha256').update(content);
+    for (const [k, v] of Object.entries(req.buildArgs).sort(([a], [b]) => a.localeCompare(b))) hash.update(`\0${k}=${v}`);
+    const tag = `openenv-bundle/${req.bundleName}-${req.envName}:${hash.digest('hex').slice(0, 12)}`;
+    this.images.set(tag, script);
+    req.onProgress?.(`process sandbox: ${tag} runs node ${script}`);
+    return tag;
+  }
+
+  /** only images this sandbox "built" exist: a prebuilt registry image cannot run as a process */
+  async checkImage(ref: string): Promise<void> {
+    this.assertOpen();
+    const script = this.images.get(ref);
+    if (!script) throw new SandboxError('image_unavailable', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
+    try {
+      await access(script);
+    } catch {
+      throw new SandboxError('image_unavailable', `image ${ref}: ${script} is gone`);
+    }
+  }
+
+  networksInUse(): number {
+    return this.envs.size;
+  }
+
+  async deploy(req: DeployRequest): Promise<EnvHandle> {
+    this.assertOpen();
+    throwIfAborted(req.signal);
+    const { episodeId } = req;
+    await this.teardowns.get(episodeId)?.catch(() => {});
+    if (this.deploys.has(episodeId) || this.envs.has(episodeId)) {
+      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
+    }
+    const controller = new AbortController();
+    const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
+    req.signal?.addEventListener('abort', forward, { once: true });
+    this.lifetime.signal.addEventListener('abort', forward, { once: true });
+    const run = this.runDeploy(episodeId, req.env, controller.signal);
+    this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
+    try {
+      return await run;
+    } finally {
+      this.deploys.delete(episodeId);
+      req.signal?.removeEventListener('abort', forward);
+      this.lifetime.signal.removeEventListener('abort', forward);
+    }
+  }
+
+  private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+    const script = this.images.get(env.image);
+    if (!script) throw new SandboxError('image_unavailable', `the process sandbox has no image ${env.image} for env \`${env.name}\``);
+    if (this.nextEnvironment) {
+      env = { ...env, environment: { ...env.environment, ...this.nextEnvironment } };
+      this.nextEnvironment = null;
+    }
+    const deadline = Date.now() + env.deployTimeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      throwIfAborted(signal);
+      const port = await freePort();
+      throwIfAborted(signal);
+      const proc = this.start(episodeId, env, script, port);
+      try {
+        const outcome = await waitForHttp({ url: `http://127.0.0.1:${port}${env.readyPath}`, deadline, exited: proc.closed, signal });
+        throwIfAborted(signal);
+        if (outcome.kind === 'ready') {
+          return { episodeId, baseUrl: `http://127.0.0.1:${port}`, containerId: proc.containerId, networkId: proc.networkId };
+        }
+        if (outcome.kind === 'exited') {
+          await proc.closed;
+          const logTail = tailOf(proc);
+          if (proc.oomKilled) {
+            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, { exitCode: proc.exitCode, logTail });
+          }
+          if (/EADDRINUSE/.test(logTail) && attempt < PORT_ATTEMPTS) {
+            this.envs.delete(episodeId);
+            continue;
+          }
+          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${proc.exitCode} before it was ready`, { exitCode: proc.exitCode, logTail });
+        }
+        throw new SandboxError(
+          'deploy_timeout',
+          `env \`${env.name}\` was not ready within its deploy timeout (${seconds(env.deployTimeoutMs)}): ` +
+            (outcome.lastAnswer === null ? `its process took the whole budget to start, before GET ${env.readyPath} could be tried` : `GET ${env.readyPath} on port ${port} last got ${outcome.lastAnswer}`),
+          { exitCode: null, logTail: tailOf(proc) },
+        );
+      } catch (err) {
+        await this.kill(proc);
+        if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);
+        if (signal.aborted) throw abortError(signal.reason);
+        throw err;
+      }
+    }
+  }
+
+  private start(episodeId: string, env: EnvSpec, script: string, port: number): EnvProcess {
+    const child = spawn(process.execPath, [`--max-old-space-size=${env.resources.memoryMb}`, path.basename(script)], {
+      cwd: path.dirname(script),
+      // an env sees its own environment only, as in a container
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env.environment, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    trackChild(child);
+    this.spawned++;
+    let resolveClosed!: (code: number) => void;
+    const proc: EnvProcess = {
+      episodeId,
+      envName: env.name,
+      child,
+      port,
+      containerId: `process-${child.pid ?? 'unstarted'}-${episodeId}`,
+      networkId: `loopback-${port}`,
+      lines: [],
+      partial: { stdout: '', stderr: '' },
+      exitCode: null,
+      signal: null,
+      oomKilled: false,
+      closed: new Promise((r) => (resolveClosed = r)),
+      watchdog: null,
+    };
+    const onData = (stream: 'stdout' | 'stderr') => (d: Buffer) => {
+      const parts = (proc.partial[stream] + d.toString('utf8')).split('\n');
+      proc.partial[stream] = parts.pop() ?? '';
+      proc.lines.push(...parts);
+      if (proc.lines.length > LOG_KEEP_LINES) proc.lines.splice(0, proc.lines.length - LOG_KEEP_LINES);
+    };
+    child.stdout!.on('data', onData('stdout'));
+    child.stderr!.on('data', onData('stderr'));
+    child.on('error', (err) => {
+      // spawn failures (ENOENT...) end as an exit the deploy reports as a crash
+      proc.lines.push(`process sandbox: ${err.message}`);
+      if (proc.exitCode === null) {
+        proc.exitCode = 127;
+        resolveClosed(127);
+      }
+    });
+    child.once('exit', (code, sig) => {
+      if (proc.watchdog) clearInterval(proc.watchdog);
+      proc.signal = sig;
+      if (proc.exitCode === null) proc.exitCode = code ?? 128 + (sig ? (osConstants.signals[sig] ?? 0) : 0);
+    });
+    child.once('close', () => {
+      for (const stream of ['stdout', 'stderr'] as const) {
+        if (proc.partial[stream]) proc.lines.push(proc.partial[stream]);
+        proc.partial[stream] = '';
+      }
+      if (proc.signal === 'SIGABRT' && HEAP_EXHAUSTED.test(proc.lines.join('\n'))) proc.oomKilled = true;
+      resolveClosed(proc.exitCode ?? -1);
+      this.events.emit('exit', episodeId, proc.exitCode);
+    });
+    const limitMb = env.resources.memoryMb;
+    if (child.pid !== undefined && process.platform === 'linux') {
+      const pid = child.pid;
+      proc.watchdog = setInterval(() => {
+        const mb = residentMb(pid);
+        if (mb !== null && mb > limitMb && proc.exitCode === null) {
+          proc.oomKilled = true;
+          proc.lines.push(`process sandbox: resident memory ${mb.toFixed(0)} MB over the ${limitMb} MB limit: killed`);
+          child.kill('SIGKILL');
+        }
+      }, this.memoryPollMs);
+      proc.watchdog.unref();
+    }
+    this.envs.set(episodeId, proc);
+    this.highWater = Math.max(this.highWater, this.envs.size);
+    this.events.emit('spawn', episodeId);
+    return proc;
+  }
+
+  /** SIGKILL (as `docker rm -f` does) and wait until it has exited */
+  private async kill(proc: EnvProcess): Promise<void> {
+    if (proc.exitCode === null) proc.child.kill('SIGKILL');
+    await proc.closed;
+  }
+
+  async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
+    this.assertOpen();
+    const proc = this.envs.get(handle.episodeId);
+    if (!proc || proc.containerId !== handle.containerId) return { running: false, exitCode: null, oomKilled: false, logTail: '' };
+    return { running: proc.exitCode === null, exitCode: proc.exitCode, oomKilled: proc.oomKilled, logTail: tailOf(proc) };
+  }
+
+  teardown(episodeId: string): Promise<void> {
+    const running = this.teardowns.get(episodeId);
+    if (running) return running;
+    const p = (async () => {
+      const deploying = this.deploys.get(episodeId);
+      if (deploying) {
+        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
+        await deploying.settled;
+      }
+      const proc = this.envs.get(episodeId);
+      if (proc) {
+        await this.kill(proc);
+        if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);
+      }
+    })();
+    this.teardowns.set(episodeId, p);
+    const forget = () => {
+      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
+    };
+    p.then(forget, forget);
+    return p;
+  }
+
+  /** kills every env process this sandbox holds */
+  async sweep(): Promise<SweepResult> {
+    this.assertOpen();
+    const procs = [...this.envs.values()];
+    await Promise.all(procs.map((p) => this.kill(p)));
+    for (const p of procs) if (this.envs.get(p.episodeId) === p) this.envs.delete(p.episodeId);
+    return { containers: procs.map((p) => p.containerId), networks: procs.map((p) => p.networkId) };
+  }
+
+  async listEpisodeIds(): Promise<string[]> {
+    this.assertOpen();
+    return this.held();
+  }
+
+  /**
+   * Stops the deploys in flight (they kill what they started) and waits for teardowns, as
+   * DockerSandbox.close() does; then, unlike it, kills whatever is still held, so no test can
+   * leave a process behind. Tests check `held()` before closing to catch a leak.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.lifetime.abort(new Error('the process sandbox is closing'));
+    await Promise.all([...this.deploys.values()].map((d) => d.settled));
+    await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    const procs = [...this.envs.values()];
+    await Promise.all(procs.map((p) => this.kill(p)));
+    this.envs.clear();
+    this.closed = true;
+  }
+}
+
+function tailOf(proc: EnvProcess): string {
+  const lines = [...proc.lines, proc.partial.stdout, proc.partial.stderr].filter((l) => l !== '');
+  return lines.slice(-LOG_TAIL_LINES).join('\n');
+}
