@@ -4,23 +4,11 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { parseCidr } from './cidr.js';
+import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from './defaults.js';
 
 const seconds = (def: number) => z.coerce.number().positive().finite().default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
-
-const CIDR = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d{1,2})$/;
-
-export function parseCidr(cidr: string): { base: number; prefix: number } | null {
-  const m = CIDR.exec(cidr);
-  if (!m) return null;
-  const octets = m.slice(1, 5).map(Number);
-  const prefix = Number(m[5]);
-  if (octets.some((o) => o > 255) || prefix > 30 || prefix < 8) return null;
-  const base = ((octets[0]! << 24) | (octets[1]! << 16) | (octets[2]! << 8) | octets[3]!) >>> 0;
-  const mask = prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0;
-  if ((base & mask) >>> 0 !== base) return null;
-  return { base, prefix };
-}
 
 /** `KEY=VALUE`, repeatable */
 const buildArgs = z
@@ -54,9 +42,12 @@ export const OptionsSchema = z
     reward: z.string().min(1).optional().describe('how scores become the reward: mean|sum|min|max|<score name> (default: the bundle\'s)'),
     subnetPool: z
       .string()
-      .default('10.213.0.0/16')
-      .refine((s) => parseCidr(s) !== null, 'expected an IPv4 CIDR such as 10.213.0.0/16 (prefix 8..30, base aligned)')
-      .describe('IPv4 range the episode networks take their /28 subnets from'),
+      .default(SUBNET_POOL)
+      .superRefine((s, ctx) => {
+        const r = parseCidr(s);
+        if ('problem' in r) ctx.addIssue({ code: z.ZodIssueCode.custom, message: r.problem });
+      })
+      .describe(`IPv4 range the episode networks take their /${EPISODE_SUBNET_PREFIX} subnets from`),
     instance: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'expected letters, digits, _ . - (at most 63)')
@@ -93,13 +84,15 @@ export const OptionsSchema = z
       });
     }
     const pool = parseCidr(o.subnetPool);
-    if (pool && pool.prefix > 28) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: 'the subnet pool must be /28 or wider' });
-    } else if (pool && 2 ** (28 - pool.prefix) < o.maxConcurrentEnvs) {
+    if ('problem' in pool) return;
+    const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
+    if (pool.prefix > EPISODE_SUBNET_PREFIX) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: `the subnet pool must be /${EPISODE_SUBNET_PREFIX} or wider` });
+    } else if (networks < o.maxConcurrentEnvs) {
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
         path: ['subnetPool'],
-        message: `the subnet pool ${o.subnetPool} holds ${2 ** (28 - pool.prefix)} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
+        message: `the subnet pool ${o.subnetPool} holds ${networks} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
       });
     }
   });

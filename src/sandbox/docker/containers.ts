@@ -4,8 +4,8 @@ import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, toSandboxError } from './errors.js';
 import { ownerLabels, resourceName, type Owner } from './labels.js';
 import type { EpisodeNetwork } from './networks.js';
+import { LOG_TAIL_LINES } from '../../defaults.js';
 
-export const LOG_TAIL_LINES = 20;
 
 /**
  * The env's container: on the episode network only, no published port, bounded memory, CPU and

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import { abortError } from './errors.js';
 import { sleep } from './retry.js';
+import { READINESS } from '../../defaults.js';
 
 export type ReadyOutcome =
   | { kind: 'ready'; probes: number }
@@ -75,7 +76,7 @@ export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcom
   // Most envs are ready within a second of starting: poll tightly then (a refused connection
   // costs well under a millisecond), and back off only for slow starters.
   const started = now();
-  let delay = 15;
+  let delay: number = READINESS.firstDelayMs;
   let probes = 0;
   try {
     for (;;) {
@@ -84,11 +85,11 @@ export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcom
       const left = opts.deadline - now();
       if (left <= 0) return { kind: 'timeout', lastAnswer };
       probes++;
-      const r = await probeHttp(opts.url, Math.min(opts.probeTimeoutMs ?? 2000, left), stop.signal);
+      const r = await probeHttp(opts.url, Math.min(opts.probeTimeoutMs ?? READINESS.probeTimeoutMs, left), stop.signal);
       if (r.ok) return { kind: 'ready', probes };
       if (!stop.signal.aborted) lastAnswer = r.answer;
       await sleep(delay, stop.signal).catch(() => {});
-      if (now() - started > 1000) delay = Math.min(delay * 1.5, 250);
+      if (now() - started > READINESS.fastPhaseMs) delay = Math.min(delay * 1.5, READINESS.maxDelayMs);
     }
   } finally {
     clearTimeout(deadlineTimer);

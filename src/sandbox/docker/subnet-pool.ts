@@ -4,6 +4,8 @@
  * instance) may already use part of the range: the engine then refuses with "pool overlaps", and
  * that subnet is set aside for a while instead of being tried again by every deploy.
  */
+import { formatIPv4, parseCidr } from '../../cidr.js';
+import { FOREIGN_SUBNET_RETRY_MS } from '../../defaults.js';
 import { SandboxError } from '../sandbox.js';
 
 export interface Subnet {
@@ -12,21 +14,6 @@ export interface Subnet {
   cidr: string;
   /** first usable address, e.g. 10.213.0.17 */
   gateway: string;
-}
-
-function parseIPv4(ip: string): number {
-  const parts = ip.split('.');
-  if (parts.length !== 4) throw new Error(`not an IPv4 address: ${ip}`);
-  let n = 0;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) throw new Error(`not an IPv4 address: ${ip}`);
-    n = n * 256 + Number(p);
-  }
-  return n;
-}
-
-function formatIPv4(n: number): string {
-  return [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join('.');
 }
 
 export interface SubnetPoolOptions {
@@ -53,22 +40,20 @@ export class SubnetPool {
   private readonly now: () => number;
 
   constructor(opts: SubnetPoolOptions) {
-    const m = /^([\d.]+)\/(\d{1,2})$/.exec(opts.pool.trim());
-    if (!m) throw new Error(`subnet pool must be an IPv4 CIDR like 10.213.0.0/16, got ${JSON.stringify(opts.pool)}`);
-    const poolPrefix = Number(m[2]);
-    if (poolPrefix < 8 || poolPrefix > 30) throw new Error(`subnet pool prefix must be between /8 and /30, got /${poolPrefix}`);
+    const pool = parseCidr(opts.pool);
+    if ('problem' in pool) throw new Error(`subnet pool: ${pool.problem}`);
+    const poolPrefix = pool.prefix;
     if (!Number.isInteger(opts.prefix) || opts.prefix < poolPrefix || opts.prefix > 29) {
       throw new Error(`episode subnet prefix must be an integer between /${poolPrefix} and /29, got /${opts.prefix}`);
     }
     const poolSize = 2 ** (32 - poolPrefix);
-    const start = parseIPv4(m[1]!);
-    if (start % poolSize !== 0) throw new Error(`subnet pool ${opts.pool} is not aligned: its host bits are not zero`);
+    const start = pool.base;
     this.base = start;
     this.prefix = opts.prefix;
     this.size = 2 ** (32 - opts.prefix);
     this.capacity = poolSize / this.size;
     this.description = `${opts.pool} (/${opts.prefix} subnets)`;
-    this.foreignTtlMs = opts.foreignTtlMs ?? 60_000;
+    this.foreignTtlMs = opts.foreignTtlMs ?? FOREIGN_SUBNET_RETRY_MS;
     this.now = opts.now ?? Date.now;
   }
 

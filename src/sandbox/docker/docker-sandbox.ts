@@ -1,0 +1,359 @@
+/**
+ * The Docker implementation of Sandbox: one internal bridge network per episode on a subnet of
+ * our own pool, one env container on it, readiness over HTTP, teardown and sweep by label.
+ * The only module of the server that knows dockerode.
+ */
+import { setMaxListeners } from 'node:events';
+import Dockerode from 'dockerode';
+import {
+  SandboxError,
+  type DeployRequest,
+  type EnvDiagnosis,
+  type EnvHandle,
+  type EnvSpec,
+  type ImageBuildRequest,
+  type Sandbox,
+  type SweepResult,
+} from '../sandbox.js';
+import { newEnvSecret } from '../env-identity.js';
+import { createEnvContainer, inspectState, logTail } from './containers.js';
+import { EPISODE_SUBNET_PREFIX, REMOVAL_RETRY, SUBNET_POOL } from '../../defaults.js';
+import { fmtS } from '../../time.js';
+import { EnvWatcher } from './env-watch.js';
+import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from './errors.js';
+import { buildEnvImage, checkImage } from './image-build.js';
+import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
+import type { Owner } from './labels.js';
+import { silentLogger, type SandboxLogger } from './logger.js';
+import { connectToNetwork, createEpisodeNetwork } from './networks.js';
+import { waitForHttp } from './readiness.js';
+import { retry } from './retry.js';
+import { SubnetPool } from './subnet-pool.js';
+import { listOwned, removeOwned, type Owned, type RemoveResult } from './removal.js';
+
+export interface DockerSandboxOptions {
+  /** defaults to the local engine (DOCKER_HOST or /var/run/docker.sock) */
+  docker?: Dockerode;
+  /** this server instance: labels every resource, scopes sweep and listEpisodeIds */
+  instance: string;
+  bundleName: string;
+  /** CIDR the episode subnets are carved from (default SUBNET_POOL) */
+  subnetPool?: string;
+  /** prefix length of one episode subnet (default EPISODE_SUBNET_PREFIX) */
+  subnetPrefix?: number;
+  /**
+   * The server's own container id when it runs in a container with the engine socket mounted:
+   * it joins each episode network to reach the env (see detectOwnContainerId). null: the server
+   * runs on the engine's host and reaches container addresses directly. With a container set,
+   * episode bridges get no host address, so envs cannot reach services on the host either.
+   */
+  attachContainer?: string | null;
+  logger?: SandboxLogger;
+  /** attempts per container or network removal, and the first backoff delay (doubling) */
+  removeAttempts?: number;
+  removeBaseDelayMs?: number;
+  /** heartbeat of the instance claim (claimInstance) */
+  instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
+}
+
+interface InflightDeploy {
+  controller: AbortController;
+  /** settles (never rejects) once the deploy and its own cleanup are over */
+  settled: Promise<void>;
+}
+
+export class DockerSandbox implements Sandbox {
+  readonly instance: string;
+  readonly bundleName: string;
+  private readonly docker: Dockerode;
+  private readonly pool: SubnetPool;
+  private readonly attach: string | null;
+  private readonly log: SandboxLogger;
+  private readonly removeAttempts: number;
+  private readonly removeBaseDelayMs: number;
+  private readonly deploys = new Map<string, InflightDeploy>();
+  private readonly teardowns = new Map<string, Promise<void>>();
+  private readonly builds = new Map<string, Promise<string>>();
+  /** aborted by close(): stops every deploy, readiness poll and retry timer */
+  private readonly lifetime = new AbortController();
+  private closed = false;
+  private failedRemovals = 0;
+  /** deaths of the deployed env containers, as the engine reports them */
+  private readonly watcher: EnvWatcher;
+  private readonly lock: InstanceLock;
+
+  constructor(opts: DockerSandboxOptions) {
+    if (!opts.instance) throw new Error('DockerSandbox needs an instance id');
+    this.instance = opts.instance;
+    this.bundleName = opts.bundleName;
+    this.docker = opts.docker ?? new Dockerode();
+    this.pool = new SubnetPool({ pool: opts.subnetPool ?? SUBNET_POOL, prefix: opts.subnetPrefix ?? EPISODE_SUBNET_PREFIX });
+    this.attach = opts.attachContainer ?? null;
+    this.log = opts.logger ?? silentLogger;
+    this.removeAttempts = opts.removeAttempts ?? REMOVAL_RETRY.attempts;
+    this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
+    this.watcher = new EnvWatcher(this.docker, this.log);
+    this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
+    // every deploy in flight listens to it: hundreds are normal, not a leak
+    setMaxListeners(0, this.lifetime.signal);
+  }
+
+  /** removals that still failed after every retry (their resources stay labelled for the reconciler) */
+  get removalFailures(): number {
+    return this.failedRemovals;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new SandboxError('engine_error', 'the Docker sandbox is closed');
+  }
+
+  async ping(): Promise<void> {
+    this.assertOpen();
+    try {
+      await this.docker.ping();
+    } catch (err) {
+      throw toSandboxError(err, 'answering a ping');
+    }
+  }
+
+  async buildImage(req: ImageBuildRequest): Promise<string> {
+    this.assertOpen();
+    return buildEnvImage(this.docker, req, this.builds);
+  }
+
+  async checkImage(ref: string): Promise<void> {
+    this.assertOpen();
+    await checkImage(this.docker, ref);
+  }
+
+  networksInUse(): number {
+    return this.pool.inUse;
+  }
+
+  async claimInstance(): Promise<void> {
+    this.assertOpen();
+    await this.lock.claim();
+  }
+
+  async releaseInstance(): Promise<void> {
+    await this.lock.release();
+  }
+
+  async deploy(req: DeployRequest): Promise<EnvHandle> {
+    this.assertOpen();
+    throwIfAborted(req.signal);
+    const { episodeId } = req;
+    // A teardown of the same episode still running must finish before the id is reused.
+    await this.teardowns.get(episodeId)?.catch(() => {});
+    if (this.deploys.has(episodeId) || this.pool.holds(episodeId)) {
+      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
+    }
+    const controller = new AbortController();
+    const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
+    req.signal?.addEventListener('abort', forward, { once: true });
+    this.lifetime.signal.addEventListener('abort', forward, { once: true });
+    const run = this.runDeploy(episodeId, req.env, controller.signal);
+    this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
+    try {
+      return await run;
+    } finally {
+      this.deploys.delete(episodeId);
+      req.signal?.removeEventListener('abort', forward);
+      this.lifetime.signal.removeEventListener('abort', forward);
+    }
+  }
+
+  private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+    const owner: Owner = { instance: this.instance, bundle: this.bundleName, episode: episodeId, env: env.name };
+    const startedAt = Date.now();
+    try {
+      throwIfAborted(signal);
+      // Creation steps are not interrupted mid-call: an engine call cut off may still complete
+      // on the engine's side, and its resource would then escape this deploy's cleanup.
+      const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });
+      throwIfAborted(signal);
+      if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
+      throwIfAborted(signal);
+      // listening before the container exists, so no death of it goes unseen
+      await this.watcher.start();
+      const createdAt = Date.now();
+      const deadline = createdAt + env.deployTimeoutMs;
+      const secret = newEnvSecret();
+      const container = await createEnvContainer(this.docker, owner, env, network, secret);
+      const gone = this.watcher.watch(episodeId, container.id, network.id);
+      throwIfAborted(signal);
+      const startAt = Date.now();
+      try {
+        await container.start();
+      } catch (err) {
+        throw toSandboxError(err, `starting the container of env \`${env.name}\``);
+      }
+      throwIfAborted(signal);
+      const runningAt = Date.now();
+      const stopWaiting = new AbortController();
+      const exited = container
+        .wait({ condition: 'not-running', abortSignal: stopWaiting.signal })
+        .then((r: { StatusCode: number }) => r.StatusCode);
+      exited.catch(() => {});
+      try {
+        const state = await inspectState(this.docker, container.id, network.name).catch((err) => {
+          throw toSandboxError(err, `inspecting the container of env \`${env.name}\``);
+        });
+        if (!state.ip && state.running) {
+          throw new SandboxError('engine_error', `the container of env \`${env.name}\` got no address on its episode network`);
+        }
+        const baseUrl = `http://${state.ip}:${env.port}`;
+        const outcome = state.ip
+          ? await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal })
+          : { kind: 'exited' as const, exitCode: state.exitCode ?? -1 };
+        if (outcome.kind === 'ready') {
+          // an abort that lands as the env gets ready still wins: the caller gave up on it
+          throwIfAborted(signal);
+          this.log.info(
+            {
+              episode: episodeId,
+              env: env.name,
+              container: container.id.slice(0, 12),
+              subnet: network.subnet.cidr,
+              // where the deploy's time went: network, container create, start, readiness
+              networkMs: createdAt - startedAt,
+              createMs: startAt - createdAt,
+              startMs: runningAt - startAt,
+              readyMs: Date.now() - runningAt,
+              deployMs: Date.now() - startedAt,
+            },
+            'env ready',
+          );
+          return { episodeId, baseUrl, containerId: container.id, networkId: network.id, secret, gone };
+        }
+        const tail = await logTail(this.docker, container.id);
+        if (outcome.kind === 'exited') {
+          const after = await inspectState(this.docker, container.id).catch(() => null);
+          const exitCode = after?.exitCode ?? outcome.exitCode;
+          if (after?.oomKilled) {
+            throw new SandboxError(
+              'env_oom',
+              `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`,
+              { exitCode, logTail: tail },
+            );
+          }
+          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode} before it was ready`, { exitCode, logTail: tail });
+        }
+        throw new SandboxError(
+          'deploy_timeout',
+          `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
+            (outcome.lastAnswer === null
+              ? `its container took the whole budget to start, before GET ${env.readyPath} could be tried`
+              : `GET ${env.readyPath} on port ${env.port} last got ${outcome.lastAnswer}`),
+          { exitCode: null, logTail: tail },
+        );
+      } finally {
+        stopWaiting.abort();
+      }
+    } catch (err) {
+      const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
+      try {
+        await this.removeEpisode(episodeId);
+      } catch (cleanupErr) {
+        this.log.error({ episode: episodeId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
+      }
+      if (!signal.aborted) this.log.warn({ episode: episodeId, env: env.name, reason: (cause as SandboxError).reason, msg: cause.message }, 'deploy failed');
+      throw cause;
+    }
+  }
+
+  async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
+    this.assertOpen();
+    let state;
+    try {
+      state = await inspectState(this.docker, handle.containerId);
+    } catch (err) {
+      if (isNotFound(err)) return { running: false, exitCode: this.watcher.exitCodeOf(handle.containerId), oomKilled: false, logTail: '' };
+      throw toSandboxError(err, `inspecting the env container ${handle.containerId.slice(0, 12)}`);
+    }
+    return { running: state.running, exitCode: state.exitCode, oomKilled: state.oomKilled, logTail: await logTail(this.docker, handle.containerId) };
+  }
+
+  teardown(episodeId: string): Promise<void> {
+    const running = this.teardowns.get(episodeId);
+    if (running) return running;
+    const p = (async () => {
+      const deploying = this.deploys.get(episodeId);
+      if (deploying) {
+        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
+        await deploying.settled;
+      }
+      await this.removeEpisode(episodeId);
+    })();
+    this.teardowns.set(episodeId, p);
+    const forget = () => {
+      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
+    };
+    p.then(forget, forget);
+    return p;
+  }
+
+  /** removes the episode's labelled resources; its subnet goes back once no network of it is left */
+  private async removeEpisode(episodeId: string): Promise<void> {
+    // its own removal is no death to report
+    this.watcher.forget(episodeId);
+    const owned = await this.list(episodeId);
+    const result = await this.remove(owned);
+    if (result.failed.length > 0) throw this.removalError(result, `episode ${episodeId}`);
+    this.pool.release(episodeId);
+  }
+
+  async sweep(): Promise<SweepResult> {
+    this.assertOpen();
+    const owned = await this.list();
+    const result = await this.remove(owned);
+    const stillThere = new Set(result.failed.filter((f) => f.kind === 'network').map((f) => f.episode));
+    for (const n of result.removed.networks) if (!stillThere.has(n.episode)) this.pool.release(n.episode);
+    const removed = { containers: result.removed.containers.map((c) => c.id), networks: result.removed.networks.map((n) => n.id) };
+    if (removed.containers.length + removed.networks.length > 0) this.log.info({ instance: this.instance, ...removed }, 'swept leftover env resources');
+    if (result.failed.length > 0) throw this.removalError(result, `instance ${this.instance}`);
+    return removed;
+  }
+
+  async listEpisodeIds(): Promise<string[]> {
+    this.assertOpen();
+    const owned = await this.list();
+    return [...new Set([...owned.containers, ...owned.networks].map((r) => r.episode).filter(Boolean))];
+  }
+
+  private async list(episodeId?: string): Promise<Owned> {
+    try {
+      // no abort signal: cleanups started by close() must still get to finish
+      return await retry(() => listOwned(this.docker, this.instance, episodeId), { attempts: 3, baseDelayMs: this.removeBaseDelayMs });
+    } catch (err) {
+      throw toSandboxError(err, `listing the resources of ${episodeId ? `episode ${episodeId}` : `instance ${this.instance}`}`);
+    }
+  }
+
+  private remove(owned: Owned): Promise<RemoveResult> {
+    return removeOwned(this.docker, owned, {
+      attachContainer: this.attach,
+      attempts: this.removeAttempts,
+      baseDelayMs: this.removeBaseDelayMs,
+      log: this.log,
+    });
+  }
+
+  private removalError(result: RemoveResult, what: string): SandboxError {
+    this.failedRemovals += result.failed.length;
+    const details = result.failed.map((f) => `${f.kind} ${f.id.slice(0, 12)}: ${engineMessage(f.error)}`).join('; ');
+    this.log.error({ failed: result.failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) }, `could not remove every resource of ${what}`);
+    return new SandboxError('engine_error', `the Docker engine did not remove every resource of ${what} after ${this.removeAttempts} attempts: ${details}`);
+  }
+
+  /** stops deploys in flight (they remove what they created), waits for teardowns, then refuses further calls */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.lifetime.abort(new Error('the Docker sandbox is closing'));
+    await Promise.all([...this.deploys.values()].map((d) => d.settled));
+    await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    this.watcher.close();
+    await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
+    this.closed = true;
+  }
+}
