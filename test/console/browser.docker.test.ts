@@ -149,6 +149,27 @@ describeBrowser('the web console in Chromium', () => {
       await page.close();
     });
 
+    it('works under --token-in-path: the page at /t/<token>/web/ reads its data through the prefix', async () => {
+      const prefixed = await startServer({ token: TOKEN, tokenInPath: true, maxConcurrentEnvs: 2 });
+      try {
+        const page = await browser.ctx.newPage();
+        const statuses: number[] = [];
+        page.on('response', (r) => {
+          if (r.url().includes('/console/')) statuses.push(r.status());
+        });
+        await page.goto(`${prefixed.url}/t/${TOKEN}/web/`);
+        // every data request went through the prefix: no token to ask for
+        await page.getByTestId('gauge-envs').waitFor();
+        await expect.poll(() => page.getByTestId('meter-envs').textContent()).toContain('/ 2');
+        expect(await page.getByTestId('token-form').count()).toBe(0);
+        expect(statuses.length).toBeGreaterThan(0);
+        expect(statuses.every((st) => st === 200)).toBe(true);
+        await page.close();
+      } finally {
+        await prefixed.stop();
+      }
+    });
+
     it('shows an episode a client plays, live, with its tool calls in the transcript', async () => {
       const page = await browser.ctx.newPage();
       await page.goto(`${s.url}/web/#/episodes`);
