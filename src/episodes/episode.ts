@@ -84,6 +84,8 @@ export class Episode {
   private readonly abort = new AbortController();
   /** aborts env calls: the episode closing, or the env's container dying (handle.gone) */
   private callSignal: AbortSignal = this.abort.signal;
+  /** env calls in flight: a death during one fails that call (and is reported as its outcome) */
+  private callsInFlight = 0;
   private episodeTimer: NodeJS.Timeout | null = null;
   private resolveTornDown!: () => void;
   private teardownStarted = false;
@@ -177,7 +179,7 @@ export class Episode {
         this.callSignal = AbortSignal.any([this.abort.signal, gone]);
         // a death between calls ends the episode at once (one during a call fails that call)
         gone.addEventListener('abort', () => {
-          if (this.phase === 'running' && !this.done) void this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
+          if (this.phase === 'running' && !this.done && this.callsInFlight === 0) void this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
         }, { once: true });
       }
       this.t.deployed = this.now();
@@ -309,7 +311,7 @@ export class Episode {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
-      res = await client.request('POST', '/tools/call', { name, arguments: args }, timeoutMs, this.callSignal);
+      res = await this.envCall(client, '/tools/call', { name, arguments: args }, timeoutMs);
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
@@ -344,12 +346,21 @@ export class Episode {
     return { observation, reward: null, done: false };
   }
 
+  private async envCall(client: EnvClient, path: string, body: unknown, timeoutMs: number) {
+    this.callsInFlight++;
+    try {
+      return await client.request('POST', path, body, timeoutMs, this.callSignal);
+    } finally {
+      this.callsInFlight--;
+    }
+  }
+
   /** Asks the env for its scores and ends the episode. */
   private async finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome<CallObservation | Ending>> {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
-      res = await this.client!.request('POST', '/finish', {}, timeoutMs, this.callSignal);
+      res = await this.envCall(this.client!, '/finish', {}, timeoutMs);
     } catch (e) {
       if (this.done) return this.endedOutcome(END_TURN);
       if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {

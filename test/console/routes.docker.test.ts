@@ -215,7 +215,7 @@ describeDocker('console routes', () => {
     }
     const params = doc.paths['/console/episodes'].get.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`);
     expect(params).toEqual(expect.arrayContaining(['query:split', 'query:end_reason', 'query:failed', 'query:limit']));
-    expect(doc.paths['/console/episodes/{id}'].get.parameters[0]).toMatchObject({ name: 'id', in: 'path', required: true });
+    expect(doc.paths['/console/episodes/{id}'].get.parameters.find((p: { in: string }) => p.in === 'path')).toMatchObject({ name: 'id', in: 'path', required: true });
     expect(doc.paths['/console/stream'].get.responses['200'].content).toHaveProperty(['application/x-ndjson']);
   });
 
