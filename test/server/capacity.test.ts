@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
 import { waitFor } from '../support/wait.js';
+import { playTwelveThroughFour } from '../support/fifo-scenario.js';
 import { WsClient } from '../support/ws-client.js';
 
 describe('admission', () => {
@@ -12,47 +13,11 @@ describe('admission', () => {
 
   it('12 concurrent resets with 4 slots: all complete, in arrival order, never more than 4 env processes', async () => {
     const spawnedBefore = s.sandbox.spawned;
-    const clients = await Promise.all(Array.from({ length: 12 }, () => WsClient.open(s.url)));
-    // watch the server's own queue: the order resets reach it, and the order slots are granted
-    const { manager, admission } = s.app.openenv;
-    const arrived: string[] = [];
-    const granted: number[] = [];
-    const realStart = manager.start.bind(manager);
-    const realAcquire = admission.acquire.bind(admission);
-    let calls = 0;
-    // resolved as each reset reaches the manager, so each client sends after the one before arrived
-    const arrivals: (() => void)[] = [];
-    const hasArrived = clients.map((_, i) => new Promise<void>((r) => (arrivals[i] = r)));
-    manager.start = (ep, data) => {
-      arrived.push(String(data.episode_id));
-      arrivals[arrived.length - 1]?.();
-      return realStart(ep, data);
-    };
-    admission.acquire = (opts) => {
-      const k = calls++;
-      return realAcquire(opts).then((slot) => (granted.push(k), slot));
-    };
-    const waits: number[] = [];
-    const episodes = clients.map(async (c, i) => {
-      // one after another, so arrival order is well defined
-      if (i > 0) await hasArrived[i - 1];
-      const r = await c.reset({ task_id: 'fx-echo-0', episode_id: `c${i}` });
-      waits[i] = r.data.observation.timings.queued_s;
-      expect(r.type).toBe('observation');
-      await c.call('sleep', { seconds: 0.3 });
-      const end = await c.call('end_turn', {});
-      expect(end.data.done).toBe(true);
-      expect(end.data.reward).toBe(0.5);
-      await c.close();
-      return r.data.observation.timings;
-    });
-    await Promise.all(episodes);
-    manager.start = realStart;
-    admission.acquire = realAcquire;
+    const fifo = await playTwelveThroughFour(s.app, s.url);
     // FIFO: the resets reached the queue in the order they were sent, and got slots in that order
-    expect(arrived).toEqual(clients.map((_, i) => `c${i}`));
-    expect(granted).toEqual([...Array(12).keys()]);
-    expect(waits[11]!).toBeGreaterThan(0.2);
+    expect(fifo.arrived).toEqual(fifo.sent);
+    expect(fifo.granted).toEqual([...Array(12).keys()]);
+    expect(fifo.waits[11]!).toBeGreaterThan(0.2);
     // the sandbox counts every env process it held at once, not a sample
     expect(s.sandbox.spawned - spawnedBefore).toBe(12);
     expect(s.sandbox.peak).toBeGreaterThan(0);

@@ -26,13 +26,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { EventEmitter, setMaxListeners } from 'node:events';
+import { EventEmitter } from 'node:events';
 import { access, readFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
-import { abortError } from '../../src/sandbox/docker/errors.js';
+import { abortError, throwIfAborted } from '../../src/abort.js';
+import { fmtS } from '../../src/time.js';
 import { waitForHttp } from '../../src/sandbox/docker/readiness.js';
 import {
   SandboxError,
@@ -44,6 +45,7 @@ import {
   type Sandbox,
   type SweepResult,
 } from '../../src/sandbox/sandbox.js';
+import { EnvLifecycles } from '../../src/sandbox/env-lifecycles.js';
 
 /** as many lines as DockerSandbox's log tail (LOG_TAIL_LINES) */
 const LOG_TAIL_LINES = 20;
@@ -83,11 +85,6 @@ interface EnvProcess {
   watchdog: NodeJS.Timeout | null;
 }
 
-interface InflightDeploy {
-  controller: AbortController;
-  settled: Promise<void>;
-}
-
 /** every env process of every ProcessSandbox in this test process, killed if the process exits */
 const ALL_CHILDREN = new Set<ChildProcess>();
 let exitHookInstalled = false;
@@ -100,14 +97,6 @@ function trackChild(child: ChildProcess): void {
   }
   ALL_CHILDREN.add(child);
   child.once('exit', () => ALL_CHILDREN.delete(child));
-}
-
-function seconds(ms: number): string {
-  return `${Number((ms / 1000).toFixed(1))} s`;
-}
-
-function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw abortError(signal.reason);
 }
 
 /** a port nothing listens on right now (another process may still take it before the env does) */
@@ -141,9 +130,7 @@ export class ProcessSandbox implements Sandbox {
   private readonly images = new Map<string, string>();
   /** episode id -> its env process, from spawn until teardown (or a failed deploy) */
   private readonly envs = new Map<string, EnvProcess>();
-  private readonly deploys = new Map<string, InflightDeploy>();
-  private readonly teardowns = new Map<string, Promise<void>>();
-  private readonly lifetime = new AbortController();
+  private readonly lifecycles = new EnvLifecycles();
   private closed = false;
   private highWater = 0;
   /** processes started, failed deploys' retries included */
@@ -155,7 +142,6 @@ export class ProcessSandbox implements Sandbox {
   constructor(opts: ProcessSandboxOptions = {}) {
     this.entry = opts.entry ?? 'server.mjs';
     this.memoryPollMs = opts.memoryPollMs ?? 25;
-    setMaxListeners(0, this.lifetime.signal);
   }
 
   // --- what tests assert with ------------------------------------------------------------------
@@ -239,25 +225,7 @@ export class ProcessSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    throwIfAborted(req.signal);
-    const { episodeId } = req;
-    await this.teardowns.get(episodeId)?.catch(() => {});
-    if (this.deploys.has(episodeId) || this.envs.has(episodeId)) {
-      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
-    }
-    const controller = new AbortController();
-    const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
-    req.signal?.addEventListener('abort', forward, { once: true });
-    this.lifetime.signal.addEventListener('abort', forward, { once: true });
-    const run = this.runDeploy(episodeId, req.env, controller.signal);
-    this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
-    try {
-      return await run;
-    } finally {
-      this.deploys.delete(episodeId);
-      req.signal?.removeEventListener('abort', forward);
-      this.lifetime.signal.removeEventListener('abort', forward);
-    }
+    return this.lifecycles.deploy(req, (id) => this.envs.has(id), (signal) => this.runDeploy(req.episodeId, req.env, signal));
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -293,7 +261,7 @@ export class ProcessSandbox implements Sandbox {
         }
         throw new SandboxError(
           'deploy_timeout',
-          `env \`${env.name}\` was not ready within its deploy timeout (${seconds(env.deployTimeoutMs)}): ` +
+          `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
             (outcome.lastAnswer === null ? `its process took the whole budget to start, before GET ${env.readyPath} could be tried` : `GET ${env.readyPath} on port ${port} last got ${outcome.lastAnswer}`),
           { exitCode: null, logTail: tailOf(proc) },
         );
@@ -394,26 +362,13 @@ export class ProcessSandbox implements Sandbox {
   }
 
   teardown(episodeId: string): Promise<void> {
-    const running = this.teardowns.get(episodeId);
-    if (running) return running;
-    const p = (async () => {
-      const deploying = this.deploys.get(episodeId);
-      if (deploying) {
-        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
-        await deploying.settled;
-      }
+    return this.lifecycles.teardown(episodeId, async () => {
       const proc = this.envs.get(episodeId);
       if (proc) {
         await this.kill(proc);
         if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);
       }
-    })();
-    this.teardowns.set(episodeId, p);
-    const forget = () => {
-      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
-    };
-    p.then(forget, forget);
-    return p;
+    });
   }
 
   /** kills every env process this sandbox holds */
@@ -437,9 +392,7 @@ export class ProcessSandbox implements Sandbox {
    */
   async close(): Promise<void> {
     if (this.closed) return;
-    this.lifetime.abort(new Error('the process sandbox is closing'));
-    await Promise.all([...this.deploys.values()].map((d) => d.settled));
-    await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    await this.lifecycles.close('the process sandbox is closing');
     const procs = [...this.envs.values()];
     await Promise.all(procs.map((p) => this.kill(p)));
     this.envs.clear();

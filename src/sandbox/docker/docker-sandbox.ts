@@ -3,7 +3,6 @@
  * our own pool, one env container on it, readiness over HTTP, teardown and sweep by label.
  * The only module of the server that knows dockerode.
  */
-import { setMaxListeners } from 'node:events';
 import Dockerode from 'dockerode';
 import {
   SandboxError,
@@ -16,6 +15,7 @@ import {
   type SweepResult,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
+import { EnvLifecycles } from '../env-lifecycles.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, REMOVAL_RETRY, SUBNET_POOL } from '../../defaults.js';
 import { fmtS } from '../../time.js';
@@ -56,12 +56,6 @@ export interface DockerSandboxOptions {
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
 }
 
-interface InflightDeploy {
-  controller: AbortController;
-  /** settles (never rejects) once the deploy and its own cleanup are over */
-  settled: Promise<void>;
-}
-
 export class DockerSandbox implements Sandbox {
   readonly instance: string;
   readonly bundleName: string;
@@ -71,11 +65,8 @@ export class DockerSandbox implements Sandbox {
   private readonly log: SandboxLogger;
   private readonly removeAttempts: number;
   private readonly removeBaseDelayMs: number;
-  private readonly deploys = new Map<string, InflightDeploy>();
-  private readonly teardowns = new Map<string, Promise<void>>();
+  private readonly lifecycles = new EnvLifecycles();
   private readonly builds = new Map<string, Promise<string>>();
-  /** aborted by close(): stops every deploy, readiness poll and retry timer */
-  private readonly lifetime = new AbortController();
   private closed = false;
   private failedRemovals = 0;
   /** deaths of the deployed env containers, as the engine reports them */
@@ -94,8 +85,6 @@ export class DockerSandbox implements Sandbox {
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
     this.watcher = new EnvWatcher(this.docker, this.log);
     this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
-    // every deploy in flight listens to it: hundreds are normal, not a leak
-    setMaxListeners(0, this.lifetime.signal);
   }
 
   /** removals that still failed after every retry (their resources stay labelled for the reconciler) */
@@ -141,26 +130,7 @@ export class DockerSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    throwIfAborted(req.signal);
-    const { episodeId } = req;
-    // A teardown of the same episode still running must finish before the id is reused.
-    await this.teardowns.get(episodeId)?.catch(() => {});
-    if (this.deploys.has(episodeId) || this.pool.holds(episodeId)) {
-      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
-    }
-    const controller = new AbortController();
-    const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
-    req.signal?.addEventListener('abort', forward, { once: true });
-    this.lifetime.signal.addEventListener('abort', forward, { once: true });
-    const run = this.runDeploy(episodeId, req.env, controller.signal);
-    this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
-    try {
-      return await run;
-    } finally {
-      this.deploys.delete(episodeId);
-      req.signal?.removeEventListener('abort', forward);
-      this.lifetime.signal.removeEventListener('abort', forward);
-    }
+    return this.lifecycles.deploy(req, (id) => this.pool.holds(id), (signal) => this.runDeploy(req.episodeId, req.env, signal));
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -275,22 +245,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   teardown(episodeId: string): Promise<void> {
-    const running = this.teardowns.get(episodeId);
-    if (running) return running;
-    const p = (async () => {
-      const deploying = this.deploys.get(episodeId);
-      if (deploying) {
-        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
-        await deploying.settled;
-      }
-      await this.removeEpisode(episodeId);
-    })();
-    this.teardowns.set(episodeId, p);
-    const forget = () => {
-      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
-    };
-    p.then(forget, forget);
-    return p;
+    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId));
   }
 
   /** removes the episode's labelled resources; its subnet goes back once no network of it is left */
@@ -349,9 +304,7 @@ export class DockerSandbox implements Sandbox {
   /** stops deploys in flight (they remove what they created), waits for teardowns, then refuses further calls */
   async close(): Promise<void> {
     if (this.closed) return;
-    this.lifetime.abort(new Error('the Docker sandbox is closing'));
-    await Promise.all([...this.deploys.values()].map((d) => d.settled));
-    await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    await this.lifecycles.close('the Docker sandbox is closing');
     this.watcher.close();
     await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
     this.closed = true;
