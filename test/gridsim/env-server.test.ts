@@ -3,9 +3,13 @@
  * in a child process, driven over HTTP as PROTOCOL.md §6 says.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createEnvServer } from '../../bundles/gridsim-v1/envs/gridsim/src/env-server.js';
 import { situationText, parseTaskData, type TaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 
 const DIR = join(import.meta.dirname, '../../bundles/gridsim-v1');
@@ -202,5 +206,31 @@ describe('GridSim env server (child process)', () => {
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
+  });
+});
+
+describe('GridSim env server: the identity proof (docs/bundle-format.md)', () => {
+  const secret = 'a'.repeat(64);
+  let server: Server;
+  let base = '';
+  const mac = (key: string, direction: string, nonce: string) => createHmac('sha256', key).update(`${direction}:${nonce}`).digest('hex');
+  beforeAll(async () => {
+    server = createEnvServer({ logLevel: 'silent', secret });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it("proves itself to its own episode, refuses another's with 421, serves a request that asks nothing", async () => {
+    const nonce = 'b'.repeat(32);
+    const ours = await fetch(`${base}/health`, { headers: { 'x-openenv-nonce': nonce, 'x-openenv-auth': mac(secret, 'request', nonce) } });
+    expect(ours.status).toBe(200);
+    expect(ours.headers.get('x-openenv-proof')).toBe(mac(secret, 'response', nonce));
+    const theirs = await fetch(`${base}/health`, { headers: { 'x-openenv-nonce': nonce, 'x-openenv-auth': mac('c'.repeat(64), 'request', nonce) } });
+    expect(theirs.status).toBe(421);
+    expect(theirs.headers.get('x-openenv-proof')).toBeNull();
+    const plain = await fetch(`${base}/health`);
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get('x-openenv-proof')).toBeNull();
   });
 });

@@ -2,6 +2,7 @@
 // Regenerate with `npm run gridsim:build-env`.
 
 // src/env-server.ts
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 
 // src/prng.ts
@@ -644,6 +645,18 @@ var Episode = class {
 // src/env-server.ts
 var MAX_BODY_BYTES = 1 << 20;
 var LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
+function identityOf(req, secret2) {
+  const nonce = req.headers["x-openenv-nonce"];
+  const auth = req.headers["x-openenv-auth"];
+  if (nonce === void 0 && auth === void 0) return "none";
+  if (typeof nonce !== "string" || typeof auth !== "string" || !nonce) return "wrong";
+  const got = Buffer.from(auth.toLowerCase());
+  const want = Buffer.from(hmac(secret2, "request", nonce));
+  return got.length === want.length && timingSafeEqual(got, want) ? { nonce } : "wrong";
+}
+function hmac(secret2, direction, nonce) {
+  return createHmac("sha256", secret2).update(`${direction}:${nonce}`).digest("hex");
+}
 var HttpError = class extends Error {
   constructor(status, code, message) {
     super(message);
@@ -737,6 +750,11 @@ function createEnvServer(options = {}) {
     throw new HttpError(404, "not_found", `no route ${method} ${path}`);
   };
   return createServer((req, res) => {
+    if (options.secret) {
+      const id = identityOf(req, options.secret);
+      if (id === "wrong") return send(res, 421, { error: "misdirected", message: "this request proves another env's secret: it was meant for another episode" });
+      if (id !== "none") res.setHeader("x-openenv-proof", hmac(options.secret, "response", id.nonce));
+    }
     route(req, res).catch((e) => {
       if (e instanceof HttpError) {
         log("warn", "bad request", { code: e.code, message: e.message });
@@ -752,7 +770,9 @@ function createEnvServer(options = {}) {
 // src/server.ts
 var port = Number(process.env.PORT ?? 8e3);
 var host = process.env.HOST ?? "0.0.0.0";
-var server = createEnvServer({ logLevel: process.env.LOG_LEVEL ?? "info" });
+var secret = process.env.OPENENV_ENV_SECRET;
+delete process.env.OPENENV_ENV_SECRET;
+var server = createEnvServer({ logLevel: process.env.LOG_LEVEL ?? "info", secret });
 server.listen(port, host, () => {
   const address = server.address();
   const bound = typeof address === "object" && address !== null ? address.port : port;

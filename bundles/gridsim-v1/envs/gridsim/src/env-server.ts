@@ -1,7 +1,9 @@
 /**
- * The GridSim env's HTTP server (PROTOCOL.md §6), node:http only so the env image needs no npm
- * package. One server serves one episode at a time; a new /reset replaces it.
+ * The GridSim env's HTTP server (the env contract of docs/bundle-format.md), node:http only so the
+ * env image needs no npm package. One server serves one episode at a time; a new /reset replaces
+ * it. With the episode's secret it proves it is the episode's env on every answer.
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { DataError } from './battery.js';
 import { Episode } from './episode.js';
@@ -16,6 +18,23 @@ export interface EnvServerOptions {
   logLevel?: string;
   /** where log lines go; default stdout */
   write?: (line: string) => void;
+  /** the episode's OPENENV_ENV_SECRET: requests that prove another secret get 421, ours get a proof */
+  secret?: string;
+}
+
+/** 'none' (no proof asked), 'wrong' (another env's secret), or the nonce to prove ours with */
+function identityOf(req: IncomingMessage, secret: string): 'none' | 'wrong' | { nonce: string } {
+  const nonce = req.headers['x-openenv-nonce'];
+  const auth = req.headers['x-openenv-auth'];
+  if (nonce === undefined && auth === undefined) return 'none';
+  if (typeof nonce !== 'string' || typeof auth !== 'string' || !nonce) return 'wrong';
+  const got = Buffer.from(auth.toLowerCase());
+  const want = Buffer.from(hmac(secret, 'request', nonce));
+  return got.length === want.length && timingSafeEqual(got, want) ? { nonce } : 'wrong';
+}
+
+function hmac(secret: string, direction: 'request' | 'response', nonce: string): string {
+  return createHmac('sha256', secret).update(`${direction}:${nonce}`).digest('hex');
 }
 
 class HttpError extends Error {
@@ -116,6 +135,11 @@ export function createEnvServer(options: EnvServerOptions = {}): Server {
   };
 
   return createServer((req, res) => {
+    if (options.secret) {
+      const id = identityOf(req, options.secret);
+      if (id === 'wrong') return send(res, 421, { error: 'misdirected', message: "this request proves another env's secret: it was meant for another episode" });
+      if (id !== 'none') res.setHeader('x-openenv-proof', hmac(options.secret, 'response', id.nonce));
+    }
     route(req, res).catch((e: unknown) => {
       if (e instanceof HttpError) {
         log('warn', 'bad request', { code: e.code, message: e.message });

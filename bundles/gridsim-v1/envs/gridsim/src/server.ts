@@ -6,7 +6,10 @@ import { createEnvServer } from './env-server.js';
 
 const port = Number(process.env.PORT ?? 8000);
 const host = process.env.HOST ?? '0.0.0.0';
-const server = createEnvServer({ logLevel: process.env.LOG_LEVEL ?? 'info' });
+// the episode's secret proves this env is the episode's own; it stays out of the environment
+const secret = process.env.OPENENV_ENV_SECRET;
+delete process.env.OPENENV_ENV_SECRET;
+const server = createEnvServer({ logLevel: process.env.LOG_LEVEL ?? 'info', secret });
 server.listen(port, host, () => {
   const address = server.address();
   const bound = typeof address === 'object' && address !== null ? address.port : port;
