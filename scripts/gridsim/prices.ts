@@ -17,7 +17,7 @@
 import { Rng } from '../../bundles/gridsim-v1/envs/gridsim/src/prng.js';
 import { PRICE_FLOOR, priceCapOf, seasonOf } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 
-/** ERCOT's 7 hubs and 8 load zones, as GRIDSIM.md lists them. */
+/** ERCOT's 7 hubs and 8 load zones, as the bundle README lists them. */
 export const POINTS = [
   'HB_BUSAVG',
   'HB_HOUSTON',

@@ -38,7 +38,7 @@ describe('battery archetypes', () => {
     expect(new Set(ids).size).toBe(78);
     for (const h of [1, 2, 4]) for (const l of 'abcdefghijklmnopqrstuvwxyz') expect(ids).toContain(`${h}h-${l}`);
   });
-  it('2h-a is exactly the battery of GRIDSIM.md', () => {
+  it('2h-a is exactly the battery the bundle README describes', () => {
     expect(archetype('2h-a')).toEqual({
       id: '2h-a',
       hours: 2,

@@ -1,6 +1,6 @@
 /**
  * The env server as the image runs it: `node bundles/gridsim-v1/envs/gridsim/app/server.mjs`
- * in a child process, driven over HTTP as PROTOCOL.md §6 says.
+ * in a child process, driven over HTTP as the env contract (docs/bundle-format.md) says.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';

@@ -144,7 +144,7 @@ function buildArchetypes() {
       const id = `${hours}h-${letter}`;
       out.push(
         id === "2h-a" ? (
-          // fixed by GRIDSIM.md: 90/90 MW, unit 30 MWh, k 3/3, 180 MWh, eta 0.85, c_deg 4, cap 12, s0 = s_end_min = 0
+          // fixed by the bundle's design (README): 90/90 MW, unit 30 MWh, k 3/3, 180 MWh, eta 0.85, c_deg 4, cap 12, s0 = s_end_min = 0
           makeBattery({ id, hours: 2, k_ch: 3, k_dis: 3, unit_mwh: 30, eta: 0.85, c_deg: 4, cycle_cap_units: 12, s0: 0, s_end_min: 0 })
         ) : makeBattery({ id, hours, k_ch, k_dis, unit_mwh, eta, c_deg, cycle_cap_units, s0, s_end_min })
       );

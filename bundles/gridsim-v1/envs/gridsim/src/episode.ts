@@ -5,7 +5,7 @@ import { scoreMillionths } from './score.js';
 import { situationText, type Task } from './task.js';
 import { MAX_CHECKS, TOOLS } from './tools.js';
 
-/** What `/tools/call` answers (PROTOCOL.md §6). */
+/** What `/tools/call` answers (the env contract, docs/bundle-format.md). */
 export interface ToolReply {
   result: unknown;
   text: string;

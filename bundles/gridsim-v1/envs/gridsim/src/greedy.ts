@@ -1,5 +1,5 @@
 /**
- * The greedy baseline, exactly as GRIDSIM.md words it: pair the i-th cheapest hour (charge at
+ * The greedy baseline, exactly as the bundle README words it: pair the i-th cheapest hour (charge at
  * k_ch) with the i-th dearest hour (sell at k_dis) while eta·p_dear − c_deg > p_cheap, for at
  * most ⌈soc_levels/k⌉ pairs; then play the wished actions in time order, clipping each to what
  * charge, power and the cycle cap allow (never selling below s_end_min).
