@@ -90,7 +90,7 @@ up_dockerd() {
   rm -f "$d/dockerd.pid" "$(sock "$i")"
   nsenter --net="/var/run/netns/swn$i" setsid dockerd \
     --data-root "$d/data" --exec-root "$d/exec" -H "unix://$(sock "$i")" --pidfile "$d/dockerd.pid" \
-    --insecure-registry "$REGISTRY" \
+    --insecure-registry "$REGISTRY" --label "openenv-swarm-lab.node=n$i" \
     >"$d/dockerd.log" 2>&1 </dev/null &
   wait_until 60 "dockerd n$i" dk "$i" info || { tail -20 "$d/dockerd.log" >&2; die "dockerd n$i did not come up (log: $d/dockerd.log)"; }
 }

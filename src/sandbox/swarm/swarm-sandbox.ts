@@ -441,6 +441,9 @@ export class SwarmSandbox implements Sandbox {
         }
       }),
     );
+    // a removed service's task stops on its node a moment later: the slot is held until it has
+    // (so the cap holds on the nodes too), except on a node that is down, where nothing stops
+    await this.waitForTasksToStop(serviceIds, lostNodes);
     await Promise.all(
       owned.networks.map(async (n) => {
         const until = Date.now() + (episodesOnLostNodes.has(n.episode) ? 0 : this.networkRemovalMs);
@@ -465,6 +468,19 @@ export class SwarmSandbox implements Sandbox {
       }),
     );
     return failed;
+  }
+
+  private async waitForTasksToStop(serviceIds: string[], lostNodes: Set<string>): Promise<void> {
+    if (serviceIds.length === 0) return;
+    const until = Date.now() + this.networkRemovalMs;
+    while (Date.now() < until) {
+      const tasks = await listTasks(this.docker, serviceIds).catch(() => [] as SwarmTask[]);
+      const live = tasks.filter((t) => !TERMINAL_STATES.has(t.Status?.State ?? '') && !(t.NodeID && lostNodes.has(t.NodeID)));
+      // a task still waiting for a node never started anything
+      if (live.every((t) => (t.Status?.State ?? '') === 'pending' || !t.NodeID)) return;
+      await sleep(SWARM.taskPollMaxMs / 2);
+    }
+    this.log.warn({ services: serviceIds.map((id) => id.slice(0, 12)) }, 'the tasks of removed services did not all stop in time; removing their networks anyway');
   }
 
   private removalError(failed: Array<{ kind: string; id: string; episode: string; error: unknown }>, what: string): SandboxError {
