@@ -28,15 +28,15 @@ import type { Sandbox } from './sandbox/sandbox.js';
 
 export type { OpenEnvRuntime } from './runtime.js';
 
-export interface AppOptions extends Omit<ServerOptionsInput, 'reward' | 'tokenEnv' | 'host' | 'port' | 'insecureNoToken' | 'buildArg'> {
+export interface AppOptions extends Omit<ServerOptionsInput, 'reward' | 'tokenEnv' | 'tokenFile' | 'host' | 'port' | 'insecureNoToken' | 'buildArg' | 'sandbox'> {
   /** bearer token; null or undefined: the server is open */
   token?: string | null;
   /** `mean|sum|min|max|<score name>` or a function of the scores */
   reward?: string | RewardFn;
   /** build arguments for the env images, e.g. { NODE_IMAGE: 'my/node:20' } */
   buildArgs?: Record<string, string>;
-  /** inject a sandbox (tests); default: Docker */
-  sandbox?: Sandbox;
+  /** which sandbox to make (`docker`, the default, or `swarm`), or one to inject (tests) */
+  sandbox?: Sandbox | 'docker' | 'swarm';
   /** a pino logger to use; default: JSON on stdout at logLevel */
   logger?: Logger;
   /** how often the reconciler compares the engine with the live episodes (ms) */
@@ -53,14 +53,15 @@ declare module 'fastify' {
 
 export async function buildApp(bundleOrPath: string | LoadedBundle, options: AppOptions = {}): Promise<FastifyInstance> {
   const { token = null, reward, buildArgs, sandbox, logger, reconcileIntervalMs, sweepOnStart, ...rest } = options;
-  const parsed = OptionsSchema.safeParse({ ...rest, reward: typeof reward === 'string' ? reward : undefined });
+  const injected = typeof sandbox === 'object' ? sandbox : undefined;
+  const parsed = OptionsSchema.safeParse({ ...rest, reward: typeof reward === 'string' ? reward : undefined, sandbox: typeof sandbox === 'string' ? sandbox : undefined });
   if (!parsed.success) throw new Error(`invalid buildApp options:\n${formatZodError(parsed.error, (k) => k)}`);
   const opts = parsed.data;
   const bundle = typeof bundleOrPath === 'string' ? await loadBundle(bundleOrPath) : bundleOrPath;
   const log = logger ?? pino({ level: opts.logLevel, ...loggerHygiene(token) });
   if (opts.tokenInPath && !token) log.warn('--token-in-path is ignored: the server has no token');
 
-  const runtime = await createRuntime({ options: opts, bundle, log, reward, buildArgs, sandbox, reconcileIntervalMs, sweepOnStart });
+  const runtime = await createRuntime({ options: opts, bundle, log, reward, buildArgs, sandbox: injected, reconcileIntervalMs, sweepOnStart });
   const app = Fastify({
     loggerInstance: log as unknown as FastifyBaseLogger,
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,

@@ -39,6 +39,11 @@ export const OptionsSchema = z
     episodeTimeout: seconds(3600).describe('wall-clock seconds an episode may run'),
     maxSteps: positiveInt(64).describe('tool calls per episode; past it the episode ends, scored as is'),
     tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('AGENTENV_TOKEN').describe('environment variable holding the bearer token'),
+    tokenFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('file holding the bearer token (e.g. a swarm or compose secret, /run/secrets/<name>); wins over --token-env'),
     reward: z.string().min(1).optional().describe('how scores become the reward: mean|sum|min|max|<score name> (default: the bundle\'s)'),
     subnetPool: z
       .string()
@@ -59,6 +64,15 @@ export const OptionsSchema = z
     trustProxy: z.string().optional().describe('addresses of reverse proxies whose X-Forwarded-For is trusted for logs'),
     insecureNoToken: bool.describe('allow a non-loopback --host without a token'),
     tokenInPath: bool.describe('also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)'),
+    sandbox: z
+      .enum(['docker', 'swarm'])
+      .default('docker')
+      .describe('where envs run: docker (one engine, a bridge per episode) or swarm (a service and an overlay per episode, on any node of a swarm; the server must run in a container on a manager)'),
+    registry: z
+      .string()
+      .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?(\/[a-z0-9._/-]+)?$/, 'expected HOST:PORT of a registry (optionally /PATH)')
+      .optional()
+      .describe('registry every swarm node pulls from (HOST:PORT): env images are pushed there and run by digest'),
     inContainer: z
       .enum(['auto', 'always', 'never'])
       .default('auto')
@@ -74,6 +88,13 @@ export const OptionsSchema = z
         code: z.ZodIssueCode.custom,
         path: ['idleTimeout'],
         message: `idle timeout (${o.idleTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s): a slow tool call would close its own session`,
+      });
+    }
+    if (o.sandbox === 'swarm' && o.inContainer === 'never') {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['inContainer'],
+        message: '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
       });
     }
     if (o.episodeTimeout < o.toolTimeout) {

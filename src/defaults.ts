@@ -55,3 +55,10 @@ export const REQUESTS_IN_FLIGHT_PER_EPISODE = 16;
 
 /** Nesting depth allowed in tool arguments; deeper is the model's mistake (invalid_args). */
 export const MAX_ARGUMENT_DEPTH = 64;
+
+/**
+ * The swarm backend (--sandbox swarm): how often a deploy looks at its task until it runs (the
+ * delay grows to taskPollMaxMs), how often the deployed envs' tasks and nodes are checked for a
+ * death or a lost node, and how long removing an overlay waits for its service's tasks to go.
+ */
+export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000 } as const;

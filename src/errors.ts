@@ -21,7 +21,7 @@ export function makeFailure(
   ids: { episode_id: string; task_id: string },
   extra: { exit_code?: number | null; log_tail?: string } = {},
 ): Failure {
-  const f: Failure = { reason, phase, retryable: reason !== 'invalid_scores', message, ...ids };
+  const f: Failure = { reason, phase, retryable: reason !== 'invalid_scores' && reason !== 'unschedulable', message, ...ids };
   if (extra.exit_code !== undefined) f.exit_code = extra.exit_code;
   if (extra.log_tail !== undefined && extra.log_tail !== '') f.log_tail = extra.log_tail;
   return f;

@@ -15,6 +15,7 @@ import { EpisodeRecorder } from './episodes/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
+import { createSwarmSandbox } from './sandbox/swarm/factory.js';
 import type { Sandbox } from './sandbox/sandbox.js';
 import { Sessions } from './sessions/sessions.js';
 
@@ -61,15 +62,28 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   if (ro.sandbox) {
     sandbox = ro.sandbox;
   } else {
-    const made = await createDockerSandbox({
-      instance: opts.instance,
-      bundleName: bundle.manifest.name,
-      subnetPool: opts.subnetPool,
-      inContainer: opts.inContainer,
-      logger: log.child({ component: 'sandbox' }),
-    });
+    const made =
+      opts.sandbox === 'swarm'
+        ? await createSwarmSandbox({
+            instance: opts.instance,
+            bundleName: bundle.manifest.name,
+            registry: opts.registry ?? null,
+            logger: log.child({ component: 'sandbox' }),
+          })
+        : await createDockerSandbox({
+            instance: opts.instance,
+            bundleName: bundle.manifest.name,
+            subnetPool: opts.subnetPool,
+            inContainer: opts.inContainer,
+            logger: log.child({ component: 'sandbox' }),
+          });
     sandbox = made.sandbox;
-    if (made.attachedTo) log.info({ container: made.attachedTo.slice(0, 12) }, 'running in a container: joining each episode network to reach its env');
+    if (made.attachedTo) {
+      log.info(
+        { container: made.attachedTo.slice(0, 12), sandbox: opts.sandbox },
+        opts.sandbox === 'swarm' ? 'swarm: joining each episode overlay from this container to reach its env' : 'running in a container: joining each episode network to reach its env',
+      );
+    }
   }
 
   const settings: EpisodeSettings = {

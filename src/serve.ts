@@ -5,7 +5,7 @@
  * drains (no new episodes, waiting resets told why, every episode torn down) and exits 0.
  * The only file that listens.
  */
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import pino, { type Logger } from 'pino';
@@ -78,6 +78,25 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
   return { bundlePath: parsed.positionals[0]!, options: options.data };
 }
 
+/**
+ * The bearer token: from --token-file (a mounted secret; surrounding whitespace trimmed), else from
+ * the variable --token-env names. A --token-file that cannot be read, or is empty, is an error.
+ */
+export function readToken(o: Pick<ServerOptions, 'tokenFile' | 'tokenEnv'>, env: NodeJS.ProcessEnv): string | null {
+  if (o.tokenFile) {
+    let text: string;
+    try {
+      text = readFileSync(o.tokenFile, 'utf8');
+    } catch (e) {
+      throw new Error(`--token-file ${o.tokenFile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}: cannot read the token`, { cause: e });
+    }
+    const token = text.trim();
+    if (!token) throw new Error(`--token-file ${o.tokenFile} is empty`);
+    return token;
+  }
+  return env[o.tokenEnv] || null;
+}
+
 function makeLogger(level: ServerOptions['logLevel'], token: string | null): Logger {
   if (process.stdout.isTTY) {
     // a person at a terminal: readable lines; pipes and containers get JSON
@@ -99,7 +118,13 @@ async function main(): Promise<void> {
     return;
   }
   const { options: o, bundlePath } = cli;
-  const token = process.env[o.tokenEnv] || null;
+  let token: string | null;
+  try {
+    token = readToken(o, process.env);
+  } catch (e) {
+    process.stderr.write(`error: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
   if (!token && !isLoopback(o.host) && !o.insecureNoToken) {
     process.stderr.write(
       `error: refusing to listen on ${o.host} without a token: set ${o.tokenEnv}, or pass --insecure-no-token to let anyone who reaches this address deploy and drive envs\n`,
@@ -114,7 +139,7 @@ async function main(): Promise<void> {
     process.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
     process.exit(1);
   }
-  const { tokenEnv: _t, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
+  const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
   const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
   if (!token) {
     log.warn(isLoopback(host) ? 'no token: the server is open to anyone on this machine' : `no token and --insecure-no-token: anyone who reaches ${host}:${port} deploys and drives envs`);

@@ -398,7 +398,7 @@ export class Episode {
   /** An env that stopped answering: say whether it crashed, was OOM-killed or is unreachable. */
   private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
     const { reason, extra } = await this.whyUnreachable();
-    const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : 'the env is unreachable';
+    const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : reason === 'node_lost' ? `the env's node was lost: ${extra.detail}` : 'the env is unreachable';
     return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
   }
 
@@ -486,9 +486,10 @@ export class Episode {
   }
 
   /** crashed, OOM-killed, or (still running, or no word from the engine) unreachable */
-  private async whyUnreachable(): Promise<{ reason: FailureReason; extra: { exit_code?: number | null; log_tail?: string } }> {
+  private async whyUnreachable(): Promise<{ reason: FailureReason; extra: { exit_code?: number | null; log_tail?: string; detail?: string } }> {
     const d = await this.diagnose();
     if (!d) return { reason: 'env_unreachable', extra: {} };
+    if (d.failureReason) return { reason: d.failureReason, extra: { detail: d.detail } };
     const reason: FailureReason = d.oomKilled ? 'env_oom' : d.running ? 'env_unreachable' : 'env_crashed';
     return { reason, extra: { exit_code: d.exitCode, log_tail: d.logTail } };
   }

@@ -26,6 +26,8 @@ export const FailureReasonSchema = z.enum([
   'invalid_scores',
   'engine_error',
   'shutting_down',
+  'unschedulable',
+  'node_lost',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

@@ -55,6 +55,10 @@ export interface EnvDiagnosis {
   oomKilled: boolean;
   /** the last lines of the env's log (stdout and stderr) */
   logTail: string;
+  /** set when the sandbox knows better than running/exit code, e.g. the env's node is gone (swarm) */
+  failureReason?: 'node_lost';
+  /** what happened, for the failure's message */
+  detail?: string;
 }
 
 export interface SweepResult {
@@ -67,7 +71,11 @@ export type SandboxFailureReason =
   | 'image_unavailable'
   | 'env_crashed'
   | 'env_oom'
-  | 'engine_error';
+  | 'engine_error'
+  /** no node of a cluster can ever hold the env (it asks for more than the largest has) */
+  | 'unschedulable'
+  /** the node the env ran on left the cluster (down, disconnected) */
+  | 'node_lost';
 
 /** A deploy or engine failure, with what a person needs to act on it. */
 export class SandboxError extends Error {

@@ -1,0 +1,127 @@
+/**
+ * An episode's env on swarm: an overlay network of its own (internal: no route out; attachable:
+ * the server's container joins it) and a service of one replica of the env's image on it.
+ */
+import type Dockerode from 'dockerode';
+import { ENV_SECRET_VAR } from '../env-identity.js';
+import { SandboxError, type EnvSpec } from '../sandbox.js';
+import { demuxLog, lastLines } from '../docker/containers.js';
+import { isNotFound, toSandboxError } from '../docker/errors.js';
+import { ownerLabels, type Owner } from '../docker/labels.js';
+import { LOG_TAIL_LINES } from '../../defaults.js';
+
+/**
+ * Service and network names are DNS labels in swarm (letters, digits, dashes; at most 63):
+ * labels carry the real ids, names only help people reading `docker service ls`.
+ */
+export function swarmName(owner: Owner): string {
+  const slug = (s: string, n: number) => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, n);
+  return ['openenv', slug(owner.env, 12), slug(owner.episode, 24), Math.random().toString(36).slice(2, 8)].filter(Boolean).join('-').replace(/-+/g, '-');
+}
+
+export interface EpisodeOverlay {
+  id: string;
+  name: string;
+}
+
+export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name: string): Promise<EpisodeOverlay> {
+  try {
+    // no subnet given: swarm allocates one from its own pool (`swarm init --default-addr-pool`),
+    // cluster-wide, so no two overlays ever overlap, whichever server created them
+    const network = await docker.createNetwork({
+      Name: name,
+      Driver: 'overlay',
+      Internal: true,
+      Attachable: true,
+      CheckDuplicate: true,
+      Labels: ownerLabels(owner),
+    });
+    return { id: network.id, name };
+  } catch (err) {
+    throw toSandboxError(err, `creating the overlay network of episode ${owner.episode}`);
+  }
+}
+
+/**
+ * One replica, never restarted (a crashed env is a failed episode, not a new env), the manifest's
+ * memory and CPU as both reservation (the scheduler places it only where they fit) and limit,
+ * the pid limit, the owner's labels on the service and on its container. Endpoint mode dnsrr:
+ * no virtual IP is allocated (the server reaches the task's own address; VIPs need IPVS, which
+ * not every kernel has) and no port is published anywhere.
+ */
+export async function createEnvService(
+  docker: Dockerode,
+  owner: Owner,
+  env: EnvSpec,
+  network: EpisodeOverlay,
+  image: string,
+  secret: string,
+): Promise<string> {
+  const environment = { ...env.environment, PORT: String(env.port), [ENV_SECRET_VAR]: secret };
+  const memory = env.resources.memoryMb * 1024 * 1024;
+  const nanoCpus = Math.round(env.resources.cpus * 1e9);
+  const labels = ownerLabels(owner);
+  try {
+    const service = await docker.createService({
+      Name: network.name,
+      Labels: labels,
+      TaskTemplate: {
+        ContainerSpec: {
+          Image: image,
+          Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
+          Labels: labels,
+          Init: false,
+          // swarm sends SIGTERM then SIGKILL after this long when the service is removed
+          StopGracePeriod: 2_000_000_000,
+        },
+        Resources: {
+          Limits: { MemoryBytes: memory, NanoCPUs: nanoCpus, Pids: env.resources.pids },
+          Reservations: { MemoryBytes: memory, NanoCPUs: nanoCpus },
+        },
+        RestartPolicy: { Condition: 'none', MaxAttempts: 0 },
+        Networks: [{ Target: network.id }],
+      },
+      Mode: { Replicated: { Replicas: 1 } },
+      EndpointSpec: { Mode: 'dnsrr' },
+    } as Dockerode.CreateServiceOptions);
+    return service.id;
+  } catch (err) {
+    throw toSandboxError(err, `creating the service of env \`${env.name}\` from image ${image}`);
+  }
+}
+
+/** resolves once swarm accepted the removal; 404 means it is gone already */
+export async function removeService(docker: Dockerode, serviceId: string): Promise<void> {
+  try {
+    await docker.getService(serviceId).remove();
+  } catch (err) {
+    if (isNotFound(err)) return;
+    throw err;
+  }
+}
+
+/** the last lines of the service's log, from whichever node its task ran on; '' when they cannot be had in time */
+export async function serviceLogTail(docker: Dockerode, serviceId: string, timeoutMs = 3000, lines = LOG_TAIL_LINES): Promise<string> {
+  const signal = AbortSignal.timeout(timeoutMs);
+  try {
+    const raw: unknown = await docker.getService(serviceId).logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false, abortSignal: signal } as object);
+    const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
+    return lastLines(demuxLog(buf), lines);
+  } catch {
+    return '';
+  }
+}
+
+/** a rejected task whose node could not get the image */
+export function isImageRejection(err: string): boolean {
+  return /no such image|manifest unknown|pull access denied|not found|repository does not exist|failed to resolve reference|unauthorized/i.test(err);
+}
+
+export function imageRejection(env: EnvSpec, image: string, err: string): SandboxError {
+  return new SandboxError(
+    'image_unavailable',
+    `the node chosen for env \`${env.name}\` could not get image ${image}: ${err}` +
+      (image.includes('@') ? '' : ' (without --registry, only the manager has the env images: pass --registry HOST:PORT so every node can pull them)'),
+  );
+}
+

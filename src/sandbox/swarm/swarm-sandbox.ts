@@ -1,0 +1,501 @@
+/**
+ * The Docker Swarm implementation of Sandbox: per episode, an overlay network of its own
+ * (internal, attachable) and a service of one replica of the env's image on it, placed by swarm on
+ * any node. The server runs in a container on a manager node, joins each episode's overlay, and
+ * reaches the env at its task's own overlay address (endpoint mode dnsrr: no VIP, no IPVS).
+ * Readiness, labels, errors, images and the instance claim are the Docker sandbox's own modules.
+ */
+import { setMaxListeners } from 'node:events';
+import Dockerode from 'dockerode';
+import {
+  SandboxError,
+  type DeployRequest,
+  type EnvDiagnosis,
+  type EnvHandle,
+  type EnvSpec,
+  type ImageBuildRequest,
+  type Sandbox,
+  type SweepResult,
+} from '../sandbox.js';
+import { newEnvSecret } from '../env-identity.js';
+import { REMOVAL_RETRY, SWARM } from '../../defaults.js';
+import { fmtS } from '../../time.js';
+import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../docker/errors.js';
+import { buildEnvImage, checkImage } from '../docker/image-build.js';
+import { InstanceLock, type InstanceLockOptions } from '../docker/instance-lock.js';
+import { labelFilters, type Owner } from '../docker/labels.js';
+import { silentLogger, type SandboxLogger } from '../docker/logger.js';
+import { connectToNetwork, disconnectFromNetwork, removeNetwork } from '../docker/networks.js';
+import { waitForHttp } from '../docker/readiness.js';
+import { retry, sleep } from '../docker/retry.js';
+import { LABELS } from '../sandbox.js';
+import { pushToRegistry } from './registry.js';
+import { createEnvService, createEpisodeOverlay, imageRejection, isImageRejection, removeService, serviceLogTail, swarmName } from './services.js';
+import { TaskWatcher } from './task-watch.js';
+import { latestTask, listNodes, listTasks, LOST_NODE_STATES, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
+
+export interface SwarmSandboxOptions {
+  /** a manager of the swarm (DOCKER_HOST or /var/run/docker.sock by default) */
+  docker?: Dockerode;
+  instance: string;
+  bundleName: string;
+  /**
+   * The server's own container on the manager: it joins each episode's overlay to reach the env.
+   * Required in practice: the overlay exists only inside containers, not on any host.
+   */
+  attachContainer: string | null;
+  /** HOST:PORT of a registry every node pulls from; env images are pushed there and run by digest */
+  registry?: string | null;
+  logger?: SandboxLogger;
+  removeAttempts?: number;
+  removeBaseDelayMs?: number;
+  /** how long a network removal waits for the tasks of its removed service to be gone */
+  networkRemovalMs?: number;
+  /** how often the deployed envs' tasks and nodes are checked */
+  watchIntervalMs?: number;
+  instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
+}
+
+interface InflightDeploy {
+  controller: AbortController;
+  settled: Promise<void>;
+}
+
+interface Owned {
+  services: Array<{ id: string; episode: string }>;
+  networks: Array<{ id: string; episode: string }>;
+}
+
+export class SwarmSandbox implements Sandbox {
+  readonly instance: string;
+  readonly bundleName: string;
+  private readonly docker: Dockerode;
+  private readonly attach: string | null;
+  private readonly registry: string | null;
+  private readonly log: SandboxLogger;
+  private readonly removeAttempts: number;
+  private readonly removeBaseDelayMs: number;
+  private readonly networkRemovalMs: number;
+  private readonly deploys = new Map<string, InflightDeploy>();
+  private readonly teardowns = new Map<string, Promise<void>>();
+  private readonly builds = new Map<string, Promise<string>>();
+  /** episodes whose overlay may exist (created, or creation in doubt) and is not yet removed */
+  private readonly overlays = new Set<string>();
+  private readonly lifetime = new AbortController();
+  private readonly watcher: TaskWatcher;
+  private readonly lock: InstanceLock;
+  private closed = false;
+
+  constructor(opts: SwarmSandboxOptions) {
+    if (!opts.instance) throw new Error('SwarmSandbox needs an instance id');
+    this.instance = opts.instance;
+    this.bundleName = opts.bundleName;
+    this.docker = opts.docker ?? new Dockerode();
+    this.attach = opts.attachContainer;
+    this.registry = opts.registry ?? null;
+    this.log = opts.logger ?? silentLogger;
+    this.removeAttempts = opts.removeAttempts ?? REMOVAL_RETRY.attempts;
+    this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
+    this.networkRemovalMs = opts.networkRemovalMs ?? SWARM.networkRemovalMs;
+    this.watcher = new TaskWatcher(this.docker, this.log, opts.watchIntervalMs ?? SWARM.watchIntervalMs);
+    // the instance claim is a labelled volume on the manager's engine, as on one host
+    this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
+    setMaxListeners(0, this.lifetime.signal);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new SandboxError('engine_error', 'the swarm sandbox is closed');
+  }
+
+  /** the engine answers and is a manager of an active swarm */
+  async ping(): Promise<void> {
+    this.assertOpen();
+    let info: { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+    try {
+      info = (await this.docker.info()) as typeof info;
+    } catch (err) {
+      throw toSandboxError(err, 'answering a ping');
+    }
+    const state = info.Swarm?.LocalNodeState ?? 'inactive';
+    if (state !== 'active' || !info.Swarm?.ControlAvailable) {
+      throw new SandboxError(
+        'engine_error',
+        `--sandbox swarm needs the engine of a swarm manager, and this one is ${state === 'active' ? 'a worker' : `not in a swarm (state: ${state})`}: run the server on a manager node`,
+      );
+    }
+  }
+
+  async buildImage(req: ImageBuildRequest): Promise<string> {
+    this.assertOpen();
+    const tag = await buildEnvImage(this.docker, req, this.builds);
+    if (!this.registry) return tag;
+    return pushToRegistry(this.docker, tag, this.registry, req.onProgress);
+  }
+
+  async checkImage(ref: string): Promise<void> {
+    this.assertOpen();
+    await checkImage(this.docker, ref);
+  }
+
+  networksInUse(): number {
+    return this.overlays.size;
+  }
+
+  async claimInstance(): Promise<void> {
+    this.assertOpen();
+    await this.lock.claim();
+  }
+
+  async releaseInstance(): Promise<void> {
+    await this.lock.release();
+  }
+
+  async deploy(req: DeployRequest): Promise<EnvHandle> {
+    this.assertOpen();
+    throwIfAborted(req.signal);
+    const { episodeId } = req;
+    await this.teardowns.get(episodeId)?.catch(() => {});
+    if (this.deploys.has(episodeId) || this.overlays.has(episodeId)) {
+      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
+    }
+    const controller = new AbortController();
+    const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
+    req.signal?.addEventListener('abort', forward, { once: true });
+    this.lifetime.signal.addEventListener('abort', forward, { once: true });
+    const run = this.runDeploy(episodeId, req.env, controller.signal);
+    this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
+    try {
+      return await run;
+    } finally {
+      this.deploys.delete(episodeId);
+      req.signal?.removeEventListener('abort', forward);
+      this.lifetime.signal.removeEventListener('abort', forward);
+    }
+  }
+
+  private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+    const owner: Owner = { instance: this.instance, bundle: this.bundleName, episode: episodeId, env: env.name };
+    const startedAt = Date.now();
+    try {
+      // a task no node can ever hold would wait in "pending" forever: say so at once
+      const nodes = await listNodes(this.docker).catch((err) => {
+        throw toSandboxError(err, 'listing the swarm nodes');
+      });
+      const impossible = whyUnschedulable(nodes, env.resources.memoryMb, env.resources.cpus);
+      if (impossible) throw new SandboxError('unschedulable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
+      throwIfAborted(signal);
+      const name = swarmName(owner);
+      this.overlays.add(episodeId);
+      const network = await createEpisodeOverlay(this.docker, owner, name);
+      throwIfAborted(signal);
+      if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
+      throwIfAborted(signal);
+      const createdAt = Date.now();
+      const deadline = createdAt + env.deployTimeoutMs;
+      const secret = newEnvSecret();
+      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret);
+      const gone = this.watcher.watch(episodeId, serviceId);
+      throwIfAborted(signal);
+      const { task, ip } = await this.waitForTask(serviceId, network.id, env, deadline, signal);
+      const runningAt = Date.now();
+      const exited = new Promise<number>((resolve) => {
+        if (gone.aborted) resolve(-1);
+        else gone.addEventListener('abort', () => resolve(-1), { once: true });
+      });
+      const baseUrl = `http://${ip}:${env.port}`;
+      const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
+      if (outcome.kind === 'ready') {
+        throwIfAborted(signal);
+        this.log.info(
+          {
+            episode: episodeId,
+            env: env.name,
+            service: serviceId.slice(0, 12),
+            task: task.ID.slice(0, 12),
+            node: task.NodeID?.slice(0, 12),
+            address: ip,
+            // where the deploy's time went: network and service, scheduling and start, readiness
+            createMs: createdAt - startedAt,
+            taskMs: runningAt - createdAt,
+            readyMs: Date.now() - runningAt,
+            deployMs: Date.now() - startedAt,
+          },
+          'env ready',
+        );
+        return { episodeId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone };
+      }
+      if (outcome.kind === 'exited') {
+        const latest = latestTask(await listTasks(this.docker, [serviceId]).catch(() => []), serviceId) ?? task;
+        throw await this.endedError(latest, serviceId, env, 'before it was ready');
+      }
+      throw new SandboxError(
+        'deploy_timeout',
+        `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
+          (outcome.lastAnswer === null ? `its task took the whole budget to start` : `GET ${env.readyPath} on port ${env.port} of ${ip} last got ${outcome.lastAnswer}`),
+        { exitCode: null, logTail: await serviceLogTail(this.docker, serviceId) },
+      );
+    } catch (err) {
+      const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
+      try {
+        await this.removeEpisode(episodeId);
+      } catch (cleanupErr) {
+        this.log.error({ episode: episodeId, err: (cleanupErr as Error).message }, 'could not remove what a failed deploy created; the reconciler will retry');
+      }
+      if (!signal.aborted) this.log.warn({ episode: episodeId, env: env.name, reason: (cause as SandboxError).reason, msg: cause.message }, 'deploy failed');
+      throw cause;
+    }
+  }
+
+  /** polls the service's task until it runs with an address on the overlay, ends, or the deadline passes */
+  private async waitForTask(serviceId: string, networkId: string, env: EnvSpec, deadline: number, signal: AbortSignal): Promise<{ task: SwarmTask; ip: string }> {
+    let delay = 50;
+    let last: SwarmTask | undefined;
+    for (;;) {
+      throwIfAborted(signal);
+      const tasks = await listTasks(this.docker, [serviceId]).catch((err) => {
+        throw toSandboxError(err, `listing the task of env \`${env.name}\``);
+      });
+      last = latestTask(tasks, serviceId) ?? last;
+      const state = last?.Status?.State ?? '';
+      if (last && state === 'running') {
+        const ip = taskAddress(last, networkId);
+        if (ip) return { task: last, ip };
+      }
+      if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env, 'before it was ready');
+      if (Date.now() >= deadline) {
+        const err = last?.Status?.Err;
+        const where = last?.NodeID ? ` on node ${last.NodeID.slice(0, 12)}` : '';
+        throw new SandboxError(
+          'deploy_timeout',
+          `env \`${env.name}\` did not start within its deploy timeout (${fmtS(env.deployTimeoutMs)}): its task is still ${state || 'unscheduled'}${where}` +
+            (state === 'pending' && err ? ` (the scheduler says: ${err}; every node may be full of other reservations)` : err ? `: ${err}` : '') +
+            (state === 'preparing' ? ' (pulling the image)' : ''),
+        );
+      }
+      await sleep(Math.max(0, Math.min(delay, deadline - Date.now())), signal);
+      delay = Math.min(delay * 1.5, SWARM.taskPollMaxMs);
+    }
+  }
+
+  /** what a task that ended (or whose node went away) means for the episode */
+  private async endedError(task: SwarmTask, serviceId: string, env: EnvSpec, when: string): Promise<SandboxError> {
+    const state = task.Status?.State ?? '';
+    const err = task.Status?.Err ?? task.Status?.Message ?? '';
+    const node = await this.nodeOf(task);
+    if (node && LOST_NODE_STATES.has(node.state)) {
+      return new SandboxError('node_lost', `the node env \`${env.name}\` ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state} ${when}`);
+    }
+    if (state === 'rejected') {
+      if (isImageRejection(err)) return imageRejection(env, env.image, err);
+      return new SandboxError('engine_error', `the node ${task.NodeID?.slice(0, 12) ?? '?'} rejected the task of env \`${env.name}\`: ${err}`);
+    }
+    const logTail = await serviceLogTail(this.docker, serviceId);
+    const exitCode = task.Status?.ContainerStatus?.ExitCode ?? null;
+    if (state === 'failed' || state === 'complete') {
+      if (await this.oomKilledHere(task)) {
+        return new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed ${when}`, { exitCode, logTail });
+      }
+      const hint = exitCode === 137 ? ' (137: killed by SIGKILL, e.g. for reaching its memory limit)' : '';
+      return new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode ?? '?'}${hint} ${when}`, { exitCode, logTail });
+    }
+    return new SandboxError('engine_error', `the task of env \`${env.name}\` is ${state} ${when}${err ? `: ${err}` : ''}`, { exitCode, logTail });
+  }
+
+  private async nodeOf(task: SwarmTask): Promise<{ id: string; state: string; addr: string } | null> {
+    if (!task.NodeID) return null;
+    const nodes = await listNodes(this.docker).catch(() => []);
+    return nodes.find((n) => n.id === task.NodeID) ?? null;
+  }
+
+  /** OOM is visible only on the node that ran the container: known when that node is this manager */
+  private async oomKilledHere(task: SwarmTask): Promise<boolean> {
+    const id = task.Status?.ContainerStatus?.ContainerID;
+    if (!id) return false;
+    try {
+      return Boolean((await this.docker.getContainer(id).inspect()).State.OOMKilled);
+    } catch {
+      return false;
+    }
+  }
+
+  async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
+    this.assertOpen();
+    const serviceId = handle.containerId;
+    let tasks: SwarmTask[];
+    try {
+      tasks = await listTasks(this.docker, [serviceId]);
+    } catch (err) {
+      if (isNotFound(err)) return { running: false, exitCode: null, oomKilled: false, logTail: '' };
+      throw toSandboxError(err, `listing the task of service ${serviceId.slice(0, 12)}`);
+    }
+    const task = latestTask(tasks, serviceId);
+    if (!task) return { running: false, exitCode: null, oomKilled: false, logTail: '' };
+    const node = await this.nodeOf(task);
+    if (node && LOST_NODE_STATES.has(node.state)) {
+      return {
+        running: false,
+        exitCode: null,
+        oomKilled: false,
+        logTail: '',
+        failureReason: 'node_lost',
+        detail: `the node it ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`,
+      };
+    }
+    const state = task.Status?.State ?? '';
+    const running = state === 'running';
+    const exitCode = running ? null : (task.Status?.ContainerStatus?.ExitCode ?? null);
+    const oomKilled = !running && (await this.oomKilledHere(task));
+    return { running, exitCode, oomKilled, logTail: await serviceLogTail(this.docker, serviceId) };
+  }
+
+  teardown(episodeId: string): Promise<void> {
+    const running = this.teardowns.get(episodeId);
+    if (running) return running;
+    const p = (async () => {
+      const deploying = this.deploys.get(episodeId);
+      if (deploying) {
+        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
+        await deploying.settled;
+      }
+      await this.removeEpisode(episodeId);
+    })();
+    this.teardowns.set(episodeId, p);
+    const forget = () => {
+      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
+    };
+    p.then(forget, forget);
+    return p;
+  }
+
+  private async removeEpisode(episodeId: string): Promise<void> {
+    this.watcher.forget(episodeId);
+    const owned = await this.list(episodeId);
+    const failed = await this.remove(owned);
+    if (failed.length > 0) throw this.removalError(failed, `episode ${episodeId}`);
+    this.overlays.delete(episodeId);
+  }
+
+  async sweep(): Promise<SweepResult> {
+    this.assertOpen();
+    const owned = await this.list();
+    const failed = await this.remove(owned);
+    const left = new Set(failed.map((f) => f.id));
+    const removed = { containers: owned.services.map((s) => s.id).filter((id) => !left.has(id)), networks: owned.networks.map((n) => n.id).filter((id) => !left.has(id)) };
+    for (const n of owned.networks) if (!left.has(n.id)) this.overlays.delete(n.episode);
+    if (removed.containers.length + removed.networks.length > 0) this.log.info({ instance: this.instance, services: removed.containers, networks: removed.networks }, 'swept leftover env services and networks');
+    if (failed.length > 0) throw this.removalError(failed, `instance ${this.instance}`);
+    return removed;
+  }
+
+  async listEpisodeIds(): Promise<string[]> {
+    this.assertOpen();
+    const owned = await this.list();
+    return [...new Set([...owned.services, ...owned.networks].map((r) => r.episode).filter(Boolean))];
+  }
+
+  private async list(episodeId?: string): Promise<Owned> {
+    const filters = JSON.stringify(labelFilters(this.instance, episodeId));
+    try {
+      return await retry(
+        async () => {
+          const [services, networks] = await Promise.all([
+            this.docker.listServices({ filters }) as Promise<unknown> as Promise<Array<{ ID: string; Spec?: { Labels?: Record<string, string> } }>>,
+            this.docker.listNetworks({ filters }),
+          ]);
+          return {
+            services: services.map((s) => ({ id: s.ID, episode: s.Spec?.Labels?.[LABELS.episode] ?? '' })),
+            // a manager lists swarm-scoped overlays; only ours carry the labels
+            networks: networks.map((n) => ({ id: n.Id, episode: n.Labels?.[LABELS.episode] ?? '' })),
+          };
+        },
+        { attempts: 3, baseDelayMs: this.removeBaseDelayMs },
+      );
+    } catch (err) {
+      throw toSandboxError(err, `listing the services and networks of ${episodeId ? `episode ${episodeId}` : `instance ${this.instance}`}`);
+    }
+  }
+
+  /**
+   * Services first (swarm then stops their tasks on whichever node they run), then the overlays,
+   * which swarm refuses to remove while a task of them is still around: retried until the tasks
+   * are gone, within networkRemovalMs. A task on a node that is down stays until the node comes
+   * back or is removed from the swarm (`docker node rm`); its overlay is then left for the
+   * reconciler, and reported.
+   */
+  private async remove(owned: Owned): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
+    const failed: Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }> = [];
+    const attempt = <T>(fn: () => Promise<T>) => retry(fn, { attempts: this.removeAttempts, baseDelayMs: this.removeBaseDelayMs });
+    const serviceIds = owned.services.map((s) => s.id);
+    const tasks = await listTasks(this.docker, serviceIds).catch(() => [] as SwarmTask[]);
+    const nodes = tasks.length ? await listNodes(this.docker).catch(() => []) : [];
+    const lostNodes = new Set(nodes.filter((n) => LOST_NODE_STATES.has(n.state)).map((n) => n.id));
+    const episodesOnLostNodes = new Set(
+      owned.services.filter((s) => tasks.some((t) => t.ServiceID === s.id && t.NodeID && lostNodes.has(t.NodeID) && !TERMINAL_STATES.has(t.Status?.State ?? ''))).map((s) => s.episode),
+    );
+    await Promise.all(
+      owned.services.map(async (s) => {
+        try {
+          await attempt(() => removeService(this.docker, s.id));
+        } catch (error) {
+          failed.push({ kind: 'service', ...s, error });
+        }
+      }),
+    );
+    // a removed service's task stops on its node a moment later: the slot is held until it has
+    // (so the cap holds on the nodes too), except on a node that is down, where nothing stops
+    await this.waitForTasksToStop(serviceIds, lostNodes);
+    await Promise.all(
+      owned.networks.map(async (n) => {
+        const until = Date.now() + (episodesOnLostNodes.has(n.episode) ? 0 : this.networkRemovalMs);
+        for (let i = 0; ; i++) {
+          try {
+            if (this.attach) await disconnectFromNetwork(this.docker, n.id, this.attach);
+            await removeNetwork(this.docker, n.id);
+            return;
+          } catch (error) {
+            const inUse = /in use|active endpoints/i.test(engineMessage(error));
+            if ((inUse && Date.now() < until) || (!inUse && i + 1 < this.removeAttempts)) {
+              await sleep(inUse ? SWARM.taskPollMaxMs : this.removeBaseDelayMs * 2 ** i);
+              continue;
+            }
+            const why = episodesOnLostNodes.has(n.episode)
+              ? new Error(`${engineMessage(error)} (its task is on a node that is down: it goes when the node comes back or is removed with \`docker node rm\`)`)
+              : error;
+            failed.push({ kind: 'network', ...n, error: why });
+            return;
+          }
+        }
+      }),
+    );
+    return failed;
+  }
+
+  private async waitForTasksToStop(serviceIds: string[], lostNodes: Set<string>): Promise<void> {
+    if (serviceIds.length === 0) return;
+    const until = Date.now() + this.networkRemovalMs;
+    while (Date.now() < until) {
+      const tasks = await listTasks(this.docker, serviceIds).catch(() => [] as SwarmTask[]);
+      const live = tasks.filter((t) => !TERMINAL_STATES.has(t.Status?.State ?? '') && !(t.NodeID && lostNodes.has(t.NodeID)));
+      // a task still waiting for a node never started anything
+      if (live.every((t) => (t.Status?.State ?? '') === 'pending' || !t.NodeID)) return;
+      await sleep(SWARM.taskPollMaxMs / 2);
+    }
+    this.log.warn({ services: serviceIds.map((id) => id.slice(0, 12)) }, 'the tasks of removed services did not all stop in time; removing their networks anyway');
+  }
+
+  private removalError(failed: Array<{ kind: string; id: string; episode: string; error: unknown }>, what: string): SandboxError {
+    const details = failed.map((f) => `${f.kind} ${f.id.slice(0, 12)}: ${engineMessage(f.error)}`).join('; ');
+    this.log.error({ failed: failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) }, `could not remove every resource of ${what}`);
+    return new SandboxError('engine_error', `the swarm did not remove every resource of ${what}: ${details}`);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.lifetime.abort(new Error('the swarm sandbox is closing'));
+    await Promise.all([...this.deploys.values()].map((d) => d.settled));
+    await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    this.watcher.close();
+    await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
+    this.closed = true;
+  }
+}

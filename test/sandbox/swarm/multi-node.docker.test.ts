@@ -1,0 +1,196 @@
+/**
+ * --sandbox swarm on a real three-node swarm (scripts/swarm-lab.sh: a manager and two workers,
+ * each its own dockerd in its own network namespace, a registry on the host bridge). The server
+ * runs as a container on the manager n1, as deploy/stack.yml runs it; the test reaches it at n1's
+ * address. Everything is read from the swarm itself: services, networks, tasks, containers on
+ * every node.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { uniqueInstance, waitFor } from '../../support/docker.js';
+import {
+  describeSwarm,
+  dk,
+  fixtureWithMemory,
+  footprint,
+  killNode,
+  lab,
+  nodeIds,
+  placements,
+  prepareServerImage,
+  removeServers,
+  REPO,
+  runningContainers,
+  startServer,
+  type LabServer,
+} from '../../support/swarm-lab.js';
+
+const NODES = 3;
+const FIXTURE = join(REPO, 'test/fixtures/fixture-v1');
+let port = 18300;
+
+async function reset(server: LabServer, taskId = 'fx-echo-0'): Promise<string> {
+  const r = await server.call('POST', '/episodes', { task_id: taskId });
+  if (r.status !== 201) throw new Error(`reset failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.episode_id as string;
+}
+
+async function nothingLeft(instance: string): Promise<boolean> {
+  const f = await footprint(instance, NODES);
+  return f.services.length === 0 && f.networks.length === 0 && f.tasks.length === 0 && runningContainers(f) === 0;
+}
+
+describeSwarm('swarm sandbox on a three-node swarm', () => {
+  let ids: Map<string, number>;
+
+  beforeAll(async () => {
+    await lab('down', NODES);
+    await lab('up', NODES);
+    await prepareServerImage();
+    ids = await nodeIds(NODES);
+    expect(ids.size).toBe(NODES);
+  }, 600_000);
+
+  afterAll(async () => {
+    await removeServers().catch(() => {});
+    await lab('down', NODES);
+  }, 300_000);
+
+  it('places episodes on more than one node, and plays them to a reward', async () => {
+    const server = await startServer({ instance: uniqueInstance('swarm-place'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', '6'] });
+    const episodes = await Promise.all(Array.from({ length: 6 }, () => reset(server)));
+    const placed = await placements(server.instance);
+    expect(placed.map((p) => p.episode).sort()).toEqual([...episodes].sort());
+    const nodes = new Set(placed.map((p) => p.node));
+    // every task is on a node of the lab, and swarm spread them
+    for (const n of nodes) expect(ids.has(n)).toBe(true);
+    expect(nodes.size).toBeGreaterThan(1);
+    for (const e of episodes) {
+      const echo = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: `hi ${e}` } });
+      expect(echo.body.observation.result.content[0].text).toBe(`hi ${e}`);
+      const end = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'finish_now', arguments: { score: 0.5 } });
+      expect(end.body).toMatchObject({ done: true, reward: 0.5 });
+    }
+    await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
+    await dkStop(server);
+  });
+
+  it('holds the cap across the cluster: running env containers on all nodes never exceed it', async () => {
+    const cap = 3;
+    const server = await startServer({ instance: uniqueInstance('swarm-cap'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', String(cap)] });
+    let sampling = true;
+    let maxContainers = 0;
+    let maxServices = 0;
+    let samples = 0;
+    const sampler = (async () => {
+      while (sampling) {
+        const f = await footprint(server.instance, NODES);
+        maxContainers = Math.max(maxContainers, runningContainers(f));
+        maxServices = Math.max(maxServices, f.services.length);
+        samples++;
+      }
+    })();
+    const played = await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const e = await reset(server);
+        const r = await server.call('DELETE', `/episodes/${e}`);
+        return r.status;
+      }),
+    );
+    sampling = false;
+    await sampler;
+    expect(played).toEqual(Array(8).fill(204));
+    expect(samples).toBeGreaterThan(0);
+    expect(maxServices).toBeLessThanOrEqual(cap);
+    expect(maxContainers).toBeLessThanOrEqual(cap);
+    expect(maxContainers).toBeGreaterThan(0);
+    await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
+    await dkStop(server);
+  });
+
+  it('fails a reset whose env no node can hold as unschedulable, at once and with a reason', async () => {
+    const huge = fixtureWithMemory(64 * 1024 * 1024); // 64 TB
+    try {
+      const server = await startServer({ instance: uniqueInstance('swarm-huge'), port: port++, bundleDir: huge.dir });
+      const r = await server.call('POST', '/episodes', { task_id: 'fx-echo-0' });
+      expect(r.status).toBe(502);
+      const failure = r.body.failure ?? r.body.observation?.failure;
+      expect(failure).toMatchObject({ reason: 'unschedulable', phase: 'deploy', retryable: false });
+      expect(failure.message).toMatch(/no ready node has that much/);
+      expect(JSON.stringify(r.body)).not.toMatch(/"reward":\s*\d/);
+      await waitFor(() => nothingLeft(server.instance), 60_000, 'nothing left by the failed deploy');
+      await dkStop(server);
+    } finally {
+      huge.cleanup();
+    }
+  });
+
+  it('ends an episode whose worker dies as env_failed (node_lost), and gives its slot back', async () => {
+    const cap = 3;
+    const server = await startServer({ instance: uniqueInstance('swarm-lost'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', String(cap)] });
+    const episodes = await Promise.all(Array.from({ length: cap }, () => reset(server)));
+    const placed = await placements(server.instance);
+    const onWorker = placed.find((p) => ids.get(p.node) !== 1);
+    expect(onWorker, `some episode on a worker: ${JSON.stringify(placed)}`).toBeDefined();
+    const victim = ids.get(onWorker!.node)!;
+    killNode(victim);
+    try {
+      await waitFor(
+        async () => (await server.call('GET', `/episodes/${onWorker!.episode}`)).body.done === true,
+        180_000,
+        'the episode on the dead node to end',
+      );
+      const step = await server.call('POST', `/episodes/${onWorker!.episode}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: 'x' } });
+      expect(step.body).toMatchObject({ done: true, reward: null, observation: { end_reason: 'env_failed', failure: { reason: 'node_lost' } } });
+      // the slot is back: a new episode starts while the other episodes still hold theirs
+      const others = episodes.filter((e) => e !== onWorker!.episode);
+      const fresh = await reset(server);
+      const placedFresh = (await placements(server.instance)).find((p) => p.episode === fresh);
+      expect(ids.get(placedFresh!.node)).not.toBe(victim);
+      for (const e of [...others, fresh]) expect((await server.call('DELETE', `/episodes/${e}`)).status).toBe(204);
+    } finally {
+      // the node comes back (its swarm state is on disk) and drops its orphaned task
+      await lab('up', NODES);
+    }
+    // a restart sweeps whatever the lost node kept
+    await dkStop(server);
+    const again = await startServer({ instance: server.instance, port: port++, bundleDir: FIXTURE, name: `${server.name}-2` });
+    await waitFor(() => nothingLeft(again.instance), 180_000, 'nothing of the instance left on any node');
+    await dkStop(again);
+  });
+
+  it('SIGTERM drains: no service, network, task or container is left on any node', async () => {
+    const server = await startServer({ instance: uniqueInstance('swarm-term'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', '4'] });
+    await Promise.all(Array.from({ length: 4 }, () => reset(server)));
+    expect((await footprint(server.instance, NODES)).services.length).toBe(4);
+    const code = await dkStop(server);
+    expect(code).toBe(0);
+    await waitFor(() => nothingLeft(server.instance), 60_000, 'nothing of the instance left on any node');
+  });
+
+  it('SIGKILL, then a restart with the same instance sweeps every node', async () => {
+    const server = await startServer({ instance: uniqueInstance('swarm-kill'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', '4'] });
+    await Promise.all(Array.from({ length: 4 }, () => reset(server)));
+    await dk1(['kill', '--signal', 'KILL', server.name]);
+    const left = await footprint(server.instance, NODES);
+    expect(left.services.length).toBe(4);
+    expect(runningContainers(left)).toBe(4);
+    const again = await startServer({ instance: server.instance, port: port++, bundleDir: FIXTURE, name: `${server.name}-2` });
+    // ready means swept: services and networks are gone already; containers stop within a bound
+    const swept = await footprint(again.instance, NODES);
+    expect([swept.services, swept.networks]).toEqual([[], []]);
+    await waitFor(() => nothingLeft(again.instance), 60_000, 'nothing of the instance left on any node');
+    expect(await again.logs()).toMatch(/"event":"startup_sweep"/);
+    await dkStop(again);
+  });
+});
+
+function dk1(args: string[]): Promise<string> {
+  return dk(1, args);
+}
+
+/** SIGTERM (docker stop, generous grace), then the container's exit code */
+async function dkStop(server: LabServer): Promise<number> {
+  await dk1(['stop', '--time', '180', server.name]);
+  return Number((await dk1(['inspect', '--format', '{{.State.ExitCode}}', server.name])).trim());
+}
