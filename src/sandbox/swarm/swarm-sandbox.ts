@@ -5,7 +5,6 @@
  * reaches the env at its task's own overlay address (endpoint mode dnsrr: no VIP, no IPVS).
  * Readiness, labels, errors, images and the instance claim are the Docker sandbox's own modules.
  */
-import { setMaxListeners } from 'node:events';
 import Dockerode from 'dockerode';
 import {
   SandboxError,
@@ -18,6 +17,7 @@ import {
   type SweepResult,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
+import { EnvLifecycles } from '../env-lifecycles.js';
 import { REMOVAL_RETRY, SWARM } from '../../defaults.js';
 import { fmtS } from '../../time.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../docker/errors.js';
@@ -56,11 +56,6 @@ export interface SwarmSandboxOptions {
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
 }
 
-interface InflightDeploy {
-  controller: AbortController;
-  settled: Promise<void>;
-}
-
 interface Owned {
   services: Array<{ id: string; episode: string }>;
   networks: Array<{ id: string; episode: string }>;
@@ -76,12 +71,10 @@ export class SwarmSandbox implements Sandbox {
   private readonly removeAttempts: number;
   private readonly removeBaseDelayMs: number;
   private readonly networkRemovalMs: number;
-  private readonly deploys = new Map<string, InflightDeploy>();
-  private readonly teardowns = new Map<string, Promise<void>>();
+  private readonly lifecycles = new EnvLifecycles();
   private readonly builds = new Map<string, Promise<string>>();
   /** episodes whose overlay may exist (created, or creation in doubt) and is not yet removed */
   private readonly overlays = new Set<string>();
-  private readonly lifetime = new AbortController();
   private readonly watcher: TaskWatcher;
   private readonly lock: InstanceLock;
   private closed = false;
@@ -100,7 +93,6 @@ export class SwarmSandbox implements Sandbox {
     this.watcher = new TaskWatcher(this.docker, this.log, opts.watchIntervalMs ?? SWARM.watchIntervalMs);
     // the instance claim is a labelled volume on the manager's engine, as on one host
     this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
-    setMaxListeners(0, this.lifetime.signal);
   }
 
   private assertOpen(): void {
@@ -152,25 +144,7 @@ export class SwarmSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    throwIfAborted(req.signal);
-    const { episodeId } = req;
-    await this.teardowns.get(episodeId)?.catch(() => {});
-    if (this.deploys.has(episodeId) || this.overlays.has(episodeId)) {
-      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
-    }
-    const controller = new AbortController();
-    const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
-    req.signal?.addEventListener('abort', forward, { once: true });
-    this.lifetime.signal.addEventListener('abort', forward, { once: true });
-    const run = this.runDeploy(episodeId, req.env, controller.signal);
-    this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
-    try {
-      return await run;
-    } finally {
-      this.deploys.delete(episodeId);
-      req.signal?.removeEventListener('abort', forward);
-      this.lifetime.signal.removeEventListener('abort', forward);
-    }
+    return this.lifecycles.deploy(req, (id) => this.overlays.has(id), (signal) => this.runDeploy(req.episodeId, req.env, signal));
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -349,22 +323,7 @@ export class SwarmSandbox implements Sandbox {
   }
 
   teardown(episodeId: string): Promise<void> {
-    const running = this.teardowns.get(episodeId);
-    if (running) return running;
-    const p = (async () => {
-      const deploying = this.deploys.get(episodeId);
-      if (deploying) {
-        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
-        await deploying.settled;
-      }
-      await this.removeEpisode(episodeId);
-    })();
-    this.teardowns.set(episodeId, p);
-    const forget = () => {
-      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
-    };
-    p.then(forget, forget);
-    return p;
+    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId));
   }
 
   private async removeEpisode(episodeId: string): Promise<void> {
@@ -491,9 +450,7 @@ export class SwarmSandbox implements Sandbox {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.lifetime.abort(new Error('the swarm sandbox is closing'));
-    await Promise.all([...this.deploys.values()].map((d) => d.settled));
-    await Promise.all([...this.teardowns.values()].map((t) => t.catch(() => {})));
+    await this.lifecycles.close('the swarm sandbox is closing');
     this.watcher.close();
     await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
     this.closed = true;
