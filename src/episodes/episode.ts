@@ -239,11 +239,29 @@ export class Episode {
       const startedAt = this.now();
       const out = await this.doStep(action);
       if (out.done) this.endReported = true;
+      if (action.type === 'call_tool' && this.log.isLevelEnabled('debug')) this.logToolCall(action, out, startedAt);
       this.notify((o) => o.onStep?.(this, action, out, startedAt));
       return out;
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** One debug line per tool call: which, how many argument bytes, how long, whether it failed. */
+  private logToolCall(action: Action & { type: 'call_tool' }, out: StepOutcome, startedAt: number): void {
+    const obs = out.observation as Partial<CallObservation>;
+    const args = action.arguments === undefined ? {} : action.arguments;
+    let argBytes: number | null;
+    try {
+      argBytes = Buffer.byteLength(JSON.stringify(args) ?? '');
+    } catch {
+      argBytes = null; // nested too deep to serialise: refused as invalid_args anyway
+    }
+    const isError = obs.error != null || obs.result?.is_error === true;
+    this.log.debug(
+      { event: 'tool_call', tool: action.tool_name, arg_bytes: argBytes, ms: this.now() - startedAt, is_error: isError, ...(obs.error ? { error_type: obs.error.error_type } : {}), step: this.steps, done: out.done },
+      `tool ${action.tool_name}`,
+    );
   }
 
   private async doStep(action: Action): Promise<StepOutcome> {
