@@ -331,6 +331,8 @@ export class Episode {
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
+      // an answer too large to read is the tool's failure, not the env's end: the episode goes on
+      if (e instanceof EnvCallError && e.kind === 'too_large') return toolError(name, 'execution_error', `tool \`${name}\` failed: ${e.message}`);
       if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {
         return this.fail('tool_timeout', 'tool', `tool \`${name}\` did not answer within tool_timeout (${fmtS(timeoutMs)})`, name);
       }
