@@ -4,6 +4,7 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { SUBNET_POOL } from './defaults.js';
 
 const seconds = (def: number) => z.coerce.number().positive().finite().default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
@@ -54,7 +55,7 @@ export const OptionsSchema = z
     reward: z.string().min(1).optional().describe('how scores become the reward: mean|sum|min|max|<score name> (default: the bundle\'s)'),
     subnetPool: z
       .string()
-      .default('10.213.0.0/16')
+      .default(SUBNET_POOL)
       .refine((s) => parseCidr(s) !== null, 'expected an IPv4 CIDR such as 10.213.0.0/16 (prefix 8..30, base aligned)')
       .describe('IPv4 range the episode networks take their /28 subnets from'),
     instance: z
