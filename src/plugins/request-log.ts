@@ -2,7 +2,7 @@
  * One log line per HTTP request, when it is answered: method, path (query values that may carry a
  * token redacted), status and milliseconds, at info (5xx at warn: the error handler logged the
  * error itself). Routes polled by machines (/health, /metrics) set `logLevel: 'warn'` and write none.
- * WebSocket upgrades are logged by their session, not here.
+ * An accepted WebSocket upgrade is logged by its route (routes/ws.ts), a refused one here.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -25,14 +25,23 @@ export function loggedUrl(url: string): string {
   return query ? `${url.slice(0, q)}?${query}` : url.slice(0, q);
 }
 
+/**
+ * Who asked what, for the `req` key of a line (which fastify's request serializer reads: it logs
+ * `ip` as remoteAddress): the client's address, from X-Forwarded-For only behind --trust-proxy.
+ */
+export function requestFields(req: FastifyRequest, url: string): { method: string; url: string; host: string | undefined; ip: string } {
+  return { method: req.method, url, host: req.headers.host, ip: req.ip };
+}
+
 async function requestLog(app: FastifyInstance): Promise<void> {
   app.addHook('onResponse', async (req: FastifyRequest, reply) => {
-    if (reply.statusCode === 101 || (req.raw as { upgrade?: boolean }).upgrade) return;
+    // an accepted WebSocket upgrade is logged by its route when the session opens (a refused one here)
+    if (reply.statusCode === 101) return;
     const status = reply.statusCode;
     const ms = Math.round(reply.elapsedTime * 10) / 10;
     const url = loggedUrl(req.url);
     const refusal = (req as FastifyRequest & { [REFUSAL]?: string })[REFUSAL];
-    const fields = { req: { method: req.method, url }, status, ms, ...(refusal ? { error: refusal } : {}) };
+    const fields = { req: requestFields(req, url), status, ms, ...(refusal ? { error: refusal } : {}) };
     if (status >= 500) req.log.warn(fields, `${req.method} ${url} ${status} ${ms} ms`);
     else req.log.info(fields, `${req.method} ${url} ${status} ${ms} ms`);
   });
