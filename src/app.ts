@@ -5,7 +5,7 @@
  * A composition only: the runtime (episode machinery) and the plugins and routes in front of it.
  */
 import websocket from '@fastify/websocket';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { formatZodError, OptionsSchema, type ServerOptionsInput } from './config.js';
@@ -67,7 +67,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,
     bodyLimit: MAX_FRAME_BYTES,
     // one line per request, written when it is answered (plugins/request-log.ts), not fastify's two
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     // a URL the router refuses (a path parameter over 100 characters, bad percent-encoding) is
     // answered in our shape, without echoing the URL back
     frameworkErrors: (err, req, reply) => {
