@@ -27,8 +27,11 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=300s --retries=3 \
 # Node is PID 1 and handles SIGTERM/SIGINT itself (serve.ts drains and tears every episode down,
 # then exits); it starts no child process, so there is no zombie to reap and no need for an init.
 # The token is read only from the environment (AGENTENV_TOKEN, or the variable --token-env names).
-# Root, deliberately: the server drives the Docker engine through its socket, which is root on the
-# host whatever user the process has.
+# Not root: uid/gid 1000 (numeric, so a base without /etc/passwd entries works too). The server
+# needs the Docker socket, so run it in the socket's group, whose id varies per host:
+#   docker run --group-add "$(stat -c %g /var/run/docker.sock)" ...      (compose: DOCKER_GID)
+# The socket is still root on the host to whoever can use it: narrow it with a socket proxy.
+USER 1000:1000
 ENTRYPOINT ["node", "dist/serve.js"]
 CMD ["/bundles/gridsim-v1", "--host", "0.0.0.0"]
 

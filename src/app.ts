@@ -5,7 +5,7 @@
  * A composition only: the runtime (episode machinery) and the plugins and routes in front of it.
  */
 import websocket from '@fastify/websocket';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { formatZodError, OptionsSchema, type ServerOptionsInput } from './config.js';
@@ -15,6 +15,7 @@ import { loggerHygiene } from './logging.js';
 import auth, { pathTokenRewriter } from './plugins/auth.js';
 import httpErrors from './plugins/errors.js';
 import openapi from './plugins/openapi.js';
+import requestLog from './plugins/request-log.js';
 import zodSchemas from './plugins/zod-schemas.js';
 import { episodesRoutes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
@@ -66,11 +67,24 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     loggerInstance: log as unknown as FastifyBaseLogger,
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,
     bodyLimit: MAX_FRAME_BYTES,
+    // one line per request, written when it is answered (plugins/request-log.ts), not fastify's two
+    logController: new LogController({ disableRequestLogging: true }),
+    // a URL the router refuses (a path parameter over 100 characters, bad percent-encoding) is
+    // answered in our shape, without echoing the URL back
+    frameworkErrors: (err, req, reply) => {
+      const tooLong = (err as { code?: string }).code === 'FST_ERR_MAX_PARAM_LENGTH';
+      req.log.info({ event: 'bad_url', code: (err as { code?: string }).code }, 'refused a malformed URL');
+      void (reply as unknown as FastifyReply)
+        .code(tooLong ? 414 : 400)
+        .header('content-type', 'application/json; charset=utf-8')
+        .send({ error: tooLong ? 'uri_too_long' : 'invalid_request', message: tooLong ? 'a path parameter is longer than 100 characters: no episode id or file name is' : 'the URL is malformed (bad percent-encoding)' });
+    },
     // --token-in-path: /t/<token>/... is stripped before routing (HTTP and WebSocket upgrades)
     ...(opts.tokenInPath && token ? { rewriteUrl: pathTokenRewriter(token) } : {}),
   });
   app.decorate('openenv', runtime);
 
+  await app.register(requestLog);
   await app.register(zodSchemas);
   await app.register(httpErrors);
   // before any route: it documents every route registered after it
@@ -78,7 +92,15 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   // The websocket plugin's hooks go first: an upgrade answered with plain HTTP (401, 404...) keeps
   // its socket (Node's HTTP server let go of it at 'upgrade'), which would hold server.close()
   // forever; the plugin closes it, but only for requests its own onRequest hook has seen.
-  await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
+  await app.register(websocket, {
+    options: { maxPayload: MAX_FRAME_BYTES },
+    // an error on an open socket is the peer's (a frame over the limit, bad UTF-8, a reset
+    // connection): ws has already closed it with the right code; a warning, not a stack
+    errorHandler: (err, socket, req) => {
+      req.log.warn({ event: 'ws_protocol_error', message: err.message, code: (err as { code?: string }).code }, 'WebSocket error from the peer; closing');
+      socket.terminate();
+    },
+  });
   await app.register(auth, { token });
   await app.register(infoRoutes, { runtime });
   await app.register(wsRoutes, { runtime });

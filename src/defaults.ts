@@ -24,6 +24,11 @@ export const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;
 
 /** Lines of an env's log kept to explain its failure. */
 export const LOG_TAIL_LINES = 20;
+/** ...and at most this many bytes of them (the last ones): a log tail rides in observations. */
+export const LOG_TAIL_BYTES = 8 * 1024;
+
+/** The largest answer the server reads from an env (a tool result, scores); past it the call fails. */
+export const ENV_REPLY_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * A dropped connection usually comes a moment before the engine marks the container exited: look

@@ -19,17 +19,35 @@ export const logRedaction = {
   censor: '[redacted]',
 };
 
+/** the regex source matching one character of the token in any form a log line may hold it */
+function charForms(c: string): string {
+  const esc = (t: string) => t.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+  // as it is, as JSON escapes it inside a string, percent-encoded (either case of hex digits)
+  const literal = [...new Set([c, JSON.stringify(c).slice(1, -1)])].map(esc);
+  const pct = [...Buffer.from(c, 'utf8')].map((b) => '%' + [...b.toString(16).padStart(2, '0')].map((h) => (/[a-f]/.test(h) ? `[${h}${h.toUpperCase()}]` : h)).join('')).join('');
+  const forms = [...literal, pct];
+  if (c === ' ') forms.push('\\+'); // a form-encoded space
+  return forms.length === 1 ? forms[0]! : `(?:${forms.join('|')})`;
+}
+
+/**
+ * A regex matching the token wherever a line may hold it: as it is, JSON-escaped, percent-encoded
+ * (a client that put it in a path or a query string: `%2F` or `%2f`, whole or in part).
+ */
+export function tokenPattern(token: string): RegExp {
+  return new RegExp([...token].map(charForms).join(''), 'g');
+}
+
 /**
  * pino options for a logger of an app that has a token: `redact` for the known fields, and a last
  * pass over every finished line that replaces the token wherever it still is (a client that put it
- * in a query string, a message quoting a header, a field nobody thought of).
+ * in a query string, percent-encoded in a path, a message quoting a header, a field nobody thought of).
  */
 export function loggerHygiene(token: string | null): { redact: typeof logRedaction; hooks?: { streamWrite: (line: string) => string } } {
   if (!token) return { redact: logRedaction };
-  // a line is JSON: the token may stand there escaped
-  const forms = [...new Set([token, JSON.stringify(token).slice(1, -1)])];
+  const pattern = tokenPattern(token);
   return {
     redact: logRedaction,
-    hooks: { streamWrite: (line) => (forms.some((f) => line.includes(f)) ? forms.reduce((s, f) => s.split(f).join('[redacted]'), line) : line) },
+    hooks: { streamWrite: (line) => line.replace(pattern, '[redacted]') },
   };
 }

@@ -17,8 +17,18 @@ import { loggerHygiene } from './logging.js';
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
 const MULTIPLE = new Set(['buildArg']);
 
+/** an option's default, through the wrappers zod puts around it (a refine is a ZodEffects) */
+function defaultOf(schema: { _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }): unknown {
+  let s: typeof schema | undefined = schema;
+  for (let i = 0; s && i < 8; i++) {
+    if (typeof s._def.defaultValue === 'function') return s._def.defaultValue();
+    s = (s._def.schema ?? s._def.innerType) as typeof schema | undefined;
+  }
+  return undefined;
+}
+
 export function helpText(): string {
-  const shape = OptionsSchema.innerType().shape as Record<string, { description?: string; _def: { defaultValue?: () => unknown } }>;
+  const shape = OptionsSchema.innerType().shape as Record<string, { description?: string; _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }>;
   const lines = [
     'Usage: node dist/serve.js <bundle folder or .tar.gz> [options]',
     '',
@@ -30,7 +40,7 @@ export function helpText(): string {
   ];
   for (const name of OPTION_NAMES) {
     const s = shape[name]!;
-    const def = typeof s._def.defaultValue === 'function' ? s._def.defaultValue() : undefined;
+    const def = defaultOf(s);
     const flag = BOOLEAN.has(name) ? `--${kebab(name)}` : `--${kebab(name)} <value>`;
     const shownDefault = Array.isArray(def) ? (def.length ? def.join(' ') : 'none') : def === undefined ? 'none' : String(def);
     lines.push(`  ${flag.padEnd(30)} ${s.description ?? ''}`);

@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { OPTION_NAMES, kebab } from '../src/config.js';
+import { SUBNET_POOL } from '../src/defaults.js';
 import { helpText, parseCli } from '../src/serve.js';
 import { SERVE_JS } from './support/serve-process.js';
 import { FIXTURE_BUNDLE } from './support/app.js';
@@ -42,6 +43,9 @@ describe('serve.ts options', () => {
     const text = helpText();
     for (const name of OPTION_NAMES) expect(text).toContain(`--${kebab(name)}`);
     expect(text).toMatch(/--max-concurrent-envs <value>[\s\S]*default: 8/);
+    // a default behind a refinement is shown too, the real one (defaults.ts)
+    expect(text).toMatch(new RegExp(`--subnet-pool <value>.*\\n\\s+default: ${SUBNET_POOL.replace(/\./g, '\\.')};`));
+    expect(text).not.toMatch(/--subnet-pool <value>.*\n\s+default: none/);
     const run = spawnSync(process.execPath, [SERVE_JS, '--help'], { encoding: 'utf8' });
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('--reset-timeout');

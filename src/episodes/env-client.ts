@@ -2,13 +2,14 @@
  * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
  */
 import { z } from 'zod';
+import { ENV_REPLY_MAX_BYTES } from '../defaults.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
   override readonly name = 'EnvCallError';
   constructor(
     /** wrong_env: the answer did not come from this episode's env (see sandbox/env-identity.ts) */
-    readonly kind: 'timeout' | 'unreachable' | 'bad_response' | 'aborted' | 'wrong_env',
+    readonly kind: 'timeout' | 'unreachable' | 'bad_response' | 'aborted' | 'wrong_env' | 'too_large',
     message: string,
     readonly status?: number,
     readonly body?: unknown,
@@ -33,6 +34,33 @@ export const FinishReplySchema = z.object({ scores: z.record(z.unknown()) }).pas
 export interface EnvResponse {
   status: number;
   body: unknown;
+}
+
+/**
+ * An env's answer, read up to `max` bytes: an env that streams without end (or answers a
+ * gigabyte) costs the server at most that much; past it the connection is dropped.
+ */
+async function readBounded(res: Response, max: number): Promise<string> {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (declared > max) {
+    void res.body?.cancel().catch(() => {});
+    throw new EnvCallError('too_large', `a body of ${declared} bytes, over the ${max / 1024 / 1024} MiB an env answer may have`);
+  }
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      void reader.cancel().catch(() => {});
+      throw new EnvCallError('too_large', `a body over the ${max / 1024 / 1024} MiB an env answer may have`);
+    }
+    chunks.push(value);
+  }
+  return chunks.length === 1 ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString('utf8') : Buffer.concat(chunks).toString('utf8');
 }
 
 export class EnvClient {
@@ -74,8 +102,9 @@ export class EnvClient {
     }
     let text: string;
     try {
-      text = await res.text();
+      text = await readBounded(res, ENV_REPLY_MAX_BYTES);
     } catch (e) {
+      if (e instanceof EnvCallError) throw new EnvCallError(e.kind, `env answered ${method} ${path} with ${e.message}`, res.status);
       throw this.classify(e, timeout, path, signal);
     }
     let parsed: unknown = null;

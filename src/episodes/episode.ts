@@ -241,11 +241,29 @@ export class Episode {
       const startedAt = this.now();
       const out = await this.doStep(action);
       if (out.done) this.endReported = true;
+      if (action.type === 'call_tool' && this.log.isLevelEnabled('debug')) this.logToolCall(action, out, startedAt);
       this.notify((o) => o.onStep?.(this, action, out, startedAt));
       return out;
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** One debug line per tool call: which, how many argument bytes, how long, whether it failed. */
+  private logToolCall(action: Action & { type: 'call_tool' }, out: StepOutcome, startedAt: number): void {
+    const obs = out.observation as Partial<CallObservation>;
+    const args = action.arguments === undefined ? {} : action.arguments;
+    let argBytes: number | null;
+    try {
+      argBytes = Buffer.byteLength(JSON.stringify(args) ?? '');
+    } catch {
+      argBytes = null; // nested too deep to serialise: refused as invalid_args anyway
+    }
+    const isError = obs.error != null || obs.result?.is_error === true;
+    this.log.debug(
+      { event: 'tool_call', tool: action.tool_name, arg_bytes: argBytes, ms: this.now() - startedAt, is_error: isError, ...(obs.error ? { error_type: obs.error.error_type } : {}), step: this.steps, done: out.done },
+      `tool ${action.tool_name}`,
+    );
   }
 
   private async doStep(action: Action): Promise<StepOutcome> {
@@ -315,6 +333,8 @@ export class Episode {
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
+      // an answer too large to read is the tool's failure, not the env's end: the episode goes on
+      if (e instanceof EnvCallError && e.kind === 'too_large') return toolError(name, 'execution_error', `tool \`${name}\` failed: ${e.message}`);
       if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {
         return this.fail('tool_timeout', 'tool', `tool \`${name}\` did not answer within tool_timeout (${fmtS(timeoutMs)})`, name);
       }

@@ -1,11 +1,13 @@
 /**
  * One place where a failure becomes an HTTP answer: our errors by their type (errors.ts), fastify's
  * own 4xx (bad JSON, a body too large...) with their status, anything else a 500 that shows no
- * internals. Client mistakes are not the server's faults: only 5xx are logged as errors.
+ * internals. Client mistakes (and expected refusals: capacity, shutting down) are not the server's
+ * faults: they are named on the request's one log line; only the unexpected is logged as an error.
  */
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { CapacityError, toHttpError } from '../errors.js';
+import { CapacityError, ServerError, toHttpError } from '../errors.js';
+import { noteRefusal } from './request-log.js';
 
 async function httpErrors(app: FastifyInstance): Promise<void> {
   app.setErrorHandler((err, req, reply) => {
@@ -13,9 +15,13 @@ async function httpErrors(app: FastifyInstance): Promise<void> {
     const ownStatus = (err as { statusCode?: number }).statusCode;
     if (status === 500 && ownStatus !== undefined && ownStatus < 500) {
       // fastify's own 4xx (bad JSON body, payload too large...): keep its status and message
+      noteRefusal(req, (err as { code?: string }).code ?? 'invalid_request');
       return reply.code(ownStatus).send({ error: 'invalid_request', message: (err as Error).message });
     }
-    if (status >= 500) req.log.error({ err }, 'request failed');
+    // expected refusals (bad input, capacity, a failed deploy the episode logged) are named on the
+    // request's line; only the unexpected is the server's fault, logged with its stack
+    if (err instanceof ServerError) noteRefusal(req, err.httpCode);
+    else req.log.error({ err }, 'request failed');
     if (err instanceof CapacityError) reply.header('retry-after', String(err.capacity.retry_after_s));
     return reply.code(status).send(body);
   });

@@ -1,5 +1,6 @@
 /** `WS /ws`: each connection becomes a session of the runtime's (src/sessions/ws-session.ts). */
 import type { FastifyInstance } from 'fastify';
+import { loggedUrl, requestFields } from '../plugins/request-log.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 
 export async function wsRoutes(app: FastifyInstance, { runtime }: { runtime: OpenEnvRuntime }): Promise<void> {
@@ -14,6 +15,9 @@ export async function wsRoutes(app: FastifyInstance, { runtime }: { runtime: Ope
       },
     },
     (socket, req) => {
+      // the request's one log line (plugins/request-log.ts skips upgrades): the session opened
+      const url = loggedUrl(req.url);
+      req.log.info({ req: requestFields(req, url), status: 101 }, `${req.method} ${url} 101 (WebSocket session opened)`);
       runtime.sessions.openSocket(socket, req.log);
     },
   );

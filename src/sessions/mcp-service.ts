@@ -58,6 +58,11 @@ export function callResult(out: StepOutcome): Record<string, unknown> {
   return { ...base, tool_name, error: error ?? null, ...rest, reward: out.reward, done: out.done };
 }
 
+/** A JSON-RPC notification: a request object naming a method, without an "id" member. */
+export function isNotification(req: unknown): boolean {
+  return isPlainObject(req) && !Object.hasOwn(req, 'id') && typeof req.method === 'string' && req.method !== '';
+}
+
 export class McpService {
   constructor(private readonly deps: McpDeps) {}
 
@@ -70,6 +75,22 @@ export class McpService {
       return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
     }
     return this.handle(req, ctx);
+  }
+
+  /**
+   * An HTTP body → its response, or null for a notification (a request object with a method and no
+   * "id" member): JSON-RPC answers those with nothing, as MCP's streamable HTTP does (HTTP 202), but
+   * still runs them. Over /ws every frame gets one reply (the envelope's rule): `handle` answers all.
+   */
+  async handleHttp(text: string, ctx: McpContext = {}): Promise<RpcResponse | null> {
+    let req: unknown;
+    try {
+      req = JSON.parse(text);
+    } catch (e) {
+      return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
+    }
+    const res = await this.handle(req, ctx);
+    return isNotification(req) ? null : res;
   }
 
   /** One JSON-RPC request, already parsed from JSON → its response. */

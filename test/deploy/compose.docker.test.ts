@@ -9,7 +9,7 @@
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -125,6 +125,8 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       AGENTENV_TOKEN: token,
       OPENENV_INSTANCE: instance,
       OPENENV_BUILD_ARG: `NODE_IMAGE=${LOCAL_NODE_IMAGE}`,
+      // the server runs as uid 1000 in the socket's group
+      DOCKER_GID: String(statSync((process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '')).gid),
       OPENENV_PUBLISH_ADDR: '127.0.0.1',
       OPENENV_PORT: String(port),
       TLS_PUBLISH_ADDR: '127.0.0.1',
@@ -179,6 +181,11 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const ls = execFileSync('docker', ['run', '--rm', '--entrypoint', 'node', IMAGE, '-e', "console.log(require('fs').readdirSync('node_modules').join(' '))"], { encoding: 'utf8' });
     expect(ls).toMatch(/\bfastify\b/);
     expect(ls).not.toMatch(/\b(vitest|typescript|tsx|supertest)\b/);
+    // not root: the image's user, and the running server is uid 1000 in the socket's group
+    expect(cfg.User).toBe('1000:1000');
+    const ids = execFileSync('docker', ['exec', serverId, 'node', '-e', 'console.log(process.getuid(), process.getgroups().join(","))'], { encoding: 'utf8' }).trim().split(' ');
+    expect(ids[0]).toBe('1000');
+    expect(ids[1]!.split(',')).toContain(env.DOCKER_GID);
   });
 
   it('logs JSON, not a crash, when started on a terminal without the dev-only pretty printer', async () => {

@@ -33,6 +33,7 @@ import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { abortError, throwIfAborted } from '../../src/abort.js';
+import { lastLines } from '../../src/sandbox/docker/containers.js';
 import { fmtS } from '../../src/time.js';
 import { waitForHttp } from '../../src/sandbox/docker/readiness.js';
 import {
@@ -51,6 +52,8 @@ import { EnvLifecycles } from '../../src/sandbox/env-lifecycles.js';
 const LOG_TAIL_LINES = 20;
 /** lines of output kept per env process */
 const LOG_KEEP_LINES = 200;
+/** characters kept of one line (the engine splits log entries at 16 KiB) */
+const LINE_KEEP_CHARS = 16 * 1024;
 /** deploy attempts when another process took the free port between our probe and the env's listen */
 const PORT_ATTEMPTS = 3;
 
@@ -299,10 +302,12 @@ export class ProcessSandbox implements Sandbox {
       closed: new Promise((r) => (resolveClosed = r)),
       watchdog: null,
     };
+    // bounded however much the env writes, as the engine's log is: lines (and an unfinished one)
+    // are cut to LINE_KEEP_CHARS, LOG_KEEP_LINES of them kept
     const onData = (stream: 'stdout' | 'stderr') => (d: Buffer) => {
       const parts = (proc.partial[stream] + d.toString('utf8')).split('\n');
-      proc.partial[stream] = parts.pop() ?? '';
-      proc.lines.push(...parts);
+      proc.partial[stream] = (parts.pop() ?? '').slice(-LINE_KEEP_CHARS);
+      proc.lines.push(...parts.slice(-LOG_KEEP_LINES).map((l) => l.slice(-LINE_KEEP_CHARS)));
       if (proc.lines.length > LOG_KEEP_LINES) proc.lines.splice(0, proc.lines.length - LOG_KEEP_LINES);
     };
     child.stdout!.on('data', onData('stdout'));
@@ -402,5 +407,5 @@ export class ProcessSandbox implements Sandbox {
 
 function tailOf(proc: EnvProcess): string {
   const lines = [...proc.lines, proc.partial.stdout, proc.partial.stderr].filter((l) => l !== '');
-  return lines.slice(-LOG_TAIL_LINES).join('\n');
+  return lastLines(lines.join('\n'), LOG_TAIL_LINES);
 }

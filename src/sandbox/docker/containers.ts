@@ -4,7 +4,7 @@ import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, toSandboxError } from './errors.js';
 import { ownerLabels, resourceName, type Owner } from './labels.js';
 import type { EpisodeNetwork } from './networks.js';
-import { LOG_TAIL_LINES } from '../../defaults.js';
+import { LOG_TAIL_BYTES, LOG_TAIL_LINES } from '../../defaults.js';
 
 
 /**
@@ -86,12 +86,20 @@ export function demuxLog(buf: Buffer): string {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export function lastLines(text: string, n: number): string {
+/** the last `n` lines of `text`, and of those at most the last `maxBytes` bytes (LOG_TAIL_BYTES) */
+export function lastLines(text: string, n: number, maxBytes = LOG_TAIL_BYTES): string {
   const lines = text.replace(/\n+$/, '').split('\n');
-  return lines.slice(-n).join('\n');
+  const tail = lines.slice(-n).join('\n');
+  if (Buffer.byteLength(tail) <= maxBytes) return tail;
+  const cut = Buffer.from(tail).subarray(-maxBytes).toString('utf8').replace(/^\uFFFD/, '');
+  return `[...]${cut}`;
 }
 
-/** the last lines of the container's stdout and stderr; '' when it cannot be read */
+/**
+ * The last lines of the container's stdout and stderr; '' when it cannot be read. Bounded however
+ * much the env wrote: the engine splits log entries at 16 KiB, so `tail` lines are at most
+ * 20 × 16 KiB read, and the text returned is cut to LOG_TAIL_BYTES.
+ */
 export async function logTail(docker: Dockerode, containerId: string, lines = LOG_TAIL_LINES): Promise<string> {
   try {
     const raw: unknown = await docker

@@ -101,6 +101,11 @@ export class DockerSandbox implements Sandbox {
     try {
       await this.docker.ping();
     } catch (err) {
+      if ((err as { code?: string }).code === 'EACCES') {
+        // the server runs as a non-root user (the image's uid 1000): it needs the socket's group
+        const who = typeof process.getgid === 'function' ? `uid ${process.getuid?.()}, groups ${process.getgroups?.().join(',')}` : 'this user';
+        throw new SandboxError('engine_error', `permission denied on the Docker socket (${who}): run the server in the socket's group (compose: DOCKER_GID=$(stat -c %g /var/run/docker.sock); docker run: --group-add <that gid>)`);
+      }
       throw toSandboxError(err, 'answering a ping');
     }
   }

@@ -172,6 +172,31 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
   return failure;
 }
 
+/** what a build's failure says when the engine could not fetch a base image from its registry */
+const PULL_FAILURE = /pull access denied|failed to resolve source metadata|failed to do request|dial tcp|no such host|i\/o timeout|TLS handshake timeout|manifest unknown|not found: manifest|toomanyrequests|connection refused|network is unreachable|server misbehaving|unauthorized: authentication required|error pulling image/i;
+
+/**
+ * When a build failed to pull its base image: which build argument chooses that image (an ARG
+ * the Dockerfile's FROM lines use), so an offline host or a private mirror knows what to pass.
+ * '' when the failure is something else.
+ */
+export function pullHint(failure: string, dockerfile: string, buildArgs: Record<string, string>): string {
+  if (!PULL_FAILURE.test(failure)) return '';
+  const froms = dockerfile.split('\n').filter((l) => /^\s*FROM\s/i.test(l));
+  const args = [...new Set(froms.flatMap((l) => [...l.matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!)))];
+  if (args.length === 0) {
+    return ' (the engine could not pull the base image named in the Dockerfile\'s FROM: make it reachable, or load it into the engine first)';
+  }
+  const given = args.filter((a) => Object.hasOwn(buildArgs, a)).map((a) => `${a}=${buildArgs[a]}`);
+  return (
+    ` (the engine could not pull the base image: choose one it has or can reach with the build argument ` +
+    args.map((a) => `${a}=<image>`).join(', ') +
+    ` — \`--build-arg ${args[0]}=<image>\`, or OPENENV_BUILD_ARG=${args[0]}=<image> under compose, e.g. ${args[0]}=openenv-local/node:20 offline` +
+    (given.length ? `; given: ${given.join(', ')}` : '') +
+    ')'
+  );
+}
+
 /** builds unless the content-hash tag exists; concurrent calls for one tag share `inflight` */
 export async function buildEnvImage(
   docker: Dockerode,
@@ -206,7 +231,10 @@ export async function buildEnvImage(
       throw toSandboxError(err, `building image ${tag}`);
     }
     const failure = await followBuildOutput(output, (line) => req.onProgress?.(line));
-    if (failure !== null) throw buildFailure(req, failure);
+    if (failure !== null) {
+      const dockerfile = await readFile(path.join(req.contextDir, 'Dockerfile'), 'utf8').catch(() => '');
+      throw buildFailure(req, failure + pullHint(failure, dockerfile, req.buildArgs));
+    }
     if (!(await imageExists(docker, tag))) throw buildFailure(req, `the build ended without error but the engine has no image ${tag}`);
     return tag;
   })();
