@@ -55,3 +55,27 @@ export const REQUESTS_IN_FLIGHT_PER_EPISODE = 16;
 
 /** Nesting depth allowed in tool arguments; deeper is the model's mistake (invalid_args). */
 export const MAX_ARGUMENT_DEPTH = 64;
+
+/**
+ * --max-concurrent-deploys' default: envs starting at once. Picked from `npm run bench`'s
+ * sustained figures on a 2-core engine (docs/warm-pool.md has the table): past it the engine only
+ * queues the extra starts inside itself, and a reset's deploy gets slower without the throughput
+ * rising.
+ */
+export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 4;
+
+/** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
+export const DEPLOY_JITTER_MS = 20;
+
+/** The warm pool: how a pooled env is checked at hand-out, and how refill failures back off. */
+export const WARM_POOL = {
+  /** GET <ready_path> of a pooled env before it is handed out; no answer within it: discarded */
+  handoutCheckMs: 1000,
+  /** consecutive failed refills after which the pool stops refilling (and retries with backoff) */
+  maxConsecutiveFailures: 3,
+  /** first retry after the pool stopped refilling; doubles up to backoffMaxMs */
+  backoffBaseMs: 5000,
+  backoffMaxMs: 300_000,
+  /** recent resets whose env kinds set the pool's split between envs (bundles with several envs) */
+  demandWindow: 256,
+} as const;

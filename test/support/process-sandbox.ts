@@ -43,6 +43,7 @@ import {
   type ImageBuildRequest,
   type Sandbox,
   type SweepResult,
+  type TeardownOptions,
 } from '../../src/sandbox/sandbox.js';
 
 /** as many lines as DockerSandbox's log tail (LOG_TAIL_LINES) */
@@ -148,9 +149,13 @@ export class ProcessSandbox implements Sandbox {
   private highWater = 0;
   /** processes started, failed deploys' retries included */
   spawned = 0;
+  /** deploy() calls running now, and the most that ran at once (--max-concurrent-deploys) */
+  deploying = 0;
+  deployPeak = 0;
   /** 'spawn' (episodeId) when an env process starts, 'exit' (episodeId, exitCode) when it has exited */
   readonly events = new EventEmitter();
   private nextEnvironment: Record<string, string> | null = null;
+  private deployFault: ((episodeId: string) => string | null) | null = null;
 
   constructor(opts: ProcessSandboxOptions = {}) {
     this.entry = opts.entry ?? 'server.mjs';
@@ -181,6 +186,27 @@ export class ProcessSandbox implements Sandbox {
    */
   overrideNextDeploy(environment: Record<string, string>): void {
     this.nextEnvironment = environment;
+  }
+
+  /**
+   * Deploys for which `fault` returns a message fail at once with SandboxError('engine_error',
+   * message), starting nothing (null: every deploy runs). E.g. only the warm pool's refills:
+   * `(id) => (id.startsWith('pool-') ? 'no' : null)`.
+   */
+  failDeploysWhere(fault: ((episodeId: string) => string | null) | null): void {
+    this.deployFault = fault;
+  }
+
+  /** SIGKILLs an env's process behind the server's back (as `docker kill` from outside would); resolves once it has exited */
+  async killBehindBack(episodeId: string): Promise<void> {
+    const proc = this.envs.get(episodeId);
+    if (!proc) throw new Error(`no env process of ${episodeId}`);
+    await this.kill(proc);
+  }
+
+  /** the container id (process-<pid>-<episode id>) of an env process held now */
+  containerIdOf(episodeId: string): string | undefined {
+    return this.envs.get(episodeId)?.containerId;
   }
 
   /** resolves with the episode id of the next env process started */
@@ -241,6 +267,8 @@ export class ProcessSandbox implements Sandbox {
     this.assertOpen();
     throwIfAborted(req.signal);
     const { episodeId } = req;
+    const fault = this.deployFault?.(episodeId);
+    if (fault) throw new SandboxError('engine_error', fault);
     await this.teardowns.get(episodeId)?.catch(() => {});
     if (this.deploys.has(episodeId) || this.envs.has(episodeId)) {
       throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
@@ -249,11 +277,14 @@ export class ProcessSandbox implements Sandbox {
     const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
     req.signal?.addEventListener('abort', forward, { once: true });
     this.lifetime.signal.addEventListener('abort', forward, { once: true });
+    this.deploying++;
+    this.deployPeak = Math.max(this.deployPeak, this.deploying);
     const run = this.runDeploy(episodeId, req.env, controller.signal);
     this.deploys.set(episodeId, { controller, settled: run.then(() => {}, () => {}) });
     try {
       return await run;
     } finally {
+      this.deploying--;
       this.deploys.delete(episodeId);
       req.signal?.removeEventListener('abort', forward);
       this.lifetime.signal.removeEventListener('abort', forward);
@@ -393,9 +424,12 @@ export class ProcessSandbox implements Sandbox {
     return { running: proc.exitCode === null, exitCode: proc.exitCode, oomKilled: proc.oomKilled, logTail: tailOf(proc) };
   }
 
-  teardown(episodeId: string): Promise<void> {
+  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
     const running = this.teardowns.get(episodeId);
-    if (running) return running;
+    if (running) {
+      const cb = opts.onEnvRemoved;
+      return cb ? running.then(() => cb()) : running;
+    }
     const p = (async () => {
       const deploying = this.deploys.get(episodeId);
       if (deploying) {
@@ -407,6 +441,8 @@ export class ProcessSandbox implements Sandbox {
         await this.kill(proc);
         if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);
       }
+      // a process has no network: its env is gone with it
+      opts.onEnvRemoved?.();
     })();
     this.teardowns.set(episodeId, p);
     const forget = () => {

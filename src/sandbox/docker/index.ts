@@ -14,6 +14,7 @@ import {
   type ImageBuildRequest,
   type Sandbox,
   type SweepResult,
+  type TeardownOptions,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
@@ -279,16 +280,19 @@ export class DockerSandbox implements Sandbox {
     return { running: state.running, exitCode: state.exitCode, oomKilled: state.oomKilled, logTail: await logTail(this.docker, handle.containerId) };
   }
 
-  teardown(episodeId: string): Promise<void> {
+  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
     const running = this.teardowns.get(episodeId);
-    if (running) return running;
+    if (running) {
+      const cb = opts.onEnvRemoved;
+      return cb ? running.then(() => cb()) : running;
+    }
     const p = (async () => {
       const deploying = this.deploys.get(episodeId);
       if (deploying) {
         deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
         await deploying.settled;
       }
-      await this.removeEpisode(episodeId);
+      await this.removeEpisode(episodeId, opts.onEnvRemoved);
     })();
     this.teardowns.set(episodeId, p);
     const forget = () => {
@@ -299,11 +303,11 @@ export class DockerSandbox implements Sandbox {
   }
 
   /** removes the episode's labelled resources; its subnet goes back once no network of it is left */
-  private async removeEpisode(episodeId: string): Promise<void> {
+  private async removeEpisode(episodeId: string, onContainersRemoved?: () => void): Promise<void> {
     // its own removal is no death to report
     this.watcher.forget(episodeId);
     const owned = await this.list(episodeId);
-    const result = await this.remove(owned);
+    const result = await this.remove(owned, onContainersRemoved);
     if (result.failed.length > 0) throw this.removalError(result, `episode ${episodeId}`);
     this.pool.release(episodeId);
   }
@@ -335,8 +339,9 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
-  private remove(owned: Owned): Promise<RemoveResult> {
+  private remove(owned: Owned, onContainersRemoved?: () => void): Promise<RemoveResult> {
     return removeOwned(this.docker, owned, {
+      onContainersRemoved,
       attachContainer: this.attach,
       attempts: this.removeAttempts,
       baseDelayMs: this.removeBaseDelayMs,
