@@ -86,7 +86,7 @@ describeDocker('warm pool on Docker', () => {
     const label = `${INSTANCE_LABEL}=${s.instance}`;
     try {
       await poolReady(s.url, 1);
-      const [[deadId, container]] = [...containersByEnvId(s.instance).entries()];
+      const [deadId, container] = [...containersByEnvId(s.instance).entries()][0]!;
       execFileSync('docker', ['kill', container!]);
       const c = await WsClient.open(s.url);
       const r = await c.reset({ task_id: 'fx-echo-0' });
