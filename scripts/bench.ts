@@ -10,7 +10,7 @@
  *   2. Burst: --burst (64; 128 and 256 accepted) resets at once with --max-concurrent-envs B:
  *      reset latency p50/p95/max and the time until the last episode started, cold (no pool) vs
  *      warm (--warm-pool B, full before the burst), vs B bare container starts + readiness at once.
- *      Then single warm resets one at a time (p50), server RSS at 0 and at B live episodes, and
+ *      Single warm resets one at a time on a full pool (p50) come first; server RSS at 0 and at B live episodes, and
  *      where an episode's slot time goes (deploy, run, env removal, network removal).
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -393,18 +393,20 @@ async function main(): Promise<void> {
   try {
     progress(`burst: warm, filling the pool with ${BURST}`);
     fillS = await waitPool(warm, BURST, 'pool filling');
-    progress(`  pool full after ${fillS.toFixed(1)} s; burst`);
-    warmResult = await burstServer(warm, 'warm');
-    progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s max ${warmResult.max_s} s (${warmResult.pooled}/${BURST} pooled)`);
-    progress(`single warm resets: waiting for ${SINGLES} pooled envs`);
-    await waitPool(warm, SINGLES, 'pool refilling');
+    progress(`  pool full after ${fillS.toFixed(1)} s`);
+    // one reset at a time on an idle server with a full pool (each waits for the pool to be full again)
+    progress(`single warm resets: ${SINGLES}, one at a time, the pool full before each`);
     for (let i = 0; i < SINGLES; i++) {
       const e = await episode(warm.url);
       singleMs.push(e.resetMs);
       if (e.timings.pooled === true) singlePooled++;
       await finish(e.client);
+      await waitPool(warm, BURST, 'pool refilling');
     }
     progress(`  single warm reset p50 ${pct(singleMs, 50).toFixed(1)} ms (${singlePooled}/${SINGLES} pooled)`);
+    progress(`burst: warm`);
+    warmResult = await burstServer(warm, 'warm');
+    progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s max ${warmResult.max_s} s (${warmResult.pooled}/${BURST} pooled)`);
   } finally {
     await warm.stop();
   }
