@@ -146,8 +146,8 @@ function ticker(what: string, count: () => number, total: number): () => void {
 }
 
 /** a bare container of the image: create, start, its address, readiness (the engine API, as the server uses it) */
-async function bareStart(image: string): Promise<{ id: string; ip: string }> {
-  const c = await docker.createContainer({ Image: image, Env: ['PORT=8000'], Labels: { bench: RUN }, HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64 } });
+async function bareStart(image: string, network?: string): Promise<{ id: string; ip: string }> {
+  const c = await docker.createContainer({ Image: image, Env: ['PORT=8000'], Labels: { bench: RUN }, HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ...(network ? { NetworkMode: network } : {}) } });
   await c.start();
   const info = await c.inspect();
   const ip = Object.values(info.NetworkSettings.Networks)[0]!.IPAddress;
@@ -159,10 +159,14 @@ async function bareRemove(id: string): Promise<void> {
   await docker.getContainer(id).remove({ force: true, v: true });
 }
 
-async function imageTag(): Promise<string> {
-  const imgs = await docker.listImages({ filters: JSON.stringify({ reference: ['openenv-bundle/fixture-v1-echo'] }) });
-  imgs.sort((a, b) => b.Created - a.Created);
-  return imgs[0]!.RepoTags![0]!;
+/** the image the server itself deploys (its content-hash tag), read off an env container it started */
+async function imageTag(s: Server, instance: string): Promise<string> {
+  const c = await WsClient.open(s.url);
+  await c.reset({ task_id: 'fx-echo-0' });
+  const [ctr] = await docker.listContainers({ filters: JSON.stringify({ label: [`io.openenv.bundle-server.instance=${instance}`] }) });
+  await c.close();
+  if (!ctr) throw new Error('no env container of the probe server');
+  return ctr.Image;
 }
 
 /** reads `name{labels} value` lines of a Prometheus text */
@@ -196,18 +200,21 @@ async function sustainedServer(deploys: number): Promise<{ perS: number; wallS: 
   }
 }
 
-async function sustainedBare(image: string): Promise<{ perS: number; wallS: number }> {
+/** bare run/rm at the same parallelism; withNetwork: each container in a fresh internal network of its own, as the server does */
+async function sustainedBare(image: string, withNetwork = false): Promise<{ perS: number; wallS: number }> {
   let next = 0;
   let done = 0;
-  const stop = ticker('sustained, bare run/rm', () => done, EPISODES);
+  const stop = ticker(`sustained, bare run/rm${withNetwork ? ' with a network each' : ''}`, () => done, EPISODES);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < EPISODES) {
-        next++;
-        const { id, ip } = await bareStart(image);
+        const k = next++;
+        const net = withNetwork ? await docker.createNetwork({ Name: `${RUN}-n${k}`, Driver: 'bridge', Internal: true, Labels: { bench: RUN } }) : null;
+        const { id, ip } = await bareStart(image, net?.id);
         await fetch(`http://${ip}:8000/reset`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"task_id":"fx-echo-0","data":{},"seed":null}' }).then((r) => r.arrayBuffer());
         await bareRemove(id);
+        if (net) await net.remove();
         done++;
       }
     }),
@@ -324,26 +331,30 @@ function cdfSvg(series: { name: string; color: string; ms: number[] }[]): string
 async function cleanup(): Promise<void> {
   const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`bench=${RUN}`] }) });
   await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  const nets = await docker.listNetworks({ filters: JSON.stringify({ label: [`bench=${RUN}`] }) });
+  await Promise.all(nets.map((n) => docker.getNetwork(n.Id).remove().catch(() => undefined)));
 }
 
 async function main(): Promise<void> {
   progress(`bench: fixture env; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`);
   // the first server builds the image (or finds it)
   const probe = await startServer('probe', ['--max-concurrent-envs', '1']);
-  await probe.stop();
-  const image = await imageTag();
+  const image = await imageTag(probe, `${RUN}-probe`).finally(() => probe.stop());
   progress(`image ${image}`);
 
   // 1. sustained
   progress('sustained: bare run/rm through the engine API');
   const bareSustained = await sustainedBare(image);
   progress(`  bare: ${bareSustained.perS.toFixed(2)} episodes/s`);
-  const sustained: Record<string, { perS: number; wallS: number; vsBare: number }> = {};
+  progress('sustained: bare run/rm, each in a fresh network of its own (what the server does besides)');
+  const bareNetSustained = await sustainedBare(image, true);
+  progress(`  bare with networks: ${bareNetSustained.perS.toFixed(2)} episodes/s`);
+  const sustained: Record<string, { perS: number; wallS: number; vsBare: number; vsBareNet: number }> = {};
   for (const d of DEPLOY_VALUES) {
     progress(`sustained: server, --max-concurrent-deploys ${d}`);
     const r = await sustainedServer(d);
-    sustained[d] = { ...r, vsBare: r.perS / bareSustained.perS };
-    progress(`  ${r.perS.toFixed(2)} episodes/s (${(r.perS / bareSustained.perS).toFixed(2)}x bare)`);
+    sustained[d] = { ...r, vsBare: r.perS / bareSustained.perS, vsBareNet: r.perS / bareNetSustained.perS };
+    progress(`  ${r.perS.toFixed(2)} episodes/s (${(r.perS / bareSustained.perS).toFixed(2)}x bare, ${(r.perS / bareNetSustained.perS).toFixed(2)}x bare with networks)`);
   }
   const best = Number(Object.entries(sustained).sort((a, b) => b[1].perS - a[1].perS)[0]![0]);
   // the smallest value within 3% of the best: more deploys at once only crowd the engine
@@ -437,7 +448,8 @@ async function main(): Promise<void> {
       episodes: EPISODES,
       concurrency: CONCURRENCY,
       bare_per_s: Number(bareSustained.perS.toFixed(3)),
-      by_max_concurrent_deploys: Object.fromEntries(Object.entries(sustained).map(([d, r]) => [d, { per_s: Number(r.perS.toFixed(3)), vs_bare: Number(r.vsBare.toFixed(3)), wall_s: Number(r.wallS.toFixed(1)) }])),
+      bare_with_networks_per_s: Number(bareNetSustained.perS.toFixed(3)),
+      by_max_concurrent_deploys: Object.fromEntries(Object.entries(sustained).map(([d, r]) => [d, { per_s: Number(r.perS.toFixed(3)), vs_bare: Number(r.vsBare.toFixed(3)), vs_bare_with_networks: Number(r.vsBareNet.toFixed(3)), wall_s: Number(r.wallS.toFixed(1)) }])),
       best: best,
       picked,
       server_default: DEFAULT_MAX_CONCURRENT_DEPLOYS,
@@ -481,8 +493,8 @@ async function main(): Promise<void> {
   console.log(`ratios: cold p95 / bare ${b.ratios.cold_p95_vs_bare}x; warm p95 / bare ${b.ratios.warm_p95_vs_bare}x; warm p95 / cold ${b.ratios.warm_p95_vs_cold}x; pool filled in ${b.warm.pool_fill_s} s`);
   console.log(`single warm reset: p50 ${figures.single_warm_reset.p50_ms} ms, p95 ${figures.single_warm_reset.p95_ms} ms (${singlePooled}/${SINGLES} pooled)`);
   console.log('');
-  console.log(`Sustained: ${EPISODES} episodes, ${CONCURRENCY} at a time; bare run/rm ${figures.sustained.bare_per_s} episodes/s`);
-  for (const [d, r] of Object.entries(figures.sustained.by_max_concurrent_deploys)) console.log(`  --max-concurrent-deploys ${d.padStart(2)}: ${r.per_s} episodes/s = ${r.vs_bare}x bare`);
+  console.log(`Sustained: ${EPISODES} episodes, ${CONCURRENCY} at a time; bare run/rm ${figures.sustained.bare_per_s} episodes/s; bare run/rm with a network each ${figures.sustained.bare_with_networks_per_s} episodes/s`);
+  for (const [d, r] of Object.entries(figures.sustained.by_max_concurrent_deploys)) console.log(`  --max-concurrent-deploys ${d.padStart(2)}: ${r.per_s} episodes/s = ${r.vs_bare}x bare, ${r.vs_bare_with_networks}x bare with networks`);
   console.log(`  picked ${picked} (server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
   console.log('');
   console.log(`Server RSS: ${figures.rss.idle_mb} MB idle, ${figures.rss.live_mb} MB at ${BURST} live episodes = ${figures.rss.mb_per_live_episode} MB per live episode`);

@@ -113,6 +113,8 @@ export class WarmPool {
   private started = false;
   private closed = false;
   private evicting = 0;
+  /** admission slots the pool holds: its entries', and those of envs being removed */
+  private held = 0;
   private consecutiveFailures = 0;
   private lastError: string | null = null;
   private pausedUntil: number | null = null;
@@ -149,9 +151,9 @@ export class WarmPool {
     return this.known.has(id);
   }
 
-  /** admission slots held by pooled envs (not by episodes) */
+  /** admission slots held by pooled envs, in the pool or being removed (not by episodes) */
   get slotsHeld(): number {
-    return this.entries.length;
+    return this.held;
   }
 
   status(): PoolStatus {
@@ -290,6 +292,7 @@ export class WarmPool {
     env.waitedMs = this.now() - e.readyAt;
     this.counts.hits++;
     this.deps.metrics.poolHits.inc();
+    this.held--;
     w.adopt(e.id);
     this.known.delete(e.id);
     w.resolve({ slot: e.slot, pooled: env });
@@ -338,6 +341,7 @@ export class WarmPool {
     while (this.entries.length < this.size && this.waiters.length === 0) {
       const slot = this.deps.admission.tryAcquire();
       if (!slot) return;
+      this.held++;
       this.deployEntry(slot, this.pickEnv());
     }
   }
@@ -462,6 +466,7 @@ export class WarmPool {
     const free = () => {
       if (freed) return;
       freed = true;
+      this.held--;
       e.slot.release();
       onFreed?.();
     };

@@ -77,6 +77,9 @@ describe('warm pool', () => {
       const ep = s.app.openenv.manager.get(episodeId)!;
       expect(before.has(ep.envId)).toBe(true);
       const usedContainer = containers.get(ep.envId)!;
+      // slots the pool holds are not counted as running episodes
+      await poolReady(s, 2);
+      expect(await metric(s, 'openenv_episodes_running')).toBe(1);
       // the episode plays on the pooled env
       expect((await c.call('echo', { text: 'warm' })).data.observation.result.content[0].text).toBe('warm');
       await c.call('end_turn', {});
