@@ -57,12 +57,13 @@ export const REQUESTS_IN_FLIGHT_PER_EPISODE = 16;
 export const MAX_ARGUMENT_DEPTH = 64;
 
 /**
- * --max-concurrent-deploys' default: envs starting at once. Picked from `npm run bench`'s
- * sustained figures on a 2-core engine (docs/warm-pool.md has the table): past it the engine only
- * queues the extra starts inside itself, and a reset's deploy gets slower without the throughput
- * rising.
+ * --max-concurrent-deploys' default: envs starting at once. Measured, not guessed: `npm run bench`'s
+ * sustained phase (128 episodes, 16 at a time, fixture env, 2-core shared engine) gave, in
+ * episodes/s for 2 / 4 / 8 deploys at once, 1.88 / 2.68 / 2.50, then 2.24 / 2.12 / 2.15 (engine
+ * loaded by other work), then 0.92 / 2.66 / 3.72: 8 averages 0.97 of each run's best, 4 averages
+ * 0.89 and 2 is always last (docs/warm-pool.md has the figures).
  */
-export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 4;
+export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 8;
 
 /** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
 export const DEPLOY_JITTER_MS = 20;
