@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
-import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from './defaults.js';
+import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, SUBNET_POOL } from './defaults.js';
 
 const seconds = (def: number) => z.coerce.number().positive().finite().default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
@@ -32,6 +32,8 @@ export const OptionsSchema = z
     host: z.string().min(1).default('127.0.0.1').describe('address to listen on'),
     port: z.coerce.number().int().min(0).max(65535).default(8200).describe('port to listen on (0 picks a free one)'),
     maxConcurrentEnvs: positiveInt(8).describe('envs running at once; further resets wait in a FIFO queue'),
+    warmPool: z.coerce.number().int().min(0).default(0).describe('envs kept deployed ahead of demand, each fresh and used by one episode only; they hold slots of --max-concurrent-envs (0: every reset deploys its env)'),
+    maxConcurrentDeploys: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS).describe('envs starting at once (network, container, readiness), for resets and pool refills alike; refills yield to waiting resets'),
     maxWaiting: z.coerce.number().int().min(0).default(1024).describe('resets allowed to wait; past it a reset gets CAPACITY_REACHED at once'),
     resetTimeout: seconds(600).describe('seconds a reset waits for a slot (a reset may ask for less)'),
     toolTimeout: seconds(60).describe('seconds one tool call may take'),
@@ -102,6 +104,13 @@ export const OptionsSchema = z
         code: z.ZodIssueCode.custom,
         path: ['episodeTimeout'],
         message: `episode timeout (${o.episodeTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s)`,
+      });
+    }
+    if (o.warmPool > o.maxConcurrentEnvs) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['warmPool'],
+        message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
       });
     }
     const pool = parseCidr(o.subnetPool);

@@ -67,3 +67,28 @@ export const MAX_ARGUMENT_DEPTH = 64;
  * death or a lost node, and how long removing an overlay waits for its service's tasks to go.
  */
 export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000 } as const;
+
+/**
+ * --max-concurrent-deploys' default: envs starting at once. Measured, not guessed: `npm run bench`'s
+ * sustained phase (128 episodes, 16 at a time, fixture env, 2-core shared engine) gave, in
+ * episodes/s for 2 / 4 / 8 deploys at once, 1.88 / 2.68 / 2.50, then 2.24 / 2.12 / 2.15 (engine
+ * loaded by other work), then 0.92 / 2.66 / 3.72: 8 averages 0.97 of each run's best, 4 averages
+ * 0.89 and 2 is always last (docs/warm-pool.md has the figures).
+ */
+export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 8;
+
+/** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
+export const DEPLOY_JITTER_MS = 20;
+
+/** The warm pool: how a pooled env is checked at hand-out, and how refill failures back off. */
+export const WARM_POOL = {
+  /** GET <ready_path> of a pooled env before it is handed out; no answer within it: discarded */
+  handoutCheckMs: 1000,
+  /** consecutive failed refills after which the pool stops refilling (and retries with backoff) */
+  maxConsecutiveFailures: 3,
+  /** first retry after the pool stopped refilling; doubles up to backoffMaxMs */
+  backoffBaseMs: 5000,
+  backoffMaxMs: 300_000,
+  /** recent resets whose env kinds set the pool's split between envs (bundles with several envs) */
+  demandWindow: 256,
+} as const;

@@ -10,6 +10,11 @@ export interface GaugeSources {
   waiting(): number;
   capacity(): number;
   networks(): number;
+  /** deploys running, and waiting for a turn (--max-concurrent-deploys) */
+  deploysInFlight?(): number;
+  deploysWaiting?(): number;
+  /** the warm pool, when there is one */
+  pool?(): { ready: number; deploying: number; target: number; refilling: boolean } | null;
 }
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -25,6 +30,12 @@ export class Metrics {
   readonly envFailures: Counter<'reason'>;
   readonly rewards: Histogram<'split'>;
   readonly episodesEnded: Counter<'end_reason'>;
+  readonly teardownStage: Histogram<'stage'>;
+  readonly poolHits: Counter;
+  readonly poolMisses: Counter;
+  readonly poolEvictions: Counter;
+  readonly poolRefillFailures: Counter;
+  readonly poolDiscarded: Counter<'reason'>;
 
   /**
    * @param processMetrics also export the process' own figures (process_*, nodejs_*: memory, CPU,
@@ -45,6 +56,17 @@ export class Metrics {
     this.steps = new Counter({ name: `${prefix}steps_total`, help: 'Steps (list_tools and call_tool) served', registers: [r] });
     this.envFailures = new Counter({ name: `${prefix}env_failures_total`, help: 'Env failures by reason', labelNames: ['reason'], registers: [r] });
     this.rewards = new Histogram({ name: `${prefix}episode_reward`, help: 'Rewards of scored episodes, by split', labelNames: ['split'], buckets: [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1], registers: [r] });
+    this.teardownStage = new Histogram({ name: `${prefix}teardown_stage_seconds`, help: 'Where an ended episode\'s teardown time goes: env_removed (from its start until the env container is killed and removed, when its slot frees) and network_removed (after that, off the slot)', labelNames: ['stage'], buckets: DURATION_BUCKETS, registers: [r] });
+    new Gauge({ name: `${prefix}deploys_in_flight`, help: 'Env deploys running (--max-concurrent-deploys caps it), pool refills included', registers: [r], collect() { this.set(sources.deploysInFlight?.() ?? 0); } });
+    new Gauge({ name: `${prefix}deploys_waiting`, help: 'Env deploys waiting for a turn under --max-concurrent-deploys', registers: [r], collect() { this.set(sources.deploysWaiting?.() ?? 0); } });
+    new Gauge({ name: `${prefix}pool_envs`, help: 'Warm pool envs by state: ready (to hand out) or deploying (refills)', labelNames: ['state'], registers: [r], collect() { const p = sources.pool?.(); this.set({ state: 'ready' }, p?.ready ?? 0); this.set({ state: 'deploying' }, p?.deploying ?? 0); } });
+    new Gauge({ name: `${prefix}pool_target`, help: '--warm-pool: envs the pool keeps deployed ahead of demand', registers: [r], collect() { this.set(sources.pool?.()?.target ?? 0); } });
+    new Gauge({ name: `${prefix}pool_refilling`, help: '1 while the warm pool refills, 0 while refills are stopped after repeated failures (or there is no pool)', registers: [r], collect() { this.set(sources.pool?.()?.refilling ? 1 : 0); } });
+    this.poolHits = new Counter({ name: `${prefix}pool_hits_total`, help: 'Resets that took a pooled env', registers: [r] });
+    this.poolMisses = new Counter({ name: `${prefix}pool_misses_total`, help: 'Resets on a server with a warm pool that deployed their own env', registers: [r] });
+    this.poolEvictions = new Counter({ name: `${prefix}pool_evictions_total`, help: 'Pooled envs torn down to give their slot to a waiting reset of another env', registers: [r] });
+    this.poolRefillFailures = new Counter({ name: `${prefix}pool_refill_failures_total`, help: 'Warm pool refills whose deploy failed', registers: [r] });
+    this.poolDiscarded = new Counter({ name: `${prefix}pool_discarded_total`, help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), closed (drain)', labelNames: ['reason'], registers: [r] });
     this.episodesEnded = new Counter({ name: `${prefix}episodes_ended_total`, help: 'Episodes ended, by end reason', labelNames: ['end_reason'], registers: [r] });
   }
 }

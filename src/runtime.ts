@@ -6,8 +6,10 @@
 import type { Logger } from 'pino';
 import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, type ServerOptions } from './config.js';
-import { DEFAULT_REWARD, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
+import { DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/admission.js';
+import { DeployLimiter } from './episodes/deploy-limiter.js';
+import { WarmPool } from './episodes/pool.js';
 import type { EpisodeSettings } from './episodes/episode.js';
 import { EpisodeHistory } from './episodes/history.js';
 import { EpisodeManager } from './episodes/manager.js';
@@ -36,6 +38,10 @@ export interface OpenEnvRuntime {
   options: ServerOptions;
   manager: EpisodeManager;
   admission: Admission;
+  /** --max-concurrent-deploys */
+  deploys: DeployLimiter;
+  /** --warm-pool above 0 */
+  pool: WarmPool | null;
   sandbox: Sandbox;
   metrics: Metrics;
   catalog: EnvCatalog;
@@ -95,15 +101,24 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const reward = ro.reward ?? opts.reward ?? bundle.manifest.reward;
   const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(ro.buildArgs ?? {}) }, log.child({ component: 'images' }));
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
+  const deploys = new DeployLimiter({ limit: opts.maxConcurrentDeploys, jitterMs: DEPLOY_JITTER_MS });
+  let pool: WarmPool | null = null;
   const metrics = new Metrics({
-    running: () => admission.activeCount,
+    // slots the warm pool holds are not episodes
+    running: () => admission.activeCount - (pool?.slotsHeld ?? 0),
+    deploysInFlight: () => deploys.inFlight,
+    deploysWaiting: () => deploys.waiting,
+    pool: () => pool?.status() ?? null,
     waiting: () => admission.waitingCount,
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
   });
   const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
   const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
-  const manager = new EpisodeManager({ bundle, sandbox, admission, envSpec: (name) => catalog.spec(name), settings, reward: makeReward(reward), log, metrics, observer: history }, log);
+  if (opts.warmPool > 0) {
+    pool = new WarmPool({ size: opts.warmPool, bundle, sandbox, admission, deploys, envSpec: (name) => catalog.spec(name), metrics, log: log.child({ component: 'pool' }) });
+  }
+  const manager = new EpisodeManager({ bundle, sandbox, admission, deploys, pool: pool ?? undefined, envSpec: (name) => catalog.spec(name), settings, reward: makeReward(reward), log, metrics, observer: history }, log);
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const ready = (async () => {
@@ -120,6 +135,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     }
     await catalog.buildAll();
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
+    if (pool && !manager.isDraining) {
+      log.info({ event: 'pool_start', warm_pool: opts.warmPool, max_concurrent_deploys: opts.maxConcurrentDeploys }, `filling the warm pool with ${opts.warmPool} env(s)`);
+      pool.start();
+    }
   })();
   let readyError: Error | null = null;
   let isReady = false;
@@ -169,6 +188,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     options: opts,
     manager,
     admission,
+    deploys,
+    pool,
     sandbox,
     metrics,
     catalog,

@@ -160,7 +160,10 @@ describe('/metrics after real episodes', () => {
 
       // low cardinality: no label is an id
       const labelNames = new Set([...m.values()].filter((f) => f.name.startsWith('openenv_')).flatMap((f) => f.samples.flatMap((x) => Object.keys(x.labels))));
-      expect([...labelNames].sort()).toEqual(['end_reason', 'le', 'outcome', 'reason', 'split']);
+      expect([...labelNames].sort()).toEqual(['end_reason', 'le', 'outcome', 'reason', 'split', 'stage', 'state']);
+      // where the three teardowns' time went: each env removed (slot freed) before nothing was left
+      expect(valueOf(m, 'openenv_teardown_stage_seconds_count', { stage: 'env_removed' })).toBe(3);
+      expect(valueOf(m, 'openenv_deploys_in_flight')).toBe(0);
       for (const f of m.values()) if (f.name.startsWith('openenv_')) expect(f.help.length, f.name).toBeGreaterThan(10);
 
       // the other app in this process saw none of it

@@ -41,3 +41,13 @@ describe('README.md', () => {
     }
   });
 });
+
+describe('README.md metrics', () => {
+  it('lists every metric the server exports (besides the process_* and nodejs_* defaults)', async () => {
+    const { Metrics } = await import('../src/metrics.js');
+    const m = new Metrics({ running: () => 0, waiting: () => 0, capacity: () => 0, networks: () => 0 }, 'openenv_', false);
+    const names = (await m.registry.getMetricsAsJSON()).map((x) => x.name);
+    expect(names.length).toBeGreaterThan(10);
+    for (const name of names) expect(README, `README's Metrics table lists ${name}`).toContain(`| \`${name}\` |`);
+  });
+});

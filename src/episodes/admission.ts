@@ -33,6 +33,8 @@ export class Admission {
   private draining: Error | null = null;
   /** recent hold times (ms), to estimate retry_after_s */
   private readonly holds: number[] = [];
+  /** told (after the current call stack) each time a slot goes back unclaimed */
+  private readonly freeListeners: Array<() => void> = [];
 
   constructor(
     readonly capacity: number,
@@ -109,6 +111,21 @@ export class Admission {
     });
   }
 
+  /**
+   * A slot only if one is free and nobody waits: whoever fills spare slots (the warm pool) never
+   * goes ahead of the FIFO queue. Null otherwise (and while draining).
+   */
+  tryAcquire(): Slot | null {
+    if (this.draining || this.active >= this.capacity || this.queue.length > 0) return null;
+    this.active++;
+    return this.makeSlot();
+  }
+
+  /** `fn` runs (in a later microtask) every time a released slot finds no waiter */
+  onSlotFree(fn: () => void): void {
+    this.freeListeners.push(fn);
+  }
+
   /** Rejects every waiter and every later acquire with `err`; held slots stay until released. */
   drain(err: Error = new ShuttingDownError()): void {
     this.draining = err;
@@ -156,6 +173,7 @@ export class Admission {
       next.resolve(this.makeSlot());
     } else {
       this.active--;
+      if (this.freeListeners.length > 0) queueMicrotask(() => this.freeListeners.forEach((f) => f()));
     }
   }
 

@@ -29,6 +29,8 @@ import type {
 import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 import { fmtS, seconds3 } from '../time.js';
 import type { Admission, Slot } from './admission.js';
+import type { DeployLimiter } from './deploy-limiter.js';
+import type { PooledEnv, WarmPool } from './pool.js';
 import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 
@@ -43,6 +45,10 @@ export interface EpisodeDeps {
   bundle: LoadedBundle;
   sandbox: Sandbox;
   admission: Admission;
+  /** --max-concurrent-deploys; absent: deploys are not limited */
+  deploys?: DeployLimiter;
+  /** --warm-pool above 0: resets take pooled envs, and pooled envs' slots */
+  pool?: WarmPool;
   envSpec: (envName: string) => Promise<EnvSpec>;
   settings: EpisodeSettings;
   reward: RewardFn;
@@ -66,6 +72,13 @@ export interface EpisodeObserver {
 
 export class Episode {
   readonly id: string;
+  /**
+   * The id its env's resources are labelled with: the episode id for an env deployed for it, the
+   * pooled env's own id (`pool-…`) for one taken from the warm pool.
+   */
+  envId: string;
+  /** set when the env came from the warm pool: how long it waited there (ms) */
+  private pooled: { waitedMs: number } | null = null;
   readonly createdAt: number;
   phase: Phase = 'waiting';
   steps = 0;
@@ -106,6 +119,7 @@ export class Episode {
     readonly clientLabel?: string,
   ) {
     this.id = randomUUID();
+    this.envId = this.id;
     this.now = deps.now ?? Date.now;
     this.createdAt = this.now();
     this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
@@ -139,11 +153,17 @@ export class Episode {
 
   timings(): Timings {
     const s = (a?: number, b?: number) => (a === undefined ? 0 : seconds3((b ?? this.now()) - a));
-    return {
+    const t: Timings = {
       queued_s: s(this.createdAt, this.t.queued),
       deploy_s: s(this.t.queued, this.t.running ?? this.t.ended),
       running_s: s(this.t.running, this.t.ended),
     };
+    // only a server with a warm pool says where the env came from
+    if (this.deps.pool) {
+      t.pooled = this.pooled !== null;
+      if (this.pooled) t.pool_wait_s = seconds3(this.pooled.waitedMs);
+    }
+    return t;
   }
 
   /**
@@ -152,10 +172,25 @@ export class Episode {
    * torn down and its slot, if it had one, freed.
    */
   async start(resetTimeoutMs: number): Promise<StepOutcome<ResetObservation>> {
-    const { admission, sandbox, settings, metrics } = this.deps;
+    const { admission, sandbox, settings, metrics, pool, deploys } = this.deps;
     this.log.info({ event: 'queued', waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
+    const envName = this.deps.bundle.envOf(this.task).name;
+    let pooledEnv: PooledEnv | null = null;
     try {
-      this.slot = await admission.acquire({ timeoutMs: resetTimeoutMs, signal: this.abort.signal });
+      if (pool) {
+        const lease = await pool.acquire(envName, {
+          timeoutMs: resetTimeoutMs,
+          signal: this.abort.signal,
+          adopt: (envId) => {
+            this.envId = envId;
+            this.deployStarted = true;
+          },
+        });
+        this.slot = lease.slot;
+        pooledEnv = lease.pooled;
+      } else {
+        this.slot = await admission.acquire({ timeoutMs: resetTimeoutMs, signal: this.abort.signal });
+      }
     } catch (e) {
       this.t.queued = this.now();
       metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
@@ -166,13 +201,20 @@ export class Episode {
     this.t.queued = this.now();
     metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
     this.phase = 'deploying';
-    const envName = this.deps.bundle.envOf(this.task).name;
     let spec: EnvSpec | null = null;
     try {
-      spec = await this.deps.envSpec(envName);
-      this.throwIfAborted();
-      this.deployStarted = true;
-      this.handle = await sandbox.deploy({ episodeId: this.id, env: spec, signal: this.abort.signal });
+      if (pooledEnv) {
+        spec = pooledEnv.spec;
+        this.handle = pooledEnv.handle;
+        this.pooled = { waitedMs: pooledEnv.waitedMs };
+        this.throwIfAborted();
+      } else {
+        spec = await this.deps.envSpec(envName);
+        this.throwIfAborted();
+        this.deployStarted = true;
+        const deploy = () => sandbox.deploy({ episodeId: this.id, env: spec!, signal: this.abort.signal });
+        this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal: this.abort.signal }) : deploy());
+      }
       this.client = new EnvClient(this.handle.baseUrl, this.handle.secret);
       const gone = this.handle.gone;
       if (gone) {
@@ -183,7 +225,11 @@ export class Episode {
         }, { once: true });
       }
       this.t.deployed = this.now();
-      this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued) }, 'env deployed');
+      if (this.pooled) {
+        this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued), pooled: true, env_id: this.envId, pool_wait_s: seconds3(this.pooled.waitedMs) }, 'env taken from the warm pool');
+      } else {
+        this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued) }, 'env deployed');
+      }
       const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, resetBudgetMs(settings, spec), this.callSignal);
       if (res.status !== 200) {
         throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
@@ -484,9 +530,24 @@ export class Episode {
       if (this.deployStarted) {
         // abort an in-flight deploy first, so it removes what it made before we look
         this.abort.abort();
-        await this.deps.sandbox.teardown(this.id);
-        this.deps.metrics.teardown.observe({ outcome: 'ok' }, (this.now() - started) / 1000);
-        this.log.info({ event: 'torn_down', teardown_s: seconds3(this.now() - started) }, 'episode torn down');
+        let envRemovedAt: number | null = null;
+        await this.deps.sandbox.teardown(this.envId, {
+          // no env of this episode runs any more: its slot goes to the next one while the network
+          // is removed (a failed network removal is retried, counted, and left to the reconciler)
+          onEnvRemoved: () => {
+            envRemovedAt = this.now();
+            this.deps.metrics.teardownStage.observe({ stage: 'env_removed' }, (envRemovedAt - started) / 1000);
+            this.slot?.release();
+            this.slot = null;
+          },
+        });
+        const done = this.now();
+        this.deps.metrics.teardown.observe({ outcome: 'ok' }, (done - started) / 1000);
+        if (envRemovedAt !== null) this.deps.metrics.teardownStage.observe({ stage: 'network_removed' }, (done - envRemovedAt) / 1000);
+        this.log.info(
+          { event: 'torn_down', teardown_s: seconds3(done - started), ...(envRemovedAt !== null ? { env_removed_s: seconds3(envRemovedAt - started) } : {}) },
+          'episode torn down',
+        );
       }
     } catch (e) {
       // the reconciler retries what is left; the slot must not leak meanwhile

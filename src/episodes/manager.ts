@@ -116,7 +116,7 @@ export class EpisodeManager {
     this.deps.admission.drain(new ShuttingDownError());
     this.stopReconciler();
     const eps = this.list();
-    const all = Promise.all(eps.map((e) => e.close()));
+    const all = Promise.all([...eps.map((e) => e.close()), this.deps.pool?.close()]);
     let timedOut = false;
     await Promise.race([
       all,
@@ -148,7 +148,10 @@ export class EpisodeManager {
     this.reconciling = true;
     try {
       const onEngine = await this.deps.sandbox.listEpisodeIds();
-      const strays = onEngine.filter((id) => !this.live.has(id));
+      // an id is live while an episode's env carries it (its own id, or a pooled env's) or the
+      // warm pool holds it
+      const envIds = new Set([...this.live.values()].map((e) => e.envId));
+      const strays = onEngine.filter((id) => !this.live.has(id) && !envIds.has(id) && !this.deps.pool?.holds(id));
       for (const id of strays) {
         try {
           await this.deps.sandbox.teardown(id);

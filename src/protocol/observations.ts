@@ -50,7 +50,15 @@ export const FailureSchema = z.object({
 });
 export type Failure = z.infer<typeof FailureSchema>;
 
-export const TimingsSchema = z.object({ queued_s: z.number(), deploy_s: z.number(), running_s: z.number() });
+export const TimingsSchema = z.object({
+  queued_s: z.number(),
+  deploy_s: z.number(),
+  running_s: z.number(),
+  /** only on a server with a warm pool (--warm-pool above 0): the env was taken from it */
+  pooled: z.boolean().optional(),
+  /** with pooled: true, how long the env waited in the pool, ready, before this episode took it */
+  pool_wait_s: z.number().optional(),
+});
 export type Timings = z.infer<typeof TimingsSchema>;
 
 export const ScoresSchema = z.record(z.number());

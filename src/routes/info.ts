@@ -10,6 +10,7 @@ import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
 import { ActionSchema } from '../protocol/frames.js';
 import { toJsonSchema } from '../protocol/json-schema.js';
 import { EpisodeStateSchema, ObservationSchema } from '../protocol/observations.js';
+import { PoolStatusSchema } from '../protocol/pool.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import { ErrorBodySchema } from './shapes.js';
 
@@ -46,15 +47,17 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
       schema: {
         summary: 'Health check (no auth)',
         response: {
-          200: z.object({ status: z.literal('healthy') }).describe('serving'),
-          503: z.object({ status: z.literal('unhealthy'), reason: z.string() }).describe('images still building, the engine unreachable, or draining'),
+          200: z.object({ status: z.literal('healthy'), pool: PoolStatusSchema.optional() }).describe('serving (pool: only with --warm-pool above 0)'),
+          503: z.object({ status: z.literal('unhealthy'), reason: z.string(), pool: PoolStatusSchema.optional() }).describe('images still building, the engine unreachable, or draining'),
         },
       },
     },
     async (_req, reply) => {
       const why = await runtime.unhealthy();
-      if (why) return reply.code(503).send({ status: 'unhealthy', reason: why });
-      return { status: 'healthy' as const };
+      // a pool that stopped refilling leaves the server healthy (resets deploy their own envs): it shows here
+      const pool = runtime.pool ? { pool: runtime.pool.status() } : {};
+      if (why) return reply.code(503).send({ status: 'unhealthy', reason: why, ...pool });
+      return { status: 'healthy' as const, ...pool };
     },
   );
 

@@ -57,10 +57,14 @@ export class EnvLifecycles {
     }
   }
 
-  /** Stops a deploy of the episode in flight (it removes what it made), then runs `remove`, once per id at a time. */
-  teardown(episodeId: string, remove: () => Promise<void>): Promise<void> {
+  /**
+   * Stops a deploy of the episode in flight (it removes what it made), then runs `remove`, once per
+   * id at a time. A caller who joins a teardown already running has its `onEnvRemoved` called when
+   * that teardown is done.
+   */
+  teardown(episodeId: string, remove: () => Promise<void>, onEnvRemoved?: () => void): Promise<void> {
     const running = this.teardowns.get(episodeId);
-    if (running) return running;
+    if (running) return onEnvRemoved ? running.then(() => onEnvRemoved()) : running;
     const p = (async () => {
       const deploying = this.deploys.get(episodeId);
       if (deploying) {

@@ -49,6 +49,15 @@ export interface EnvHandle {
   gone?: AbortSignal;
 }
 
+export interface TeardownOptions {
+  /**
+   * Called once the episode's env container is removed, before its network is: from then on no
+   * env of it runs, and its admission slot can go to the next episode. Not called when the
+   * container removal failed (the teardown then rejects). Also called when there was nothing.
+   */
+  onEnvRemoved?: () => void;
+}
+
 export interface EnvDiagnosis {
   running: boolean;
   exitCode: number | null;
@@ -117,7 +126,7 @@ export interface Sandbox {
    * Removes every container and network labelled with the episode (containers first).
    * Idempotent: "not found" and "already in progress" are success. Safe to call concurrently.
    */
-  teardown(episodeId: string): Promise<void>;
+  teardown(episodeId: string, opts?: TeardownOptions): Promise<void>;
   /** removes every container and network labelled with this server instance */
   sweep(): Promise<SweepResult>;
   /** episode ids that still own labelled resources on the engine (for the reconciler) */

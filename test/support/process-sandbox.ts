@@ -45,6 +45,7 @@ import {
   type ImageBuildRequest,
   type Sandbox,
   type SweepResult,
+  type TeardownOptions,
 } from '../../src/sandbox/sandbox.js';
 import { EnvLifecycles } from '../../src/sandbox/env-lifecycles.js';
 
@@ -138,9 +139,13 @@ export class ProcessSandbox implements Sandbox {
   private highWater = 0;
   /** processes started, failed deploys' retries included */
   spawned = 0;
+  /** deploy() calls running now, and the most that ran at once (--max-concurrent-deploys) */
+  deploying = 0;
+  deployPeak = 0;
   /** 'spawn' (episodeId) when an env process starts, 'exit' (episodeId, exitCode) when it has exited */
   readonly events = new EventEmitter();
   private nextEnvironment: Record<string, string> | null = null;
+  private deployFault: ((episodeId: string) => string | null) | null = null;
 
   constructor(opts: ProcessSandboxOptions = {}) {
     this.entry = opts.entry ?? 'server.mjs';
@@ -170,6 +175,27 @@ export class ProcessSandbox implements Sandbox {
    */
   overrideNextDeploy(environment: Record<string, string>): void {
     this.nextEnvironment = environment;
+  }
+
+  /**
+   * Deploys for which `fault` returns a message fail at once with SandboxError('engine_error',
+   * message), starting nothing (null: every deploy runs). E.g. only the warm pool's refills:
+   * `(id) => (id.startsWith('pool-') ? 'no' : null)`.
+   */
+  failDeploysWhere(fault: ((episodeId: string) => string | null) | null): void {
+    this.deployFault = fault;
+  }
+
+  /** SIGKILLs an env's process behind the server's back (as `docker kill` from outside would); resolves once it has exited */
+  async killBehindBack(episodeId: string): Promise<void> {
+    const proc = this.envs.get(episodeId);
+    if (!proc) throw new Error(`no env process of ${episodeId}`);
+    await this.kill(proc);
+  }
+
+  /** the container id (process-<pid>-<episode id>) of an env process held now */
+  containerIdOf(episodeId: string): string | undefined {
+    return this.envs.get(episodeId)?.containerId;
   }
 
   /** resolves with the episode id of the next env process started */
@@ -228,7 +254,17 @@ export class ProcessSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    return this.lifecycles.deploy(req, (id) => this.envs.has(id), (signal) => this.runDeploy(req.episodeId, req.env, signal));
+    const fault = this.deployFault?.(req.episodeId);
+    if (fault) throw new SandboxError('engine_error', fault);
+    return this.lifecycles.deploy(req, (id) => this.envs.has(id), async (signal) => {
+      this.deploying++;
+      this.deployPeak = Math.max(this.deployPeak, this.deploying);
+      try {
+        return await this.runDeploy(req.episodeId, req.env, signal);
+      } finally {
+        this.deploying--;
+      }
+    });
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -366,14 +402,20 @@ export class ProcessSandbox implements Sandbox {
     return { running: proc.exitCode === null, exitCode: proc.exitCode, oomKilled: proc.oomKilled, logTail: tailOf(proc) };
   }
 
-  teardown(episodeId: string): Promise<void> {
-    return this.lifecycles.teardown(episodeId, async () => {
-      const proc = this.envs.get(episodeId);
-      if (proc) {
-        await this.kill(proc);
-        if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);
-      }
-    });
+  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
+    return this.lifecycles.teardown(
+      episodeId,
+      async () => {
+        const proc = this.envs.get(episodeId);
+        if (proc) {
+          await this.kill(proc);
+          if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);
+        }
+        // a process has no network: its env is gone with it
+        opts.onEnvRemoved?.();
+      },
+      opts.onEnvRemoved,
+    );
   }
 
   /** kills every env process this sandbox holds */

@@ -13,6 +13,7 @@ import {
   type ImageBuildRequest,
   type Sandbox,
   type SweepResult,
+  type TeardownOptions,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
@@ -249,16 +250,16 @@ export class DockerSandbox implements Sandbox {
     return { running: state.running, exitCode: state.exitCode, oomKilled: state.oomKilled, logTail: await logTail(this.docker, handle.containerId) };
   }
 
-  teardown(episodeId: string): Promise<void> {
-    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId));
+  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
+    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId, opts.onEnvRemoved), opts.onEnvRemoved);
   }
 
   /** removes the episode's labelled resources; its subnet goes back once no network of it is left */
-  private async removeEpisode(episodeId: string): Promise<void> {
+  private async removeEpisode(episodeId: string, onContainersRemoved?: () => void): Promise<void> {
     // its own removal is no death to report
     this.watcher.forget(episodeId);
     const owned = await this.list(episodeId);
-    const result = await this.remove(owned);
+    const result = await this.remove(owned, onContainersRemoved);
     if (result.failed.length > 0) throw this.removalError(result, `episode ${episodeId}`);
     this.pool.release(episodeId);
   }
@@ -290,8 +291,9 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
-  private remove(owned: Owned): Promise<RemoveResult> {
+  private remove(owned: Owned, onContainersRemoved?: () => void): Promise<RemoveResult> {
     return removeOwned(this.docker, owned, {
+      onContainersRemoved,
       attachContainer: this.attach,
       attempts: this.removeAttempts,
       baseDelayMs: this.removeBaseDelayMs,

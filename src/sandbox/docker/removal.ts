@@ -40,6 +40,8 @@ export interface RemoveOptions {
   baseDelayMs: number;
   signal?: AbortSignal;
   log: SandboxLogger;
+  /** called between the containers and the networks, when every container was removed */
+  onContainersRemoved?: () => void;
 }
 
 export interface RemoveResult {
@@ -71,6 +73,7 @@ export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveO
       }
     }),
   );
+  if (result.failed.length === 0) opts.onContainersRemoved?.();
   await Promise.all(
     owned.networks.map(async (n) => {
       try {

@@ -15,6 +15,7 @@ import {
   type ImageBuildRequest,
   type Sandbox,
   type SweepResult,
+  type TeardownOptions,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
@@ -322,14 +323,14 @@ export class SwarmSandbox implements Sandbox {
     return { running, exitCode, oomKilled, logTail: await serviceLogTail(this.docker, serviceId) };
   }
 
-  teardown(episodeId: string): Promise<void> {
-    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId));
+  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
+    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId, opts.onEnvRemoved), opts.onEnvRemoved);
   }
 
-  private async removeEpisode(episodeId: string): Promise<void> {
+  private async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
     this.watcher.forget(episodeId);
     const owned = await this.list(episodeId);
-    const failed = await this.remove(owned);
+    const failed = await this.remove(owned, onEnvRemoved);
     if (failed.length > 0) throw this.removalError(failed, `episode ${episodeId}`);
     this.overlays.delete(episodeId);
   }
@@ -381,7 +382,8 @@ export class SwarmSandbox implements Sandbox {
    * back or is removed from the swarm (`docker node rm`); its overlay is then left for the
    * reconciler, and reported.
    */
-  private async remove(owned: Owned): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
+  /** services first; `onServicesGone` once every one is removed and its task stopped (the env no longer runs), then the overlays */
+  private async remove(owned: Owned, onServicesGone?: () => void): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
     const failed: Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }> = [];
     const attempt = <T>(fn: () => Promise<T>) => retry(fn, { attempts: this.removeAttempts, baseDelayMs: this.removeBaseDelayMs });
     const serviceIds = owned.services.map((s) => s.id);
@@ -403,6 +405,7 @@ export class SwarmSandbox implements Sandbox {
     // a removed service's task stops on its node a moment later: the slot is held until it has
     // (so the cap holds on the nodes too), except on a node that is down, where nothing stops
     await this.waitForTasksToStop(serviceIds, lostNodes);
+    if (failed.length === 0) onServicesGone?.();
     await Promise.all(
       owned.networks.map(async (n) => {
         const until = Date.now() + (episodesOnLostNodes.has(n.episode) ? 0 : this.networkRemovalMs);

@@ -1,0 +1,56 @@
+/** The deploy cap's order: a freed turn goes to waiting resets before refills; a promoted refill counts as a reset. */
+import { describe, expect, it } from 'vitest';
+import { DeployLimiter } from '../../src/episodes/deploy-limiter.js';
+
+function gate() {
+  let open!: () => void;
+  const p = new Promise<void>((r) => (open = r));
+  return { p, open };
+}
+
+describe('DeployLimiter', () => {
+  it('never runs more than the limit; refills yield to resets that wait', async () => {
+    const lim = new DeployLimiter({ limit: 1 });
+    const order: string[] = [];
+    const first = gate();
+    const a = lim.run(async () => { order.push('a'); await first.p; }, { priority: 'reset' });
+    const r1 = lim.run(async () => { order.push('refill-1'); }, { priority: 'refill' });
+    const r2 = lim.run(async () => { order.push('refill-2'); }, { priority: 'refill' });
+    const x = lim.run(async () => { order.push('reset-x'); }, { priority: 'reset' });
+    expect(lim.inFlight).toBe(1);
+    expect(lim.waiting).toBe(3);
+    first.open();
+    await Promise.all([a, r1, r2, x]);
+    expect(order).toEqual(['a', 'reset-x', 'refill-1', 'refill-2']);
+    expect(lim.peak).toBe(1);
+    expect(lim.inFlight).toBe(0);
+  });
+
+  it('a promoted refill goes ahead of the other refills; an aborted waiter gives its place up', async () => {
+    const lim = new DeployLimiter({ limit: 1 });
+    const order: string[] = [];
+    const first = gate();
+    const a = lim.run(async () => { await first.p; }, { priority: 'reset' });
+    const r1 = lim.run(async () => { order.push('refill-1'); }, { priority: 'refill' });
+    let ticket: { promote(): void } | null = null;
+    const r2 = lim.run(async () => { order.push('refill-2'); }, { priority: 'refill', ticket: (t) => (ticket = t) });
+    const ac = new AbortController();
+    const gone = lim.run(async () => { order.push('aborted'); }, { priority: 'reset', signal: ac.signal });
+    ac.abort();
+    await expect(gone).rejects.toMatchObject({ name: 'AbortError' });
+    ticket!.promote();
+    first.open();
+    await Promise.all([a, r1, r2]);
+    expect(order).toEqual(['refill-2', 'refill-1']);
+  });
+
+  it('runs up to the limit at once', async () => {
+    const lim = new DeployLimiter({ limit: 3, jitterMs: 5 });
+    const g = gate();
+    const runs = Array.from({ length: 7 }, () => lim.run(() => g.p, { priority: 'reset' }));
+    expect(lim.inFlight).toBe(3);
+    g.open();
+    await Promise.all(runs);
+    expect(lim.peak).toBe(3);
+  });
+});
