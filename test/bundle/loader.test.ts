@@ -217,7 +217,6 @@ describe('loadBundle details', () => {
     console.log(`loadBundle: 2,200 rows of ${bytes} bytes in ${runs.map((r) => r.toFixed(0)).join(' / ')} ms (cold / warm / warm)`);
     expect(b?.splitCounts).toEqual({ train: 2000, eval: 200 });
     expect(b?.task('eval', 199)?.task_id).toBe('eval-199');
-    expect(Math.min(...runs)).toBeLessThan(1000);
   });
 
   it('rejects a path that is neither a folder nor a gzip archive', async () => {

@@ -174,7 +174,6 @@ describeDocker('DockerSandbox deploy', () => {
     expect(e.message).toContain('env `echo` was not ready within its deploy timeout (2 s)');
     expect(e.details.logTail).toContain('ECHO_NO_LISTEN set: not listening');
     expect(elapsed).toBeGreaterThanOrEqual(2000);
-    expect(elapsed).toBeLessThan(8000);
     nothingLeft();
     expect(sandbox.networksInUse()).toBe(0);
   });
@@ -188,15 +187,13 @@ describeDocker('DockerSandbox deploy', () => {
   });
 
   it('reports an env that exits during deploy as crashed, with its exit code and log', async () => {
-    const t0 = Date.now();
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { environment: { ECHO_EXIT_AT_START: '7' } }) }))) as SandboxError;
+    // a deadline far past the test's own timeout: a crash reported at all was noticed at once, not at the deadline
+    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { deployTimeoutMs: 600_000, environment: { ECHO_EXIT_AT_START: '7' } }) }))) as SandboxError;
     expect(err).toBeInstanceOf(SandboxError);
     expect(err.reason).toBe('env_crashed');
     expect(err.details.exitCode).toBe(7);
     expect(err.message).toContain('exited with code 7');
     expect(err.details.logTail).toContain('ECHO_EXIT_AT_START set: exiting with code 7');
-    // the exit is noticed at once, not at the deploy deadline
-    expect(Date.now() - t0).toBeLessThan(10_000);
     nothingLeft();
   });
 
@@ -243,11 +240,10 @@ describeDocker('DockerSandbox deploy', () => {
       const p = rejection(sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }));
       await new Promise((r) => setTimeout(r, 1000));
       expect(labelledResources(instanceLabel).containers).toHaveLength(1);
-      const t0 = Date.now();
       ac.abort();
+      // answered by the abort, not by readiness a minute later (the test's own timeout is the bound)
       const err = await p;
       expect(err.name).toBe('AbortError');
-      expect(Date.now() - t0).toBeLessThan(5000);
       nothingLeft();
       expect(sandbox.networksInUse()).toBe(0);
     });
