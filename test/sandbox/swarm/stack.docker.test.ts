@@ -74,8 +74,15 @@ describeSwarm('deploying the server on a swarm', () => {
     expect(await step('finish_now', { score: 0.5 })).toMatchObject({ done: true, reward: 0.5 });
     const { stdout } = await run('bash', [script, 'down'], { env });
     expect(stdout).toMatch(/exit code 0/);
-    const f = await footprint(instance, 1);
-    expect([f.services, f.networks, f.tasks, runningContainers(f)]).toEqual([[], [], [], 0]);
+    // drained means every service removed; their task containers stop, and the overlays go, within a bound
+    await waitFor(
+      async () => {
+        const f = await footprint(instance, 1);
+        return f.services.length + f.networks.length + f.tasks.length + runningContainers(f) === 0;
+      },
+      60_000,
+      'no service, overlay, task or container of the instance left',
+    );
     expect((await dk(1, ['ps', '-aq', '--filter', `name=^${NAME}$`])).trim()).toBe('');
   });
 
