@@ -21,9 +21,16 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
   if (!own) {
     throw new Error(
       '--sandbox swarm: this process is not in a container the engine knows. The server reaches each env on its overlay network, ' +
-        'which only containers can join: run it as a container on a manager node with the engine socket mounted (deploy/stack.yml)',
+        'which only containers can join: run it as a container on a manager node with the engine socket mounted (deploy/swarm-manager.sh)',
     );
   }
+  const labels = await docker
+    .getContainer(own)
+    .inspect()
+    .then((c) => c.Config.Labels ?? {})
+    .catch(() => ({}));
+  const refusal = swarmTaskRefusal(labels);
+  if (refusal) throw new Error(refusal);
   if (!o.registry) {
     const nodes = await listNodes(docker).catch(() => []);
     if (nodes.length > 1) {
@@ -35,4 +42,21 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
   }
   const sandbox = new SwarmSandbox({ docker, instance: o.instance, bundleName: o.bundleName, attachContainer: own, registry: o.registry, logger: o.logger });
   return { sandbox, attachedTo: own };
+}
+
+/**
+ * The server cannot be a swarm service's task: the engine connects a swarm-managed container only
+ * to networks its node already has, and never through the attachment an attachable overlay needs
+ * (moby's findAndAttachNetwork: "network … not found", HTTP 404), so every reset would fail. It
+ * must be a plain container on a manager. Null when the labels are not a swarm task's.
+ */
+export function swarmTaskRefusal(labels: Record<string, string>): string | null {
+  const task = labels['com.docker.swarm.task.id'];
+  if (!task) return null;
+  const service = labels['com.docker.swarm.service.name'] ?? labels['com.docker.swarm.service.id'] ?? 'a service';
+  return (
+    `--sandbox swarm: this server runs as task ${task.slice(0, 12)} of the swarm service ${service}, and Docker never connects ` +
+    'a swarm-managed container to an attachable overlay it has not placed itself, so the server could not reach any env. ' +
+    'Run it as a plain container on a manager node (docker run, restart policy unless-stopped; deploy/swarm-manager.sh), not as a service or stack'
+  );
 }

@@ -1,7 +1,7 @@
 /**
  * --sandbox swarm on a real three-node swarm (scripts/swarm-lab.sh: a manager and two workers,
  * each its own dockerd in its own network namespace, a registry on the host bridge). The server
- * runs as a container on the manager n1, as deploy/stack.yml runs it; the test reaches it at n1's
+ * runs as a container on the manager n1, as deploy/swarm-manager.sh runs it; the test reaches it at n1's
  * address. Everything is read from the swarm itself: services, networks, tasks, containers on
  * every node.
  */
