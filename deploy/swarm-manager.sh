@@ -30,7 +30,8 @@
 #   OPENENV_REGISTRY             required: HOST:PORT of a registry every node pulls from
 #   OPENENV_BUNDLES_DIR          required: the folder holding the bundles on the manager (→ /bundles)
 #   OPENENV_BUNDLE               the bundle to serve (default /bundles/gridsim-v1)
-#   OPENENV_TOKEN_FILE           required: the file holding the bearer token on the manager
+#   OPENENV_TOKEN_FILE           required: the file holding the bearer token on the manager (the
+#                                server runs as uid 1000: the file must be readable by it)
 #   OPENENV_PORT                 port published on the manager (default 8200)
 #   OPENENV_PUBLISH_IP           address to publish on (default: every address of the manager)
 #   OPENENV_MAX_CONCURRENT_ENVS  the cap (default 64; at most what the swarm can reserve at once)
@@ -52,6 +53,7 @@ up() {
     --restart unless-stopped --stop-timeout 90 \
     --label io.openenv.deploy=swarm-manager \
     -v "${DOCKER_SOCKET:-/var/run/docker.sock}:/var/run/docker.sock" \
+    --group-add "$(stat -c %g "${DOCKER_SOCKET:-/var/run/docker.sock}")" \
     -v "$OPENENV_BUNDLES_DIR:/bundles:ro" \
     -v "$OPENENV_TOKEN_FILE:/run/secrets/agentenv_token:ro" \
     -p "$publish" \

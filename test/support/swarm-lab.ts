@@ -6,7 +6,7 @@
  * root or the tools, the suites skip loudly.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -127,6 +127,8 @@ export async function startServer(spec: ServerSpec): Promise<LabServer> {
     'run', '-d', '--name', name,
     '--label', 'openenv-swarm-lab.test=1',
     '-v', `${LAB_DIR}/n1/docker.sock:/var/run/docker.sock`,
+    // the image runs as uid 1000: it reaches the manager's socket through the socket's group
+    '--group-add', String(statSync(`${LAB_DIR}/n1/docker.sock`).gid),
     '-v', `${spec.bundleDir}:/bundle:ro`,
     '-p', `${MANAGER_IP}:${spec.port}:8200`,
     '-e', `AGENTENV_TOKEN=${token}`,

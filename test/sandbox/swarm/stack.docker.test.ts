@@ -7,7 +7,7 @@
  * swarm-managed container to an attachable overlay), so it refuses to start, saying why.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -41,6 +41,8 @@ describeSwarm('deploying the server on a swarm', () => {
     const token = `tok-${instance}`;
     const tokenFile = join(secrets, 'token');
     writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    // readable by the server alone: it runs as uid 1000 in its image
+    chownSync(tokenFile, 1000, 1000);
     const env = {
       ...process.env,
       DOCKER_HOST: sock(1),
