@@ -39,7 +39,10 @@ const { values } = parseArgs({
 const BURST = Number(values.burst);
 const EPISODES = Number(values.episodes);
 const CONCURRENCY = Number(values.concurrency);
-const DEPLOY_VALUES = values.deploys.split(',').map(Number).filter((n) => n > 0);
+const DEPLOY_VALUES = values.deploys
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const SINGLES = Number(values.singles);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BUNDLE = path.join(ROOT, 'test/fixtures/fixture-v1');
@@ -96,14 +99,35 @@ interface Server {
 async function startServer(name: string, args: string[]): Promise<Server> {
   const port = await freePort();
   const instance = `${RUN}-${name}`;
-  const child = spawn(process.execPath, [SERVE, BUNDLE, '--port', String(port), '--instance', instance, '--build-arg', `NODE_IMAGE=${values['node-image']}`, '--ping-interval', '0', '--reset-timeout', '900', ...args], {
-    env: { ...process.env, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      SERVE,
+      BUNDLE,
+      '--port',
+      String(port),
+      '--instance',
+      instance,
+      '--build-arg',
+      `NODE_IMAGE=${values['node-image']}`,
+      '--ping-interval',
+      '0',
+      '--reset-timeout',
+      '900',
+      ...args,
+    ],
+    {
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 300_000;
   for (;;) {
-    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server ${name} did not come up`);
     await new Promise((r) => setTimeout(r, 200));
@@ -147,7 +171,12 @@ function ticker(what: string, count: () => number, total: number): () => void {
 
 /** a bare container of the image: create, start, its address, readiness (the engine API, as the server uses it) */
 async function bareStart(image: string, network?: string): Promise<{ id: string; ip: string }> {
-  const c = await docker.createContainer({ Image: image, Env: ['PORT=8000'], Labels: { bench: RUN }, HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ...(network ? { NetworkMode: network } : {}) } });
+  const c = await docker.createContainer({
+    Image: image,
+    Env: ['PORT=8000'],
+    Labels: { bench: RUN },
+    HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ...(network ? { NetworkMode: network } : {}) },
+  });
   await c.start();
   const info = await c.inspect();
   const ip = Object.values(info.NetworkSettings.Networks)[0]!.IPAddress;
@@ -176,7 +205,14 @@ function prom(text: string, name: string, labels = ''): number {
 }
 
 async function sustainedServer(deploys: number): Promise<{ perS: number; wallS: number }> {
-  const s = await startServer(`sustained-${deploys}`, ['--max-concurrent-envs', String(CONCURRENCY), '--max-concurrent-deploys', String(deploys), '--max-waiting', '4096']);
+  const s = await startServer(`sustained-${deploys}`, [
+    '--max-concurrent-envs',
+    String(CONCURRENCY),
+    '--max-concurrent-deploys',
+    String(deploys),
+    '--max-waiting',
+    '4096',
+  ]);
   try {
     let next = 0;
     let done = 0;
@@ -212,7 +248,11 @@ async function sustainedBare(image: string, withNetwork = false): Promise<{ perS
         const k = next++;
         const net = withNetwork ? await docker.createNetwork({ Name: `${RUN}-n${k}`, Driver: 'bridge', Internal: true, Labels: { bench: RUN } }) : null;
         const { id, ip } = await bareStart(image, net?.id);
-        await fetch(`http://${ip}:8000/reset`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"task_id":"fx-echo-0","data":{},"seed":null}' }).then((r) => r.arrayBuffer());
+        await fetch(`http://${ip}:8000/reset`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"task_id":"fx-echo-0","data":{},"seed":null}',
+        }).then((r) => r.arrayBuffer());
         await bareRemove(id);
         if (net) await net.remove();
         done++;
@@ -253,7 +293,11 @@ async function burstServer(s: Server, label: string, rss = false): Promise<Burst
   const last = Math.max(...eps.map((e) => e.startedAt)) - t0;
   const rssLive = rss ? s.rssMb() : undefined;
   await Promise.all(eps.map((e) => finish(e.client)));
-  const r = summarize(eps.map((e) => e.resetMs), last, eps.filter((e) => e.timings.pooled === true).length);
+  const r = summarize(
+    eps.map((e) => e.resetMs),
+    last,
+    eps.filter((e) => e.timings.pooled === true).length,
+  );
   if (rssLive !== undefined) r.rss_live_mb = rssLive;
   return r;
 }
@@ -272,7 +316,14 @@ async function burstBare(image: string): Promise<BurstResult & { remove_s: numbe
   stop();
   const r0 = performance.now();
   await Promise.all(runs.map((r) => bareRemove(r.id)));
-  return { ...summarize(runs.map((r) => r.ms), Math.max(...runs.map((r) => r.ms)), 0), remove_s: sec(performance.now() - r0) };
+  return {
+    ...summarize(
+      runs.map((r) => r.ms),
+      Math.max(...runs.map((r) => r.ms)),
+      0,
+    ),
+    remove_s: sec(performance.now() - r0),
+  };
 }
 
 async function waitPool(s: Server, n: number, what: string): Promise<number> {
@@ -292,7 +343,12 @@ async function waitPool(s: Server, n: number, what: string): Promise<number> {
 
 /** CDFs of reset latency on a log time axis */
 function cdfSvg(series: { name: string; color: string; ms: number[] }[]): string {
-  const W = 860, H = 480, L = 70, R = 20, T = 40, B = 60;
+  const W = 860,
+    H = 480,
+    L = 70,
+    R = 20,
+    T = 40,
+    B = 60;
   const all = series.flatMap((s) => s.ms).filter((x) => x > 0);
   const lo = Math.log10(Math.max(1, Math.min(...all)) / 1.5);
   const hi = Math.log10(Math.max(...all) * 1.2);
@@ -322,7 +378,9 @@ function cdfSvg(series: { name: string; color: string; ms: number[] }[]): string
     const pts = sorted.map((v, k) => `${x(v).toFixed(1)},${y((k + 1) / sorted.length).toFixed(1)}`);
     parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${x(sorted[0]!).toFixed(1)},${y(0)} ${pts.join(' ')}"/>`);
     parts.push(`<rect x="${L + 12}" y="${T + 8 + i * 18}" width="14" height="4" fill="${s.color}"/>`);
-    parts.push(`<text x="${L + 32}" y="${T + 14 + i * 18}">${s.name} (p50 ${(pct(s.ms, 50) / 1000).toFixed(2)} s, p95 ${(pct(s.ms, 95) / 1000).toFixed(2)} s)</text>`);
+    parts.push(
+      `<text x="${L + 32}" y="${T + 14 + i * 18}">${s.name} (p50 ${(pct(s.ms, 50) / 1000).toFixed(2)} s, p95 ${(pct(s.ms, 95) / 1000).toFixed(2)} s)</text>`,
+    );
   });
   parts.push('</svg>');
   return parts.join('\n');
@@ -330,13 +388,29 @@ function cdfSvg(series: { name: string; color: string; ms: number[] }[]): string
 
 async function cleanup(): Promise<void> {
   const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`bench=${RUN}`] }) });
-  await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    left.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   const nets = await docker.listNetworks({ filters: JSON.stringify({ label: [`bench=${RUN}`] }) });
-  await Promise.all(nets.map((n) => docker.getNetwork(n.Id).remove().catch(() => undefined)));
+  await Promise.all(
+    nets.map((n) =>
+      docker
+        .getNetwork(n.Id)
+        .remove()
+        .catch(() => undefined),
+    ),
+  );
 }
 
 async function main(): Promise<void> {
-  progress(`bench: fixture env; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`);
+  progress(
+    `bench: fixture env; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`,
+  );
   // the first server builds the image (or finds it)
   const probe = await startServer('probe', ['--max-concurrent-envs', '1']);
   const image = await imageTag(probe, `${RUN}-probe`).finally(() => probe.stop());
@@ -354,11 +428,17 @@ async function main(): Promise<void> {
     progress(`sustained: server, --max-concurrent-deploys ${d}`);
     const r = await sustainedServer(d);
     sustained[d] = { ...r, vsBare: r.perS / bareSustained.perS, vsBareNet: r.perS / bareNetSustained.perS };
-    progress(`  ${r.perS.toFixed(2)} episodes/s (${(r.perS / bareSustained.perS).toFixed(2)}x bare, ${(r.perS / bareNetSustained.perS).toFixed(2)}x bare with networks)`);
+    progress(
+      `  ${r.perS.toFixed(2)} episodes/s (${(r.perS / bareSustained.perS).toFixed(2)}x bare, ${(r.perS / bareNetSustained.perS).toFixed(2)}x bare with networks)`,
+    );
   }
   const best = Number(Object.entries(sustained).sort((a, b) => b[1].perS - a[1].perS)[0]![0]);
   // the smallest value within 3% of the best: more deploys at once only crowd the engine
-  const picked = Math.min(...Object.entries(sustained).filter(([, r]) => r.perS >= sustained[best]!.perS * 0.97).map(([d]) => Number(d)));
+  const picked = Math.min(
+    ...Object.entries(sustained)
+      .filter(([, r]) => r.perS >= sustained[best]!.perS * 0.97)
+      .map(([d]) => Number(d)),
+  );
   progress(`sustained: best ${best}; picked ${picked} (smallest within 3% of the best)`);
 
   // 2. burst: bare
@@ -376,7 +456,9 @@ async function main(): Promise<void> {
     rssIdle = cold.rssMb();
     progress(`burst: cold (no pool), server RSS idle ${rssIdle.toFixed(1)} MB`);
     coldResult = await burstServer(cold, 'cold', true);
-    progress(`  cold p50 ${coldResult.p50_s} s p95 ${coldResult.p95_s} s max ${coldResult.max_s} s; RSS at ${BURST} live ${coldResult.rss_live_mb!.toFixed(1)} MB`);
+    progress(
+      `  cold p50 ${coldResult.p50_s} s p95 ${coldResult.p95_s} s max ${coldResult.max_s} s; RSS at ${BURST} live ${coldResult.rss_live_mb!.toFixed(1)} MB`,
+    );
     // wait for every teardown to finish before reading where the slot time went
     for (let i = 0; i < 240; i++) {
       const m = await cold.metrics();
@@ -396,7 +478,16 @@ async function main(): Promise<void> {
   }
 
   // warm
-  const warm = await startServer('warm', ['--max-concurrent-envs', String(BURST), '--warm-pool', String(BURST), '--max-concurrent-deploys', String(picked), '--max-waiting', '4096']);
+  const warm = await startServer('warm', [
+    '--max-concurrent-envs',
+    String(BURST),
+    '--warm-pool',
+    String(BURST),
+    '--max-concurrent-deploys',
+    String(picked),
+    '--max-waiting',
+    '4096',
+  ]);
   let warmResult: BurstResult;
   let fillS: number;
   const singleMs: number[] = [];
@@ -434,14 +525,25 @@ async function main(): Promise<void> {
       max_concurrent_deploys: picked,
       bare: { p50_s: bare.p50_s, p95_s: bare.p95_s, max_s: bare.max_s, last_started_s: bare.last_started_s, remove_all_s: bare.remove_s },
       cold: { p50_s: coldResult.p50_s, p95_s: coldResult.p95_s, max_s: coldResult.max_s, last_started_s: coldResult.last_started_s },
-      warm: { p50_s: warmResult.p50_s, p95_s: warmResult.p95_s, max_s: warmResult.max_s, last_started_s: warmResult.last_started_s, pooled: warmResult.pooled, pool_fill_s: Number(fillS.toFixed(1)) },
+      warm: {
+        p50_s: warmResult.p50_s,
+        p95_s: warmResult.p95_s,
+        max_s: warmResult.max_s,
+        last_started_s: warmResult.last_started_s,
+        pooled: warmResult.pooled,
+        pool_fill_s: Number(fillS.toFixed(1)),
+      },
       ratios: {
         cold_p95_vs_bare: Number((coldResult.p95_s / bare.p95_s).toFixed(2)),
         warm_p95_vs_bare: Number((warmResult.p95_s / bare.p95_s).toFixed(3)),
         warm_p95_vs_cold: Number((warmResult.p95_s / coldResult.p95_s).toFixed(4)),
         cold_last_started_vs_bare: Number((coldResult.last_started_s / bare.last_started_s).toFixed(2)),
       },
-      reset_ms: { bare: bare.resetMs.map((x) => Math.round(x)), cold: coldResult.resetMs.map((x) => Math.round(x)), warm: warmResult.resetMs.map((x) => Math.round(x)) },
+      reset_ms: {
+        bare: bare.resetMs.map((x) => Math.round(x)),
+        cold: coldResult.resetMs.map((x) => Math.round(x)),
+        warm: warmResult.resetMs.map((x) => Math.round(x)),
+      },
     },
     single_warm_reset: { n: SINGLES, pooled: singlePooled, p50_ms: Number(pct(singleMs, 50).toFixed(1)), p95_ms: Number(pct(singleMs, 95).toFixed(1)) },
     sustained: {
@@ -449,12 +551,27 @@ async function main(): Promise<void> {
       concurrency: CONCURRENCY,
       bare_per_s: Number(bareSustained.perS.toFixed(3)),
       bare_with_networks_per_s: Number(bareNetSustained.perS.toFixed(3)),
-      by_max_concurrent_deploys: Object.fromEntries(Object.entries(sustained).map(([d, r]) => [d, { per_s: Number(r.perS.toFixed(3)), vs_bare: Number(r.vsBare.toFixed(3)), vs_bare_with_networks: Number(r.vsBareNet.toFixed(3)), wall_s: Number(r.wallS.toFixed(1)) }])),
+      by_max_concurrent_deploys: Object.fromEntries(
+        Object.entries(sustained).map(([d, r]) => [
+          d,
+          {
+            per_s: Number(r.perS.toFixed(3)),
+            vs_bare: Number(r.vsBare.toFixed(3)),
+            vs_bare_with_networks: Number(r.vsBareNet.toFixed(3)),
+            wall_s: Number(r.wallS.toFixed(1)),
+          },
+        ]),
+      ),
       best: best,
       picked,
       server_default: DEFAULT_MAX_CONCURRENT_DEPLOYS,
     },
-    rss: { idle_mb: Number(rssIdle.toFixed(1)), live_mb: Number(coldResult.rss_live_mb!.toFixed(1)), live_episodes: BURST, mb_per_live_episode: Number(rssPerEpisode.toFixed(3)) },
+    rss: {
+      idle_mb: Number(rssIdle.toFixed(1)),
+      live_mb: Number(coldResult.rss_live_mb!.toFixed(1)),
+      live_episodes: BURST,
+      mb_per_live_episode: Number(rssPerEpisode.toFixed(3)),
+    },
     slot_time_cold_burst_mean: slot,
     targets: {
       'warm burst p95 <= 1 s': warmResult.p95_s <= 1,
@@ -490,15 +607,24 @@ async function main(): Promise<void> {
   console.log(row('bare start + readiness', b.bare));
   console.log(row('cold (no pool)', b.cold));
   console.log(row(`warm (--warm-pool ${BURST})`, b.warm));
-  console.log(`ratios: cold p95 / bare ${b.ratios.cold_p95_vs_bare}x; warm p95 / bare ${b.ratios.warm_p95_vs_bare}x; warm p95 / cold ${b.ratios.warm_p95_vs_cold}x; pool filled in ${b.warm.pool_fill_s} s`);
+  console.log(
+    `ratios: cold p95 / bare ${b.ratios.cold_p95_vs_bare}x; warm p95 / bare ${b.ratios.warm_p95_vs_bare}x; warm p95 / cold ${b.ratios.warm_p95_vs_cold}x; pool filled in ${b.warm.pool_fill_s} s`,
+  );
   console.log(`single warm reset: p50 ${figures.single_warm_reset.p50_ms} ms, p95 ${figures.single_warm_reset.p95_ms} ms (${singlePooled}/${SINGLES} pooled)`);
   console.log('');
-  console.log(`Sustained: ${EPISODES} episodes, ${CONCURRENCY} at a time; bare run/rm ${figures.sustained.bare_per_s} episodes/s; bare run/rm with a network each ${figures.sustained.bare_with_networks_per_s} episodes/s`);
-  for (const [d, r] of Object.entries(figures.sustained.by_max_concurrent_deploys)) console.log(`  --max-concurrent-deploys ${d.padStart(2)}: ${r.per_s} episodes/s = ${r.vs_bare}x bare, ${r.vs_bare_with_networks}x bare with networks`);
+  console.log(
+    `Sustained: ${EPISODES} episodes, ${CONCURRENCY} at a time; bare run/rm ${figures.sustained.bare_per_s} episodes/s; bare run/rm with a network each ${figures.sustained.bare_with_networks_per_s} episodes/s`,
+  );
+  for (const [d, r] of Object.entries(figures.sustained.by_max_concurrent_deploys))
+    console.log(`  --max-concurrent-deploys ${d.padStart(2)}: ${r.per_s} episodes/s = ${r.vs_bare}x bare, ${r.vs_bare_with_networks}x bare with networks`);
   console.log(`  picked ${picked} (server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
   console.log('');
-  console.log(`Server RSS: ${figures.rss.idle_mb} MB idle, ${figures.rss.live_mb} MB at ${BURST} live episodes = ${figures.rss.mb_per_live_episode} MB per live episode`);
-  console.log(`Slot time per cold episode (mean): deploy ${slot.deploy_s} s; teardown ${slot.teardown_s} s = env removed ${slot.env_removed_s} s (slot freed) + network ${slot.network_removed_s} s (off the slot)`);
+  console.log(
+    `Server RSS: ${figures.rss.idle_mb} MB idle, ${figures.rss.live_mb} MB at ${BURST} live episodes = ${figures.rss.mb_per_live_episode} MB per live episode`,
+  );
+  console.log(
+    `Slot time per cold episode (mean): deploy ${slot.deploy_s} s; teardown ${slot.teardown_s} s = env removed ${slot.env_removed_s} s (slot freed) + network ${slot.network_removed_s} s (off the slot)`,
+  );
   console.log('');
   for (const [t, ok] of Object.entries(figures.targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
   console.log('');

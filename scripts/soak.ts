@@ -39,7 +39,9 @@ function random(): number {
 }
 
 function sh(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => execFile(cmd, args, (err, out, errOut) => (err ? reject(new Error(`${cmd} ${args.join(' ')}: ${errOut || err.message}`)) : resolve(out.trim()))));
+  return new Promise((resolve, reject) =>
+    execFile(cmd, args, (err, out, errOut) => (err ? reject(new Error(`${cmd} ${args.join(' ')}: ${errOut || err.message}`)) : resolve(out.trim()))),
+  );
 }
 
 function rssMb(pid: number): number {
@@ -56,7 +58,24 @@ async function leftOnEngine(): Promise<{ containers: number; networks: number }>
 async function startServer(): Promise<{ url: string; pid: number; stop: () => Promise<number | null> }> {
   const child = spawn(
     process.execPath,
-    [SERVE, BUNDLE, '--port', '0', '--instance', INSTANCE, '--max-concurrent-envs', String(CONCURRENCY), '--build-arg', `NODE_IMAGE=${values['node-image']}`, '--ping-interval', '5', '--idle-timeout', '60', '--tool-timeout', '20'],
+    [
+      SERVE,
+      BUNDLE,
+      '--port',
+      '0',
+      '--instance',
+      INSTANCE,
+      '--max-concurrent-envs',
+      String(CONCURRENCY),
+      '--build-arg',
+      `NODE_IMAGE=${values['node-image']}`,
+      '--ping-interval',
+      '5',
+      '--idle-timeout',
+      '60',
+      '--tool-timeout',
+      '20',
+    ],
     { env: { ...process.env, LOG_LEVEL: 'info', AGENTENV_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let errors = 0;
@@ -83,8 +102,14 @@ async function startServer(): Promise<{ url: string; pid: number; stop: () => Pr
     child.once('exit', (code) => reject(new Error(`the server exited ${code}`)));
   });
   // /health turns 200 once the env image is built
-  for (let until = Date.now() + 600_000; ; ) {
-    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
+  for (let until = Date.now() + 600_000; ;) {
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     if (Date.now() > until) throw new Error('the server never became healthy');
     await new Promise((r) => setTimeout(r, 500));
   }
@@ -176,7 +201,7 @@ async function main(): Promise<void> {
   const auth = { authorization: `Bearer ${TOKEN}` };
   let slots = -1;
   let waiting = -1;
-  for (let until = Date.now() + 120_000; Date.now() < until; ) {
+  for (let until = Date.now() + 120_000; Date.now() < until;) {
     const eps = (await (await fetch(`${server.url}/episodes`, { headers: auth })).json()) as { active: unknown[]; waiting: number };
     slots = eps.active.length;
     waiting = eps.waiting;
@@ -192,7 +217,9 @@ async function main(): Promise<void> {
   const wall = (Date.now() - t0) / 1000;
   console.log('');
   console.log(`episodes: ${done} in ${wall.toFixed(0)} s; outcomes ${JSON.stringify(outcomes)}; client-side failures ${failed}`);
-  console.log(`slot leaks: ${slots} episodes still listed, ${waiting} waiting; openenv_episodes_running=${gauge('openenv_episodes_running')}, openenv_episode_networks=${gauge('openenv_episode_networks')} (after the clients were done)`);
+  console.log(
+    `slot leaks: ${slots} episodes still listed, ${waiting} waiting; openenv_episodes_running=${gauge('openenv_episodes_running')}, openenv_episode_networks=${gauge('openenv_episode_networks')} (after the clients were done)`,
+  );
   console.log(`leaks on the engine while the server ran: containers ${whileUp.containers}, networks ${whileUp.networks}`);
   console.log(`leaks on the engine after SIGTERM (exit ${code}): containers ${afterStop.containers}, networks ${afterStop.networks}`);
   console.log(`server RSS: start ${rss.start} MB, middle ${rss.middle ?? NaN} MB, end ${rss.end} MB`);

@@ -16,7 +16,17 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { footprint, lab, LAB_PROBLEM, prepareServerImage, removeServers, REPO, runningContainers, startServer, type LabServer } from '../test/support/swarm-lab.js';
+import {
+  footprint,
+  lab,
+  LAB_PROBLEM,
+  prepareServerImage,
+  removeServers,
+  REPO,
+  runningContainers,
+  startServer,
+  type LabServer,
+} from '../test/support/swarm-lab.js';
 
 const { values } = parseArgs({ options: { burst: { type: 'string', default: '64' }, nodes: { type: 'string', default: '1,3' } } });
 const BURST = Number(values.burst);
@@ -64,14 +74,23 @@ function benchBundle(): { dir: string; cleanup: () => void } {
   return { dir, cleanup: () => rmSync(root, { recursive: true, force: true }) };
 }
 
-async function burst(server: LabServer, n: number): Promise<{ results: Array<{ ms: number; status: number; id?: string; reason?: string; at: number }>; t0: number }> {
+async function burst(
+  server: LabServer,
+  n: number,
+): Promise<{ results: Array<{ ms: number; status: number; id?: string; reason?: string; at: number }>; t0: number }> {
   const t0 = performance.now();
   const results = await Promise.all(
     Array.from({ length: n }, async () => {
       const started = performance.now();
       const r = await server.call('POST', '/episodes', { task_id: 'fx-echo-0' });
       const at = performance.now();
-      return { ms: at - started, status: r.status, id: r.body?.episode_id as string | undefined, reason: (r.body?.failure?.reason ?? r.body?.error) as string | undefined, at };
+      return {
+        ms: at - started,
+        status: r.status,
+        id: r.body?.episode_id as string | undefined,
+        reason: (r.body?.failure?.reason ?? r.body?.error) as string | undefined,
+        at,
+      };
     }),
   );
   return { results, t0 };
@@ -87,7 +106,12 @@ async function runConfig(nodes: number, bundleDir: string): Promise<Result> {
   await prepareServerImage();
   const imageS = secs(performance.now() - t);
   t = performance.now();
-  const server = await startServer({ instance: `bench-${nodes}n`, port: 18600 + nodes, bundleDir, args: ['--max-concurrent-envs', String(BURST), '--reset-timeout', '900'] });
+  const server = await startServer({
+    instance: `bench-${nodes}n`,
+    port: 18600 + nodes,
+    bundleDir,
+    args: ['--max-concurrent-envs', String(BURST), '--reset-timeout', '900'],
+  });
   const serverReadyS = secs(performance.now() - t);
   console.error(`[bench] ${nodes} node(s): lab up ${labUpS} s, server image ${imageS} s, server ready ${serverReadyS} s; ${BURST} resets at once…`);
   try {
@@ -142,13 +166,26 @@ try {
 }
 
 const row = (cells: Array<string | number>) => `| ${cells.join(' | ')} |`;
-console.log(`\nSwarm burst: ${BURST} resets at once, cap ${BURST}, fixture env (memory_mb 64, cpus 0.02); ${cpus().length} CPUs, ${Math.round(totalmem() / 2 ** 30)} GiB, every node on this one machine\n`);
+console.log(
+  `\nSwarm burst: ${BURST} resets at once, cap ${BURST}, fixture env (memory_mb 64, cpus 0.02); ${cpus().length} CPUs, ${Math.round(totalmem() / 2 ** 30)} GiB, every node on this one machine\n`,
+);
 console.log(row(['nodes', 'started', 'failed', 'reset p50', 'reset p95', 'reset max', 'last episode started', 'teardown', 'envs per node', 'whole run']));
 console.log(row(Array(10).fill('---')));
 for (const r of out) {
   const s = (ms: number | null) => (ms === null ? '-' : `${(ms / 1000).toFixed(1)} s`);
   console.log(
-    row([r.nodes, r.started, r.failed.length ? `${r.failed.length} ${JSON.stringify(r.failed)}` : 0, s(r.resetP50Ms), s(r.resetP95Ms), s(r.resetMaxMs), r.lastStartedS === null ? '-' : `${r.lastStartedS} s`, `${r.teardownS} s`, Object.values(r.perNode).join(' / '), `${r.configS} s`]),
+    row([
+      r.nodes,
+      r.started,
+      r.failed.length ? `${r.failed.length} ${JSON.stringify(r.failed)}` : 0,
+      s(r.resetP50Ms),
+      s(r.resetP95Ms),
+      s(r.resetMaxMs),
+      r.lastStartedS === null ? '-' : `${r.lastStartedS} s`,
+      `${r.teardownS} s`,
+      Object.values(r.perNode).join(' / '),
+      `${r.configS} s`,
+    ]),
   );
 }
 mkdirSync(join(REPO, 'bench-results'), { recursive: true });

@@ -19,6 +19,11 @@ const results = await Promise.all(
 const wall = performance.now() - t0;
 const ok = results.filter((r) => r.status === 201);
 const ms = ok.map((r) => r.ms).sort((a, b) => a - b);
-console.log(`${n} resets at once: ${ok.length} started, ${n - ok.length} failed ${JSON.stringify(results.filter((r) => r.status !== 201).map((r) => r.reason ?? r.status))}`);
-if (ms.length) console.log(`reset latency  p50 ${pct(ms, 50).toFixed(0)} ms  p95 ${pct(ms, 95).toFixed(0)} ms  max ${ms.at(-1).toFixed(0)} ms  (burst wall ${(wall / 1000).toFixed(1)} s)`);
+console.log(
+  `${n} resets at once: ${ok.length} started, ${n - ok.length} failed ${JSON.stringify(results.filter((r) => r.status !== 201).map((r) => r.reason ?? r.status))}`,
+);
+if (ms.length)
+  console.log(
+    `reset latency  p50 ${pct(ms, 50).toFixed(0)} ms  p95 ${pct(ms, 95).toFixed(0)} ms  max ${ms.at(-1).toFixed(0)} ms  (burst wall ${(wall / 1000).toFixed(1)} s)`,
+  );
 await Promise.all(ok.map((r) => fetch(`${url}/episodes/${r.id}`, { method: 'DELETE', headers })));

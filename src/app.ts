@@ -29,7 +29,10 @@ import type { Sandbox } from './sandbox/sandbox.js';
 
 export type { OpenEnvRuntime } from './runtime.js';
 
-export interface AppOptions extends Omit<ServerOptionsInput, 'reward' | 'tokenEnv' | 'tokenFile' | 'host' | 'port' | 'insecureNoToken' | 'buildArg' | 'sandbox'> {
+export interface AppOptions extends Omit<
+  ServerOptionsInput,
+  'reward' | 'tokenEnv' | 'tokenFile' | 'host' | 'port' | 'insecureNoToken' | 'buildArg' | 'sandbox'
+> {
   /** bearer token; null or undefined: the server is open */
   token?: string | null;
   /** `mean|sum|min|max|<score name>` or a function of the scores */
@@ -55,7 +58,11 @@ declare module 'fastify' {
 export async function buildApp(bundleOrPath: string | LoadedBundle, options: AppOptions = {}): Promise<FastifyInstance> {
   const { token = null, reward, buildArgs, sandbox, logger, reconcileIntervalMs, sweepOnStart, ...rest } = options;
   const injected = typeof sandbox === 'object' ? sandbox : undefined;
-  const parsed = OptionsSchema.safeParse({ ...rest, reward: typeof reward === 'string' ? reward : undefined, sandbox: typeof sandbox === 'string' ? sandbox : undefined });
+  const parsed = OptionsSchema.safeParse({
+    ...rest,
+    reward: typeof reward === 'string' ? reward : undefined,
+    sandbox: typeof sandbox === 'string' ? sandbox : undefined,
+  });
   if (!parsed.success) throw new Error(`invalid buildApp options:\n${formatZodError(parsed.error, (k) => k)}`);
   const opts = parsed.data;
   const bundle = typeof bundleOrPath === 'string' ? await loadBundle(bundleOrPath) : bundleOrPath;
@@ -77,7 +84,10 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
       void (reply as unknown as FastifyReply)
         .code(tooLong ? 414 : 400)
         .header('content-type', 'application/json; charset=utf-8')
-        .send({ error: tooLong ? 'uri_too_long' : 'invalid_request', message: tooLong ? 'a path parameter is longer than 100 characters: no episode id or file name is' : 'the URL is malformed (bad percent-encoding)' });
+        .send({
+          error: tooLong ? 'uri_too_long' : 'invalid_request',
+          message: tooLong ? 'a path parameter is longer than 100 characters: no episode id or file name is' : 'the URL is malformed (bad percent-encoding)',
+        });
     },
     // --token-in-path: /t/<token>/... is stripped before routing (HTTP and WebSocket upgrades)
     ...(opts.tokenInPath && token ? { rewriteUrl: pathTokenRewriter(token) } : {}),

@@ -14,11 +14,7 @@ const positiveInt = (def: number) => z.coerce.number().int().positive().default(
 const buildArgs = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : [v]))
-  .pipe(
-    z.array(
-      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'expected KEY=VALUE (KEY a build argument name)'),
-    ),
-  )
+  .pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'expected KEY=VALUE (KEY a build argument name)')))
   .default([]);
 
 const bool = z
@@ -32,21 +28,34 @@ export const OptionsSchema = z
     host: z.string().min(1).default('127.0.0.1').describe('address to listen on'),
     port: z.coerce.number().int().min(0).max(65535).default(8200).describe('port to listen on (0 picks a free one)'),
     maxConcurrentEnvs: positiveInt(8).describe('envs running at once; further resets wait in a FIFO queue'),
-    warmPool: z.coerce.number().int().min(0).default(0).describe('envs kept deployed ahead of demand, each fresh and used by one episode only; they hold slots of --max-concurrent-envs (0: every reset deploys its env)'),
-    maxConcurrentDeploys: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS).describe('envs starting at once (network, container, readiness), for resets and pool refills alike; refills yield to waiting resets'),
+    warmPool: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(0)
+      .describe(
+        'envs kept deployed ahead of demand, each fresh and used by one episode only; they hold slots of --max-concurrent-envs (0: every reset deploys its env)',
+      ),
+    maxConcurrentDeploys: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS).describe(
+      'envs starting at once (network, container, readiness), for resets and pool refills alike; refills yield to waiting resets',
+    ),
     maxWaiting: z.coerce.number().int().min(0).default(1024).describe('resets allowed to wait; past it a reset gets CAPACITY_REACHED at once'),
     resetTimeout: seconds(600).describe('seconds a reset waits for a slot (a reset may ask for less)'),
     toolTimeout: seconds(60).describe('seconds one tool call may take'),
     idleTimeout: seconds(1800).describe('seconds without a frame or request before a session is closed'),
     episodeTimeout: seconds(3600).describe('wall-clock seconds an episode may run'),
     maxSteps: positiveInt(64).describe('tool calls per episode; past it the episode ends, scored as is'),
-    tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('AGENTENV_TOKEN').describe('environment variable holding the bearer token'),
+    tokenEnv: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+      .default('AGENTENV_TOKEN')
+      .describe('environment variable holding the bearer token'),
     tokenFile: z
       .string()
       .min(1)
       .optional()
       .describe('file holding the bearer token (e.g. a swarm or compose secret, /run/secrets/<name>); wins over --token-env'),
-    reward: z.string().min(1).optional().describe('how scores become the reward: mean|sum|min|max|<score name> (default: the bundle\'s)'),
+    reward: z.string().min(1).optional().describe("how scores become the reward: mean|sum|min|max|<score name> (default: the bundle's)"),
     subnetPool: z
       .string()
       .default(SUBNET_POOL)
@@ -65,11 +74,15 @@ export const OptionsSchema = z
     pingInterval: z.coerce.number().min(0).finite().default(20).describe('seconds between WebSocket pings (0 turns them off)'),
     trustProxy: z.string().optional().describe('addresses of reverse proxies whose X-Forwarded-For is trusted for logs'),
     insecureNoToken: bool.describe('allow a non-loopback --host without a token'),
-    tokenInPath: bool.describe('also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)'),
+    tokenInPath: bool.describe(
+      'also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)',
+    ),
     sandbox: z
       .enum(['docker', 'swarm'])
       .default('docker')
-      .describe('where envs run: docker (one engine, a bridge per episode) or swarm (a service and an overlay per episode, on any node of a swarm; the server must run in a container on a manager)'),
+      .describe(
+        'where envs run: docker (one engine, a bridge per episode) or swarm (a service and an overlay per episode, on any node of a swarm; the server must run in a container on a manager)',
+      ),
     registry: z
       .string()
       .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?(\/[a-z0-9._/-]+)?$/, 'expected HOST:PORT of a registry (optionally /PATH)')
@@ -78,9 +91,13 @@ export const OptionsSchema = z
     inContainer: z
       .enum(['auto', 'always', 'never'])
       .default('auto')
-      .describe('join each episode network from the server\'s own container (auto: when running in one)'),
+      .describe("join each episode network from the server's own container (auto: when running in one)"),
     history: z.coerce.number().int().min(0).max(100_000).default(500).describe('ended episodes the web console keeps (with their transcripts) in memory'),
-    record: z.string().min(1).optional().describe('folder to append every ended episode\'s transcript to, one JSON line each, in a daily file episodes-YYYY-MM-DD.jsonl'),
+    record: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("folder to append every ended episode's transcript to, one JSON line each, in a daily file episodes-YYYY-MM-DD.jsonl"),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('log level (also LOG_LEVEL)'),
   })
   .strict()
@@ -96,7 +113,8 @@ export const OptionsSchema = z
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
         path: ['inContainer'],
-        message: '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
+        message:
+          '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
       });
     }
     if (o.episodeTimeout < o.toolTimeout) {

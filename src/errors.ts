@@ -4,13 +4,7 @@
  */
 import type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
 
-export type WsErrorCode =
-  | 'INVALID_JSON'
-  | 'UNKNOWN_TYPE'
-  | 'VALIDATION_ERROR'
-  | 'EXECUTION_ERROR'
-  | 'CAPACITY_REACHED'
-  | 'SESSION_ERROR';
+export type WsErrorCode = 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR' | 'EXECUTION_ERROR' | 'CAPACITY_REACHED' | 'SESSION_ERROR';
 
 export type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
 

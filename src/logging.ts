@@ -24,7 +24,9 @@ function charForms(c: string): string {
   const esc = (t: string) => t.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
   // as it is, as JSON escapes it inside a string, percent-encoded (either case of hex digits)
   const literal = [...new Set([c, JSON.stringify(c).slice(1, -1)])].map(esc);
-  const pct = [...Buffer.from(c, 'utf8')].map((b) => '%' + [...b.toString(16).padStart(2, '0')].map((h) => (/[a-f]/.test(h) ? `[${h}${h.toUpperCase()}]` : h)).join('')).join('');
+  const pct = [...Buffer.from(c, 'utf8')]
+    .map((b) => '%' + [...b.toString(16).padStart(2, '0')].map((h) => (/[a-f]/.test(h) ? `[${h}${h.toUpperCase()}]` : h)).join(''))
+    .join('');
   const forms = [...literal, pct];
   if (c === ' ') forms.push('\\+'); // a form-encoded space
   return forms.length === 1 ? forms[0]! : `(?:${forms.join('|')})`;

@@ -44,29 +44,147 @@ export class Metrics {
   constructor(sources: GaugeSources, prefix = 'openenv_', processMetrics = true) {
     const r = this.registry;
     if (processMetrics) collectDefaultMetrics({ register: r });
-    new Gauge({ name: `${prefix}episodes_running`, help: 'Episodes holding an env slot (deploying, running or tearing down)', registers: [r], collect() { this.set(sources.running()); } });
-    new Gauge({ name: `${prefix}resets_waiting`, help: 'Resets waiting in the FIFO queue for a slot', registers: [r], collect() { this.set(sources.waiting()); } });
-    new Gauge({ name: `${prefix}capacity`, help: 'max_concurrent_envs: env slots in all', registers: [r], collect() { this.set(sources.capacity()); } });
-    new Gauge({ name: `${prefix}episode_networks`, help: 'Episode Docker networks in use', registers: [r], collect() { this.set(sources.networks()); } });
-    this.resets = new Counter({ name: `${prefix}resets_total`, help: 'Resets by outcome: started, invalid (no such task), capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error', labelNames: ['outcome'], registers: [r] });
+    new Gauge({
+      name: `${prefix}episodes_running`,
+      help: 'Episodes holding an env slot (deploying, running or tearing down)',
+      registers: [r],
+      collect() {
+        this.set(sources.running());
+      },
+    });
+    new Gauge({
+      name: `${prefix}resets_waiting`,
+      help: 'Resets waiting in the FIFO queue for a slot',
+      registers: [r],
+      collect() {
+        this.set(sources.waiting());
+      },
+    });
+    new Gauge({
+      name: `${prefix}capacity`,
+      help: 'max_concurrent_envs: env slots in all',
+      registers: [r],
+      collect() {
+        this.set(sources.capacity());
+      },
+    });
+    new Gauge({
+      name: `${prefix}episode_networks`,
+      help: 'Episode Docker networks in use',
+      registers: [r],
+      collect() {
+        this.set(sources.networks());
+      },
+    });
+    this.resets = new Counter({
+      name: `${prefix}resets_total`,
+      help: 'Resets by outcome: started, invalid (no such task), capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error',
+      labelNames: ['outcome'],
+      registers: [r],
+    });
     this.queueWait = new Histogram({ name: `${prefix}queue_wait_seconds`, help: 'Time a reset waited for a slot', buckets: DURATION_BUCKETS, registers: [r] });
-    this.deploy = new Histogram({ name: `${prefix}deploy_seconds`, help: 'Env deploy time: network, container, readiness and the env reset', buckets: DURATION_BUCKETS, registers: [r] });
-    this.toolCall = new Histogram({ name: `${prefix}tool_call_seconds`, help: 'Tool call round trip to the env, by outcome', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers: [r] });
-    this.teardown = new Histogram({ name: `${prefix}teardown_seconds`, help: 'Episode teardown time, by outcome', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers: [r] });
+    this.deploy = new Histogram({
+      name: `${prefix}deploy_seconds`,
+      help: 'Env deploy time: network, container, readiness and the env reset',
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    this.toolCall = new Histogram({
+      name: `${prefix}tool_call_seconds`,
+      help: 'Tool call round trip to the env, by outcome',
+      labelNames: ['outcome'],
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    this.teardown = new Histogram({
+      name: `${prefix}teardown_seconds`,
+      help: 'Episode teardown time, by outcome',
+      labelNames: ['outcome'],
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
     this.steps = new Counter({ name: `${prefix}steps_total`, help: 'Steps (list_tools and call_tool) served', registers: [r] });
     this.envFailures = new Counter({ name: `${prefix}env_failures_total`, help: 'Env failures by reason', labelNames: ['reason'], registers: [r] });
-    this.rewards = new Histogram({ name: `${prefix}episode_reward`, help: 'Rewards of scored episodes, by split', labelNames: ['split'], buckets: [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1], registers: [r] });
-    this.teardownStage = new Histogram({ name: `${prefix}teardown_stage_seconds`, help: 'Where an ended episode\'s teardown time goes: env_removed (from its start until the env container is killed and removed, when its slot frees) and network_removed (after that, off the slot)', labelNames: ['stage'], buckets: DURATION_BUCKETS, registers: [r] });
-    new Gauge({ name: `${prefix}deploys_in_flight`, help: 'Env deploys running (--max-concurrent-deploys caps it), pool refills included', registers: [r], collect() { this.set(sources.deploysInFlight?.() ?? 0); } });
-    new Gauge({ name: `${prefix}deploys_waiting`, help: 'Env deploys waiting for a turn under --max-concurrent-deploys', registers: [r], collect() { this.set(sources.deploysWaiting?.() ?? 0); } });
-    new Gauge({ name: `${prefix}pool_envs`, help: 'Warm pool envs by state: ready (to hand out) or deploying (refills)', labelNames: ['state'], registers: [r], collect() { const p = sources.pool?.(); this.set({ state: 'ready' }, p?.ready ?? 0); this.set({ state: 'deploying' }, p?.deploying ?? 0); } });
-    new Gauge({ name: `${prefix}pool_target`, help: '--warm-pool: envs the pool keeps deployed ahead of demand', registers: [r], collect() { this.set(sources.pool?.()?.target ?? 0); } });
-    new Gauge({ name: `${prefix}pool_refilling`, help: '1 while the warm pool refills, 0 while refills are stopped after repeated failures (or there is no pool)', registers: [r], collect() { this.set(sources.pool?.()?.refilling ? 1 : 0); } });
+    this.rewards = new Histogram({
+      name: `${prefix}episode_reward`,
+      help: 'Rewards of scored episodes, by split',
+      labelNames: ['split'],
+      buckets: [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
+      registers: [r],
+    });
+    this.teardownStage = new Histogram({
+      name: `${prefix}teardown_stage_seconds`,
+      help: "Where an ended episode's teardown time goes: env_removed (from its start until the env container is killed and removed, when its slot frees) and network_removed (after that, off the slot)",
+      labelNames: ['stage'],
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    new Gauge({
+      name: `${prefix}deploys_in_flight`,
+      help: 'Env deploys running (--max-concurrent-deploys caps it), pool refills included',
+      registers: [r],
+      collect() {
+        this.set(sources.deploysInFlight?.() ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${prefix}deploys_waiting`,
+      help: 'Env deploys waiting for a turn under --max-concurrent-deploys',
+      registers: [r],
+      collect() {
+        this.set(sources.deploysWaiting?.() ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${prefix}pool_envs`,
+      help: 'Warm pool envs by state: ready (to hand out) or deploying (refills)',
+      labelNames: ['state'],
+      registers: [r],
+      collect() {
+        const p = sources.pool?.();
+        this.set({ state: 'ready' }, p?.ready ?? 0);
+        this.set({ state: 'deploying' }, p?.deploying ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${prefix}pool_target`,
+      help: '--warm-pool: envs the pool keeps deployed ahead of demand',
+      registers: [r],
+      collect() {
+        this.set(sources.pool?.()?.target ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${prefix}pool_refilling`,
+      help: '1 while the warm pool refills, 0 while refills are stopped after repeated failures (or there is no pool)',
+      registers: [r],
+      collect() {
+        this.set(sources.pool?.()?.refilling ? 1 : 0);
+      },
+    });
     this.poolHits = new Counter({ name: `${prefix}pool_hits_total`, help: 'Resets that took a pooled env', registers: [r] });
-    this.poolMisses = new Counter({ name: `${prefix}pool_misses_total`, help: 'Resets on a server with a warm pool that deployed their own env', registers: [r] });
-    this.poolEvictions = new Counter({ name: `${prefix}pool_evictions_total`, help: 'Pooled envs torn down to give their slot to a waiting reset of another env', registers: [r] });
+    this.poolMisses = new Counter({
+      name: `${prefix}pool_misses_total`,
+      help: 'Resets on a server with a warm pool that deployed their own env',
+      registers: [r],
+    });
+    this.poolEvictions = new Counter({
+      name: `${prefix}pool_evictions_total`,
+      help: 'Pooled envs torn down to give their slot to a waiting reset of another env',
+      registers: [r],
+    });
     this.poolRefillFailures = new Counter({ name: `${prefix}pool_refill_failures_total`, help: 'Warm pool refills whose deploy failed', registers: [r] });
-    this.poolDiscarded = new Counter({ name: `${prefix}pool_discarded_total`, help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), closed (drain)', labelNames: ['reason'], registers: [r] });
-    this.episodesEnded = new Counter({ name: `${prefix}episodes_ended_total`, help: 'Episodes ended, by end reason', labelNames: ['end_reason'], registers: [r] });
+    this.poolDiscarded = new Counter({
+      name: `${prefix}pool_discarded_total`,
+      help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), closed (drain)',
+      labelNames: ['reason'],
+      registers: [r],
+    });
+    this.episodesEnded = new Counter({
+      name: `${prefix}episodes_ended_total`,
+      help: 'Episodes ended, by end reason',
+      labelNames: ['end_reason'],
+      registers: [r],
+    });
   }
 }

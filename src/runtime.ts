@@ -87,7 +87,9 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     if (made.attachedTo) {
       log.info(
         { container: made.attachedTo.slice(0, 12), sandbox: opts.sandbox },
-        opts.sandbox === 'swarm' ? 'swarm: joining each episode overlay from this container to reach its env' : 'running in a container: joining each episode network to reach its env',
+        opts.sandbox === 'swarm'
+          ? 'swarm: joining each episode overlay from this container to reach its env'
+          : 'running in a container: joining each episode network to reach its env',
       );
     }
   }
@@ -116,9 +118,33 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
   const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
   if (opts.warmPool > 0) {
-    pool = new WarmPool({ size: opts.warmPool, bundle, sandbox, admission, deploys, envSpec: (name) => catalog.spec(name), metrics, log: log.child({ component: 'pool' }) });
+    pool = new WarmPool({
+      size: opts.warmPool,
+      bundle,
+      sandbox,
+      admission,
+      deploys,
+      envSpec: (name) => catalog.spec(name),
+      metrics,
+      log: log.child({ component: 'pool' }),
+    });
   }
-  const manager = new EpisodeManager({ bundle, sandbox, admission, deploys, pool: pool ?? undefined, envSpec: (name) => catalog.spec(name), settings, reward: makeReward(reward), log, metrics, observer: history }, log);
+  const manager = new EpisodeManager(
+    {
+      bundle,
+      sandbox,
+      admission,
+      deploys,
+      pool: pool ?? undefined,
+      envSpec: (name) => catalog.spec(name),
+      settings,
+      reward: makeReward(reward),
+      log,
+      metrics,
+      observer: history,
+    },
+    log,
+  );
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const ready = (async () => {
@@ -128,7 +154,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     if (ro.sweepOnStart !== false) {
       const swept = await sandbox.sweep();
       if (swept.containers.length || swept.networks.length) {
-        log.warn({ event: 'startup_sweep', instance: opts.instance, containers: swept.containers, networks: swept.networks }, `removed ${swept.containers.length} container(s) and ${swept.networks.length} network(s) a previous run of instance "${opts.instance}" left behind`);
+        log.warn(
+          { event: 'startup_sweep', instance: opts.instance, containers: swept.containers, networks: swept.networks },
+          `removed ${swept.containers.length} container(s) and ${swept.networks.length} network(s) a previous run of instance "${opts.instance}" left behind`,
+        );
       } else {
         log.info({ event: 'startup_sweep', instance: opts.instance }, 'nothing left behind by a previous run');
       }
@@ -136,7 +165,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     await catalog.buildAll();
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {
-      log.info({ event: 'pool_start', warm_pool: opts.warmPool, max_concurrent_deploys: opts.maxConcurrentDeploys }, `filling the warm pool with ${opts.warmPool} env(s)`);
+      log.info(
+        { event: 'pool_start', warm_pool: opts.warmPool, max_concurrent_deploys: opts.maxConcurrentDeploys },
+        `filling the warm pool with ${opts.warmPool} env(s)`,
+      );
       pool.start();
     }
   })();
@@ -158,7 +190,13 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     if (readyError) return `start-up failed: ${readyError.message}`;
     if (!isReady) return catalog.building ? 'building env images' : 'starting';
     if (Date.now() - engineCheck.at > HEALTH_ENGINE_CHECK_MS) {
-      engineCheck = { at: Date.now(), ok: await sandbox.ping().then(() => true, () => false) };
+      engineCheck = {
+        at: Date.now(),
+        ok: await sandbox.ping().then(
+          () => true,
+          () => false,
+        ),
+      };
     }
     return engineCheck.ok ? null : 'the Docker engine does not answer';
   };

@@ -28,7 +28,10 @@ function defaultOf(schema: { _def: { defaultValue?: () => unknown; schema?: unkn
 }
 
 export function helpText(): string {
-  const shape = OptionsSchema.innerType().shape as Record<string, { description?: string; _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }>;
+  const shape = OptionsSchema.innerType().shape as Record<
+    string,
+    { description?: string; _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }
+  >;
   const lines = [
     'Usage: node dist/serve.js <bundle folder or .tar.gz> [options]',
     '',
@@ -152,7 +155,11 @@ async function main(): Promise<void> {
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
   const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
   if (!token) {
-    log.warn(isLoopback(host) ? 'no token: the server is open to anyone on this machine' : `no token and --insecure-no-token: anyone who reaches ${host}:${port} deploys and drives envs`);
+    log.warn(
+      isLoopback(host)
+        ? 'no token: the server is open to anyone on this machine'
+        : `no token and --insecure-no-token: anyone who reaches ${host}:${port} deploys and drives envs`,
+    );
   }
 
   let stopping = false;
@@ -172,7 +179,10 @@ async function main(): Promise<void> {
     await app.close().catch((e) => log.error({ err: (e as Error).message }, 'close failed'));
     await bundle.cleanup().catch(() => undefined);
     if (result.timedOut) {
-      log.error({ episodes: result.tornDown }, `episodes were not all torn down within --shutdown-timeout (${o.shutdownTimeout} s); the next start with --instance ${o.instance} removes what is left`);
+      log.error(
+        { episodes: result.tornDown },
+        `episodes were not all torn down within --shutdown-timeout (${o.shutdownTimeout} s); the next start with --instance ${o.instance} removes what is left`,
+      );
       process.exit(1);
     }
     log.info({ episodes: result.tornDown }, 'drained; exiting');
@@ -189,10 +199,18 @@ async function main(): Promise<void> {
   }
   const addr = app.server.address();
   const shown = typeof addr === 'object' && addr ? `${addr.address}:${addr.port}` : `${host}:${port}`;
-  log.info({ bundle: bundle.manifest.name, address: shown, instance: o.instance, max_concurrent_envs: o.maxConcurrentEnvs, auth: token ? 'bearer' : 'none' }, `listening on ${shown}`);
+  log.info(
+    { bundle: bundle.manifest.name, address: shown, instance: o.instance, max_concurrent_envs: o.maxConcurrentEnvs, auth: token ? 'bearer' : 'none' },
+    `listening on ${shown}`,
+  );
   try {
     await app.openenv.ready;
-    log.info({ event: 'ready' }, `serving ${bundle.manifest.name} (${Object.entries(bundle.splitCounts).map(([s, n]) => `${s}: ${n}`).join(', ')})`);
+    log.info(
+      { event: 'ready' },
+      `serving ${bundle.manifest.name} (${Object.entries(bundle.splitCounts)
+        .map(([s, n]) => `${s}: ${n}`)
+        .join(', ')})`,
+    );
   } catch (e) {
     log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
     await stop('startup-failure', 1);

@@ -13,9 +13,21 @@ describe('serve.ts options', () => {
     if (cli === 'help') throw new Error('unexpected');
     expect(cli.bundlePath).toBe('b');
     expect(cli.options).toMatchObject({
-      host: '127.0.0.1', port: 8200, maxConcurrentEnvs: 8, resetTimeout: 600, toolTimeout: 60, idleTimeout: 1800,
-      maxSteps: 64, tokenEnv: 'AGENTENV_TOKEN', shutdownTimeout: 30, instance: 'default', buildArg: [], maxWaiting: 1024,
-      episodeTimeout: 3600, pingInterval: 20, subnetPool: '10.213.0.0/16',
+      host: '127.0.0.1',
+      port: 8200,
+      maxConcurrentEnvs: 8,
+      resetTimeout: 600,
+      toolTimeout: 60,
+      idleTimeout: 1800,
+      maxSteps: 64,
+      tokenEnv: 'AGENTENV_TOKEN',
+      shutdownTimeout: 30,
+      instance: 'default',
+      buildArg: [],
+      maxWaiting: 1024,
+      episodeTimeout: 3600,
+      pingInterval: 20,
+      subnetPool: '10.213.0.0/16',
     });
   });
 

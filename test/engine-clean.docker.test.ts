@@ -6,7 +6,10 @@ import { describeDocker } from './support/docker.js';
 import { SNAPSHOT_FILE } from './support/docker-global-setup.js';
 
 function ids(args: string[]): string[] {
-  return execFileSync('docker', args, { encoding: 'utf8' }).split('\n').map((s) => s.trim()).filter(Boolean);
+  return execFileSync('docker', args, { encoding: 'utf8' })
+    .split('\n')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 describeDocker('the engine after the whole suite', () => {

@@ -56,7 +56,12 @@ describe('log lines an operator can read', () => {
     const reqLines = lines().filter((l) => l.req && typeof l.status === 'number');
     const bundle = reqLines.filter((l) => l.req.url.startsWith('/bundle'));
     expect(bundle).toHaveLength(1);
-    expect(bundle[0]).toMatchObject({ level: 30, req: { method: 'GET', url: '/bundle?split=train&access_token=[redacted]', remoteAddress: '127.0.0.1', host: expect.any(String) }, status: 200, ms: expect.any(Number) });
+    expect(bundle[0]).toMatchObject({
+      level: 30,
+      req: { method: 'GET', url: '/bundle?split=train&access_token=[redacted]', remoteAddress: '127.0.0.1', host: expect.any(String) },
+      status: 200,
+      ms: expect.any(Number),
+    });
     expect(bundle[0]!.msg).toMatch(/^GET \/bundle\?split=train&access_token=\[redacted\] 200 [\d.]+ ms$/);
     expect(reqLines.filter((l) => l.req.url === '/nope')).toMatchObject([{ status: 404, level: 30 }]);
     expect(reqLines.filter((l) => l.req.url === '/health')).toEqual([]);
@@ -88,6 +93,14 @@ describe('log lines an operator can read', () => {
   it('one summary line per ended episode at info: steps, reward, end reason, timings', () => {
     const ended = lines().filter((l) => l.event === 'ended' && l.episode_id === episodeId);
     expect(ended).toHaveLength(1);
-    expect(ended[0]).toMatchObject({ level: 30, end_reason: 'turns_ended', steps: 4, reward: expect.any(Number), queued_s: expect.any(Number), deploy_s: expect.any(Number), running_s: expect.any(Number) });
+    expect(ended[0]).toMatchObject({
+      level: 30,
+      end_reason: 'turns_ended',
+      steps: 4,
+      reward: expect.any(Number),
+      queued_s: expect.any(Number),
+      deploy_s: expect.any(Number),
+      running_s: expect.any(Number),
+    });
   });
 });

@@ -97,8 +97,11 @@ describeDocker('logs of a real server process', () => {
     expect(srv.lines().some((l) => l.level === 10)).toBe(true);
   });
 
-  it("polled routes (/health, /metrics) do not log their requests; others do, even at info", () => {
-    const urls = srv.lines().map((l) => (l.req as { url?: string } | undefined)?.url).filter(Boolean);
+  it('polled routes (/health, /metrics) do not log their requests; others do, even at info', () => {
+    const urls = srv
+      .lines()
+      .map((l) => (l.req as { url?: string } | undefined)?.url)
+      .filter(Boolean);
     expect(urls).toContain('/bundle');
     expect(urls).not.toContain('/health');
     expect(urls).not.toContain('/metrics');
@@ -111,7 +114,10 @@ describeDocker('logs of a real server process', () => {
         .lines()
         .filter((l) => l.episode_id === id && typeof l.event === 'string' && (EVENTS as readonly string[]).includes(l.event as string))
         .sort((x, y) => (x.time as number) - (y.time as number));
-      expect(mine.map((l) => l.event), kind).toEqual([...EVENTS]);
+      expect(
+        mine.map((l) => l.event),
+        kind,
+      ).toEqual([...EVENTS]);
       for (const l of mine) expect(l.task_id).toBe(kind === 'scored' ? 'fx-echo-0' : 'fx-echo-1');
       const by = Object.fromEntries(mine.map((l) => [l.event, l]));
       expect(by.deployed!.deploy_s).toEqual(expect.any(Number));
@@ -121,7 +127,11 @@ describeDocker('logs of a real server process', () => {
     }
     const ended = srv.lines().filter((l) => l.event === 'ended');
     expect(ended.find((l) => l.episode_id === episodes.scored)).toMatchObject({ end_reason: 'turns_ended', reward: 0.5, steps: 2 });
-    expect(ended.find((l) => l.episode_id === episodes.crashed)).toMatchObject({ end_reason: 'env_failed', reward: null, failure_reason: expect.stringMatching(/^env_(crashed|unreachable)$/) });
+    expect(ended.find((l) => l.episode_id === episodes.crashed)).toMatchObject({
+      end_reason: 'env_failed',
+      reward: null,
+      failure_reason: expect.stringMatching(/^env_(crashed|unreachable)$/),
+    });
     // the failure has its own line saying why
     expect(srv.lines().some((l) => l.event === 'env_failed' && l.episode_id === episodes.crashed && typeof l.message === 'string')).toBe(true);
   });
@@ -135,7 +145,15 @@ async function runUntilHealthy(cmd: string, argv: string[], env: NodeJS.ProcessE
   child.stderr!.on('data', (d) => (out += d.toString()));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   try {
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0)) === 200, 60_000, `the server on ${port} healthy:\n${out}`);
+    await waitFor(
+      async () =>
+        (await fetch(`http://127.0.0.1:${port}/health`).then(
+          (r) => r.status,
+          () => 0,
+        )) === 200,
+      60_000,
+      `the server on ${port} healthy:\n${out}`,
+    );
     // the ready line follows /health by a moment
     await new Promise((r) => setTimeout(r, 300));
   } finally {
@@ -147,16 +165,35 @@ async function runUntilHealthy(cmd: string, argv: string[], env: NodeJS.ProcessE
 describeDocker('LOG_LEVEL and a terminal', () => {
   it('LOG_LEVEL=warn: nothing below warn; unset: info lines', async () => {
     const port = await freePort();
-    const quiet = await runUntilHealthy(process.execPath, [SERVE_JS, ...args(uniqueInstance('quiet')), '--port', String(port)], { AGENTENV_TOKEN: TOKEN, LOG_LEVEL: 'warn' }, port);
+    const quiet = await runUntilHealthy(
+      process.execPath,
+      [SERVE_JS, ...args(uniqueInstance('quiet')), '--port', String(port)],
+      { AGENTENV_TOKEN: TOKEN, LOG_LEVEL: 'warn' },
+      port,
+    );
     expect(quiet.code).toBe(0);
-    const levels = quiet.out.split('\n').filter(Boolean).map((l) => JSON.parse(l).level as number);
-    expect(levels.every((l) => l >= 40), quiet.out).toBe(true);
+    const levels = quiet.out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).level as number);
+    expect(
+      levels.every((l) => l >= 40),
+      quiet.out,
+    ).toBe(true);
 
     const port2 = await freePort();
     const env: NodeJS.ProcessEnv = { AGENTENV_TOKEN: TOKEN };
-    const normal = await runUntilHealthy(process.execPath, [SERVE_JS, ...args(uniqueInstance('normal')), '--port', String(port2)], { ...env, LOG_LEVEL: '' }, port2);
+    const normal = await runUntilHealthy(
+      process.execPath,
+      [SERVE_JS, ...args(uniqueInstance('normal')), '--port', String(port2)],
+      { ...env, LOG_LEVEL: '' },
+      port2,
+    );
     expect(normal.code).toBe(0);
-    const lines = normal.out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const lines = normal.out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
     expect(lines.some((l) => l.level === 30 && /^listening on /.test(l.msg))).toBe(true);
     expect(lines.some((l) => l.level < 30)).toBe(false);
   });

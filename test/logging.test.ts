@@ -67,7 +67,9 @@ describe('episode lifecycle lines in the log', () => {
   });
 
   it('polled routes (/health, /metrics) do not log their requests; others do', () => {
-    const urls = lines().map((l) => (l.req as { url?: string } | undefined)?.url).filter(Boolean);
+    const urls = lines()
+      .map((l) => (l.req as { url?: string } | undefined)?.url)
+      .filter(Boolean);
     expect(urls).toContain('/bundle');
     expect(urls).not.toContain('/health');
     expect(urls).not.toContain('/metrics');
@@ -78,7 +80,10 @@ describe('episode lifecycle lines in the log', () => {
       const mine = lines()
         .filter((l) => l.episode_id === id && typeof l.event === 'string' && (EVENTS as readonly string[]).includes(l.event as string))
         .sort((x, y) => (x.time as number) - (y.time as number));
-      expect(mine.map((l) => l.event), kind).toEqual([...EVENTS]);
+      expect(
+        mine.map((l) => l.event),
+        kind,
+      ).toEqual([...EVENTS]);
       for (const l of mine) expect(l.task_id).toBe(kind === 'scored' ? 'fx-echo-0' : 'fx-echo-1');
       const by = Object.fromEntries(mine.map((l) => [l.event, l]));
       expect(by.deployed!.deploy_s).toEqual(expect.any(Number));
@@ -88,7 +93,11 @@ describe('episode lifecycle lines in the log', () => {
     }
     const ended = lines().filter((l) => l.event === 'ended');
     expect(ended.find((l) => l.episode_id === episodes.scored)).toMatchObject({ end_reason: 'turns_ended', reward: 0.5, steps: 2 });
-    expect(ended.find((l) => l.episode_id === episodes.crashed)).toMatchObject({ end_reason: 'env_failed', reward: null, failure_reason: expect.stringMatching(/^env_(crashed|unreachable)$/) });
+    expect(ended.find((l) => l.episode_id === episodes.crashed)).toMatchObject({
+      end_reason: 'env_failed',
+      reward: null,
+      failure_reason: expect.stringMatching(/^env_(crashed|unreachable)$/),
+    });
     expect(lines().some((l) => l.event === 'env_failed' && l.episode_id === episodes.crashed && typeof l.message === 'string')).toBe(true);
   });
 });

@@ -14,7 +14,8 @@ import { parsePrometheusText, sumOf, valueOf, type Family } from './deploy/prom-
 const TOKEN = 'metrics-test-token-0123456789abcdef';
 
 describe('the exposition-format reader the metrics tests rely on', () => {
-  const ok = '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 2\n# HELP h H.\n# TYPE h histogram\nh_bucket{le="0.5"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1.5\nh_count 2\n';
+  const ok =
+    '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 2\n# HELP h H.\n# TYPE h histogram\nh_bucket{le="0.5"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1.5\nh_count 2\n';
 
   it('reads a valid exposition', () => {
     const f = parsePrometheusText(ok);
@@ -47,7 +48,12 @@ describe('Metrics', () => {
     const fb = parsePrometheusText(await b.registry.metrics());
     expect(valueOf(fa, 'openenv_resets_total', { outcome: 'started' })).toBe(1);
     expect(valueOf(fb, 'openenv_resets_total', { outcome: 'started' })).toBeUndefined();
-    expect([valueOf(fa, 'openenv_episodes_running'), valueOf(fa, 'openenv_resets_waiting'), valueOf(fa, 'openenv_capacity'), valueOf(fa, 'openenv_episode_networks')]).toEqual([1, 2, 3, 4]);
+    expect([
+      valueOf(fa, 'openenv_episodes_running'),
+      valueOf(fa, 'openenv_resets_waiting'),
+      valueOf(fa, 'openenv_capacity'),
+      valueOf(fa, 'openenv_episode_networks'),
+    ]).toEqual([1, 2, 3, 4]);
     expect(valueOf(fb, 'openenv_capacity')).toBe(8);
     // the process' own figures come along
     expect(valueOf(fa, 'process_resident_memory_bytes')).toBeGreaterThan(0);
@@ -119,10 +125,14 @@ describe('/metrics after real episodes', () => {
       expect((await d.reset({ task_id: 'fx-eval-0' })).type).toBe('observation');
       expect((await d.call('end_turn', { answer: 'eval' })).data).toMatchObject({ done: true, reward: 0.9 });
 
-      await waitFor(async () => {
-        const g = await scrape(s);
-        return valueOf(g, 'openenv_episodes_running') === 0 && valueOf(g, 'openenv_episode_networks') === 0;
-      }, 30_000, 'every episode torn down');
+      await waitFor(
+        async () => {
+          const g = await scrape(s);
+          return valueOf(g, 'openenv_episodes_running') === 0 && valueOf(g, 'openenv_episode_networks') === 0;
+        },
+        30_000,
+        'every episode torn down',
+      );
       m = await scrape(s);
 
       expect(valueOf(m, 'openenv_capacity')).toBe(1);

@@ -37,7 +37,11 @@ async function rows(argv: string[], env: NodeJS.ProcessEnv = {}, tty = false): P
 }
 
 const tmp = () => mkdtemp(path.join(tmpdir(), 'rows-test-'));
-const readJsonl = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+const readJsonl = async (file: string) =>
+  (await readFile(file, 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 const oneLine = (r: Run) => {
   expect(r.stderr.endsWith('\n')).toBe(true);
   expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
@@ -45,7 +49,12 @@ const oneLine = (r: Run) => {
 };
 
 /** Checks the files the writer made in `out` against the server's own /bundle, /tasks and /toolsets. */
-async function checkRows(s: TestServer, out: string, opts: { url: string; tokenVar: string | null; maxTurns: number; toolTimeout: number; resetTimeout: number; modelTimeout: number }, headers: Record<string, string> = {}) {
+async function checkRows(
+  s: TestServer,
+  out: string,
+  opts: { url: string; tokenVar: string | null; maxTurns: number; toolTimeout: number; resetTimeout: number; modelTimeout: number },
+  headers: Record<string, string> = {},
+) {
   const bundle = (await http(s.url, 'GET', '/bundle', undefined, headers)).body;
   const toolsets = (await http(s.url, 'GET', '/toolsets', undefined, headers)).body.toolsets;
   const splits = Object.keys(bundle.splits);
@@ -68,7 +77,9 @@ async function checkRows(s: TestServer, out: string, opts: { url: string; tokenV
       expect(row.messages).toEqual(task.messages);
       expect(row.messages.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
       const tools = toolsets[task.toolset];
-      expect(row.tools).toEqual(tools.map((t: any) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } })));
+      expect(row.tools).toEqual(
+        tools.map((t: any) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } })),
+      );
       expect(row.tools.at(-1).function.name).toBe('end_turn');
       expect(row.metadata).toEqual({
         split,
@@ -105,9 +116,33 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
       tokenVar: null,
       splits: null,
     });
-    const a = parseRowsArgs(['https://envs.internal', 'o', '--max-turns', '2', '--tool-timeout', '30', '--reset-timeout', '90.5', '--model-timeout', '120', '--token-var', 'AGENTENV_TOKEN', '--split', 'eval']);
+    const a = parseRowsArgs([
+      'https://envs.internal',
+      'o',
+      '--max-turns',
+      '2',
+      '--tool-timeout',
+      '30',
+      '--reset-timeout',
+      '90.5',
+      '--model-timeout',
+      '120',
+      '--token-var',
+      'AGENTENV_TOKEN',
+      '--split',
+      'eval',
+    ]);
     expect(a).toMatchObject({ maxTurns: 2, toolTimeout: 30, resetTimeout: 90.5, modelTimeout: 120, tokenVar: 'AGENTENV_TOKEN', splits: ['eval'] });
-    for (const bad of [[], ['http://h'], ['ftp://h', 'o'], ['not a url', 'o'], ['http://h', 'o', '--max-turns', '0'], ['http://h', 'o', '--tool-timeout', 'x'], ['http://h', 'o', '--token-var', 'A-B'], ['http://h', 'o', '--nope']]) {
+    for (const bad of [
+      [],
+      ['http://h'],
+      ['ftp://h', 'o'],
+      ['not a url', 'o'],
+      ['http://h', 'o', '--max-turns', '0'],
+      ['http://h', 'o', '--tool-timeout', 'x'],
+      ['http://h', 'o', '--token-var', 'A-B'],
+      ['http://h', 'o', '--nope'],
+    ]) {
       expect(() => parseRowsArgs(bad), bad.join(' ')).toThrow(UsageError);
     }
     expect(parseRowsArgs(['--help'])).toBe('help');
@@ -124,7 +159,18 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
 
   it('makes a row: messages, OpenAI function tools with end_turn, metadata', () => {
     const server = { url: 'http://h', max_turns: 4, tool_timeout: 60, reset_timeout: 600, model_timeout: 600, token_var: 'T' };
-    const task = { task_id: 't1', split: 'train', index: 3, toolset: 'ts', messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'u' }], turns: 1, max_turns: 4 };
+    const task = {
+      task_id: 't1',
+      split: 'train',
+      index: 3,
+      toolset: 'ts',
+      messages: [
+        { role: 'system', content: 's' },
+        { role: 'user', content: 'u' },
+      ],
+      turns: 1,
+      max_turns: 4,
+    };
     const row = promptRow(task, [{ name: 'a', description: 'does a', input_schema: { type: 'object' } }], server);
     expect(row).toEqual({
       messages: task.messages,
@@ -250,7 +296,12 @@ describe('rows against the fixture bundle', () => {
     const o = await out();
     const r = await rows([guarded.url, o, '--token-var', 'AGENTENV_TOKEN'], { AGENTENV_TOKEN: TOKEN });
     expect(r.code).toBe(0);
-    await checkRows(guarded, o, { url: guarded.url, tokenVar: 'AGENTENV_TOKEN', maxTurns: 4, toolTimeout: 60, resetTimeout: 600, modelTimeout: 600 }, { authorization: `Bearer ${TOKEN}` });
+    await checkRows(
+      guarded,
+      o,
+      { url: guarded.url, tokenVar: 'AGENTENV_TOKEN', maxTurns: 4, toolTimeout: 60, resetTimeout: 600, modelTimeout: 600 },
+      { authorization: `Bearer ${TOKEN}` },
+    );
     for (const f of await readdir(o)) expect(await readFile(path.join(o, f), 'utf8'), f).not.toContain(TOKEN);
     expect(r.stdout + r.stderr).not.toContain(TOKEN);
   });
@@ -307,8 +358,14 @@ describe('rows against the fixture bundle', () => {
     expect(allRows).toHaveLength(2347);
     const trainRows = await readJsonl(path.join(o, 'train.jsonl'));
     expect(trainRows.map((x) => x.metadata.task_id)).toEqual(Array.from({ length: 2345 }, (_, i) => `big-${i}`));
-    const pages = big.logs().slice(before).match(/\/tasks\?split=train&offset=\d+&limit=1000/g) ?? [];
-    expect(new Set(pages)).toEqual(new Set(['/tasks?split=train&offset=0&limit=1000', '/tasks?split=train&offset=1000&limit=1000', '/tasks?split=train&offset=2000&limit=1000']));
+    const pages =
+      big
+        .logs()
+        .slice(before)
+        .match(/\/tasks\?split=train&offset=\d+&limit=1000/g) ?? [];
+    expect(new Set(pages)).toEqual(
+      new Set(['/tasks?split=train&offset=0&limit=1000', '/tasks?split=train&offset=1000&limit=1000', '/tasks?split=train&offset=2000&limit=1000']),
+    );
   });
 
   it('node dist/rows.js runs as a command with its exit codes', async () => {
@@ -346,7 +403,14 @@ describe('rows against gridsim-v1', () => {
   it.skipIf(!present)('writes a row per task of every split (2,000 train, 200 eval) with the gridsim toolset and end_turn', async () => {
     const r = await rows([s.url, o, '--token-var', 'AGENTENV_TOKEN'], { AGENTENV_TOKEN: 'unused-on-an-open-server' });
     expect(r.code).toBe(0);
-    const { bundle, allRows } = await checkRows(s, o, { url: s.url, tokenVar: 'AGENTENV_TOKEN', maxTurns: 4, toolTimeout: 60, resetTimeout: 600, modelTimeout: 600 });
+    const { bundle, allRows } = await checkRows(s, o, {
+      url: s.url,
+      tokenVar: 'AGENTENV_TOKEN',
+      maxTurns: 4,
+      toolTimeout: 60,
+      resetTimeout: 600,
+      modelTimeout: 600,
+    });
     const files = ['all.jsonl', ...Object.keys(bundle.splits).map((sp) => `${sp}.jsonl`)].sort();
     expect(r.stdout).toBe(`wrote ${files.join(', ')} to ${o}\n`);
     expect(bundle.splits).toMatchObject({ train: 2000, eval: 200 });

@@ -103,10 +103,7 @@ export interface Generated {
 
 export function generateTasks(): Generated {
   const dates = [...datesBetween(FIRST_DATE, LAST_DATE)];
-  const datesBySeason = Object.fromEntries(SEASONS.map((s) => [s, dates.filter((d) => seasonOf(d) === s)])) as Record<
-    (typeof SEASONS)[number],
-    string[]
-  >;
+  const datesBySeason = Object.fromEntries(SEASONS.map((s) => [s, dates.filter((d) => seasonOf(d) === s)])) as Record<(typeof SEASONS)[number], string[]>;
   const byDuration = new Map<number, Battery[]>(DURATIONS.map((h) => [h, ARCHETYPES.filter((b) => b.hours === h)]));
   /** date × point pairs already used: no pair appears twice in the bundle */
   const used = new Set<string>();

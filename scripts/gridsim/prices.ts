@@ -190,9 +190,7 @@ export function* datesBetween(first: string, last: string): Generator<string> {
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-const NORMALISED_SHAPE = Object.fromEntries(
-  Object.entries(SHAPE).map(([k, v]) => [k, v.map((x) => x / mean(v))]),
-) as Record<keyof typeof SHAPE, number[]>;
+const NORMALISED_SHAPE = Object.fromEntries(Object.entries(SHAPE).map(([k, v]) => [k, v.map((x) => x / mean(v))])) as Record<keyof typeof SHAPE, number[]>;
 
 /** The 24 prices of one date at one point, integer cents, hour ending 1…24. */
 export function dayPricesCents(date: string, point: (typeof POINTS)[number], noise: NoiseParams = NOISE): number[] {
@@ -229,8 +227,7 @@ export function dayPricesCents(date: string, point: (typeof POINTS)[number], noi
   // draws of this point alone
   const loc = new Rng(`gridsim-v1/prices/${date}/${point}`);
   const windHere = Math.min(1, Math.max(0, wind + 0.15 * loc.normal()));
-  const level =
-    yearLevel * (MONTH_FACTOR[month - 1] as number) * (WEEKDAY_FACTOR[weekday] as number) * pt.basis * Math.exp(noise.sigmaDay * zDay);
+  const level = yearLevel * (MONTH_FACTOR[month - 1] as number) * (WEEKDAY_FACTOR[weekday] as number) * pt.basis * Math.exp(noise.sigmaDay * zDay);
   const shape = NORMALISED_SHAPE[season];
   const solar = (SOLAR_DEPTH[year] as number) * SOLAR_SEASON[season] * cloud * pt.solar;
   const windDip = windHere * WIND_DEPTH * pt.wind * (WIND_YEAR[year] as number) * (WIND_MONTH[month - 1] as number);

@@ -16,21 +16,6 @@ export {
   type ToolSpec,
   type Toolset,
 } from './schema.js';
-export {
-  DEFAULT_MAX_BYTES,
-  DEFAULT_MAX_ENTRIES,
-  extractBundleArchive,
-  type ExtractOptions,
-  type ExtractedBundle,
-} from './archive.js';
-export {
-  END_TURN_TOOL,
-  contextDir,
-  loadBundle,
-  readmeSummary,
-  taskRow,
-  type LoadOptions,
-  type LoadedBundle,
-  type Task,
-} from './loader.js';
+export { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, extractBundleArchive, type ExtractOptions, type ExtractedBundle } from './archive.js';
+export { END_TURN_TOOL, contextDir, loadBundle, readmeSummary, taskRow, type LoadOptions, type LoadedBundle, type Task } from './loader.js';
 export { EnvCatalog } from './env-catalog.js';

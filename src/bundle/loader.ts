@@ -202,7 +202,11 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
     const field = fieldPath(['envs', name, 'build']);
     const where = await resolveInside(dir, env.build);
     if ('problem' in where) {
-      issues.add({ file: 'bundle.json', field, message: `expected a folder of the bundle holding a Dockerfile, but ${JSON.stringify(env.build)} ${where.problem}` });
+      issues.add({
+        file: 'bundle.json',
+        field,
+        message: `expected a folder of the bundle holding a Dockerfile, but ${JSON.stringify(env.build)} ${where.problem}`,
+      });
       continue;
     }
     if (!(await stat(where.real)).isDirectory()) {
@@ -217,7 +221,11 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
     const where = await resolveInside(dir, rel);
     const problem = 'problem' in where ? where.problem : (await stat(where.real)).isFile() ? null : 'is not a file';
     if ('problem' in where || problem !== null) {
-      issues.add({ file: 'bundle.json', field: fieldPath(['splits', split]), message: `expected a JSONL file of tasks, but ${JSON.stringify(rel)} ${problem}` });
+      issues.add({
+        file: 'bundle.json',
+        field: fieldPath(['splits', split]),
+        message: `expected a JSONL file of tasks, but ${JSON.stringify(rel)} ${problem}`,
+      });
       loader.splits[split] = [];
       continue;
     }

@@ -69,9 +69,7 @@ function closedObject<T extends z.ZodRawShape>(shape: T) {
 
 /** A name → value map with at least one entry, whose keys match `pattern`. */
 function namedMap<T extends z.ZodTypeAny>(pattern: RegExp, what: string, value: T) {
-  return z
-    .record(keyName(pattern, `${what} name`), value)
-    .refine((o) => Object.keys(o).length > 0, { message: `expected at least one ${what}` });
+  return z.record(keyName(pattern, `${what} name`), value).refine((o) => Object.keys(o).length > 0, { message: `expected at least one ${what}` });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,10 +212,7 @@ export type Manifest = z.infer<typeof ManifestSchema>;
 const TURNS_EXPECTED = 'expected a non-empty array of strings';
 
 export const TaskLineSchema = closedObject({
-  task_id: z
-    .string()
-    .min(1, 'expected a non-empty string of at most 255 characters')
-    .max(255, 'expected a non-empty string of at most 255 characters'),
+  task_id: z.string().min(1, 'expected a non-empty string of at most 255 characters').max(255, 'expected a non-empty string of at most 255 characters'),
   toolset: z.string().min(1, 'expected the name of a toolset of this bundle'),
   system_prompt: z.string(),
   turns: z.array(z.string(), { invalid_type_error: TURNS_EXPECTED }).min(1, TURNS_EXPECTED),

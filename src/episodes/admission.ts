@@ -182,4 +182,3 @@ export class Admission {
     if (i >= 0) this.queue.splice(i, 1);
   }
 }
-

@@ -60,7 +60,9 @@ async function readBounded(res: Response, max: number): Promise<string> {
     }
     chunks.push(value);
   }
-  return chunks.length === 1 ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString('utf8') : Buffer.concat(chunks).toString('utf8');
+  return chunks.length === 1
+    ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString('utf8')
+    : Buffer.concat(chunks).toString('utf8');
 }
 
 export class EnvClient {

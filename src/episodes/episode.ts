@@ -220,17 +220,37 @@ export class Episode {
       if (gone) {
         this.callSignal = AbortSignal.any([this.abort.signal, gone]);
         // a death between calls ends the episode at once (one during a call fails that call)
-        gone.addEventListener('abort', () => {
-          if (this.phase === 'running' && !this.done && this.callsInFlight === 0) void this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
-        }, { once: true });
+        gone.addEventListener(
+          'abort',
+          () => {
+            if (this.phase === 'running' && !this.done && this.callsInFlight === 0)
+              void this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
+          },
+          { once: true },
+        );
       }
       this.t.deployed = this.now();
       if (this.pooled) {
-        this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued), pooled: true, env_id: this.envId, pool_wait_s: seconds3(this.pooled.waitedMs) }, 'env taken from the warm pool');
+        this.log.info(
+          {
+            event: 'deployed',
+            deploy_s: seconds3(this.t.deployed - this.t.queued),
+            pooled: true,
+            env_id: this.envId,
+            pool_wait_s: seconds3(this.pooled.waitedMs),
+          },
+          'env taken from the warm pool',
+        );
       } else {
         this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued) }, 'env deployed');
       }
-      const res = await this.client.request('POST', '/reset', { task_id: this.task.task_id, data: this.task.data, seed: this.seed }, resetBudgetMs(settings, spec), this.callSignal);
+      const res = await this.client.request(
+        'POST',
+        '/reset',
+        { task_id: this.task.task_id, data: this.task.data, seed: this.seed },
+        resetBudgetMs(settings, spec),
+        this.callSignal,
+      );
       if (res.status !== 200) {
         throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
       }
@@ -307,7 +327,16 @@ export class Episode {
     }
     const isError = obs.error != null || obs.result?.is_error === true;
     this.log.debug(
-      { event: 'tool_call', tool: action.tool_name, arg_bytes: argBytes, ms: this.now() - startedAt, is_error: isError, ...(obs.error ? { error_type: obs.error.error_type } : {}), step: this.steps, done: out.done },
+      {
+        event: 'tool_call',
+        tool: action.tool_name,
+        arg_bytes: argBytes,
+        ms: this.now() - startedAt,
+        is_error: isError,
+        ...(obs.error ? { error_type: obs.error.error_type } : {}),
+        step: this.steps,
+        done: out.done,
+      },
       `tool ${action.tool_name}`,
     );
   }
@@ -333,13 +362,21 @@ export class Episode {
     let outcome: StepOutcome<CallObservation | Ending>;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       const got = args === null ? 'null' : Array.isArray(args) ? 'an array' : `a ${typeof args}`;
-      outcome = toolError(toolName, 'invalid_args', `arguments must be a JSON object of the tool's parameters, got ${got}${typeof args === 'string' ? ' (pass the object itself, not a JSON string of it)' : ''}`);
+      outcome = toolError(
+        toolName,
+        'invalid_args',
+        `arguments must be a JSON object of the tool's parameters, got ${got}${typeof args === 'string' ? ' (pass the object itself, not a JSON string of it)' : ''}`,
+      );
     } else if (jsonDepthExceeds(args, MAX_ARGUMENT_DEPTH)) {
       outcome = toolError(toolName, 'invalid_args', `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; no tool takes that`);
     } else if (toolName === END_TURN) {
       outcome = await this.endTurn(args as Record<string, unknown>);
     } else if (!this.tools.some((t) => t.name === toolName)) {
-      outcome = toolError(toolName, 'tool_not_found', `no tool "${toolName}" in toolset "${this.task.toolset}"; tools: ${this.tools.map((t) => t.name).join(', ')}`);
+      outcome = toolError(
+        toolName,
+        'tool_not_found',
+        `no tool "${toolName}" in toolset "${this.task.toolset}"; tools: ${this.tools.map((t) => t.name).join(', ')}`,
+      );
     } else {
       outcome = await this.callTool(toolName, args as Record<string, unknown>);
     }
@@ -464,11 +501,24 @@ export class Episode {
   /** An env that stopped answering: say whether it crashed, was OOM-killed or is unreachable. */
   private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
     const { reason, extra } = await this.whyUnreachable();
-    const what = reason === 'env_oom' ? 'the env was killed for running out of memory' : reason === 'env_crashed' ? `the env exited (code ${extra.exit_code})` : reason === 'node_lost' ? `the env's node was lost: ${extra.detail}` : 'the env is unreachable';
+    const what =
+      reason === 'env_oom'
+        ? 'the env was killed for running out of memory'
+        : reason === 'env_crashed'
+          ? `the env exited (code ${extra.exit_code})`
+          : reason === 'node_lost'
+            ? `the env's node was lost: ${extra.detail}`
+            : 'the env is unreachable';
     return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
   }
 
-  private fail(reason: FailureReason, phase: FailurePhase, message: string, toolName: string | null, extra: { exit_code?: number | null; log_tail?: string } = {}): StepOutcome<CallObservation | Ending> {
+  private fail(
+    reason: FailureReason,
+    phase: FailurePhase,
+    message: string,
+    toolName: string | null,
+    extra: { exit_code?: number | null; log_tail?: string } = {},
+  ): StepOutcome<CallObservation | Ending> {
     if (!this.done) {
       this.failure = makeFailure(reason, phase, message, this.ids, extra);
       this.deps.metrics.envFailures.inc({ reason });
@@ -485,7 +535,12 @@ export class Episode {
     if (this.failure) ending.failure = this.failure;
     if (this.scores) ending.scores = this.scores;
     const observation = toolName
-      ? { tool_name: toolName, result: null, error: { error_type: toolErrorType(this.failure), message: this.failure?.message ?? 'the episode ended' }, ...ending }
+      ? {
+          tool_name: toolName,
+          result: null,
+          error: { error_type: toolErrorType(this.failure), message: this.failure?.message ?? 'the episode ended' },
+          ...ending,
+        }
       : ending;
     return { observation, reward: this.reward, done: true };
   }
@@ -504,7 +559,17 @@ export class Episode {
     this.t.ended = this.now();
     if (this.episodeTimer) clearTimeout(this.episodeTimer);
     if (reason !== 'closed' || this.t.running !== undefined) this.deps.metrics.episodesEnded.inc({ end_reason: reason });
-    this.log.info({ event: 'ended', end_reason: reason, reward: this.reward, steps: this.steps, ...this.timings(), ...(this.failure ? { failure_reason: this.failure.reason } : {}) }, 'episode ended');
+    this.log.info(
+      {
+        event: 'ended',
+        end_reason: reason,
+        reward: this.reward,
+        steps: this.steps,
+        ...this.timings(),
+        ...(this.failure ? { failure_reason: this.failure.reason } : {}),
+      },
+      'episode ended',
+    );
     this.notify((o) => o.onEnded?.(this));
   }
 
@@ -563,7 +628,10 @@ export class Episode {
   /** a call got no answer: was it because the env's container is no longer running? (one engine call) */
   private async envExited(): Promise<boolean> {
     if (!this.handle) return false;
-    return this.deps.sandbox.diagnose(this.handle).then((d) => !d.running, () => false);
+    return this.deps.sandbox.diagnose(this.handle).then(
+      (d) => !d.running,
+      () => false,
+    );
   }
 
   /** crashed, OOM-killed, or (still running, or no word from the engine) unreachable */
@@ -604,7 +672,8 @@ export class Episode {
       return makeFailure(e.reason, 'deploy', e.message, this.ids, { exit_code: e.details.exitCode, log_tail: e.details.logTail });
     }
     if (e instanceof EnvCallError) {
-      if (e.kind === 'timeout') return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(resetBudgetMs(this.deps.settings, spec))}`, this.ids);
+      if (e.kind === 'timeout')
+        return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(resetBudgetMs(this.deps.settings, spec))}`, this.ids);
       const { reason, extra } = await this.whyUnreachable();
       return makeFailure(reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, extra);
     }
@@ -637,4 +706,3 @@ function toolErrorType(f: Failure | null): ToolErrorType {
   if (f?.reason === 'env_crashed' || f?.reason === 'env_oom' || f?.reason === 'env_unreachable') return 'transport_error';
   return 'execution_error';
 }
-

@@ -75,7 +75,6 @@ interface Live {
 const MAX_EVENTS = 1000;
 const MAX_BYTES = 64 * 1024 * 1024;
 
-
 export class EpisodeHistory implements EpisodeObserver {
   private readonly live = new Map<string, Live>();
   /** ended, not yet torn down: a step that ended the episode is reported after onEnded */
@@ -137,7 +136,14 @@ export class EpisodeHistory implements EpisodeObserver {
     const b = this.bucket();
     add(b.queue, timings.queued_s);
     add(b.deploy, timings.deploy_s);
-    this.push(l, { kind: 'reset', at: this.iso(), messages: o.messages ?? [], tools: (o.tools ?? []).map((t) => t.name), turns: o.turns ?? null, max_turns: o.max_turns ?? null });
+    this.push(l, {
+      kind: 'reset',
+      at: this.iso(),
+      messages: o.messages ?? [],
+      tools: (o.tools ?? []).map((t) => t.name),
+      turns: o.turns ?? null,
+      max_turns: o.max_turns ?? null,
+    });
   }
 
   onStep(ep: Episode, action: Action, outcome: StepOutcome, startedAt: number): void {

@@ -92,11 +92,15 @@ export class EpisodeManager {
       return out;
     } catch (e) {
       const outcome =
-        e instanceof CapacityError ? 'capacity'
-        : e instanceof ShuttingDownError ? 'shutting_down'
-        : e instanceof DeployFailedError ? 'deploy_failed'
-        : isAbortError(e) ? 'aborted'
-        : 'error';
+        e instanceof CapacityError
+          ? 'capacity'
+          : e instanceof ShuttingDownError
+            ? 'shutting_down'
+            : e instanceof DeployFailedError
+              ? 'deploy_failed'
+              : isAbortError(e)
+                ? 'aborted'
+                : 'error';
       metrics.resets.inc({ outcome });
       throw e;
     }

@@ -260,7 +260,10 @@ export class WarmPool {
     const alive = !e.handle!.gone?.aborted && (await this.check(env).catch(() => false));
     e.checking = false;
     if (!alive) {
-      this.log().warn({ event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'dead at hand-out' }, 'a pooled env did not answer at hand-out: discarded, trying the next');
+      this.log().warn(
+        { event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'dead at hand-out' },
+        'a pooled env did not answer at hand-out: discarded, trying the next',
+      );
       this.discard(e, 'dead');
       if (w.candidate === e) w.candidate = null;
       if (!w.settled) {
@@ -400,7 +403,10 @@ export class WarmPool {
           'abort',
           () => {
             if (this.entries.includes(e) && !e.promisedTo && !e.checking) {
-              this.log().warn({ event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'died in the pool' }, 'a pooled env died while waiting: discarded');
+              this.log().warn(
+                { event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'died in the pool' },
+                'a pooled env died while waiting: discarded',
+              );
               this.discard(e, 'dead');
               this.fill();
             }
@@ -472,7 +478,9 @@ export class WarmPool {
     };
     const p = this.deps.sandbox
       .teardown(e.id, { onEnvRemoved: free })
-      .catch((err: Error) => this.log().error({ event: 'teardown_failed', env_id: e.id, err: err.message }, 'could not remove a pooled env; the reconciler will retry'))
+      .catch((err: Error) =>
+        this.log().error({ event: 'teardown_failed', env_id: e.id, err: err.message }, 'could not remove a pooled env; the reconciler will retry'),
+      )
       .finally(() => {
         free();
         this.known.delete(e.id);

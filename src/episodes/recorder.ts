@@ -47,7 +47,8 @@ export class EpisodeRecorder {
   write(record: unknown): boolean {
     if (this.queue.length >= this.maxQueue) {
       this.dropped++;
-      if (this.dropped === 1 || this.dropped % 100 === 0) this.log.warn({ event: 'record_dropped', dropped: this.dropped, dir: this.dir }, 'the --record queue is full: transcript lines are being dropped');
+      if (this.dropped === 1 || this.dropped % 100 === 0)
+        this.log.warn({ event: 'record_dropped', dropped: this.dropped, dir: this.dir }, 'the --record queue is full: transcript lines are being dropped');
       return false;
     }
     let line: string;
@@ -100,7 +101,10 @@ export class EpisodeRecorder {
         this.failed += batch.length;
         if (this.now() - this.lastErrorLog > 10_000) {
           this.lastErrorLog = this.now();
-          this.log.error({ event: 'record_failed', file, lines: batch.length, failed: this.failed, err: (e as Error).message }, 'cannot append transcripts to the --record file');
+          this.log.error(
+            { event: 'record_failed', file, lines: batch.length, failed: this.failed, err: (e as Error).message },
+            'cannot append transcripts to the --record file',
+          );
         }
       }
     }

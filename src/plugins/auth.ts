@@ -35,10 +35,7 @@ export function isOpenPath(method: string, path: string): boolean {
 }
 
 export function unauthorized(reply: FastifyReply, message: string): FastifyReply {
-  return reply
-    .code(401)
-    .header('www-authenticate', 'Bearer')
-    .send({ error: 'unauthorized', message });
+  return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message });
 }
 
 /** What the `/t/<token>/` prefix of a request's path said (set by the URL rewriter, before routing). */

@@ -124,7 +124,11 @@ export const EndedFilterSchema = z
   .object({
     split: z.string().min(1).optional().describe('only this split (live and ended)'),
     end_reason: EndReasonSchema.optional().describe('only ended episodes with this end reason'),
-    failed: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe('true: only ended episodes with a failure; false: only those without'),
+    failed: z
+      .enum(['true', 'false'])
+      .transform((v) => v === 'true')
+      .optional()
+      .describe('true: only ended episodes with a failure; false: only those without'),
     failure_reason: z.string().min(1).optional().describe('only ended episodes that failed for this reason'),
     task: z.string().min(1).optional().describe('only task ids containing this'),
     offset: z.coerce.number().int().min(0).default(0).describe('of the ended episodes (newest first)'),

@@ -23,24 +23,22 @@ export const ResetDataSchema = z
 export type ResetData = z.infer<typeof ResetDataSchema>;
 
 /** `arguments` is any JSON here: a non-object is the model's error, answered in the observation. */
-export const ActionSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('list_tools') }).passthrough(),
-  z
-    .object({
-      type: z.literal('call_tool'),
-      tool_name: z.string().min(1, 'tool_name must be a non-empty string'),
-      arguments: z.unknown().optional().describe("the tool's parameters, a JSON object; anything else is answered with error_type invalid_args"),
-    })
-    .passthrough(),
-]).describe('a step: list_tools, or call_tool (end_turn included)');
+export const ActionSchema = z
+  .discriminatedUnion('type', [
+    z.object({ type: z.literal('list_tools') }).passthrough(),
+    z
+      .object({
+        type: z.literal('call_tool'),
+        tool_name: z.string().min(1, 'tool_name must be a non-empty string'),
+        arguments: z.unknown().optional().describe("the tool's parameters, a JSON object; anything else is answered with error_type invalid_args"),
+      })
+      .passthrough(),
+  ])
+  .describe('a step: list_tools, or call_tool (end_turn included)');
 export type Action = z.infer<typeof ActionSchema>;
 
 export type ClientFrame =
-  | { type: 'reset'; data: ResetData }
-  | { type: 'step'; data: Action }
-  | { type: 'state' }
-  | { type: 'close' }
-  | { type: 'mcp'; data: unknown };
+  { type: 'reset'; data: ResetData } | { type: 'step'; data: Action } | { type: 'state' } | { type: 'close' } | { type: 'mcp'; data: unknown };
 
 /** Frames the server sends on /ws: exactly one per client frame. */
 export type ServerFrame =

@@ -23,7 +23,10 @@ export const RpcRequestSchema = z
   .object({
     jsonrpc: z.literal('2.0').optional(),
     method: McpMethodSchema,
-    params: z.record(z.unknown()).optional().describe('tools/call: {session_id, name, arguments}; openenv/session/create: reset data; openenv/session/close: {session_id}'),
+    params: z
+      .record(z.unknown())
+      .optional()
+      .describe('tools/call: {session_id, name, arguments}; openenv/session/create: reset data; openenv/session/close: {session_id}'),
     id: z.union([z.string(), z.number(), z.null()]).optional(),
   })
   .describe('a JSON-RPC 2.0 request');

@@ -126,7 +126,9 @@ export const EndedObservationSchema = EndingSchema;
 
 export const ObservationSchema = z
   .union([ResetObservationSchema, ToolsObservationSchema, CallObservationSchema, EndedObservationSchema])
-  .describe('data.observation of an observation frame: a reset reply, a list_tools reply or a call_tool reply; an ending reply adds end_reason, timings and scores or failure');
+  .describe(
+    'data.observation of an observation frame: a reset reply, a list_tools reply or a call_tool reply; an ending reply adds end_reason, timings and scores or failure',
+  );
 export type Observation = z.infer<typeof ObservationSchema>;
 
 /** `data` of an observation frame, and the body of an /episodes step reply. */

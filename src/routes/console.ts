@@ -68,7 +68,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     {
       schema: {
         summary: 'Console: gauges and per-minute series over the last hour',
-        description: 'Envs running and the cap, resets waiting, deploys in flight; deploy latency, queue wait, episodes ended, failures by reason per minute, and the reward distribution per split over the last hour.',
+        description:
+          'Envs running and the cap, resets waiting, deploys in flight; deploy latency, queue wait, episodes ended, failures by reason per minute, and the reward distribution per split over the last hour.',
         response: { 200: OverviewSchema.describe('the overview') },
       },
     },
@@ -94,7 +95,9 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     },
     async (req) => {
       const q = req.query;
-      const live = history.liveSummaries().filter((s) => (q.split === undefined || s.split === q.split) && (q.task === undefined || s.task_id.includes(q.task)));
+      const live = history
+        .liveSummaries()
+        .filter((s) => (q.split === undefined || s.split === q.split) && (q.task === undefined || s.task_id.includes(q.task)));
       const ended = history.endedSummaries(q);
       return { live, ended: ended.episodes, ended_total: ended.total, history_size: history.size };
     },
@@ -140,10 +143,17 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     {
       schema: {
         summary: "Console: an episode's transcript (live or kept)",
-        description: 'The reset prompt, every tool call with its arguments and result, turn ends (end_turn calls), and the end: scores, reward, timings or the failure with its log tail.',
+        description:
+          'The reset prompt, every tool call with its arguments and result, turn ends (end_turn calls), and the end: scores, reward, timings or the failure with its log tail.',
         params: IdParams,
         querystring: z
-          .object({ download: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe('answer as an attachment, episode-<id>.json') })
+          .object({
+            download: z
+              .enum(['true', 'false'])
+              .transform((v) => v === 'true')
+              .optional()
+              .describe('answer as an attachment, episode-<id>.json'),
+          })
           .strict(),
         response: { 200: TranscriptSchema, 404: ErrorBodySchema },
       },

@@ -91,7 +91,13 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
 
   app.get(
     '/episodes/:id',
-    { schema: { summary: "An episode's state", params: IdParams, response: { 200: EpisodeStateSchema.describe('state'), 404: ErrorBodySchema.describe('unknown episode') } } },
+    {
+      schema: {
+        summary: "An episode's state",
+        params: IdParams,
+        response: { 200: EpisodeStateSchema.describe('state'), 404: ErrorBodySchema.describe('unknown episode') },
+      },
+    },
     async (req) => {
       const { ep } = find(req.params.id);
       requests.touch(ep);
@@ -101,24 +107,34 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
 
   app.delete(
     '/episodes/:id',
-    { schema: { summary: 'End an episode and tear it down', params: IdParams, response: { 204: { description: 'torn down' }, 404: ErrorBodySchema.describe('unknown episode') } } },
+    {
+      schema: {
+        summary: 'End an episode and tear it down',
+        params: IdParams,
+        response: { 204: { description: 'torn down' }, 404: ErrorBodySchema.describe('unknown episode') },
+      },
+    },
     async (req, reply) => {
       await requests.close(find(req.params.id).ep);
       return reply.code(204).send();
     },
   );
 
-  app.get('/episodes', { schema: { summary: 'Live episodes of every transport, the queue and the capacity', response: { 200: EpisodeListSchema } } }, async () => ({
-    active: manager.list().map((ep) => ({
-      episode_id: ep.id,
-      task_id: ep.task.task_id,
-      phase: ep.phase,
-      transport: ep.transport,
-      started_at: new Date(ep.createdAt).toISOString(),
-      steps: ep.steps,
-      reward: ep.reward,
-    })),
-    waiting: admission.waitingCount,
-    capacity: admission.capacity,
-  }));
+  app.get(
+    '/episodes',
+    { schema: { summary: 'Live episodes of every transport, the queue and the capacity', response: { 200: EpisodeListSchema } } },
+    async () => ({
+      active: manager.list().map((ep) => ({
+        episode_id: ep.id,
+        task_id: ep.task.task_id,
+        phase: ep.phase,
+        transport: ep.transport,
+        started_at: new Date(ep.createdAt).toISOString(),
+        steps: ep.steps,
+        reward: ep.reward,
+      })),
+      waiting: admission.waitingCount,
+      capacity: admission.capacity,
+    }),
+  );
 }

@@ -48,7 +48,9 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
         summary: 'Health check (no auth)',
         response: {
           200: z.object({ status: z.literal('healthy'), pool: PoolStatusSchema.optional() }).describe('serving (pool: only with --warm-pool above 0)'),
-          503: z.object({ status: z.literal('unhealthy'), reason: z.string(), pool: PoolStatusSchema.optional() }).describe('images still building, the engine unreachable, or draining'),
+          503: z
+            .object({ status: z.literal('unhealthy'), reason: z.string(), pool: PoolStatusSchema.optional() })
+            .describe('images still building, the engine unreachable, or draining'),
         },
       },
     },
@@ -73,7 +75,14 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
 
   app.get(
     '/schema',
-    { schema: { summary: 'JSON Schemas of the action, observation and state', response: { 200: z.object({ action: z.object({}).passthrough(), observation: z.object({}).passthrough(), state: z.object({}).passthrough() }).describe('schemas') } } },
+    {
+      schema: {
+        summary: 'JSON Schemas of the action, observation and state',
+        response: {
+          200: z.object({ action: z.object({}).passthrough(), observation: z.object({}).passthrough(), state: z.object({}).passthrough() }).describe('schemas'),
+        },
+      },
+    },
     async () => schemas,
   );
 
@@ -158,7 +167,12 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
 
   app.get(
     '/toolsets',
-    { schema: { summary: 'Every toolset with its tools, end_turn included (no env is deployed)', response: { 200: z.object({ toolsets: z.record(z.array(ToolSpecSchema)) }).describe('toolsets') } } },
+    {
+      schema: {
+        summary: 'Every toolset with its tools, end_turn included (no env is deployed)',
+        response: { 200: z.object({ toolsets: z.record(z.array(ToolSpecSchema)) }).describe('toolsets') },
+      },
+    },
     async () => ({ toolsets: bundle.toolsets }),
   );
 }

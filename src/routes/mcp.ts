@@ -21,7 +21,15 @@ export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: Op
     const clients = status !== undefined && status >= 400 && status < 500;
     if (clients) req.log.info({ code: (err as { code?: string }).code, message: (err as Error).message }, 'mcp request refused');
     else req.log.error({ err }, 'mcp request failed');
-    return reply.code(200).send(rpcError(null, clients ? RpcCode.INVALID_REQUEST : RpcCode.INTERNAL_ERROR, clients ? `Invalid request: ${(err as Error).message}` : 'Internal error; see the server log'));
+    return reply
+      .code(200)
+      .send(
+        rpcError(
+          null,
+          clients ? RpcCode.INVALID_REQUEST : RpcCode.INTERNAL_ERROR,
+          clients ? `Invalid request: ${(err as Error).message}` : 'Internal error; see the server log',
+        ),
+      );
   });
 
   app.post(
@@ -29,7 +37,8 @@ export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: Op
     {
       schema: {
         summary: 'MCP JSON-RPC 2.0: tools/list, tools/call, openenv/session/create, openenv/session/close',
-        description: 'HTTP 200 with a JSON-RPC body (a notification, without "id": 202 and no body; auth: 401); errors use JSON-RPC codes -32700, -32600, -32601, -32602, -32603 and -32000 (capacity, deploy, episode state).',
+        description:
+          'HTTP 200 with a JSON-RPC body (a notification, without "id": 202 and no body; auth: 401); errors use JSON-RPC codes -32700, -32600, -32601, -32602, -32603 and -32000 (capacity, deploy, episode state).',
         body: RpcRequestSchema,
         response: { 200: RpcResponseSchema, 202: { description: 'a notification (no "id"): run, not answered' } },
       },

@@ -9,7 +9,10 @@ export async function metricsRoutes(app: FastifyInstance, { runtime }: { runtime
     {
       // Prometheus scrapes it: its request lines would drown the episodes' (errors still show)
       logLevel: 'warn',
-      schema: { summary: 'Prometheus metrics', response: { 200: { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } } } },
+      schema: {
+        summary: 'Prometheus metrics',
+        response: { 200: { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } } },
+      },
     },
     async (_req, reply) => {
       reply.header('content-type', registry.contentType);

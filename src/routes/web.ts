@@ -55,8 +55,14 @@ export async function webRoutes(app: FastifyInstance, opts: { root?: string | nu
   );
   app.get('/web', { schema: { summary: 'Redirects to /web/ (no token needed)', response: { 302: html } } }, async (_req, reply) => reply.redirect('web/', 302));
 
-  const page = { summary: "The web console's page (no token needed: it carries no data)", description: 'A single-page app; its data requests use the /console/* routes with the bearer token.' };
-  const asset = { summary: "The web console's scripts and styles (no token needed)", params: z.object({ file: z.string().describe('a file of the build, its name hashed') }) };
+  const page = {
+    summary: "The web console's page (no token needed: it carries no data)",
+    description: 'A single-page app; its data requests use the /console/* routes with the bearer token.',
+  };
+  const asset = {
+    summary: "The web console's scripts and styles (no token needed)",
+    params: z.object({ file: z.string().describe('a file of the build, its name hashed') }),
+  };
   if (!root) {
     app.log.warn('the web console is not built (no dist/web/index.html): run `npm run build`; /web/ answers 503');
     const notBuilt = async (_req: unknown, reply: FastifyReply) =>

@@ -17,7 +17,7 @@ export const ROWS_USAGE = [
   '  --tool-timeout S     seconds a rollout waits for one tool call (default 60)',
   '  --reset-timeout S    seconds a rollout waits for a slot and a deploy (default 600)',
   '  --model-timeout S    seconds a rollout waits for the model (default 600)',
-  '  --token-var NAME     the environment variable holding the server\'s token; the rows record',
+  "  --token-var NAME     the environment variable holding the server's token; the rows record",
   '                       its name, never the token (default: no token)',
   '  --split S            only this split (repeatable); default: every split',
   '  --help               print this help',

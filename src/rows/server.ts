@@ -57,7 +57,8 @@ export class BundleServerClient {
       });
     } catch (e) {
       const err = e as Error & { cause?: { code?: string; message?: string } };
-      const why = err.name === 'TimeoutError' ? `no answer within ${(this.o.timeoutMs ?? 60_000) / 1000} s` : (err.cause?.message ?? err.cause?.code ?? err.message);
+      const why =
+        err.name === 'TimeoutError' ? `no answer within ${(this.o.timeoutMs ?? 60_000) / 1000} s` : (err.cause?.message ?? err.cause?.code ?? err.message);
       throw new RowsError(`cannot reach the server at ${url}: ${why}`);
     }
     const text = await res.text().catch(() => '');
@@ -81,7 +82,9 @@ export class BundleServerClient {
     const parsed = schema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new RowsError(`GET ${path} at ${url} answered an unexpected shape (${issue.path.join('.') || 'body'}: ${issue.message}): is ${url} a bundle server?`);
+      throw new RowsError(
+        `GET ${path} at ${url} answered an unexpected shape (${issue.path.join('.') || 'body'}: ${issue.message}): is ${url} a bundle server?`,
+      );
     }
     return parsed.data;
   }

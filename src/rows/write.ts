@@ -54,7 +54,12 @@ export async function writeAtomically(out: string, files: readonly OutFile[]): P
       try {
         // in chunks: a large split is never one giant string
         for (let i = 0; i < f.lines.length; i += 500) {
-          await fh.write(f.lines.slice(i, i + 500).map((l) => `${l}\n`).join(''));
+          await fh.write(
+            f.lines
+              .slice(i, i + 500)
+              .map((l) => `${l}\n`)
+              .join(''),
+          );
         }
         await fh.sync();
       } finally {

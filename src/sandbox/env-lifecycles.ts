@@ -47,7 +47,13 @@ export class EnvLifecycles {
     req.signal?.addEventListener('abort', forward, { once: true });
     this.lifetime.signal.addEventListener('abort', forward, { once: true });
     const running = run(controller.signal);
-    this.deploys.set(episodeId, { controller, settled: running.then(() => {}, () => {}) });
+    this.deploys.set(episodeId, {
+      controller,
+      settled: running.then(
+        () => {},
+        () => {},
+      ),
+    });
     try {
       return await running;
     } finally {

@@ -95,14 +95,17 @@ export class McpService {
 
   /** One JSON-RPC request, already parsed from JSON → its response. */
   async handle(req: unknown, ctx: McpContext = {}): Promise<RpcResponse> {
-    if (Array.isArray(req)) return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batch requests are not supported; send one JSON-RPC object per request');
-    if (!isPlainObject(req)) return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object like {"jsonrpc":"2.0","method":"tools/list","id":1}');
+    if (Array.isArray(req))
+      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batch requests are not supported; send one JSON-RPC object per request');
+    if (!isPlainObject(req))
+      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object like {"jsonrpc":"2.0","method":"tools/list","id":1}');
     const rawId = req.id;
     const idOk = rawId === undefined || rawId === null || typeof rawId === 'string' || (typeof rawId === 'number' && Number.isFinite(rawId));
     const id: RpcId = idOk ? ((rawId as RpcId | undefined) ?? null) : null;
     if (!idOk) return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: "id" must be a string, a number or null');
     if (req.jsonrpc !== undefined && req.jsonrpc !== '2.0') return rpcError(id, RpcCode.INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"');
-    if (typeof req.method !== 'string' || req.method === '') return rpcError(id, RpcCode.INVALID_REQUEST, `Invalid request: "method" must be a string, one of ${MCP_METHODS.join(', ')}`);
+    if (typeof req.method !== 'string' || req.method === '')
+      return rpcError(id, RpcCode.INVALID_REQUEST, `Invalid request: "method" must be a string, one of ${MCP_METHODS.join(', ')}`);
     const params = req.params ?? {};
     if (!isPlainObject(params)) return rpcError(id, RpcCode.INVALID_PARAMS, 'Invalid params: "params" must be an object');
     const method = McpMethodSchema.safeParse(req.method);
@@ -174,7 +177,10 @@ export class McpService {
     let name = params.toolset;
     if (name === undefined) {
       if (names.length !== 1) {
-        throw new RpcFailure(RpcCode.INVALID_PARAMS, `Invalid params: this bundle has ${names.length} toolsets (${names.join(', ')}); give "session_id" or "toolset"`);
+        throw new RpcFailure(
+          RpcCode.INVALID_PARAMS,
+          `Invalid params: this bundle has ${names.length} toolsets (${names.join(', ')}); give "session_id" or "toolset"`,
+        );
       }
       name = names[0];
     }

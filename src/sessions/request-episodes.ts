@@ -104,7 +104,10 @@ export class RequestEpisodes {
 
   private hold(ep: Episode): void {
     const clock = new IdleClock(this.idleTimeoutMs, () => {
-      this.log.info({ event: 'http_idle', episode_id: ep.id, transport: ep.transport }, `no request for idle_timeout (${this.idleTimeoutMs / 1000} s); tearing the episode down`);
+      this.log.info(
+        { event: 'http_idle', episode_id: ep.id, transport: ep.transport },
+        `no request for idle_timeout (${this.idleTimeoutMs / 1000} s); tearing the episode down`,
+      );
       void ep.close();
     });
     this.live.set(ep.id, { ep, clock, inFlight: 0 });

@@ -18,7 +18,12 @@ import type { McpService } from './mcp-service.js';
 /** WebSocket close reasons must stay under 123 bytes or `ws` throws. */
 export function closeReason(text: string): string {
   const buf = Buffer.from(text, 'utf8');
-  return buf.length <= 120 ? text : buf.subarray(0, 117).toString('utf8').replace(/\uFFFD$/, '') + '...';
+  return buf.length <= 120
+    ? text
+    : buf
+        .subarray(0, 117)
+        .toString('utf8')
+        .replace(/\uFFFD$/, '') + '...';
 }
 
 export interface WsSessionDeps {
@@ -54,7 +59,10 @@ export class WsSession {
       const bytes = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
       if (this.pending.frames + 1 > WS_PENDING_LIMIT.frames || this.pending.bytes + bytes > WS_PENDING_LIMIT.bytes) {
         this.log.warn({ event: 'ws_flooded', frames: this.pending.frames, bytes: this.pending.bytes }, 'too many frames in flight; closing the session');
-        this.close(1008, `too many frames in flight (at most ${WS_PENDING_LIMIT.frames} frames or ${WS_PENDING_LIMIT.bytes / 1024 / 1024} MiB): wait for each reply`);
+        this.close(
+          1008,
+          `too many frames in flight (at most ${WS_PENDING_LIMIT.frames} frames or ${WS_PENDING_LIMIT.bytes / 1024 / 1024} MiB): wait for each reply`,
+        );
         return;
       }
       this.pending.frames++;
@@ -65,7 +73,9 @@ export class WsSession {
         .then(() => {
           // frames still queued when the session closed have no one to answer and must start nothing
           if (this.closed) return;
-          return text === null ? this.sendError(new BadInputError('INVALID_JSON', 'binary frames are not supported; send JSON text frames')) : this.handle(text);
+          return text === null
+            ? this.sendError(new BadInputError('INVALID_JSON', 'binary frames are not supported; send JSON text frames'))
+            : this.handle(text);
         })
         .catch((e) => this.log.error({ err: e }, 'ws frame handling failed'))
         .finally(() => {
@@ -142,7 +152,10 @@ export class WsSession {
         }
       }
       case 'state':
-        return this.send({ type: 'state', data: this.episode ? this.episode.state() : { episode_id: null, task_id: null, step_count: 0, turn: 0, done: false, phase: 'idle' } });
+        return this.send({
+          type: 'state',
+          data: this.episode ? this.episode.state() : { episode_id: null, task_id: null, step_count: 0, turn: 0, done: false, phase: 'idle' },
+        });
       case 'close': {
         const ep = this.episode;
         this.episode = null;

@@ -81,17 +81,17 @@ describe('a good archive', () => {
     const file = writeArchive(miniEntries());
     const script = path.join(tempDir(), 'exit.mts');
     const index = path.resolve('src/bundle/index.ts');
-    writeFileSync(
-      script,
-      `import { loadBundle } from ${JSON.stringify(index)};\nconst b = await loadBundle(${JSON.stringify(file)});\nconsole.log(b.dir);\n`,
-    );
+    writeFileSync(script, `import { loadBundle } from ${JSON.stringify(index)};\nconst b = await loadBundle(${JSON.stringify(file)});\nconsole.log(b.dir);\n`);
     const dir = execFileSync(process.execPath, ['--import', 'tsx', script], { encoding: 'utf8' }).trim();
     expect(dir).toMatch(/openenv-bundle-/);
     expect(existsSync(dir)).toBe(false);
   });
 
   it('refuses an archive without bundle.json at its root or in a top-level folder', async () => {
-    const file = writeArchive([{ path: 'a/b/bundle.json', body: '{}' }, { path: 'readme.txt', body: 'hi' }]);
+    const file = writeArchive([
+      { path: 'a/b/bundle.json', body: '{}' },
+      { path: 'readme.txt', body: 'hi' },
+    ]);
     await expect(loadBundle(file)).rejects.toThrow(`bundle.tar.gz: no bundle.json at the archive root nor in a top-level folder`);
     const two = writeArchive([...miniEntries('one/'), ...miniEntries('two/')]);
     await expect(loadBundle(two)).rejects.toThrow('bundle.json found in several top-level folders (one, two); expected one bundle');

@@ -1,14 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  END_TURN_TOOL,
-  TaskRowSchema,
-  contextDir,
-  loadBundle,
-  taskRow,
-  type LoadedBundle,
-} from '../../src/bundle/index.js';
+import { END_TURN_TOOL, TaskRowSchema, contextDir, loadBundle, taskRow, type LoadedBundle } from '../../src/bundle/index.js';
 import { MINI, baseManifest, removeTempDirs, row, writeBundle } from './helpers.js';
 
 afterAll(removeTempDirs);
@@ -64,7 +57,7 @@ describe('loadBundle on a valid folder', () => {
     expect(b.splits['constructor']).toBeUndefined();
   });
 
-  it("resolves max_turns from the row, else from the manifest, and defaults data to {}", () => {
+  it('resolves max_turns from the row, else from the manifest, and defaults data to {}', () => {
     expect(b.byId.get('calc-0')?.max_turns).toBe(5);
     expect(b.byId.get('echo-0')?.max_turns).toBe(3);
     expect(b.byId.get('echo-eval-0')?.data).toEqual({});

@@ -26,20 +26,56 @@ describe('bundle.json', () => {
   it.each([
     ['an invalid name', (m: any) => (m.name = 'Bad Name'), 'bundle.json, field "name": expected a name matching ^[a-z0-9][a-z0-9._-]*$, got "Bad Name"'],
     ['a missing version', (m: any) => delete m.version, 'bundle.json, field "version": expected a string, but it is missing'],
-    ['an undeclared default split', (m: any) => (m.default_split = 'test'), 'bundle.json, field "default_split": expected one of the declared splits (train), got "test"'],
+    [
+      'an undeclared default split',
+      (m: any) => (m.default_split = 'test'),
+      'bundle.json, field "default_split": expected one of the declared splits (train), got "test"',
+    ],
     ['no splits', (m: any) => (m.splits = {}), 'bundle.json, field "splits": expected at least one split'],
-    ['an absolute split path', (m: any) => (m.splits.train = '/etc/passwd'), 'bundle.json, field "splits.train": expected a relative path inside the bundle folder, but it is absolute, got "/etc/passwd"'],
-    ['a bad split name', (m: any) => (m.splits = { 'my split': 'tasks/train.jsonl' }), 'bundle.json, field "splits["my split"]": split name "my split" must match ^[A-Za-z0-9][A-Za-z0-9._-]*$'],
+    [
+      'an absolute split path',
+      (m: any) => (m.splits.train = '/etc/passwd'),
+      'bundle.json, field "splits.train": expected a relative path inside the bundle folder, but it is absolute, got "/etc/passwd"',
+    ],
+    [
+      'a bad split name',
+      (m: any) => (m.splits = { 'my split': 'tasks/train.jsonl' }),
+      'bundle.json, field "splits["my split"]": split name "my split" must match ^[A-Za-z0-9][A-Za-z0-9._-]*$',
+    ],
     ['a port that is a string', (m: any) => (m.envs.e.port = '80'), 'bundle.json, field "envs.e.port": expected a number, got "80"'],
     ['a port out of range', (m: any) => (m.envs.e.port = 70000), 'bundle.json, field "envs.e.port": expected a number ≤ 65535, got 70000'],
     ['a fractional pids limit', (m: any) => (m.envs.e.resources = { pids: 1.5 }), 'bundle.json, field "envs.e.resources.pids": expected an integer, got 1.5'],
-    ['a ready_path without a slash', (m: any) => (m.envs.e.ready_path = 'health'), 'bundle.json, field "envs.e.ready_path": expected a path starting with "/", got "health"'],
-    ['an environment value that is not a string', (m: any) => (m.envs.e.environment = { PORT: 8000 }), 'bundle.json, field "envs.e.environment.PORT": expected a string, got 8000'],
+    [
+      'a ready_path without a slash',
+      (m: any) => (m.envs.e.ready_path = 'health'),
+      'bundle.json, field "envs.e.ready_path": expected a path starting with "/", got "health"',
+    ],
+    [
+      'an environment value that is not a string',
+      (m: any) => (m.envs.e.environment = { PORT: 8000 }),
+      'bundle.json, field "envs.e.environment.PORT": expected a string, got 8000',
+    ],
     ['both build and image', (m: any) => (m.envs.e.image = 'busybox'), 'bundle.json, field "envs.e": expected either "build" or "image", got both'],
-    ['neither build nor image', (m: any) => delete m.envs.e.build, 'bundle.json, field "envs.e": expected "build" (a folder of the bundle) or "image" (an image reference), got neither'],
-    ['an absolute build path', (m: any) => (m.envs.e.build = '/etc'), 'bundle.json, field "envs.e.build": expected a relative path inside the bundle folder, but it is absolute, got "/etc"'],
-    ['a build path with ..', (m: any) => (m.envs.e.build = 'envs/../../x'), 'bundle.json, field "envs.e.build": expected a relative path inside the bundle folder, but it has a ".." segment, got "envs/../../x"'],
-    ['a toolset naming an undeclared env', (m: any) => (m.toolsets.ts.env = 'nope'), 'bundle.json, field "toolsets.ts.env": expected one of the declared envs (e), got "nope"'],
+    [
+      'neither build nor image',
+      (m: any) => delete m.envs.e.build,
+      'bundle.json, field "envs.e": expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
+    ],
+    [
+      'an absolute build path',
+      (m: any) => (m.envs.e.build = '/etc'),
+      'bundle.json, field "envs.e.build": expected a relative path inside the bundle folder, but it is absolute, got "/etc"',
+    ],
+    [
+      'a build path with ..',
+      (m: any) => (m.envs.e.build = 'envs/../../x'),
+      'bundle.json, field "envs.e.build": expected a relative path inside the bundle folder, but it has a ".." segment, got "envs/../../x"',
+    ],
+    [
+      'a toolset naming an undeclared env',
+      (m: any) => (m.toolsets.ts.env = 'nope'),
+      'bundle.json, field "toolsets.ts.env": expected one of the declared envs (e), got "nope"',
+    ],
     [
       'a toolset declaring end_turn',
       (m: any) => m.toolsets.ts.tools.push({ name: 'end_turn', description: 'mine', input_schema: {} }),
@@ -50,11 +86,23 @@ describe('bundle.json', () => {
       (m: any) => m.toolsets.ts.tools.push({ name: 'look', description: 'again', input_schema: {} }),
       'bundle.json, field "toolsets.ts.tools[1].name": duplicate tool name "look", already declared at tools[0]',
     ],
-    ['an input_schema that is not an object', (m: any) => (m.toolsets.ts.tools[0].input_schema = []), 'bundle.json, field "toolsets.ts.tools[0].input_schema": expected a JSON object, got []'],
-    ['a tool name with spaces', (m: any) => (m.toolsets.ts.tools[0].name = 'look around'), 'bundle.json, field "toolsets.ts.tools[0].name": expected a tool name matching ^[A-Za-z0-9_-]{1,64}$, got "look around"'],
+    [
+      'an input_schema that is not an object',
+      (m: any) => (m.toolsets.ts.tools[0].input_schema = []),
+      'bundle.json, field "toolsets.ts.tools[0].input_schema": expected a JSON object, got []',
+    ],
+    [
+      'a tool name with spaces',
+      (m: any) => (m.toolsets.ts.tools[0].name = 'look around'),
+      'bundle.json, field "toolsets.ts.tools[0].name": expected a tool name matching ^[A-Za-z0-9_-]{1,64}$, got "look around"',
+    ],
     ['max_turns 0', (m: any) => (m.max_turns = 0), 'bundle.json, field "max_turns": expected a number ≥ 1, got 0'],
     ['an empty reward', (m: any) => (m.reward = ''), 'bundle.json, field "reward": expected "mean", "sum", "min", "max" or the name of a score, got ""'],
-    ['an unknown field', (m: any) => (m.max_turn = 3), 'bundle.json, field "max_turn": unknown field; the fields here are name, version, description, default_split, splits, envs, toolsets, max_turns, reward'],
+    [
+      'an unknown field',
+      (m: any) => (m.max_turn = 3),
+      'bundle.json, field "max_turn": unknown field; the fields here are name, version, description, default_split, splits, envs, toolsets, max_turns, reward',
+    ],
   ])('refuses %s', async (_what, edit, expected) => {
     const message = await failure({ manifest: manifest(edit) });
     expect(message).toContain(expected);
@@ -93,7 +141,9 @@ describe('bundle.json', () => {
     const dir = writeBundle({ manifest: manifest((m) => (m.envs.e.build = 'envs/link')) });
     symlinkSync(path.join(outside, 'ctx'), path.join(dir, 'envs/link'));
     const message = (await bundleError(loadBundle(dir))).message;
-    expect(message).toContain('bundle.json, field "envs.e.build": expected a folder of the bundle holding a Dockerfile, but "envs/link" resolves outside the bundle folder');
+    expect(message).toContain(
+      'bundle.json, field "envs.e.build": expected a folder of the bundle holding a Dockerfile, but "envs/link" resolves outside the bundle folder',
+    );
   });
 
   it('refuses a split file that is missing or resolves outside the bundle', async () => {
@@ -137,23 +187,47 @@ describe('task rows', () => {
     ['empty turns', row('x', { turns: [] }), 'tasks/train.jsonl line 2, field "turns": expected a non-empty array of strings, got []'],
     ['turns as a string', row('x', { turns: 'hi' }), 'tasks/train.jsonl line 2, field "turns": expected a non-empty array of strings, got "hi"'],
     ['a turn that is not a string', row('x', { turns: ['a', 7] }), 'tasks/train.jsonl line 2, field "turns[1]": expected a string, got 7'],
-    ['a missing task_id', { toolset: 'ts', system_prompt: '', turns: ['x'] }, 'tasks/train.jsonl line 2, field "task_id": expected a string, but it is missing'],
+    [
+      'a missing task_id',
+      { toolset: 'ts', system_prompt: '', turns: ['x'] },
+      'tasks/train.jsonl line 2, field "task_id": expected a string, but it is missing',
+    ],
     ['an empty task_id', row(''), 'tasks/train.jsonl line 2, field "task_id": expected a non-empty string of at most 255 characters, got ""'],
-    ['a task_id over 255 characters', row('x'.repeat(256)), `tasks/train.jsonl line 2, field "task_id": expected a non-empty string of at most 255 characters, got "${'x'.repeat(56)}…`],
-    ['a missing system_prompt', { task_id: 'x', toolset: 'ts', turns: ['x'] }, 'tasks/train.jsonl line 2, field "system_prompt": expected a string, but it is missing'],
-    ['an undeclared toolset', row('x', { toolset: 'other' }), 'tasks/train.jsonl line 2, field "toolset": expected one of the declared toolsets (ts), got "other"'],
+    [
+      'a task_id over 255 characters',
+      row('x'.repeat(256)),
+      `tasks/train.jsonl line 2, field "task_id": expected a non-empty string of at most 255 characters, got "${'x'.repeat(56)}…`,
+    ],
+    [
+      'a missing system_prompt',
+      { task_id: 'x', toolset: 'ts', turns: ['x'] },
+      'tasks/train.jsonl line 2, field "system_prompt": expected a string, but it is missing',
+    ],
+    [
+      'an undeclared toolset',
+      row('x', { toolset: 'other' }),
+      'tasks/train.jsonl line 2, field "toolset": expected one of the declared toolsets (ts), got "other"',
+    ],
     ['data that is not an object', row('x', { data: 'answer' }), 'tasks/train.jsonl line 2, field "data": expected a JSON object, got "answer"'],
     ['null data', row('x', { data: null }), 'tasks/train.jsonl line 2, field "data": expected a JSON object, got null'],
     ['meta that is an array', row('x', { meta: [1] }), 'tasks/train.jsonl line 2, field "meta": expected a JSON object, got [1]'],
-    ['max_turns below the number of turns', row('x', { turns: ['a', 'b', 'c'], max_turns: 2 }), 'tasks/train.jsonl line 2, field "max_turns": expected at least the number of turns (3), got 2'],
+    [
+      'max_turns below the number of turns',
+      row('x', { turns: ['a', 'b', 'c'], max_turns: 2 }),
+      'tasks/train.jsonl line 2, field "max_turns": expected at least the number of turns (3), got 2',
+    ],
     ['a fractional max_turns', row('x', { max_turns: 1.5 }), 'tasks/train.jsonl line 2, field "max_turns": expected an integer, got 1.5'],
     ['max_turns 0', row('x', { max_turns: 0 }), 'tasks/train.jsonl line 2, field "max_turns": expected a number ≥ 1, got 0'],
     [
       "more turns than the manifest's max_turns",
       row('x', { turns: ['1', '2', '3', '4', '5'] }),
-      "tasks/train.jsonl line 2, field \"turns\": 5 turns, more than bundle.json's max_turns (4); give the task a max_turns ≥ 5",
+      'tasks/train.jsonl line 2, field "turns": 5 turns, more than bundle.json\'s max_turns (4); give the task a max_turns ≥ 5',
     ],
-    ['an unknown field', row('x', { answer: 42 }), 'tasks/train.jsonl line 2, field "answer": unknown field; the fields here are task_id, toolset, system_prompt, turns, data, max_turns, meta'],
+    [
+      'an unknown field',
+      row('x', { answer: 42 }),
+      'tasks/train.jsonl line 2, field "answer": unknown field; the fields here are task_id, toolset, system_prompt, turns, data, max_turns, meta',
+    ],
     ['a row that is not an object', [1, 2], 'tasks/train.jsonl line 2: expected an object, got [1,2]'],
   ])('refuses %s', async (_what, bad, expected) => {
     const message = await failure({ tasks: { 'tasks/train.jsonl': [ok, bad as Record<string, unknown>] } });
@@ -207,9 +281,7 @@ describe('many problems', () => {
   });
 
   it('reports several manifest problems together', async () => {
-    const err = await bundleError(
-      loadBundle(writeBundle({ manifest: manifest((m) => ((m.name = '-x'), (m.envs.e.port = 0), (m.max_turns = 'four'))) })),
-    );
+    const err = await bundleError(loadBundle(writeBundle({ manifest: manifest((m) => ((m.name = '-x'), (m.envs.e.port = 0), (m.max_turns = 'four'))) })));
     expect(err.total).toBe(3);
     expect(err.message).toContain('bundle.json, field "name": expected a name matching');
     expect(err.message).toContain('bundle.json, field "envs.e.port": expected a number ≥ 1, got 0');

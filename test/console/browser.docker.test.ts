@@ -31,7 +31,9 @@ function describeBrowser(name: string, fn: () => void): void {
     });
     return;
   }
-  console.warn(`\n\n!!! NO CHROMIUM at ${CHROMIUM}: skipping the web console's browser tests (apt-get install -y chromium). They run (and must pass) in CI. !!!\n`);
+  console.warn(
+    `\n\n!!! NO CHROMIUM at ${CHROMIUM}: skipping the web console's browser tests (apt-get install -y chromium). They run (and must pass) in CI. !!!\n`,
+  );
   describe.skip(`${name} [SKIPPED: no Chromium]`, fn);
 }
 
@@ -40,7 +42,16 @@ async function launch(): Promise<{ ctx: BrowserContext; close: () => Promise<voi
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
     viewport: { width: 1280, height: 860 },
   });
   return {
@@ -199,7 +210,9 @@ describeBrowser('the web console in Chromium', () => {
       await page.locator('[data-kind=end]').waitFor();
       await expect.poll(() => page.getByTestId('end-reward').textContent()).toContain('0.5');
       // the order the model lived it
-      const kinds = await page.locator('.events > article').evaluateAll((els) => els.map((e) => `${e.getAttribute('data-kind')}:${e.getAttribute('data-tool') ?? ''}`));
+      const kinds = await page
+        .locator('.events > article')
+        .evaluateAll((els) => els.map((e) => `${e.getAttribute('data-kind')}:${e.getAttribute('data-tool') ?? ''}`));
       expect(kinds).toEqual(['reset:', 'tool_call:echo', 'tool_call:fail', 'tool_call:end_turn', 'tool_call:end_turn', 'end:']);
       await shot(page, '03-transcript');
 

@@ -177,7 +177,7 @@ describe('EpisodeRecorder', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('appends one JSON line per record to the day\'s file, creating the folder', async () => {
+  it("appends one JSON line per record to the day's file, creating the folder", async () => {
     const at = Date.UTC(2026, 4, 17, 23, 59);
     const r = new EpisodeRecorder(join(dir, 'a', 'b'), silent, { now: () => at });
     expect(r.write({ episode_id: 'one' })).toBe(true);
@@ -201,7 +201,11 @@ describe('EpisodeRecorder', () => {
     expect(st.written + st.dropped).toBe(5);
     expect(st.dropped).toBeGreaterThan(0);
     const [file] = readdirSync(join(dir, 'q'));
-    expect(readFileSync(join(dir, 'q', file!), 'utf8').trim().split('\n')).toHaveLength(st.written);
+    expect(
+      readFileSync(join(dir, 'q', file!), 'utf8')
+        .trim()
+        .split('\n'),
+    ).toHaveLength(st.written);
   });
 
   it('counts a write it cannot make, and never throws', async () => {

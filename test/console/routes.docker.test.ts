@@ -79,7 +79,11 @@ describeDocker('console routes', () => {
     expect(stream.res.status).toBe(200);
     expect(stream.res.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
     await waitFor(() => stream.messages.length > 0, 10_000, 'the snapshot');
-    expect(stream.messages[0]).toMatchObject({ type: 'snapshot', overview: { capacity: 2, running: 0, waiting: 0, deploying: 0, history: { size: 3 } }, live: [] });
+    expect(stream.messages[0]).toMatchObject({
+      type: 'snapshot',
+      overview: { capacity: 2, running: 0, waiting: 0, deploying: 0, history: { size: 3 } },
+      live: [],
+    });
 
     const created = await call('POST', '/episodes', { task_id: 'fx-echo-0', episode_id: 'my-label' });
     expect(created.status).toBe(201);
@@ -89,7 +93,17 @@ describeDocker('console routes', () => {
     const live = await call('GET', '/console/episodes');
     expect(live.status).toBe(200);
     expect(live.body.live).toEqual([
-      expect.objectContaining({ episode_id: id, client_label: 'my-label', task_id: 'fx-echo-0', split: 'train', phase: 'running', transport: 'http', steps: 1, last_tool: 'echo', end_reason: null }),
+      expect.objectContaining({
+        episode_id: id,
+        client_label: 'my-label',
+        task_id: 'fx-echo-0',
+        split: 'train',
+        phase: 'running',
+        transport: 'http',
+        steps: 1,
+        last_tool: 'echo',
+        end_reason: null,
+      }),
     ]);
     const ov = await call('GET', '/console/overview');
     expect(ov.body).toMatchObject({ capacity: 2, running: 1, waiting: 0, deploying: 0, live: 1 });
@@ -105,14 +119,29 @@ describeDocker('console routes', () => {
     const t = await call('GET', `/console/episodes/${id}`);
     expect(t.status).toBe(200);
     const tr = t.body;
-    expect(tr).toMatchObject({ episode_id: id, task_id: 'fx-echo-0', phase: 'done', end_reason: 'turns_ended', reward: 0.5, scores: { quality: 0.5 }, failure: null, steps: 2 });
+    expect(tr).toMatchObject({
+      episode_id: id,
+      task_id: 'fx-echo-0',
+      phase: 'done',
+      end_reason: 'turns_ended',
+      reward: 0.5,
+      scores: { quality: 0.5 },
+      failure: null,
+      steps: 2,
+    });
     expect(tr.events.map((e: { kind: string }) => e.kind)).toEqual(['reset', 'tool_call', 'tool_call', 'end']);
     expect(tr.events[0].messages).toEqual([
       { role: 'system', content: 'You are testing an echo env. Call the tools you are asked to call.' },
       { role: 'user', content: 'Echo the word hello, then end your turn.' },
     ]);
     expect(tr.events[0].tools).toEqual(['echo', 'finish_now', 'sleep', 'crash', 'fail', 'end_turn']);
-    expect(tr.events[1]).toMatchObject({ tool_name: 'echo', arguments: { text: 'hello' }, result: { content: [{ type: 'text', text: 'hello' }], is_error: false }, error: null, step: 1 });
+    expect(tr.events[1]).toMatchObject({
+      tool_name: 'echo',
+      arguments: { text: 'hello' },
+      result: { content: [{ type: 'text', text: 'hello' }], is_error: false },
+      error: null,
+      step: 1,
+    });
     expect(tr.events[1].ms).toBeGreaterThanOrEqual(0);
     expect(tr.events[2]).toMatchObject({ tool_name: 'end_turn', arguments: { answer: 'done' }, step: 2 });
     expect(tr.events[3]).toMatchObject({ kind: 'end', end_reason: 'turns_ended', reward: 0.5, scores: { quality: 0.5 } });
@@ -122,7 +151,11 @@ describeDocker('console routes', () => {
     expect(text).not.toContain('finish_score');
 
     // the stream told every change of the episode, and the watching one each event
-    await waitFor(() => stream.messages.some((m) => m.type === 'episode' && m.episode.episode_id === id && m.episode.phase === 'done'), 10_000, 'the end on the stream');
+    await waitFor(
+      () => stream.messages.some((m) => m.type === 'episode' && m.episode.episode_id === id && m.episode.phase === 'done'),
+      10_000,
+      'the end on the stream',
+    );
     const phases = stream.messages.filter((m) => m.type === 'episode' && m.episode.episode_id === id).map((m) => m.episode.phase);
     expect(phases[0]).toBe('waiting');
     expect(phases).toContain('running');
@@ -144,7 +177,12 @@ describeDocker('console routes', () => {
 
   it('keeps the last --history ended episodes, filterable; series count them', async () => {
     const played = [];
-    for (const [task, word] of [['fx-echo-1', 'a'], ['fx-eval-0', 'b'], ['fx-echo-1', 'c']] as const) played.push(await playEcho(task, word));
+    for (const [task, word] of [
+      ['fx-echo-1', 'a'],
+      ['fx-eval-0', 'b'],
+      ['fx-echo-1', 'c'],
+    ] as const)
+      played.push(await playEcho(task, word));
     const all = await call('GET', '/console/episodes');
     expect(all.body.history_size).toBe(3);
     expect(all.body.ended_total).toBe(3);
@@ -185,11 +223,14 @@ describeDocker('console routes', () => {
     expect(series.failures.env_crashed.reduce((a: number, b: number) => a + b, 0)).toBe(1);
   });
 
-  it('--record wrote one JSON line per ended episode, in the day\'s file', async () => {
-    await waitFor(() => (s.app.openenv.manager.list().length === 0), 30_000, 'every teardown');
+  it("--record wrote one JSON line per ended episode, in the day's file", async () => {
+    await waitFor(() => s.app.openenv.manager.list().length === 0, 30_000, 'every teardown');
     const file = dailyFile(recordDir, Date.now());
     await waitFor(() => existsSync(file) && readFileSync(file, 'utf8').trim().split('\n').length >= 5, 10_000, 'five lines');
-    const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const lines = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines).toHaveLength(5);
     expect(lines.map((l) => l.end_reason)).toEqual(['turns_ended', 'turns_ended', 'turns_ended', 'turns_ended', 'env_failed']);
     expect(lines[0].events.map((e: { kind: string }) => e.kind)).toEqual(['reset', 'tool_call', 'tool_call', 'end']);
@@ -199,7 +240,7 @@ describeDocker('console routes', () => {
     expect((await call('GET', '/console/overview')).body.recorder).toMatchObject({ dir: recordDir, written: 5, dropped: 0, failed: 0 });
   });
 
-  it('searches a split\'s tasks by id', async () => {
+  it("searches a split's tasks by id", async () => {
     const r = await call('GET', '/console/tasks?split=train&q=ECHO-&limit=2');
     expect(r.body).toMatchObject({ split: 'train', splits: { train: 6, eval: 2 }, total: 4, offset: 0 });
     expect(r.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(['fx-echo-0', 'fx-echo-1']);
@@ -215,7 +256,11 @@ describeDocker('console routes', () => {
     }
     const params = doc.paths['/console/episodes'].get.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`);
     expect(params).toEqual(expect.arrayContaining(['query:split', 'query:end_reason', 'query:failed', 'query:limit']));
-    expect(doc.paths['/console/episodes/{id}'].get.parameters.find((p: { in: string }) => p.in === 'path')).toMatchObject({ name: 'id', in: 'path', required: true });
+    expect(doc.paths['/console/episodes/{id}'].get.parameters.find((p: { in: string }) => p.in === 'path')).toMatchObject({
+      name: 'id',
+      in: 'path',
+      required: true,
+    });
     expect(doc.paths['/console/stream'].get.responses['200'].content).toHaveProperty(['application/x-ndjson']);
   });
 

@@ -100,7 +100,8 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   let serverId = '';
   const measured: Record<string, string> = {};
 
-  const compose = (args: string[], timeoutMs?: number) => run('docker-compose', ['-p', project, '-f', 'compose.yaml', '--profile', 'tls', ...args], env, timeoutMs);
+  const compose = (args: string[], timeoutMs?: number) =>
+    run('docker-compose', ['-p', project, '-f', 'compose.yaml', '--profile', 'tls', ...args], env, timeoutMs);
   const serverLogs = () => run('docker', ['logs', serverId], env);
 
   beforeAll(async () => {
@@ -178,12 +179,18 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(cfg.Healthcheck.Test[0]).toBe('CMD');
     expect(JSON.stringify(cfg.Env)).not.toMatch(/TOKEN/);
     // production dependencies only
-    const ls = execFileSync('docker', ['run', '--rm', '--entrypoint', 'node', IMAGE, '-e', "console.log(require('fs').readdirSync('node_modules').join(' '))"], { encoding: 'utf8' });
+    const ls = execFileSync(
+      'docker',
+      ['run', '--rm', '--entrypoint', 'node', IMAGE, '-e', "console.log(require('fs').readdirSync('node_modules').join(' '))"],
+      { encoding: 'utf8' },
+    );
     expect(ls).toMatch(/\bfastify\b/);
     expect(ls).not.toMatch(/\b(vitest|typescript|tsx|supertest)\b/);
     // not root: the image's user, and the running server is uid 1000 in the socket's group
     expect(cfg.User).toBe('1000:1000');
-    const ids = execFileSync('docker', ['exec', serverId, 'node', '-e', 'console.log(process.getuid(), process.getgroups().join(","))'], { encoding: 'utf8' }).trim().split(' ');
+    const ids = execFileSync('docker', ['exec', serverId, 'node', '-e', 'console.log(process.getuid(), process.getgroups().join(","))'], { encoding: 'utf8' })
+      .trim()
+      .split(' ');
     expect(ids[0]).toBe('1000');
     expect(ids[1]!.split(',')).toContain(env.DOCKER_GID);
   });
@@ -218,7 +225,10 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       expect(reset.type).toBe('observation');
       const episodeId = reset.data.observation.episode_id as string;
       // the env's network holds the env and the server's own container
-      const nets = execFileSync('docker', ['network', 'ls', '-q', '--filter', `label=io.openenv.bundle-server.episode=${episodeId}`], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+      const nets = execFileSync('docker', ['network', 'ls', '-q', '--filter', `label=io.openenv.bundle-server.episode=${episodeId}`], { encoding: 'utf8' })
+        .trim()
+        .split('\n')
+        .filter(Boolean);
       expect(nets).toHaveLength(1);
       const members = JSON.parse(execFileSync('docker', ['network', 'inspect', '-f', '{{json .Containers}}', nets[0]!], { encoding: 'utf8' }));
       expect(Object.keys(members)).toContain(serverId);
@@ -266,10 +276,15 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const seen = /^(\S+) "GET \/ws HTTP\/1\.1" 101/m.exec(proxyLog);
     expect(seen, proxyLog).not.toBeNull();
     const clientAddr = seen![1]!;
-    const proxyEdgeAddr = JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', proxyId], { encoding: 'utf8' }))[`${project}_edge`].IPAddress as string;
+    const proxyEdgeAddr = JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', proxyId], { encoding: 'utf8' }))[
+      `${project}_edge`
+    ].IPAddress as string;
     expect(clientAddr).not.toBe(proxyEdgeAddr);
 
-    const lines = (await serverLogs()).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const lines = (await serverLogs())
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
     const upgrades = lines.filter((l) => l.req?.url === '/ws');
     // the upgrades through the proxy (Host names its port): the refused one and the episode's
     const viaProxy = upgrades.filter((l) => l.req.host === new URL(tls).host);
@@ -315,7 +330,10 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       if (Date.now() - t > 60_000) throw new Error(`not healthy again:\n${await serverLogs()}`);
       await sleep(250);
     }
-    const lines = (await serverLogs()).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const lines = (await serverLogs())
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
     const sweep = lines.filter((l) => l.event === 'startup_sweep').at(-1);
     expect(sweep).toMatchObject({ level: 40, containers: left.containers.map(() => expect.any(String)), networks: [expect.any(String)] });
     expect(labelledResources(`${LABEL_INSTANCE}=${instance}`)).toEqual({ containers: [], networks: [] });
@@ -352,7 +370,10 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
 
     const state = JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .State}}', serverId], { encoding: 'utf8' }));
     expect(state).toMatchObject({ Status: 'exited', ExitCode: 0, OOMKilled: false });
-    const lines = (await serverLogs()).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const lines = (await serverLogs())
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
     const sigterm = lines.findIndex((l) => l.signal === 'SIGTERM' && l.msg?.startsWith('draining'));
     expect(sigterm, 'the server logged no SIGTERM drain').toBeGreaterThan(-1);
     const after = lines.slice(sigterm);

@@ -6,7 +6,10 @@ import https from 'node:https';
 import type { WsClient } from '../support/ws-client.js';
 
 /** GET over http(s) with an optional trusted CA; the body as text */
-export function get(url: string, o: { token?: string; ca?: string | Buffer } = {}): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+export function get(
+  url: string,
+  o: { token?: string; ca?: string | Buffer } = {},
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   const headers: Record<string, string> = o.token ? { authorization: `Bearer ${o.token}` } : {};
   if (url.startsWith('http://')) {
     return fetch(url, { headers, signal: AbortSignal.timeout(30_000) }).then(async (r) => ({

@@ -13,10 +13,31 @@ describe('DeployLimiter', () => {
     const lim = new DeployLimiter({ limit: 1 });
     const order: string[] = [];
     const first = gate();
-    const a = lim.run(async () => { order.push('a'); await first.p; }, { priority: 'reset' });
-    const r1 = lim.run(async () => { order.push('refill-1'); }, { priority: 'refill' });
-    const r2 = lim.run(async () => { order.push('refill-2'); }, { priority: 'refill' });
-    const x = lim.run(async () => { order.push('reset-x'); }, { priority: 'reset' });
+    const a = lim.run(
+      async () => {
+        order.push('a');
+        await first.p;
+      },
+      { priority: 'reset' },
+    );
+    const r1 = lim.run(
+      async () => {
+        order.push('refill-1');
+      },
+      { priority: 'refill' },
+    );
+    const r2 = lim.run(
+      async () => {
+        order.push('refill-2');
+      },
+      { priority: 'refill' },
+    );
+    const x = lim.run(
+      async () => {
+        order.push('reset-x');
+      },
+      { priority: 'reset' },
+    );
     expect(lim.inFlight).toBe(1);
     expect(lim.waiting).toBe(3);
     first.open();
@@ -30,12 +51,32 @@ describe('DeployLimiter', () => {
     const lim = new DeployLimiter({ limit: 1 });
     const order: string[] = [];
     const first = gate();
-    const a = lim.run(async () => { await first.p; }, { priority: 'reset' });
-    const r1 = lim.run(async () => { order.push('refill-1'); }, { priority: 'refill' });
+    const a = lim.run(
+      async () => {
+        await first.p;
+      },
+      { priority: 'reset' },
+    );
+    const r1 = lim.run(
+      async () => {
+        order.push('refill-1');
+      },
+      { priority: 'refill' },
+    );
     let ticket: { promote(): void } | null = null;
-    const r2 = lim.run(async () => { order.push('refill-2'); }, { priority: 'refill', ticket: (t) => (ticket = t) });
+    const r2 = lim.run(
+      async () => {
+        order.push('refill-2');
+      },
+      { priority: 'refill', ticket: (t) => (ticket = t) },
+    );
     const ac = new AbortController();
-    const gone = lim.run(async () => { order.push('aborted'); }, { priority: 'reset', signal: ac.signal });
+    const gone = lim.run(
+      async () => {
+        order.push('aborted');
+      },
+      { priority: 'reset', signal: ac.signal },
+    );
     ac.abort();
     await expect(gone).rejects.toMatchObject({ name: 'AbortError' });
     ticket!.promote();

@@ -1,6 +1,15 @@
 /** The GridSim core: PRNG, archetypes, exact money, the DP against brute force, greedy, score. */
 import { describe, expect, it } from 'vitest';
-import { ARCHETYPES, archetype, C_DEG_VALUES, ETA_VALUES, K_VALUES, toInt, UNIT_MWH_VALUES, type BatteryInt } from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
+import {
+  ARCHETYPES,
+  archetype,
+  C_DEG_VALUES,
+  ETA_VALUES,
+  K_VALUES,
+  toInt,
+  UNIT_MWH_VALUES,
+  type BatteryInt,
+} from '../../bundles/gridsim-v1/envs/gridsim/src/battery.js';
 import { greedySchedule, greedyWishes } from '../../bundles/gridsim-v1/envs/gridsim/src/greedy.js';
 import { optimize } from '../../bundles/gridsim-v1/envs/gridsim/src/optimum.js';
 import { formatUsd, hourCash, MONEY_PER_DOLLAR, simulate } from '../../bundles/gridsim-v1/envs/gridsim/src/physics.js';
@@ -105,7 +114,10 @@ describe('money', () => {
     expect(BigInt(sim.profit)).toBe(
       sched.reduce((acc, a) => acc + (a > 0 ? -900_000n * BigInt(a) * 75_000n * 100n : a < 0 ? (100n * 900_000n - 80_000n) * BigInt(-a) * 75_000n : 0n), 0n),
     );
-    const opt = optimize(big, prices.map((p, i) => (i % 2 ? p : -25_000)));
+    const opt = optimize(
+      big,
+      prices.map((p, i) => (i % 2 ? p : -25_000)),
+    );
     expect(Number.isSafeInteger(opt.profit)).toBe(true);
   });
   it('refuses prices beyond the bounds the exactness proof covers', () => {

@@ -75,7 +75,13 @@ describeDocker('GridSim end to end (real server, real containers)', () => {
             end = await c.call('end_turn', { answer: 'no schedule' });
             break;
         }
-        return { kind: row.meta.wiring, done: end.data.done, reward: end.data.reward, scores: end.data.observation.scores, end_reason: end.data.observation.end_reason };
+        return {
+          kind: row.meta.wiring,
+          done: end.data.done,
+          reward: end.data.reward,
+          scores: end.data.observation.scores,
+          end_reason: end.data.observation.end_reason,
+        };
       } finally {
         await c.close();
       }
@@ -89,7 +95,7 @@ describeDocker('GridSim end to end (real server, real containers)', () => {
     ]);
   });
 
-  it('refuses a 4th check_schedule and a second submit; a malformed schedule is the model\'s error', async () => {
+  it("refuses a 4th check_schedule and a second submit; a malformed schedule is the model's error", async () => {
     const row = byKind('idle');
     const c = await WsClient.open(s.url);
     await c.reset({ task_id: row.task_id });

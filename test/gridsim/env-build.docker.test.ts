@@ -50,7 +50,7 @@ describe('envs/gridsim/app/server.mjs', () => {
     // the whole env is in it: the entry, the HTTP server, the episode, the physics and the scoring
     for (const mod of ['server', 'env-server', 'episode', 'physics', 'score', 'schedule', 'task']) expect(text).toContain(`// src/${mod}.ts\n`);
   });
-  it('is all the build context sends: the source stays out (.dockerignore, with the server\'s own context walk)', async () => {
+  it("is all the build context sends: the source stays out (.dockerignore, with the server's own context walk)", async () => {
     const entries = await listContext({ bundleName: 'gridsim-v1', envName: 'gridsim', contextDir: ENV_DIR, buildArgs: {} });
     expect(entries.map((e) => `${e.type} ${e.rel}`)).toEqual(['file .dockerignore', 'file Dockerfile', 'file app/server.mjs']);
   });
@@ -90,7 +90,10 @@ describeDocker('the GridSim env image', () => {
     const base = `http://127.0.0.1:${hostPort}`;
     let healthy = false;
     for (let i = 0; i < 50 && !healthy; i++) {
-      healthy = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
+      healthy = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (!healthy) await new Promise((r) => setTimeout(r, 200));
     }
     expect(healthy).toBe(true);
@@ -99,9 +102,12 @@ describeDocker('the GridSim env image', () => {
       data: { optimal_schedule: number[] };
     };
     const post = (path: string, body: unknown) =>
-      fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) }).then(
-        (r) => r.json() as Promise<Record<string, unknown>>,
-      );
+      fetch(base + path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(10_000),
+      }).then((r) => r.json() as Promise<Record<string, unknown>>);
     expect(await post('/reset', { task_id: row.task_id, data: row.data, seed: null })).toEqual({});
     expect(await post('/tools/call', { name: 'submit_schedule', arguments: { schedule: row.data.optimal_schedule } })).toMatchObject({
       done: true,

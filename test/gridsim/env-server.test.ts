@@ -147,7 +147,7 @@ describe('GridSim env server (child process)', () => {
       expect(s).toMatchObject({ is_error: false, done: true, scores: { schedule: 0.2 } });
     });
 
-    it('a malformed submit is the model\'s error and the episode goes on; a JSON string is accepted', async () => {
+    it("a malformed submit is the model's error and the episode goes on; a JSON string is accepted", async () => {
       const outOfBounds = zeros();
       outOfBounds[5] = 9;
       const bad = await call('submit_schedule', { schedule: outOfBounds });

@@ -17,12 +17,16 @@ function walk(dir: string): string[] {
 
 /** the files a tsconfig compiles, relative to the root */
 function filesOf(config: string): string[] {
-  const parsed = ts.getParsedCommandLineOfConfigFile(join(ROOT, config), {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => {
-      throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(ROOT, config),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+      },
     },
-  });
+  );
   if (!parsed) throw new Error(`cannot read ${config}`);
   return parsed.fileNames.map((f) => relative(ROOT, f).split('\\').join('/'));
 }
@@ -32,7 +36,10 @@ describe('the server build', () => {
     expect(existsSync(join(DIST, 'serve.js')), 'no dist/serve.js: run `npm run build` first').toBe(true);
     const files = walk(DIST).map((f) => relative(DIST, f));
     expect(files.length).toBeGreaterThan(0);
-    expect(files.filter((f) => /gridsim/i.test(f)), 'GridSim files in dist/ (npm run build empties dist/ first; tsconfig.json must not include the env)').toEqual([]);
+    expect(
+      files.filter((f) => /gridsim/i.test(f)),
+      'GridSim files in dist/ (npm run build empties dist/ first; tsconfig.json must not include the env)',
+    ).toEqual([]);
   });
   it('tsconfig.json compiles src/ only and no GridSim source; tsconfig.check.json type-checks the env source and scripts', () => {
     const built = filesOf('tsconfig.json');

@@ -30,7 +30,14 @@ describe('/episodes', () => {
     expect(created.body.observation.messages[1]).toEqual({ role: 'user', content: 'first prompt' });
     expect(running(id)).toBe(true);
 
-    expect((await call('GET', `/episodes/${id}`)).body).toEqual({ episode_id: id, task_id: 'fx-two-turn', step_count: 0, turn: 1, done: false, phase: 'running' });
+    expect((await call('GET', `/episodes/${id}`)).body).toEqual({
+      episode_id: id,
+      task_id: 'fx-two-turn',
+      step_count: 0,
+      turn: 1,
+      done: false,
+      phase: 'running',
+    });
 
     const tools = await call('POST', `/episodes/${id}/step`, { type: 'list_tools' });
     expect(tools.status).toBe(200);
@@ -38,7 +45,11 @@ describe('/episodes', () => {
 
     const echo = await call('POST', `/episodes/${id}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: 'hello' } });
     expect(echo.body).toEqual({
-      observation: { tool_name: 'echo', result: { content: [{ type: 'text', text: 'hello' }], structured_content: { text: 'hello' }, data: { text: 'hello' }, is_error: false }, error: null },
+      observation: {
+        tool_name: 'echo',
+        result: { content: [{ type: 'text', text: 'hello' }], structured_content: { text: 'hello' }, data: { text: 'hello' }, is_error: false },
+        error: null,
+      },
       reward: null,
       done: false,
     });

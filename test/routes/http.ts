@@ -15,4 +15,3 @@ export async function http(base: string, method: string, path: string, body?: un
   }
   return { status: res.status, headers: res.headers, body: json };
 }
-

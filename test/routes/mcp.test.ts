@@ -40,7 +40,15 @@ describe('POST /mcp and ws mcp frames', () => {
     const echo = await rpc(req('tools/call', { session_id: sid, name: 'echo', arguments: { text: 'hi' } }));
     // no "error" key on success: OpenEnv's client tests `"error" in data`
     expect('error' in echo).toBe(false);
-    expect(echo.result).toMatchObject({ content: [{ type: 'text', text: 'hi' }], data: { text: 'hi' }, is_error: false, tool_name: 'echo', error: null, done: false, reward: null });
+    expect(echo.result).toMatchObject({
+      content: [{ type: 'text', text: 'hi' }],
+      data: { text: 'hi' },
+      is_error: false,
+      tool_name: 'echo',
+      error: null,
+      done: false,
+      reward: null,
+    });
 
     // arguments that are not an object: the model's error, answered in the result; the episode goes on
     const badArgs = await rpc(req('tools/call', { session_id: sid, name: 'echo', arguments: 'text=hi' }));
@@ -123,7 +131,12 @@ describe('POST /mcp and ws mcp frames', () => {
     expect(unknownTask.error).toMatchObject({ code: -32602, data: { error: 'not_found' } });
 
     // a body over the 4 MiB limit is still a JSON-RPC answer
-    const huge = await http(s.url, 'POST', '/mcp', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }));
+    const huge = await http(
+      s.url,
+      'POST',
+      '/mcp',
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }),
+    );
     expect(huge.status).toBe(200);
     expect(huge.body.error.code).toBe(-32600);
     // nothing was started by any of it

@@ -37,8 +37,24 @@ export function routeTable(printed: string): Set<string> {
 
 describe('routeTable (the test oracle)', () => {
   it('reads nested routes and methods from a printRoutes tree', () => {
-    const printed = ['└── /', '    ├── health (GET, HEAD)', '    ├── episodes (POST, GET, HEAD)', '    │   └── /', '    │       └── :id (GET, HEAD, DELETE)', '    │           └── /step (POST)', '    └── mcp (POST)'].join('\n');
-    expect([...routeTable(printed)].sort()).toEqual(['DELETE /episodes/{id}', 'GET /episodes', 'GET /episodes/{id}', 'GET /health', 'POST /episodes', 'POST /episodes/{id}/step', 'POST /mcp']);
+    const printed = [
+      '└── /',
+      '    ├── health (GET, HEAD)',
+      '    ├── episodes (POST, GET, HEAD)',
+      '    │   └── /',
+      '    │       └── :id (GET, HEAD, DELETE)',
+      '    │           └── /step (POST)',
+      '    └── mcp (POST)',
+    ].join('\n');
+    expect([...routeTable(printed)].sort()).toEqual([
+      'DELETE /episodes/{id}',
+      'GET /episodes',
+      'GET /episodes/{id}',
+      'GET /health',
+      'POST /episodes',
+      'POST /episodes/{id}/step',
+      'POST /mcp',
+    ]);
   });
 });
 
@@ -49,7 +65,9 @@ describe('the OpenAPI plugin', () => {
     app.get('/console/:page', async () => 'page');
     app.route({ method: 'HEAD', url: '/ping', handler: async () => '' });
     await app.ready();
-    const doc = (await app.inject({ url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { parameters?: unknown[]; security?: unknown }>> };
+    const doc = (await app.inject({ url: '/openapi.json' })).json() as {
+      paths: Record<string, Record<string, { parameters?: unknown[]; security?: unknown }>>;
+    };
     await app.close();
     expect(Object.keys(doc.paths).sort()).toEqual(['/console/{page}', '/openapi.json', '/ping']);
     expect(Object.keys(doc.paths['/ping']!)).toEqual(['head']);
@@ -86,12 +104,31 @@ describe('GET /openapi.json', () => {
     const served = routeTable(s.app.printRoutes({ commonPrefix: false }));
     expect([...documented].sort()).toEqual([...served].sort());
     // what docs/protocol.md lists, so neither side can be empty or half
-    for (const must of ['GET /health', 'GET /metadata', 'GET /schema', 'GET /bundle', 'GET /tasks', 'GET /tasks/{task_id}', 'GET /toolsets', 'GET /ws', 'GET /metrics', 'POST /episodes', 'GET /episodes', 'GET /episodes/{id}', 'DELETE /episodes/{id}', 'POST /episodes/{id}/step', 'POST /mcp', 'GET /openapi.json']) {
+    for (const must of [
+      'GET /health',
+      'GET /metadata',
+      'GET /schema',
+      'GET /bundle',
+      'GET /tasks',
+      'GET /tasks/{task_id}',
+      'GET /toolsets',
+      'GET /ws',
+      'GET /metrics',
+      'POST /episodes',
+      'GET /episodes',
+      'GET /episodes/{id}',
+      'DELETE /episodes/{id}',
+      'POST /episodes/{id}/step',
+      'POST /mcp',
+      'GET /openapi.json',
+    ]) {
       expect(documented.has(must), must).toBe(true);
     }
     for (const sim of ['/reset', '/step', '/state']) expect(doc.paths).not.toHaveProperty([sim]);
     // every operation id is unique
-    const ids = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((ops) => Object.values(ops).map((o) => o.operationId));
+    const ids = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((ops) =>
+      Object.values(ops).map((o) => o.operationId),
+    );
     expect(new Set(ids).size).toBe(ids.length);
     // no token on this server: no security requirement
     expect(JSON.stringify(doc)).not.toContain('"security"');
@@ -101,6 +138,13 @@ describe('GET /openapi.json', () => {
     const report = await validateRunningEnvironment(s.url);
     expect(report.criteria.filter((c) => !c.passed)).toEqual([]);
     expect(report).toMatchObject({ passed: true, mode: 'production', standard_version: '1.0.0' });
-    expect(report.criteria.map((c) => c.id)).toEqual(['openapi_version_available', 'health_endpoint', 'metadata_endpoint', 'schema_endpoint', 'mcp_endpoint', 'mode_endpoint_consistency']);
+    expect(report.criteria.map((c) => c.id)).toEqual([
+      'openapi_version_available',
+      'health_endpoint',
+      'metadata_endpoint',
+      'schema_endpoint',
+      'mcp_endpoint',
+      'mode_endpoint_consistency',
+    ]);
   });
 });

@@ -63,7 +63,15 @@ describe('client mistakes: documented answers, nothing logged as an error', () =
     expect((await c.closed).code).toBe(1009);
     // bad frames
     const d = await WsClient.open(s.url, TOKEN);
-    for (const f of ['not json', '[]', '{"type":1}', '{"type":"nope"}', '{"type":"step","data":{}}', '{"type":"reset","data":{"task_id":"no-such-task"}}', '{"type":"step","data":{"type":"list_tools"}}']) {
+    for (const f of [
+      'not json',
+      '[]',
+      '{"type":1}',
+      '{"type":"nope"}',
+      '{"type":"step","data":{}}',
+      '{"type":"reset","data":{"task_id":"no-such-task"}}',
+      '{"type":"step","data":{"type":"list_tools"}}',
+    ]) {
       const reply = d.next();
       d.sendRaw(f);
       expect((await reply).type, f).toBe('error');
@@ -121,7 +129,11 @@ describe('client mistakes: documented answers, nothing logged as an error', () =
     const st = await http(s.url, 'GET', `/episodes/${sid}`, undefined, auth);
     expect(st.body.step_count).toBe(1);
     // a notification of an unknown method: still no body
-    const unknown = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' });
+    const unknown = await fetch(`${s.url}/mcp`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    });
     expect(unknown.status).toBe(202);
     expect(await unknown.text()).toBe('');
     // "id": null is a request with a null id, answered

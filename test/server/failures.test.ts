@@ -13,9 +13,15 @@ class FaultySandbox implements Sandbox {
   failNextDeploy = false;
   failTeardowns = 0;
   constructor(readonly inner: Sandbox) {}
-  ping() { return this.inner.ping(); }
-  buildImage(r: Parameters<Sandbox['buildImage']>[0]) { return this.inner.buildImage(r); }
-  checkImage(ref: string) { return this.inner.checkImage(ref); }
+  ping() {
+    return this.inner.ping();
+  }
+  buildImage(r: Parameters<Sandbox['buildImage']>[0]) {
+    return this.inner.buildImage(r);
+  }
+  checkImage(ref: string) {
+    return this.inner.checkImage(ref);
+  }
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     if (this.failNextDeploy) {
       this.failNextDeploy = false;
@@ -23,7 +29,9 @@ class FaultySandbox implements Sandbox {
     }
     return this.inner.deploy(req);
   }
-  diagnose(h: EnvHandle) { return this.inner.diagnose(h); }
+  diagnose(h: EnvHandle) {
+    return this.inner.diagnose(h);
+  }
   async teardown(id: string) {
     if (this.failTeardowns > 0) {
       this.failTeardowns--;
@@ -31,10 +39,18 @@ class FaultySandbox implements Sandbox {
     }
     return this.inner.teardown(id);
   }
-  sweep() { return this.inner.sweep(); }
-  listEpisodeIds() { return this.inner.listEpisodeIds(); }
-  networksInUse() { return this.inner.networksInUse(); }
-  close() { return this.inner.close(); }
+  sweep() {
+    return this.inner.sweep();
+  }
+  listEpisodeIds() {
+    return this.inner.listEpisodeIds();
+  }
+  networksInUse() {
+    return this.inner.networksInUse();
+  }
+  close() {
+    return this.inner.close();
+  }
 }
 
 describe('env failures', () => {
@@ -58,7 +74,10 @@ describe('env failures', () => {
     await c.reset({ task_id: 'fx-echo-0' });
     const r = await c.call('sleep', { seconds: 10 });
     expect(r.data).toMatchObject({ done: true, reward: null });
-    expect(r.data.observation).toMatchObject({ end_reason: 'env_failed', failure: { reason: 'tool_timeout', phase: 'tool', retryable: true, task_id: 'fx-echo-0' } });
+    expect(r.data.observation).toMatchObject({
+      end_reason: 'env_failed',
+      failure: { reason: 'tool_timeout', phase: 'tool', retryable: true, task_id: 'fx-echo-0' },
+    });
     expect(r.data.observation.failure.message).toMatch(/`sleep` did not answer within tool_timeout \(2 s\)/);
     expect(r.data.observation.reward).toBeNull();
     expect(r.data.observation.error.error_type).toBe('timeout');

@@ -34,7 +34,10 @@ describe('a peer that goes silent without closing', () => {
       ws.on('open', () => ws.send(JSON.stringify({ type: 'reset', data: { task_id: 'fx-echo-0' } })));
       ws.on('message', (m) => { const f = JSON.parse(m.toString()); console.log(f.type); });
     `;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script, `${s.url.replace('http', 'ws')}/ws`], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, `${s.url.replace('http', 'ws')}/ws`], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     try {
       const first = await new Promise<string>((resolve, reject) => {
         child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()));
@@ -79,7 +82,7 @@ describe('a peer that goes silent without closing', () => {
 describe('a deploy that hangs', () => {
   const s = processSuiteServer({ maxConcurrentEnvs: 3 });
 
-  it('does not delay other episodes\' steps or resets', async () => {
+  it("does not delay other episodes' steps or resets", async () => {
     const a = await WsClient.open(s.url);
     expect((await a.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
     // the next env never listens: its deploy waits out deploy_timeout_s (30 s)
@@ -122,16 +125,44 @@ class EngineRestartSandbox implements Sandbox {
     const envs = (this.inner as unknown as { envs: Map<string, { child: { kill(sig: string): void } }> }).envs;
     for (const p of envs.values()) p.child.kill('SIGKILL');
   }
-  async ping() { this.check(); return this.inner.ping(); }
-  async buildImage(r: Parameters<Sandbox['buildImage']>[0]) { this.check(); return this.inner.buildImage(r); }
-  async checkImage(ref: string) { this.check(); return this.inner.checkImage(ref); }
-  async deploy(req: DeployRequest): Promise<EnvHandle> { this.check(); return this.inner.deploy(req); }
-  async diagnose(h: EnvHandle) { this.check(); return this.inner.diagnose(h); }
-  async teardown(id: string) { this.check(); return this.inner.teardown(id); }
-  async sweep() { this.check(); return this.inner.sweep(); }
-  async listEpisodeIds() { this.check(); return this.inner.listEpisodeIds(); }
-  networksInUse() { return this.inner.networksInUse(); }
-  close() { return this.inner.close(); }
+  async ping() {
+    this.check();
+    return this.inner.ping();
+  }
+  async buildImage(r: Parameters<Sandbox['buildImage']>[0]) {
+    this.check();
+    return this.inner.buildImage(r);
+  }
+  async checkImage(ref: string) {
+    this.check();
+    return this.inner.checkImage(ref);
+  }
+  async deploy(req: DeployRequest): Promise<EnvHandle> {
+    this.check();
+    return this.inner.deploy(req);
+  }
+  async diagnose(h: EnvHandle) {
+    this.check();
+    return this.inner.diagnose(h);
+  }
+  async teardown(id: string) {
+    this.check();
+    return this.inner.teardown(id);
+  }
+  async sweep() {
+    this.check();
+    return this.inner.sweep();
+  }
+  async listEpisodeIds() {
+    this.check();
+    return this.inner.listEpisodeIds();
+  }
+  networksInUse() {
+    return this.inner.networksInUse();
+  }
+  close() {
+    return this.inner.close();
+  }
 }
 
 describe('the engine restarted mid-episode', () => {
@@ -191,7 +222,12 @@ describe('an env that writes or answers without end', () => {
     for (let i = 0; i < 20; i++) expect((await c.call('echo', { text: `x${i}` })).data.observation.result.data).toEqual({ text: `x${i}` });
     await new Promise((res) => setTimeout(res, 2000));
     const id = r.data.observation.episode_id as string;
-    const diag = await s.sandbox.diagnose({ episodeId: id, containerId: (s.sandbox as unknown as { envs: Map<string, { containerId: string }> }).envs.get(id)!.containerId, baseUrl: '', networkId: '' });
+    const diag = await s.sandbox.diagnose({
+      episodeId: id,
+      containerId: (s.sandbox as unknown as { envs: Map<string, { containerId: string }> }).envs.get(id)!.containerId,
+      baseUrl: '',
+      networkId: '',
+    });
     expect(diag.running).toBe(true);
     expect(Buffer.byteLength(diag.logTail)).toBeLessThanOrEqual(LOG_TAIL_BYTES + 16);
     expect(process.memoryUsage().rss - before).toBeLessThan(256 * MiB);

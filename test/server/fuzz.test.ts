@@ -12,7 +12,28 @@ import { startProcessServer, type ProcessServer } from '../support/process-serve
 import { WsClient } from '../support/ws-client.js';
 import { http } from '../routes/http.js';
 
-const KEYS = ['type', 'data', 'task_id', 'split', 'index', 'seed', 'episode_id', 'reset_timeout_s', 'tool_name', 'arguments', 'jsonrpc', 'id', 'method', 'params', 'name', 'session_id', 'toolset', '__proto__', 'constructor', 'toString'];
+const KEYS = [
+  'type',
+  'data',
+  'task_id',
+  'split',
+  'index',
+  'seed',
+  'episode_id',
+  'reset_timeout_s',
+  'tool_name',
+  'arguments',
+  'jsonrpc',
+  'id',
+  'method',
+  'params',
+  'name',
+  'session_id',
+  'toolset',
+  '__proto__',
+  'constructor',
+  'toString',
+];
 const TYPES = ['reset', 'step', 'state', 'close', 'mcp', 'list_tools', 'call_tool', 'constructor', '__proto__', 'toString', ''];
 const METHODS = ['tools/list', 'tools/call', 'openenv/session/create', 'openenv/session/close', 'initialize', 'constructor', '__proto__'];
 
@@ -49,7 +70,10 @@ function onlyBadInput(fn: () => unknown): void {
 
 describe('fuzz: the parsers', () => {
   it('parseClientFrame throws nothing but BadInputError', () => {
-    fc.assert(fc.property(text, (t) => onlyBadInput(() => parseClientFrame(t))), { numRuns: 3000 });
+    fc.assert(
+      fc.property(text, (t) => onlyBadInput(() => parseClientFrame(t))),
+      { numRuns: 3000 },
+    );
   });
   it('parseResetData and parseAction throw nothing but BadInputError', () => {
     fc.assert(

@@ -84,7 +84,9 @@ describe('hardening: one client cannot take the server down', () => {
     const extra = 4;
     const results: { status: number; body: any }[] = [];
     const all = Array.from({ length: REQUESTS_IN_FLIGHT_PER_EPISODE + extra }, () =>
-      http(s.url, 'POST', `/episodes/${a.body.episode_id}/step`, { type: 'call_tool', tool_name: 'sleep', arguments: { seconds: 20 } }).then((r) => results.push(r)),
+      http(s.url, 'POST', `/episodes/${a.body.episode_id}/step`, { type: 'call_tool', tool_name: 'sleep', arguments: { seconds: 20 } }).then((r) =>
+        results.push(r),
+      ),
     );
     // the refused ones answer at once; the others sleep until the episode is closed
     await waitFor(() => results.length >= extra, 25_000, `${extra} answers while the others sleep`).catch(() => undefined);
@@ -107,7 +109,9 @@ describe('hardening: one client cannot take the server down', () => {
     const b = (await rpc('openenv/session/create', { task_id: 'fx-echo-1' })).body.result.session_id as string;
     const extra = 4;
     const results: { status: number; body: any }[] = [];
-    const all = Array.from({ length: REQUESTS_IN_FLIGHT_PER_EPISODE + extra }, () => rpc('tools/call', { session_id: a, name: 'sleep', arguments: { seconds: 20 } }).then((r) => results.push(r)));
+    const all = Array.from({ length: REQUESTS_IN_FLIGHT_PER_EPISODE + extra }, () =>
+      rpc('tools/call', { session_id: a, name: 'sleep', arguments: { seconds: 20 } }).then((r) => results.push(r)),
+    );
     await waitFor(() => results.length >= extra, 25_000, `${extra} answers while the others sleep`).catch(() => undefined);
     const refused = results.filter((r) => r.body?.error?.data?.error === 'too_many_requests');
     expect(refused.length, `answers: ${JSON.stringify(results.map((r) => r.body))}`).toBe(extra);
@@ -139,10 +143,20 @@ describe('hardening: one client cannot take the server down', () => {
 
     const created = await http(s.url, 'POST', '/mcp', { jsonrpc: '2.0', id: 1, method: 'openenv/session/create', params: { task_id: 'fx-echo-0' } });
     const sid = created.body.result.session_id as string;
-    const deep = await http(s.url, 'POST', '/mcp', `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"session_id":"${sid}","name":"echo","arguments":${nested(100_000)}}}`);
+    const deep = await http(
+      s.url,
+      'POST',
+      '/mcp',
+      `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"session_id":"${sid}","name":"echo","arguments":${nested(100_000)}}}`,
+    );
     expect(deep.status).toBe(200);
     expect(deep.body.result).toMatchObject({ is_error: true, error: { error_type: 'invalid_args' }, done: false });
-    const after = await http(s.url, 'POST', '/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { session_id: sid, name: 'echo', arguments: { text: 'after' } } });
+    const after = await http(s.url, 'POST', '/mcp', {
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'tools/call',
+      params: { session_id: sid, name: 'echo', arguments: { text: 'after' } },
+    });
     expect(after.body.result).toMatchObject({ is_error: false, data: { text: 'after' } });
     await http(s.url, 'POST', '/mcp', { jsonrpc: '2.0', id: 4, method: 'openenv/session/close', params: { session_id: sid } });
     await waitFor(idle, 30_000, 'everything torn down');

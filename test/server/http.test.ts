@@ -39,7 +39,7 @@ describe('auth and HTTP routes', () => {
     expect(s.logs()).not.toContain(TOKEN);
   });
 
-  it('/metadata is OpenEnv\'s EnvironmentMetadata, exactly', async () => {
+  it("/metadata is OpenEnv's EnvironmentMetadata, exactly", async () => {
     const r = await request(s.url).get('/metadata').set(auth);
     expect(Object.keys(r.body).sort()).toEqual(['author', 'description', 'documentation_url', 'name', 'readme_content', 'version']);
     expect(r.body).toMatchObject({ name: 'fixture-v1', version: '1.0.0', author: null, documentation_url: null });
@@ -55,7 +55,16 @@ describe('auth and HTTP routes', () => {
   it('/bundle gives splits, toolsets and settings', async () => {
     const r = await request(s.url).get('/bundle').set(auth);
     expect(r.body).toMatchObject({ name: 'fixture-v1', default_split: 'train', splits: { train: 6, eval: 2 }, toolsets: ['echo'] });
-    expect(Object.keys(r.body.settings).sort()).toEqual(['episode_timeout_s', 'idle_timeout_s', 'max_concurrent_envs', 'max_steps', 'max_waiting', 'reset_timeout_s', 'reward', 'tool_timeout_s']);
+    expect(Object.keys(r.body.settings).sort()).toEqual([
+      'episode_timeout_s',
+      'idle_timeout_s',
+      'max_concurrent_envs',
+      'max_steps',
+      'max_waiting',
+      'reset_timeout_s',
+      'reward',
+      'tool_timeout_s',
+    ]);
   });
 
   it('/tasks pages a split; /tasks/{id} gives one row; bad input is 4xx with a message', async () => {

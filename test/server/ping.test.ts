@@ -27,7 +27,11 @@ describe('WebSocket pings', () => {
     const code = await closed;
     expect(pings).toBeGreaterThanOrEqual(2);
     expect(code).toBe(1006); // terminated, no close frame
-    await waitFor(() => s.app.openenv.manager.list().length === 0 && s.app.openenv.admission.activeCount === 0 && s.sandbox.held().length === 0, 30_000, 'the episode torn down');
+    await waitFor(
+      () => s.app.openenv.manager.list().length === 0 && s.app.openenv.admission.activeCount === 0 && s.sandbox.held().length === 0,
+      30_000,
+      'the episode torn down',
+    );
     expect(good.readyState).toBe(WebSocket.OPEN);
     const goodClosed = new Promise((r) => good.once('close', r));
     good.close();

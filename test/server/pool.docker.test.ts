@@ -18,7 +18,9 @@ function serverArgs(instance: string, extra: string[] = []): string[] {
 
 /** container id → its env id label, for this instance */
 function containersByEnvId(instance: string): Map<string, string> {
-  const out = execFileSync('docker', ['ps', '-a', '--filter', `label=${INSTANCE_LABEL}=${instance}`, '--format', `{{.ID}} {{.Label "${LABELS.episode}"}}`], { encoding: 'utf8' });
+  const out = execFileSync('docker', ['ps', '-a', '--filter', `label=${INSTANCE_LABEL}=${instance}`, '--format', `{{.ID}} {{.Label "${LABELS.episode}"}}`], {
+    encoding: 'utf8',
+  });
   const m = new Map<string, string>();
   for (const line of out.split('\n').filter(Boolean)) {
     const [id, envId] = line.split(' ');
@@ -28,10 +30,14 @@ function containersByEnvId(instance: string): Map<string, string> {
 }
 
 async function poolReady(url: string, n: number): Promise<void> {
-  await waitFor(async () => {
-    const h = (await (await fetch(`${url}/health`)).json()) as { pool?: { ready: number } };
-    return h.pool?.ready === n;
-  }, 120_000, `${n} pooled envs ready`);
+  await waitFor(
+    async () => {
+      const h = (await (await fetch(`${url}/health`)).json()) as { pool?: { ready: number } };
+      return h.pool?.ready === n;
+    },
+    120_000,
+    `${n} pooled envs ready`,
+  );
 }
 
 describeDocker('warm pool on Docker', () => {
@@ -81,7 +87,7 @@ describeDocker('warm pool on Docker', () => {
     }
   });
 
-  it('a pooled container killed behind the server\'s back is discarded, and the reset still succeeds', async () => {
+  it("a pooled container killed behind the server's back is discarded, and the reset still succeeds", async () => {
     const s = await startServer({ maxConcurrentEnvs: 2, warmPool: 1 });
     const label = `${INSTANCE_LABEL}=${s.instance}`;
     try {

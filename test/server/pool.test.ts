@@ -51,7 +51,10 @@ function twoEnvBundle(): string {
   manifest.envs.echo2 = { ...manifest.envs.echo, build: 'envs/echo2' };
   manifest.toolsets.echo2 = { ...manifest.toolsets.echo, env: 'echo2' };
   writeFileSync(path.join(dir, 'bundle.json'), JSON.stringify(manifest, null, 2));
-  const evalRows = readFileSync(path.join(dir, 'tasks/eval.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const evalRows = readFileSync(path.join(dir, 'tasks/eval.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const echo2 = evalRows.map((r, i) => ({ ...r, task_id: `fx2-echo-${i}`, toolset: 'echo2' }));
   writeFileSync(path.join(dir, 'tasks/eval.jsonl'), [...evalRows, ...echo2].map((r) => JSON.stringify(r)).join('\n') + '\n');
   return dir;
@@ -198,7 +201,7 @@ describe('warm pool', () => {
     }
   });
 
-  it('a pooled env killed behind the server\'s back is discarded at hand-out, and the reset still succeeds', async () => {
+  it("a pooled env killed behind the server's back is discarded at hand-out, and the reset still succeeds", async () => {
     const s = await startProcessServer({ maxConcurrentEnvs: 2, warmPool: 1 });
     try {
       await poolReady(s, 1);

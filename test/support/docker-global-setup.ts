@@ -10,7 +10,10 @@ import { DOCKER_AVAILABLE } from './docker.js';
 export const SNAPSHOT_FILE = join(process.cwd(), 'node_modules', '.engine-snapshot.json');
 
 function ids(args: string[]): string[] {
-  return execFileSync('docker', args, { encoding: 'utf8' }).split('\n').map((s) => s.trim()).filter(Boolean);
+  return execFileSync('docker', args, { encoding: 'utf8' })
+    .split('\n')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export default function setup(): void {

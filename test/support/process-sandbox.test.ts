@@ -37,7 +37,12 @@ async function rejection(p: Promise<unknown>): Promise<Error> {
 }
 
 async function post(baseUrl: string, p: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${baseUrl}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+  const res = await fetch(`${baseUrl}${p}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(10_000),
+  });
   return { status: res.status, json: await res.json() };
 }
 
@@ -69,7 +74,13 @@ describe('ProcessSandbox', () => {
     it('tags a context by content, stable across calls and sandboxes; build args change the tag', async () => {
       expect(image).toMatch(/^openenv-bundle\/fixture-v1-echo:[0-9a-f]{12}$/);
       const lines: string[] = [];
-      const again = await new ProcessSandbox().buildImage({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: {}, onProgress: (l) => lines.push(l) });
+      const again = await new ProcessSandbox().buildImage({
+        bundleName: 'fixture-v1',
+        envName: 'echo',
+        contextDir: ECHO_CONTEXT,
+        buildArgs: {},
+        onProgress: (l) => lines.push(l),
+      });
       expect(again).toBe(image);
       expect(lines.join('\n')).toContain('server.mjs');
       const withArg = await sandbox.buildImage({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: { NODE_IMAGE: 'x' } });
@@ -80,7 +91,9 @@ describe('ProcessSandbox', () => {
     it('refuses a context without the entry script, and an image it did not build, as image_unavailable', async () => {
       const empty = await mkdtemp(path.join(tmpdir(), 'process-sandbox-'));
       try {
-        await expect(sandbox.buildImage({ bundleName: 'b', envName: 'e', contextDir: empty, buildArgs: {} })).rejects.toMatchObject({ reason: 'image_unavailable' });
+        await expect(sandbox.buildImage({ bundleName: 'b', envName: 'e', contextDir: empty, buildArgs: {} })).rejects.toMatchObject({
+          reason: 'image_unavailable',
+        });
       } finally {
         await rm(empty, { recursive: true, force: true });
       }
@@ -118,7 +131,7 @@ describe('ProcessSandbox', () => {
         await writeFile(
           path.join(dir, 'server.mjs'),
           "import http from 'node:http';\n" +
-            "http.createServer((q, s) => s.end(JSON.stringify({ port: process.env.PORT, mine: process.env.MINE ?? null, leaked: process.env.VITEST ?? null }))).listen(Number(process.env.PORT));\n",
+            'http.createServer((q, s) => s.end(JSON.stringify({ port: process.env.PORT, mine: process.env.MINE ?? null, leaked: process.env.VITEST ?? null }))).listen(Number(process.env.PORT));\n',
         );
         const img = await sandbox.buildImage({ bundleName: 'b', envName: 'env', contextDir: dir, buildArgs: {} });
         const h = await sandbox.deploy({ episodeId: 'ep-env', env: echoSpec(img, { readyPath: '/', environment: { MINE: 'yes' } }) });
@@ -143,7 +156,9 @@ describe('ProcessSandbox', () => {
   });
 
   it('kills an env that never listens once its deploy timeout passes, with deploy_timeout and its log tail', async () => {
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-deaf', env: echoSpec(image, { deployTimeoutMs: 1500, environment: { ECHO_NO_LISTEN: '1' } }) }))) as SandboxError;
+    const err = (await rejection(
+      sandbox.deploy({ episodeId: 'ep-deaf', env: echoSpec(image, { deployTimeoutMs: 1500, environment: { ECHO_NO_LISTEN: '1' } }) }),
+    )) as SandboxError;
     expect(err).toBeInstanceOf(SandboxError);
     expect(err.reason).toBe('deploy_timeout');
     expect(err.message).toContain('env `echo` was not ready within its deploy timeout (1.5 s)');
@@ -152,7 +167,9 @@ describe('ProcessSandbox', () => {
   });
 
   it('times out on a ready path that answers 404, saying so', async () => {
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }))) as SandboxError;
+    const err = (await rejection(
+      sandbox.deploy({ episodeId: 'ep-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }),
+    )) as SandboxError;
     expect(err.reason).toBe('deploy_timeout');
     expect(err.message).toMatch(/\(1\.5 s\).*last got HTTP 404/);
     expect(err.details.logTail).toMatch(/GET \/ready-nowhere -> 404/);
@@ -160,7 +177,9 @@ describe('ProcessSandbox', () => {
   });
 
   it('reports an env that exits during deploy as env_crashed, with its exit code and log, before the deadline', async () => {
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { deployTimeoutMs: 60_000, environment: { ECHO_EXIT_AT_START: '7' } }) }))) as SandboxError;
+    const err = (await rejection(
+      sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { deployTimeoutMs: 60_000, environment: { ECHO_EXIT_AT_START: '7' } }) }),
+    )) as SandboxError;
     expect(err.reason).toBe('env_crashed');
     expect(err.details.exitCode).toBe(7);
     expect(err.message).toContain('exited with code 7');
@@ -183,7 +202,9 @@ describe('ProcessSandbox', () => {
       // objects on the V8 heap: --max-old-space-size stops this one before the watchdog does
       await writeFile(path.join(dir, 'server.mjs'), 'const keep = [];\nfor (;;) keep.push({ n: keep.length, s: `x${keep.length}` });\n');
       const img = await sandbox.buildImage({ bundleName: 'b', envName: 'heap', contextDir: dir, buildArgs: {} });
-      const err = (await rejection(sandbox.deploy({ episodeId: 'ep-heap', env: echoSpec(img, { resources: { memoryMb: 64, cpus: 1, pids: 64 } }) }))) as SandboxError;
+      const err = (await rejection(
+        sandbox.deploy({ episodeId: 'ep-heap', env: echoSpec(img, { resources: { memoryMb: 64, cpus: 1, pids: 64 } }) }),
+      )) as SandboxError;
       expect(err.reason).toBe('env_oom');
       expect(err.message).toContain('64 MB');
     } finally {
@@ -250,7 +271,9 @@ describe('ProcessSandbox', () => {
 
     it('stops a deploy waiting for readiness and kills what it started', async () => {
       const ac = new AbortController();
-      const p = rejection(sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }));
+      const p = rejection(
+        sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }),
+      );
       await waitFor(() => sandbox.live().includes('ep-abort1'), 10_000, 'the env process started');
       ac.abort();
       const err = await p;

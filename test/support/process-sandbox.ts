@@ -240,7 +240,8 @@ export class ProcessSandbox implements Sandbox {
   async checkImage(ref: string): Promise<void> {
     this.assertOpen();
     const script = this.images.get(ref);
-    if (!script) throw new SandboxError('image_unavailable', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
+    if (!script)
+      throw new SandboxError('image_unavailable', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
     try {
       await access(script);
     } catch {
@@ -256,15 +257,19 @@ export class ProcessSandbox implements Sandbox {
     this.assertOpen();
     const fault = this.deployFault?.(req.episodeId);
     if (fault) throw new SandboxError('engine_error', fault);
-    return this.lifecycles.deploy(req, (id) => this.envs.has(id), async (signal) => {
-      this.deploying++;
-      this.deployPeak = Math.max(this.deployPeak, this.deploying);
-      try {
-        return await this.runDeploy(req.episodeId, req.env, signal);
-      } finally {
-        this.deploying--;
-      }
-    });
+    return this.lifecycles.deploy(
+      req,
+      (id) => this.envs.has(id),
+      async (signal) => {
+        this.deploying++;
+        this.deployPeak = Math.max(this.deployPeak, this.deploying);
+        try {
+          return await this.runDeploy(req.episodeId, req.env, signal);
+        } finally {
+          this.deploying--;
+        }
+      },
+    );
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -290,18 +295,26 @@ export class ProcessSandbox implements Sandbox {
           await proc.closed;
           const logTail = tailOf(proc);
           if (proc.oomKilled) {
-            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, { exitCode: proc.exitCode, logTail });
+            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, {
+              exitCode: proc.exitCode,
+              logTail,
+            });
           }
           if (/EADDRINUSE/.test(logTail) && attempt < PORT_ATTEMPTS) {
             this.envs.delete(episodeId);
             continue;
           }
-          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${proc.exitCode} before it was ready`, { exitCode: proc.exitCode, logTail });
+          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${proc.exitCode} before it was ready`, {
+            exitCode: proc.exitCode,
+            logTail,
+          });
         }
         throw new SandboxError(
           'deploy_timeout',
           `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
-            (outcome.lastAnswer === null ? `its process took the whole budget to start, before GET ${env.readyPath} could be tried` : `GET ${env.readyPath} on port ${port} last got ${outcome.lastAnswer}`),
+            (outcome.lastAnswer === null
+              ? `its process took the whole budget to start, before GET ${env.readyPath} could be tried`
+              : `GET ${env.readyPath} on port ${port} last got ${outcome.lastAnswer}`),
           { exitCode: null, logTail: tailOf(proc) },
         );
       } catch (err) {

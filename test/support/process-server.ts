@@ -25,7 +25,10 @@ export interface ProcessServerOptions {
   sandbox?: ProcessSandboxOptions;
 }
 
-export async function startProcessServer(options: AppOptions = {}, { bundle = FIXTURE_BUNDLE, checkLeftovers = true, wrap, sandbox: sandboxOptions }: ProcessServerOptions = {}): Promise<ProcessServer> {
+export async function startProcessServer(
+  options: AppOptions = {},
+  { bundle = FIXTURE_BUNDLE, checkLeftovers = true, wrap, sandbox: sandboxOptions }: ProcessServerOptions = {},
+): Promise<ProcessServer> {
   const sandbox = new ProcessSandbox(sandboxOptions);
   let s: TestServer;
   try {

@@ -20,7 +20,9 @@ export async function spawnServer(args: string[], env: Record<string, string> = 
   let out = '';
   child.stdout!.on('data', (d) => (out += d.toString()));
   child.stderr!.on('data', (d) => (out += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   const lines = () =>
     out
       .split('\n')

@@ -66,7 +66,10 @@ export async function dk(node: number, args: string[]): Promise<string> {
 }
 
 function lines(s: string): string[] {
-  return s.split('\n').map((l) => l.trim()).filter(Boolean);
+  return s
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
 }
 
 export async function lab(action: 'up' | 'down', nodes: number): Promise<void> {
@@ -124,17 +127,37 @@ export async function startServer(spec: ServerSpec): Promise<LabServer> {
   const token = `tok-${spec.instance}`;
   const name = spec.name ?? `oe-swarm-${spec.instance}`;
   await dk(1, [
-    'run', '-d', '--name', name,
-    '--label', 'openenv-swarm-lab.test=1',
-    '-v', `${LAB_DIR}/n1/docker.sock:/var/run/docker.sock`,
+    'run',
+    '-d',
+    '--name',
+    name,
+    '--label',
+    'openenv-swarm-lab.test=1',
+    '-v',
+    `${LAB_DIR}/n1/docker.sock:/var/run/docker.sock`,
     // the image runs as uid 1000: it reaches the manager's socket through the socket's group
-    '--group-add', String(statSync(`${LAB_DIR}/n1/docker.sock`).gid),
-    '-v', `${spec.bundleDir}:/bundle:ro`,
-    '-p', `${MANAGER_IP}:${spec.port}:8200`,
-    '-e', `AGENTENV_TOKEN=${token}`,
+    '--group-add',
+    String(statSync(`${LAB_DIR}/n1/docker.sock`).gid),
+    '-v',
+    `${spec.bundleDir}:/bundle:ro`,
+    '-p',
+    `${MANAGER_IP}:${spec.port}:8200`,
+    '-e',
+    `AGENTENV_TOKEN=${token}`,
     SERVER_IMAGE,
-    '/bundle', '--host', '0.0.0.0', '--sandbox', 'swarm', '--registry', REGISTRY, '--instance', spec.instance,
-    '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, '--shutdown-timeout', '120',
+    '/bundle',
+    '--host',
+    '0.0.0.0',
+    '--sandbox',
+    'swarm',
+    '--registry',
+    REGISTRY,
+    '--instance',
+    spec.instance,
+    '--build-arg',
+    `NODE_IMAGE=${LOCAL_NODE_IMAGE}`,
+    '--shutdown-timeout',
+    '120',
     ...(spec.args ?? []),
   ]);
   const url = `http://${MANAGER_IP}:${spec.port}`;
@@ -183,7 +206,10 @@ export async function removeServers(): Promise<void> {
 }
 
 /** what the instance has on the swarm: services and networks (manager), running containers on every node */
-export async function footprint(instance: string, nodes: number): Promise<{ services: string[]; networks: string[]; containers: Record<string, string[]>; tasks: string[] }> {
+export async function footprint(
+  instance: string,
+  nodes: number,
+): Promise<{ services: string[]; networks: string[]; containers: Record<string, string[]>; tasks: string[] }> {
   const label = `${LABEL_INSTANCE}=${instance}`;
   const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${label}`]));
   const networks = lines(await dk(1, ['network', 'ls', '-q', '--filter', `label=${label}`]));

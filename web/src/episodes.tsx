@@ -186,7 +186,10 @@ export function EventView(props: { ev: TranscriptEvent }) {
     return (
       <article class="ev ev-reset" data-kind="reset">
         <header>
-          <strong>reset</strong> <span class="muted">{time} · tools: {ev.tools.join(', ')}</span>
+          <strong>reset</strong>{' '}
+          <span class="muted">
+            {time} · tools: {ev.tools.join(', ')}
+          </span>
         </header>
         {ev.messages.map((m) => (
           <div class={`msg msg-${m.role}`}>
@@ -261,7 +264,8 @@ export function EventView(props: { ev: TranscriptEvent }) {
       {ev.failure && (
         <div class="call-error">
           <div class="role">
-            failure · {ev.failure.reason} ({ev.failure.phase}){ev.failure.exit_code !== undefined && ev.failure.exit_code !== null ? ` · exit ${ev.failure.exit_code}` : ''}
+            failure · {ev.failure.reason} ({ev.failure.phase})
+            {ev.failure.exit_code !== undefined && ev.failure.exit_code !== null ? ` · exit ${ev.failure.exit_code}` : ''}
           </div>
           <pre class="text">{ev.failure.message}</pre>
           {ev.failure.log_tail && (
@@ -285,7 +289,9 @@ export function TranscriptView(props: { id: string; transcript: Transcript | nul
       (t) => {
         if (!props.transcript || props.transcript.events.length <= t.events.length) props.setTranscript(t);
       },
-      (e: Error) => !ctl.signal.aborted && setError(e instanceof ApiError && e.status === 404 ? 'This episode is not in the history (it ended and was evicted, or never existed).' : e.message),
+      (e: Error) =>
+        !ctl.signal.aborted &&
+        setError(e instanceof ApiError && e.status === 404 ? 'This episode is not in the history (it ended and was evicted, or never existed).' : e.message),
     );
     return () => ctl.abort();
   }, [props.id]);

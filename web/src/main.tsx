@@ -13,7 +13,12 @@ import { TasksView } from './tasks';
 import type { EpisodeSummary, Overview, StreamMessage, Transcript } from './types';
 import './style.css';
 
-type Route = { view: 'overview' } | { view: 'episodes' } | { view: 'episode'; id: string } | { view: 'tasks'; id: string | null } | { view: 'playground'; id: string | null };
+type Route =
+  | { view: 'overview' }
+  | { view: 'episodes' }
+  | { view: 'episode'; id: string }
+  | { view: 'tasks'; id: string | null }
+  | { view: 'playground'; id: string | null };
 
 function parseRoute(hash: string): Route {
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
@@ -55,7 +60,11 @@ function TokenForm(props: { message: string | null; onDone: () => void }) {
       props.onDone();
     } catch (err) {
       setToken(null, false);
-      setMessage(err instanceof ApiError && err.status === 401 ? 'The server refused this token (401 Unauthorized). Check it and try again.' : `Cannot reach the server: ${(err as Error).message}`);
+      setMessage(
+        err instanceof ApiError && err.status === 401
+          ? 'The server refused this token (401 Unauthorized). Check it and try again.'
+          : `Cannot reach the server: ${(err as Error).message}`,
+      );
     } finally {
       setChecking(false);
     }
@@ -71,9 +80,17 @@ function TokenForm(props: { message: string | null; onDone: () => void }) {
           </p>
         )}
         <label for="token">Token</label>
-        <input id="token" type="password" autocomplete="off" value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} data-testid="token-input" />
+        <input
+          id="token"
+          type="password"
+          autocomplete="off"
+          value={value}
+          onInput={(e) => setValue((e.target as HTMLInputElement).value)}
+          data-testid="token-input"
+        />
         <label class="check">
-          <input type="checkbox" checked={remember} onChange={(e) => setRemember((e.target as HTMLInputElement).checked)} data-testid="remember" /> remember in this tab (sessionStorage)
+          <input type="checkbox" checked={remember} onChange={(e) => setRemember((e.target as HTMLInputElement).checked)} data-testid="remember" /> remember in
+          this tab (sessionStorage)
         </label>
         <button type="submit" disabled={checking || !value.trim()} data-testid="token-submit">
           {checking ? 'Checking…' : 'Open the console'}
@@ -98,7 +115,12 @@ function App() {
   useEffect(() => {
     get('console/overview').then(
       () => setAuth({ state: 'ok' }),
-      (e) => setAuth(e instanceof ApiError && e.status === 401 ? { state: 'need-token', message: hasToken() ? 'The remembered token was refused (401 Unauthorized).' : null } : { state: 'need-token', message: `Cannot reach the server: ${(e as Error).message}` }),
+      (e) =>
+        setAuth(
+          e instanceof ApiError && e.status === 401
+            ? { state: 'need-token', message: hasToken() ? 'The remembered token was refused (401 Unauthorized).' : null }
+            : { state: 'need-token', message: `Cannot reach the server: ${(e as Error).message}` },
+        ),
     );
     return onUnauthorized((m) => {
       setToken(null, false);
@@ -108,7 +130,10 @@ function App() {
 
   useEffect(() => {
     if (auth.state !== 'ok') return;
-    get<{ splits: Record<string, number> }>('bundle').then((b) => setSplits(Object.keys(b.splits)), () => undefined);
+    get<{ splits: Record<string, number> }>('bundle').then(
+      (b) => setSplits(Object.keys(b.splits)),
+      () => undefined,
+    );
   }, [auth.state]);
 
   // one live stream; it also carries the watched episode's transcript events
@@ -184,7 +209,14 @@ function App() {
       <main>
         {route.view === 'overview' && <OverviewView overview={overview} connected={connected} />}
         {route.view === 'episodes' && <EpisodesView live={liveList} splits={splits} endedTick={endedTick} />}
-        {route.view === 'episode' && <TranscriptView id={route.id} transcript={transcript?.episode_id === route.id ? transcript : null} live={live.get(route.id)} setTranscript={setTranscript} />}
+        {route.view === 'episode' && (
+          <TranscriptView
+            id={route.id}
+            transcript={transcript?.episode_id === route.id ? transcript : null}
+            live={live.get(route.id)}
+            setTranscript={setTranscript}
+          />
+        )}
         {route.view === 'tasks' && <TasksView id={route.id} />}
         {/* kept mounted: an episode in play survives a look at another view */}
         <div hidden={route.view !== 'playground'}>

@@ -80,15 +80,41 @@ export function OverviewView(props: { overview: Overview | null; connected: bool
         </div>
       </div>
       <div class="charts">
-        <Chart id="chart-deploy" title="Deploy latency (s, per minute)" data={deploy!} series={[{ label: 'mean', stroke: PALETTE[0], width: 2, spanGaps: false, points: { show: true, size: 4 } }, { label: 'max', stroke: PALETTE[1], dash: [4, 4], points: { show: true, size: 3 } }]} />
-        <Chart id="chart-queue" title="Queue wait (s, per minute)" data={queue!} series={[{ label: 'mean', stroke: PALETTE[3], width: 2, points: { show: true, size: 4 } }, { label: 'max', stroke: PALETTE[1], dash: [4, 4], points: { show: true, size: 3 } }]} />
-        <Chart id="chart-rate" title="Episodes ended per minute" data={perMin!} series={[{ label: 'episodes', stroke: PALETTE[2], fill: 'rgba(22,163,74,0.35)', paths: bars() }]} />
+        <Chart
+          id="chart-deploy"
+          title="Deploy latency (s, per minute)"
+          data={deploy!}
+          series={[
+            { label: 'mean', stroke: PALETTE[0], width: 2, spanGaps: false, points: { show: true, size: 4 } },
+            { label: 'max', stroke: PALETTE[1], dash: [4, 4], points: { show: true, size: 3 } },
+          ]}
+        />
+        <Chart
+          id="chart-queue"
+          title="Queue wait (s, per minute)"
+          data={queue!}
+          series={[
+            { label: 'mean', stroke: PALETTE[3], width: 2, points: { show: true, size: 4 } },
+            { label: 'max', stroke: PALETTE[1], dash: [4, 4], points: { show: true, size: 3 } },
+          ]}
+        />
+        <Chart
+          id="chart-rate"
+          title="Episodes ended per minute"
+          data={perMin!}
+          series={[{ label: 'episodes', stroke: PALETTE[2], fill: 'rgba(22,163,74,0.35)', paths: bars() }]}
+        />
         <Chart
           id="chart-failures"
           title="Failures by reason (per minute)"
           data={failures!}
           empty="no failure in the last hour"
-          series={failureKeys.map((k, i) => ({ label: k, stroke: PALETTE[(i + 1) % PALETTE.length], fill: `${PALETTE[(i + 1) % PALETTE.length]}99`, paths: bars(0.6) }))}
+          series={failureKeys.map((k, i) => ({
+            label: k,
+            stroke: PALETTE[(i + 1) % PALETTE.length],
+            fill: `${PALETTE[(i + 1) % PALETTE.length]}99`,
+            paths: bars(0.6),
+          }))}
         />
         <Chart
           id="chart-rewards"
@@ -98,7 +124,12 @@ export function OverviewView(props: { overview: Overview | null; connected: bool
           xSplits={centres}
           xValues={(_u, ticks) => ticks.map(binLabel)}
           empty="no scored episode in the last hour"
-          series={splits.map((k, i) => ({ label: `${k} (n=${s.rewards.by_split[k]!.n}, mean≈${s.rewards.by_split[k]!.mean})`, stroke: PALETTE[i % PALETTE.length], fill: `${PALETTE[i % PALETTE.length]}88`, paths: bars(0.8 / Math.max(1, splits.length)) }))}
+          series={splits.map((k, i) => ({
+            label: `${k} (n=${s.rewards.by_split[k]!.n}, mean≈${s.rewards.by_split[k]!.mean})`,
+            stroke: PALETTE[i % PALETTE.length],
+            fill: `${PALETTE[i % PALETTE.length]}88`,
+            paths: bars(0.8 / Math.max(1, splits.length)),
+          }))}
         />
       </div>
     </section>

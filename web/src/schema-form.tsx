@@ -107,7 +107,14 @@ export function SchemaForm(props: { tool: string; schema: JsonSchema; busy: bool
         </label>
       </div>
       {raw ? (
-        <textarea class="raw" rows={8} value={rawText} onInput={(e) => setRawText((e.target as HTMLTextAreaElement).value)} data-testid="raw-args" aria-label="arguments as JSON" />
+        <textarea
+          class="raw"
+          rows={8}
+          value={rawText}
+          onInput={(e) => setRawText((e.target as HTMLTextAreaElement).value)}
+          data-testid="raw-args"
+          aria-label="arguments as JSON"
+        />
       ) : props_.length === 0 ? (
         <p class="muted">This tool takes no arguments.</p>
       ) : (
@@ -117,7 +124,8 @@ export function SchemaForm(props: { tool: string; schema: JsonSchema; busy: bool
           const label = (
             <label for={id}>
               <code>{name}</code>
-              {required.has(name) ? <span class="req">*</span> : null} <span class="muted">{t === 'array' ? `array of ${p.items ? typeOf(p.items) : 'any'}` : t}</span>
+              {required.has(name) ? <span class="req">*</span> : null}{' '}
+              <span class="muted">{t === 'array' ? `array of ${p.items ? typeOf(p.items) : 'any'}` : t}</span>
             </label>
           );
           let input;
@@ -131,11 +139,33 @@ export function SchemaForm(props: { tool: string; schema: JsonSchema; busy: bool
               </select>
             );
           } else if (t === 'boolean') {
-            input = <input id={id} name={name} type="checkbox" checked={values[name] === true} onChange={(e) => set(name, (e.target as HTMLInputElement).checked)} />;
+            input = (
+              <input id={id} name={name} type="checkbox" checked={values[name] === true} onChange={(e) => set(name, (e.target as HTMLInputElement).checked)} />
+            );
           } else if (t === 'integer' || t === 'number') {
-            input = <input id={id} name={name} type="number" step={t === 'integer' ? 1 : 'any'} min={p.minimum} max={p.maximum} value={String(values[name] ?? '')} onInput={(e) => set(name, (e.target as HTMLInputElement).value)} />;
+            input = (
+              <input
+                id={id}
+                name={name}
+                type="number"
+                step={t === 'integer' ? 1 : 'any'}
+                min={p.minimum}
+                max={p.maximum}
+                value={String(values[name] ?? '')}
+                onInput={(e) => set(name, (e.target as HTMLInputElement).value)}
+              />
+            );
           } else if (t === 'object') {
-            input = <textarea id={id} name={name} rows={3} placeholder="JSON" value={String(values[name] ?? '')} onInput={(e) => set(name, (e.target as HTMLTextAreaElement).value)} />;
+            input = (
+              <textarea
+                id={id}
+                name={name}
+                rows={3}
+                placeholder="JSON"
+                value={String(values[name] ?? '')}
+                onInput={(e) => set(name, (e.target as HTMLTextAreaElement).value)}
+              />
+            );
           } else {
             input = (
               <input

@@ -57,7 +57,14 @@ export function TaskPicker(props: { onPick: (id: string) => void; selected?: str
               </button>
             ))}
         </div>
-        <input type="search" placeholder="search task id…" value={q} onInput={(e) => (setQ((e.target as HTMLInputElement).value), setOffset(0))} data-testid="task-search" aria-label="search task id" />
+        <input
+          type="search"
+          placeholder="search task id…"
+          value={q}
+          onInput={(e) => (setQ((e.target as HTMLInputElement).value), setOffset(0))}
+          data-testid="task-search"
+          aria-label="search task id"
+        />
       </div>
       {error && <p class="error">{error}</p>}
       {page && (

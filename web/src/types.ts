@@ -40,9 +40,27 @@ export interface Message {
 
 export type TranscriptEvent =
   | { kind: 'reset'; at: string; messages: Message[]; tools: string[]; turns: number; max_turns: number }
-  | { kind: 'tool_call'; at: string; step: number; turn: number; tool_name: string; arguments: unknown; result: ToolResult | null; error: { error_type: string; message: string } | null; ms: number }
+  | {
+      kind: 'tool_call';
+      at: string;
+      step: number;
+      turn: number;
+      tool_name: string;
+      arguments: unknown;
+      result: ToolResult | null;
+      error: { error_type: string; message: string } | null;
+      ms: number;
+    }
   | { kind: 'list_tools'; at: string; ms: number }
-  | { kind: 'end'; at: string; end_reason: string | null; reward: number | null; scores: Record<string, number> | null; failure: Failure | null; timings: Timings };
+  | {
+      kind: 'end';
+      at: string;
+      end_reason: string | null;
+      reward: number | null;
+      scores: Record<string, number> | null;
+      failure: Failure | null;
+      timings: Timings;
+    };
 
 export interface ToolResult {
   content?: { type: string; text?: string }[];

@@ -6,7 +6,6 @@ import { ownerLabels, resourceName, type Owner } from './labels.js';
 import type { EpisodeNetwork } from './networks.js';
 import { LOG_TAIL_BYTES, LOG_TAIL_LINES } from '../../defaults.js';
 
-
 /**
  * The env's container: on the episode network only, no published port, bounded memory, CPU and
  * process count. Not auto-removed, so a crashed env can still be inspected and its log read.
@@ -91,7 +90,10 @@ export function lastLines(text: string, n: number, maxBytes = LOG_TAIL_BYTES): s
   const lines = text.replace(/\n+$/, '').split('\n');
   const tail = lines.slice(-n).join('\n');
   if (Buffer.byteLength(tail) <= maxBytes) return tail;
-  const cut = Buffer.from(tail).subarray(-maxBytes).toString('utf8').replace(/^\uFFFD/, '');
+  const cut = Buffer.from(tail)
+    .subarray(-maxBytes)
+    .toString('utf8')
+    .replace(/^\uFFFD/, '');
   return `[...]${cut}`;
 }
 
@@ -102,9 +104,7 @@ export function lastLines(text: string, n: number, maxBytes = LOG_TAIL_BYTES): s
  */
 export async function logTail(docker: Dockerode, containerId: string, lines = LOG_TAIL_LINES): Promise<string> {
   try {
-    const raw: unknown = await docker
-      .getContainer(containerId)
-      .logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false });
+    const raw: unknown = await docker.getContainer(containerId).logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false });
     const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
     return lastLines(demuxLog(buf), lines);
   } catch {

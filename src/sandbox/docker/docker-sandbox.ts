@@ -105,7 +105,10 @@ export class DockerSandbox implements Sandbox {
       if ((err as { code?: string }).code === 'EACCES') {
         // the server runs as a non-root user (the image's uid 1000): it needs the socket's group
         const who = typeof process.getgid === 'function' ? `uid ${process.getuid?.()}, groups ${process.getgroups?.().join(',')}` : 'this user';
-        throw new SandboxError('engine_error', `permission denied on the Docker socket (${who}): run the server in the socket's group (compose: DOCKER_GID=$(stat -c %g /var/run/docker.sock); docker run: --group-add <that gid>)`);
+        throw new SandboxError(
+          'engine_error',
+          `permission denied on the Docker socket (${who}): run the server in the socket's group (compose: DOCKER_GID=$(stat -c %g /var/run/docker.sock); docker run: --group-add <that gid>)`,
+        );
       }
       throw toSandboxError(err, 'answering a ping');
     }
@@ -136,7 +139,11 @@ export class DockerSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    return this.lifecycles.deploy(req, (id) => this.pool.holds(id), (signal) => this.runDeploy(req.episodeId, req.env, signal));
+    return this.lifecycles.deploy(
+      req,
+      (id) => this.pool.holds(id),
+      (signal) => this.runDeploy(req.episodeId, req.env, signal),
+    );
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -167,9 +174,7 @@ export class DockerSandbox implements Sandbox {
       throwIfAborted(signal);
       const runningAt = Date.now();
       const stopWaiting = new AbortController();
-      const exited = container
-        .wait({ condition: 'not-running', abortSignal: stopWaiting.signal })
-        .then((r: { StatusCode: number }) => r.StatusCode);
+      const exited = container.wait({ condition: 'not-running', abortSignal: stopWaiting.signal }).then((r: { StatusCode: number }) => r.StatusCode);
       exited.catch(() => {});
       try {
         const state = await inspectState(this.docker, container.id, network.name).catch((err) => {
@@ -207,11 +212,10 @@ export class DockerSandbox implements Sandbox {
           const after = await inspectState(this.docker, container.id).catch(() => null);
           const exitCode = after?.exitCode ?? outcome.exitCode;
           if (after?.oomKilled) {
-            throw new SandboxError(
-              'env_oom',
-              `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`,
-              { exitCode, logTail: tail },
-            );
+            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, {
+              exitCode,
+              logTail: tail,
+            });
           }
           throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode} before it was ready`, { exitCode, logTail: tail });
         }
@@ -304,7 +308,10 @@ export class DockerSandbox implements Sandbox {
   private removalError(result: RemoveResult, what: string): SandboxError {
     this.failedRemovals += result.failed.length;
     const details = result.failed.map((f) => `${f.kind} ${f.id.slice(0, 12)}: ${engineMessage(f.error)}`).join('; ');
-    this.log.error({ failed: result.failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) }, `could not remove every resource of ${what}`);
+    this.log.error(
+      { failed: result.failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) },
+      `could not remove every resource of ${what}`,
+    );
     return new SandboxError('engine_error', `the Docker engine did not remove every resource of ${what} after ${this.removeAttempts} attempts: ${details}`);
   }
 

@@ -141,7 +141,10 @@ export class EnvWatcher {
         return;
       } catch (err) {
         this.onFirstAttempt?.();
-        this.log.warn({ err: (err as Error).message, retryInMs: backoff }, 'cannot open the engine events stream; env deaths are noticed only when a call fails until it reopens');
+        this.log.warn(
+          { err: (err as Error).message, retryInMs: backoff },
+          'cannot open the engine events stream; env deaths are noticed only when a call fails until it reopens',
+        );
         await sleep(backoff, this.lifetime.signal).catch(() => {});
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
@@ -192,7 +195,11 @@ export class EnvWatcher {
       if (action === 'die') {
         const code = Number(attrs.exitCode);
         if (Number.isFinite(code) && w) this.remember(id, code);
-        if (w) this.fire(w, new EnvGoneError('die', Number.isFinite(code) ? code : null, `the env's container exited${Number.isFinite(code) ? ` with code ${code}` : ''}`));
+        if (w)
+          this.fire(
+            w,
+            new EnvGoneError('die', Number.isFinite(code) ? code : null, `the env's container exited${Number.isFinite(code) ? ` with code ${code}` : ''}`),
+          );
       } else if (action === 'destroy' && w) {
         this.fire(w, new EnvGoneError('destroy', this.exitCodeOf(id), "the env's container was removed from the engine"));
       }

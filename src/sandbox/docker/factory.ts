@@ -23,6 +23,13 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
       throw new Error('--in-container always, but this process is not in a container the Docker engine knows');
     }
   }
-  const sandbox = new DockerSandbox({ docker, instance: o.instance, bundleName: o.bundleName, subnetPool: o.subnetPool, attachContainer: own, logger: o.logger });
+  const sandbox = new DockerSandbox({
+    docker,
+    instance: o.instance,
+    bundleName: o.bundleName,
+    subnetPool: o.subnetPool,
+    attachContainer: own,
+    logger: o.logger,
+  });
   return { sandbox, attachedTo: own };
 }

@@ -102,7 +102,12 @@ export async function contextDigest(entries: ContextEntry[], buildArgs: Record<s
 
 /** Docker repository names are lowercase [a-z0-9._-] components */
 function repoComponent(s: string): string {
-  return s.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '') || 'x';
+  return (
+    s
+      .toLowerCase()
+      .replace(/[^a-z0-9._-]+/g, '-')
+      .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '') || 'x'
+  );
 }
 
 export function imageTag(bundleName: string, envName: string, digest: string): string {
@@ -173,7 +178,8 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
 }
 
 /** what a build's failure says when the engine could not fetch a base image from its registry */
-const PULL_FAILURE = /pull access denied|failed to resolve source metadata|failed to do request|dial tcp|no such host|i\/o timeout|TLS handshake timeout|manifest unknown|not found: manifest|toomanyrequests|connection refused|network is unreachable|server misbehaving|unauthorized: authentication required|error pulling image/i;
+const PULL_FAILURE =
+  /pull access denied|failed to resolve source metadata|failed to do request|dial tcp|no such host|i\/o timeout|TLS handshake timeout|manifest unknown|not found: manifest|toomanyrequests|connection refused|network is unreachable|server misbehaving|unauthorized: authentication required|error pulling image/i;
 
 /**
  * When a build failed to pull its base image: which build argument chooses that image (an ARG
@@ -185,7 +191,7 @@ export function pullHint(failure: string, dockerfile: string, buildArgs: Record<
   const froms = dockerfile.split('\n').filter((l) => /^\s*FROM\s/i.test(l));
   const args = [...new Set(froms.flatMap((l) => [...l.matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!)))];
   if (args.length === 0) {
-    return ' (the engine could not pull the base image named in the Dockerfile\'s FROM: make it reachable, or load it into the engine first)';
+    return " (the engine could not pull the base image named in the Dockerfile's FROM: make it reachable, or load it into the engine first)";
   }
   const given = args.filter((a) => Object.hasOwn(buildArgs, a)).map((a) => `${a}=${buildArgs[a]}`);
   return (
@@ -198,11 +204,7 @@ export function pullHint(failure: string, dockerfile: string, buildArgs: Record<
 }
 
 /** builds unless the content-hash tag exists; concurrent calls for one tag share `inflight` */
-export async function buildEnvImage(
-  docker: Dockerode,
-  req: ImageBuildRequest,
-  inflight: Map<string, Promise<string>>,
-): Promise<string> {
+export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, inflight: Map<string, Promise<string>>): Promise<string> {
   const entries = await listContext(req);
   const tag = imageTag(req.bundleName, req.envName, await contextDigest(entries, req.buildArgs));
   const running = inflight.get(tag);
@@ -213,7 +215,10 @@ export async function buildEnvImage(
       return tag;
     }
     req.onProgress?.(`building ${tag} from ${req.contextDir}`);
-    const pack = tar.c({ cwd: req.contextDir, portable: true, noDirRecurse: true, follow: false }, entries.map((e) => e.rel));
+    const pack = tar.c(
+      { cwd: req.contextDir, portable: true, noDirRecurse: true, follow: false },
+      entries.map((e) => e.rel),
+    );
     const context = Readable.from(pack as AsyncIterable<Buffer>);
     let output: NodeJS.ReadableStream;
     try {

@@ -161,7 +161,10 @@ export class InstanceLock {
         const seen = firstSeen.get(h.holder);
         if (seen === undefined) {
           firstSeen.set(h.holder, h.heartbeat);
-          this.log.info({ instance: this.opts.instance, holder: describe(h) }, 'the instance name has a holder: waiting for its next heartbeat (alive: refuse) or for it to go stale (dead: take over)');
+          this.log.info(
+            { instance: this.opts.instance, holder: describe(h) },
+            'the instance name has a holder: waiting for its next heartbeat (alive: refuse) or for it to go stale (dead: take over)',
+          );
         } else if (h.heartbeat !== seen) {
           throw new InstanceInUseError(this.opts.instance, h);
         }
@@ -192,7 +195,10 @@ export class InstanceLock {
         await this.beat();
         const taken = (await this.otherHolders()).filter((h) => !this.isStale(h) && h.since > this.since);
         if (taken.length > 0) {
-          this.log.error({ instance: this.opts.instance, holders: taken.map(describe) }, 'another server claimed this instance name (our heartbeat was late): both now sweep the same resources');
+          this.log.error(
+            { instance: this.opts.instance, holders: taken.map(describe) },
+            'another server claimed this instance name (our heartbeat was late): both now sweep the same resources',
+          );
         }
       } catch (err) {
         this.log.warn({ instance: this.opts.instance, err: (err as Error).message }, 'could not renew the instance claim; retrying at the next heartbeat');
@@ -204,7 +210,11 @@ export class InstanceLock {
   /** a new marker with a fresh heartbeat, then the older ones of this holder removed */
   private async beat(): Promise<void> {
     const now = Date.now();
-    const slug = this.opts.instance.replace(/[^a-zA-Z0-9_.-]+/g, '-').replace(/^[^a-zA-Z0-9]+/, '').slice(0, 60) || 'instance';
+    const slug =
+      this.opts.instance
+        .replace(/[^a-zA-Z0-9_.-]+/g, '-')
+        .replace(/^[^a-zA-Z0-9]+/, '')
+        .slice(0, 60) || 'instance';
     const name = `openenv-lock-${slug}-${this.holderId}-${++this.seq}`;
     const older = await this.ownMarkers();
     await this.docker.createVolume({

@@ -28,7 +28,12 @@ export function labelFilters(instance: string, episode?: string): { label: strin
 /** Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; labels carry the real ids, names only help people. */
 export function resourceName(...parts: string[]): string {
   const slug = parts
-    .map((p) => p.replace(/[^a-zA-Z0-9_.-]+/g, '-').replace(/^[^a-zA-Z0-9]+/, '').slice(0, 40))
+    .map((p) =>
+      p
+        .replace(/[^a-zA-Z0-9_.-]+/g, '-')
+        .replace(/^[^a-zA-Z0-9]+/, '')
+        .slice(0, 40),
+    )
     .filter(Boolean)
     .join('-');
   return `openenv-${slug}-${Math.random().toString(36).slice(2, 8)}`;

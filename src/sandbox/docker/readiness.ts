@@ -8,10 +8,7 @@ import { abortError } from './errors.js';
 import { sleep } from './retry.js';
 import { READINESS } from '../../defaults.js';
 
-export type ReadyOutcome =
-  | { kind: 'ready'; probes: number }
-  | { kind: 'exited'; exitCode: number }
-  | { kind: 'timeout'; lastAnswer: string | null };
+export type ReadyOutcome = { kind: 'ready'; probes: number } | { kind: 'exited'; exitCode: number } | { kind: 'timeout'; lastAnswer: string | null };
 
 export interface ProbeResult {
   ok: boolean;

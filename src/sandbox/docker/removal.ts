@@ -23,10 +23,7 @@ export interface Owned {
 
 export async function listOwned(docker: Dockerode, instance: string, episode?: string): Promise<Owned> {
   const filters = JSON.stringify(labelFilters(instance, episode));
-  const [containers, networks] = await Promise.all([
-    docker.listContainers({ all: true, filters }),
-    docker.listNetworks({ filters }),
-  ]);
+  const [containers, networks] = await Promise.all([docker.listContainers({ all: true, filters }), docker.listNetworks({ filters })]);
   return {
     containers: containers.map((c) => ({ id: c.Id, episode: c.Labels?.[LABELS.episode] ?? '' })),
     networks: networks.map((n) => ({ id: n.Id, episode: n.Labels?.[LABELS.episode] ?? '' })),

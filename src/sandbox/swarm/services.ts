@@ -15,7 +15,12 @@ import { LOG_TAIL_LINES } from '../../defaults.js';
  * labels carry the real ids, names only help people reading `docker service ls`.
  */
 export function swarmName(owner: Owner): string {
-  const slug = (s: string, n: number) => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, n);
+  const slug = (s: string, n: number) =>
+    s
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, n);
   return ['openenv', slug(owner.env, 12), slug(owner.episode, 24), Math.random().toString(36).slice(2, 8)].filter(Boolean).join('-').replace(/-+/g, '-');
 }
 
@@ -49,14 +54,7 @@ export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name
  * no virtual IP is allocated (the server reaches the task's own address; VIPs need IPVS, which
  * not every kernel has) and no port is published anywhere.
  */
-export async function createEnvService(
-  docker: Dockerode,
-  owner: Owner,
-  env: EnvSpec,
-  network: EpisodeOverlay,
-  image: string,
-  secret: string,
-): Promise<string> {
+export async function createEnvService(docker: Dockerode, owner: Owner, env: EnvSpec, network: EpisodeOverlay, image: string, secret: string): Promise<string> {
   const environment = { ...env.environment, PORT: String(env.port), [ENV_SECRET_VAR]: secret };
   const memory = env.resources.memoryMb * 1024 * 1024;
   const nanoCpus = Math.round(env.resources.cpus * 1e9);
@@ -104,7 +102,9 @@ export async function removeService(docker: Dockerode, serviceId: string): Promi
 export async function serviceLogTail(docker: Dockerode, serviceId: string, timeoutMs = 3000, lines = LOG_TAIL_LINES): Promise<string> {
   const signal = AbortSignal.timeout(timeoutMs);
   try {
-    const raw: unknown = await docker.getService(serviceId).logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false, abortSignal: signal } as object);
+    const raw: unknown = await docker
+      .getService(serviceId)
+      .logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false, abortSignal: signal } as object);
     const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
     return lastLines(demuxLog(buf), lines);
   } catch {
@@ -124,4 +124,3 @@ export function imageRejection(env: EnvSpec, image: string, err: string): Sandbo
       (image.includes('@') ? '' : ' (without --registry, only the manager has the env images: pass --registry HOST:PORT so every node can pull them)'),
   );
 }
-

@@ -145,7 +145,11 @@ export class SwarmSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    return this.lifecycles.deploy(req, (id) => this.overlays.has(id), (signal) => this.runDeploy(req.episodeId, req.env, signal));
+    return this.lifecycles.deploy(
+      req,
+      (id) => this.overlays.has(id),
+      (signal) => this.runDeploy(req.episodeId, req.env, signal),
+    );
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
@@ -206,7 +210,9 @@ export class SwarmSandbox implements Sandbox {
       throw new SandboxError(
         'deploy_timeout',
         `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
-          (outcome.lastAnswer === null ? `its task took the whole budget to start` : `GET ${env.readyPath} on port ${env.port} of ${ip} last got ${outcome.lastAnswer}`),
+          (outcome.lastAnswer === null
+            ? `its task took the whole budget to start`
+            : `GET ${env.readyPath} on port ${env.port} of ${ip} last got ${outcome.lastAnswer}`),
         { exitCode: null, logTail: await serviceLogTail(this.docker, serviceId) },
       );
     } catch (err) {
@@ -222,7 +228,13 @@ export class SwarmSandbox implements Sandbox {
   }
 
   /** polls the service's task until it runs with an address on the overlay, ends, or the deadline passes */
-  private async waitForTask(serviceId: string, networkId: string, env: EnvSpec, deadline: number, signal: AbortSignal): Promise<{ task: SwarmTask; ip: string }> {
+  private async waitForTask(
+    serviceId: string,
+    networkId: string,
+    env: EnvSpec,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<{ task: SwarmTask; ip: string }> {
     let delay = 50;
     let last: SwarmTask | undefined;
     for (;;) {
@@ -268,7 +280,10 @@ export class SwarmSandbox implements Sandbox {
     const exitCode = task.Status?.ContainerStatus?.ExitCode ?? null;
     if (state === 'failed' || state === 'complete') {
       if (await this.oomKilledHere(task)) {
-        return new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed ${when}`, { exitCode, logTail });
+        return new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed ${when}`, {
+          exitCode,
+          logTail,
+        });
       }
       const hint = exitCode === 137 ? ' (137: killed by SIGKILL, e.g. for reaching its memory limit)' : '';
       return new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode ?? '?'}${hint} ${when}`, { exitCode, logTail });
@@ -340,9 +355,13 @@ export class SwarmSandbox implements Sandbox {
     const owned = await this.list();
     const failed = await this.remove(owned);
     const left = new Set(failed.map((f) => f.id));
-    const removed = { containers: owned.services.map((s) => s.id).filter((id) => !left.has(id)), networks: owned.networks.map((n) => n.id).filter((id) => !left.has(id)) };
+    const removed = {
+      containers: owned.services.map((s) => s.id).filter((id) => !left.has(id)),
+      networks: owned.networks.map((n) => n.id).filter((id) => !left.has(id)),
+    };
     for (const n of owned.networks) if (!left.has(n.id)) this.overlays.delete(n.episode);
-    if (removed.containers.length + removed.networks.length > 0) this.log.info({ instance: this.instance, services: removed.containers, networks: removed.networks }, 'swept leftover env services and networks');
+    if (removed.containers.length + removed.networks.length > 0)
+      this.log.info({ instance: this.instance, services: removed.containers, networks: removed.networks }, 'swept leftover env services and networks');
     if (failed.length > 0) throw this.removalError(failed, `instance ${this.instance}`);
     return removed;
   }
@@ -383,7 +402,10 @@ export class SwarmSandbox implements Sandbox {
    * reconciler, and reported.
    */
   /** services first; `onServicesGone` once every one is removed and its task stopped (the env no longer runs), then the overlays */
-  private async remove(owned: Owned, onServicesGone?: () => void): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
+  private async remove(
+    owned: Owned,
+    onServicesGone?: () => void,
+  ): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
     const failed: Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }> = [];
     const attempt = <T>(fn: () => Promise<T>) => retry(fn, { attempts: this.removeAttempts, baseDelayMs: this.removeBaseDelayMs });
     const serviceIds = owned.services.map((s) => s.id);
@@ -391,7 +413,9 @@ export class SwarmSandbox implements Sandbox {
     const nodes = tasks.length ? await listNodes(this.docker).catch(() => []) : [];
     const lostNodes = new Set(nodes.filter((n) => LOST_NODE_STATES.has(n.state)).map((n) => n.id));
     const episodesOnLostNodes = new Set(
-      owned.services.filter((s) => tasks.some((t) => t.ServiceID === s.id && t.NodeID && lostNodes.has(t.NodeID) && !TERMINAL_STATES.has(t.Status?.State ?? ''))).map((s) => s.episode),
+      owned.services
+        .filter((s) => tasks.some((t) => t.ServiceID === s.id && t.NodeID && lostNodes.has(t.NodeID) && !TERMINAL_STATES.has(t.Status?.State ?? '')))
+        .map((s) => s.episode),
     );
     await Promise.all(
       owned.services.map(async (s) => {
@@ -421,7 +445,9 @@ export class SwarmSandbox implements Sandbox {
               continue;
             }
             const why = episodesOnLostNodes.has(n.episode)
-              ? new Error(`${engineMessage(error)} (its task is on a node that is down: it goes when the node comes back or is removed with \`docker node rm\`)`)
+              ? new Error(
+                  `${engineMessage(error)} (its task is on a node that is down: it goes when the node comes back or is removed with \`docker node rm\`)`,
+                )
               : error;
             failed.push({ kind: 'network', ...n, error: why });
             return;
@@ -442,12 +468,18 @@ export class SwarmSandbox implements Sandbox {
       if (live.every((t) => (t.Status?.State ?? '') === 'pending' || !t.NodeID)) return;
       await sleep(SWARM.taskPollMaxMs / 2);
     }
-    this.log.warn({ services: serviceIds.map((id) => id.slice(0, 12)) }, 'the tasks of removed services did not all stop in time; removing their networks anyway');
+    this.log.warn(
+      { services: serviceIds.map((id) => id.slice(0, 12)) },
+      'the tasks of removed services did not all stop in time; removing their networks anyway',
+    );
   }
 
   private removalError(failed: Array<{ kind: string; id: string; episode: string; error: unknown }>, what: string): SandboxError {
     const details = failed.map((f) => `${f.kind} ${f.id.slice(0, 12)}: ${engineMessage(f.error)}`).join('; ');
-    this.log.error({ failed: failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) }, `could not remove every resource of ${what}`);
+    this.log.error(
+      { failed: failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) },
+      `could not remove every resource of ${what}`,
+    );
     return new SandboxError('engine_error', `the swarm did not remove every resource of ${what}: ${details}`);
   }
 

@@ -68,7 +68,13 @@ export class TaskWatcher {
     this.polling = true;
     try {
       const batch = [...this.watched.values()];
-      const [tasks, nodes] = await Promise.all([listTasks(this.docker, batch.map((w) => w.serviceId)), listNodes(this.docker)]);
+      const [tasks, nodes] = await Promise.all([
+        listTasks(
+          this.docker,
+          batch.map((w) => w.serviceId),
+        ),
+        listNodes(this.docker),
+      ]);
       const nodeById = new Map(nodes.map((n) => [n.id, n]));
       for (const w of batch) {
         if (this.watched.get(w.episodeId) !== w) continue;
@@ -85,7 +91,13 @@ export class TaskWatcher {
         const state = task.Status?.State ?? '';
         if (TERMINAL_STATES.has(state)) {
           const code = task.Status?.ContainerStatus?.ExitCode;
-          this.fire(w, new EnvLostError('task_ended', `the env's task is ${state}${code !== undefined ? ` (exit code ${code})` : ''}${task.Status?.Err ? `: ${task.Status.Err}` : ''}`));
+          this.fire(
+            w,
+            new EnvLostError(
+              'task_ended',
+              `the env's task is ${state}${code !== undefined ? ` (exit code ${code})` : ''}${task.Status?.Err ? `: ${task.Status.Err}` : ''}`,
+            ),
+          );
         }
       }
     } catch (err) {

@@ -47,7 +47,12 @@ export function latestTask(tasks: SwarmTask[], serviceId: string): SwarmTask | u
   let best: SwarmTask | undefined;
   for (const t of tasks) {
     if (t.ServiceID !== serviceId) continue;
-    if (!best || (t.CreatedAt ?? '') > (best.CreatedAt ?? '') || ((t.CreatedAt ?? '') === (best.CreatedAt ?? '') && (t.Version?.Index ?? 0) > (best.Version?.Index ?? 0))) best = t;
+    if (
+      !best ||
+      (t.CreatedAt ?? '') > (best.CreatedAt ?? '') ||
+      ((t.CreatedAt ?? '') === (best.CreatedAt ?? '') && (t.Version?.Index ?? 0) > (best.Version?.Index ?? 0))
+    )
+      best = t;
   }
   return best;
 }
@@ -90,7 +95,8 @@ export function schedulableNodes(nodes: SwarmNode[]): SwarmNode[] {
 /** why a task that asks for this much can never be placed, or null when some node is big enough */
 export function whyUnschedulable(nodes: SwarmNode[], memoryMb: number, cpus: number): string | null {
   const usable = schedulableNodes(nodes);
-  if (usable.length === 0) return `no node of the swarm is ready and active (${nodes.map((n) => `${n.id.slice(0, 12)}: ${n.state}/${n.availability}`).join(', ') || 'no nodes'})`;
+  if (usable.length === 0)
+    return `no node of the swarm is ready and active (${nodes.map((n) => `${n.id.slice(0, 12)}: ${n.state}/${n.availability}`).join(', ') || 'no nodes'})`;
   const needMem = memoryMb * 1024 * 1024;
   const needCpu = Math.round(cpus * 1e9);
   if (usable.some((n) => n.memoryBytes >= needMem && n.nanoCpus >= needCpu)) return null;

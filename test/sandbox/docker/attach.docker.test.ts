@@ -52,7 +52,22 @@ describeDocker('DockerSandbox attached to the server container', () => {
     // this checkout and the engine socket mounted, as a containerised server would have them
     server = execFileSync(
       'docker',
-      ['run', '-d', '--label', helperLabel, '-v', `${REPO}:${REPO}:ro`, '-v', '/var/run/docker.sock:/var/run/docker.sock', '-w', REPO, LOCAL_NODE_IMAGE, 'node', '-e', 'setInterval(() => {}, 1 << 30)'],
+      [
+        'run',
+        '-d',
+        '--label',
+        helperLabel,
+        '-v',
+        `${REPO}:${REPO}:ro`,
+        '-v',
+        '/var/run/docker.sock:/var/run/docker.sock',
+        '-w',
+        REPO,
+        LOCAL_NODE_IMAGE,
+        'node',
+        '-e',
+        'setInterval(() => {}, 1 << 30)',
+      ],
       { encoding: 'utf8' },
     ).trim();
     sandbox = new DockerSandbox({ instance, bundleName: 'fixture-v1', attachContainer: server });
@@ -62,7 +77,9 @@ describeDocker('DockerSandbox attached to the server container', () => {
   afterAll(async () => {
     await sandbox?.sweep();
     await sandbox?.close();
-    const helpers = execFileSync('docker', ['ps', '-aq', '--filter', `label=${helperLabel}`], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    const helpers = execFileSync('docker', ['ps', '-aq', '--filter', `label=${helperLabel}`], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
     if (helpers.length > 0) execFileSync('docker', ['rm', '-f', ...helpers], { stdio: 'ignore' });
     await rm(work, { recursive: true, force: true });
   });

@@ -47,7 +47,9 @@ describeDocker('an env image that cannot be built', () => {
   });
 
   it('a bad Dockerfile: /health 503 naming the env and the reason, resets fail with it, nothing left', async () => {
-    const bundle = bundleWithDockerfile(['ARG NODE_IMAGE=node:20-slim', 'FROM ${NODE_IMAGE}', 'WORKDIR /app', 'COPY no-such-file.mjs /app/', 'CMD ["node", "server.mjs"]', ''].join('\n'));
+    const bundle = bundleWithDockerfile(
+      ['ARG NODE_IMAGE=node:20-slim', 'FROM ${NODE_IMAGE}', 'WORKDIR /app', 'COPY no-such-file.mjs /app/', 'CMD ["node", "server.mjs"]', ''].join('\n'),
+    );
     const s = await serveUnready(bundle, TEST_BUILD_ARGS);
     try {
       await expect(s.app.openenv.ready).rejects.toThrow(/env `echo`/);

@@ -8,7 +8,17 @@ import { buildEcho, echoSpec, post } from './fixture.js';
 
 interface ContainerInfo {
   Config: { Env: string[]; Labels: Record<string, string> };
-  HostConfig: { SecurityOpt: string[] | null; Memory: number; MemorySwap: number; NanoCpus: number; PidsLimit: number; NetworkMode: string; AutoRemove: boolean; PortBindings: Record<string, unknown> | null; PublishAllPorts: boolean };
+  HostConfig: {
+    SecurityOpt: string[] | null;
+    Memory: number;
+    MemorySwap: number;
+    NanoCpus: number;
+    PidsLimit: number;
+    NetworkMode: string;
+    AutoRemove: boolean;
+    PortBindings: Record<string, unknown> | null;
+    PublishAllPorts: boolean;
+  };
   NetworkSettings: { Ports: Record<string, unknown[] | null> | null; Networks: Record<string, { NetworkID: string; IPAddress: string }> };
 }
 interface NetworkInfo {
@@ -117,7 +127,7 @@ describeDocker('DockerSandbox deploy', () => {
       expect(Object.keys(n.Containers)).toEqual([handle.containerId]);
     });
 
-    it('reaches neither the outside nor another episode\'s env', async () => {
+    it("reaches neither the outside nor another episode's env", async () => {
       const other = await sandbox.deploy({ episodeId: 'ep-other', env: echoSpec(image) });
       try {
         const connect = (host: string, port: number) =>
@@ -166,7 +176,9 @@ describeDocker('DockerSandbox deploy', () => {
 
   it('removes an env that never listens once its deploy timeout passes, with its log tail', async () => {
     const t0 = Date.now();
-    const err = await rejection(sandbox.deploy({ episodeId: 'ep-deaf', env: echoSpec(image, { deployTimeoutMs: 2000, environment: { ECHO_NO_LISTEN: '1' } }) }));
+    const err = await rejection(
+      sandbox.deploy({ episodeId: 'ep-deaf', env: echoSpec(image, { deployTimeoutMs: 2000, environment: { ECHO_NO_LISTEN: '1' } }) }),
+    );
     const elapsed = Date.now() - t0;
     expect(err).toBeInstanceOf(SandboxError);
     const e = err as SandboxError;
@@ -179,7 +191,9 @@ describeDocker('DockerSandbox deploy', () => {
   });
 
   it('times out on a ready path that answers 404, saying so', async () => {
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }))) as SandboxError;
+    const err = (await rejection(
+      sandbox.deploy({ episodeId: 'ep-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }),
+    )) as SandboxError;
     expect(err.reason).toBe('deploy_timeout');
     expect(err.message).toMatch(/\(1\.5 s\).*last got HTTP 404/);
     expect(err.details.logTail).toMatch(/GET \/ready-nowhere -> 404/);
@@ -188,7 +202,9 @@ describeDocker('DockerSandbox deploy', () => {
 
   it('reports an env that exits during deploy as crashed, with its exit code and log', async () => {
     // a deadline far past the test's own timeout: a crash reported at all was noticed at once, not at the deadline
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { deployTimeoutMs: 600_000, environment: { ECHO_EXIT_AT_START: '7' } }) }))) as SandboxError;
+    const err = (await rejection(
+      sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { deployTimeoutMs: 600_000, environment: { ECHO_EXIT_AT_START: '7' } }) }),
+    )) as SandboxError;
     expect(err).toBeInstanceOf(SandboxError);
     expect(err.reason).toBe('env_crashed');
     expect(err.details.exitCode).toBe(7);
@@ -237,7 +253,9 @@ describeDocker('DockerSandbox deploy', () => {
 
     it('stops a deploy waiting for readiness and removes what it created', async () => {
       const ac = new AbortController();
-      const p = rejection(sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }));
+      const p = rejection(
+        sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }),
+      );
       await new Promise((r) => setTimeout(r, 1000));
       expect(labelledResources(instanceLabel).containers).toHaveLength(1);
       ac.abort();

@@ -54,7 +54,10 @@ describeDocker('DockerSandbox images', () => {
     const tag = await p;
     expect(tag).toMatch(/^openenv-bundle\/fixture-v1-echo:[0-9a-f]{12}$/);
     expect(imageId(tag)).not.toBeNull();
-    const labels = JSON.parse(execFileSync('docker', ['image', 'inspect', '--format', '{{json .Config.Labels}}', tag], { encoding: 'utf8' })) as Record<string, string>;
+    const labels = JSON.parse(execFileSync('docker', ['image', 'inspect', '--format', '{{json .Config.Labels}}', tag], { encoding: 'utf8' })) as Record<
+      string,
+      string
+    >;
     expect(labels).toMatchObject({ [LABELS.managed]: '1', [LABELS.bundle]: 'fixture-v1', [LABELS.env]: 'echo' });
   });
 
@@ -129,7 +132,11 @@ describeDocker('DockerSandbox images', () => {
     const err = await sandbox.checkImage('openenv-bundle/does-not-exist:000000000000').catch((e: unknown) => e);
     expect((err as SandboxError).reason).toBe('image_unavailable');
     await expect(sandbox.ping()).resolves.toBeUndefined();
-    const nowhere = new DockerSandbox({ instance: uniqueInstance('nowhere'), bundleName: 'x', docker: new Dockerode({ socketPath: '/nonexistent/docker.sock' }) });
+    const nowhere = new DockerSandbox({
+      instance: uniqueInstance('nowhere'),
+      bundleName: 'x',
+      docker: new Dockerode({ socketPath: '/nonexistent/docker.sock' }),
+    });
     const pingErr = await nowhere.ping().catch((e: unknown) => e);
     expect(pingErr).toBeInstanceOf(SandboxError);
     expect((pingErr as SandboxError).reason).toBe('engine_error');

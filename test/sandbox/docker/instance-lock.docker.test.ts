@@ -22,7 +22,9 @@ function docker(args: string[]): string {
 }
 
 function lockMarkers(instance: string): string[] {
-  return docker(['volume', 'ls', '-q', '--filter', `label=${LOCK_LABELS.lock}=${instance}`]).split('\n').filter(Boolean);
+  return docker(['volume', 'ls', '-q', '--filter', `label=${LOCK_LABELS.lock}=${instance}`])
+    .split('\n')
+    .filter(Boolean);
 }
 
 /** a marker as a server on another host would leave it */
@@ -69,13 +71,18 @@ describeDocker('one live server per instance name', () => {
       let logged = '';
       const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _e, cb) => ((logged += chunk.toString()), cb()) }));
       const second = await buildApp(FIXTURE_BUNDLE, { instance, buildArgs: TEST_BUILD_ARGS, pingInterval: 0, logger, reconcileIntervalMs: 200 });
-      const outcome = await second.openenv.ready.then(() => null, (e: unknown) => e);
+      const outcome = await second.openenv.ready.then(
+        () => null,
+        (e: unknown) => e,
+      );
       // give a reconciler that should not exist the time to do its damage
       await new Promise((r) => setTimeout(r, 1_000));
       await second.close();
 
       expect(outcome).toBeInstanceOf(InstanceInUseError);
-      expect((outcome as Error).message).toMatch(new RegExp(`instance "${instance}" is in use by a live server \\(host .+, pid ${process.pid}, holding it since`));
+      expect((outcome as Error).message).toMatch(
+        new RegExp(`instance "${instance}" is in use by a live server \\(host .+, pid ${process.pid}, holding it since`),
+      );
       expect(logged).not.toMatch(/"event":"startup_sweep"/);
       // the first server's episode is untouched and plays on
       expect(labelledResources(`${EPISODE_LABEL}=${episodeId}`).containers).toHaveLength(1);
@@ -128,7 +135,10 @@ describeDocker('one live server per instance name', () => {
 
     // a live holder (it beats every 300 ms): refused, naming it
     const b = new DockerSandbox(opts);
-    const refused = await b.claimInstance().then(() => null, (e: unknown) => e);
+    const refused = await b.claimInstance().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(refused).toBeInstanceOf(InstanceInUseError);
     expect((refused as InstanceInUseError).holder.pid).toBe(process.pid);
 

@@ -50,7 +50,12 @@ describeDocker('DockerSandbox sweep', () => {
     // the server is "killed": no teardown, no close; a new process starts with the same instance id
     const skipped: string[] = [];
     const noop = () => {};
-    const logger = { info: noop, warn: noop, error: noop, debug: (o: object, msg?: string) => msg?.includes('another network') && skipped.push((o as { subnet: string }).subnet) };
+    const logger = {
+      info: noop,
+      warn: noop,
+      error: noop,
+      debug: (o: object, msg?: string) => msg?.includes('another network') && skipped.push((o as { subnet: string }).subnet),
+    };
     const restarted = make(instance, { logger });
     expect((await restarted.listEpisodeIds()).sort()).toEqual(['left-0', 'left-1', 'left-2', 'left-half']);
 
@@ -84,7 +89,9 @@ describeDocker('DockerSandbox sweep', () => {
   });
 
   it('skips a subnet of its pool that another network uses, and fails cleanly when none is left', async () => {
-    execFileSync('docker', ['network', 'create', '--internal', '--subnet', '10.214.7.0/28', '--label', foreignLabel, `${instance}-foreign`], { stdio: 'ignore' });
+    execFileSync('docker', ['network', 'create', '--internal', '--subnet', '10.214.7.0/28', '--label', foreignLabel, `${instance}-foreign`], {
+      stdio: 'ignore',
+    });
     const sb = make(instance, { subnetPool: '10.214.7.0/26', subnetPrefix: 28 });
     const h = await sb.deploy({ episodeId: 'skip-0', env: echoSpec(image) });
     expect(subnetOf(h.networkId)).toBe('10.214.7.16/28');

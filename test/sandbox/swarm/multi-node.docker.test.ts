@@ -127,7 +127,12 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
 
   it('ends an episode whose worker dies as env_failed (node_lost), and gives its slot back', async () => {
     const cap = 3;
-    const server = await startServer({ instance: uniqueInstance('swarm-lost'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', String(cap)] });
+    const server = await startServer({
+      instance: uniqueInstance('swarm-lost'),
+      port: port++,
+      bundleDir: FIXTURE,
+      args: ['--max-concurrent-envs', String(cap)],
+    });
     const episodes = await Promise.all(Array.from({ length: cap }, () => reset(server)));
     const placed = await placements(server.instance);
     const onWorker = placed.find((p) => ids.get(p.node) !== 1);

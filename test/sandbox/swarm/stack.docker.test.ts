@@ -13,7 +13,20 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../../support/docker.js';
-import { describeSwarm, dk, footprint, lab, LAB_DIR, MANAGER_IP, prepareServerImage, REGISTRY, REPO, runningContainers, SERVER_IMAGE, sock } from '../../support/swarm-lab.js';
+import {
+  describeSwarm,
+  dk,
+  footprint,
+  lab,
+  LAB_DIR,
+  MANAGER_IP,
+  prepareServerImage,
+  REGISTRY,
+  REPO,
+  runningContainers,
+  SERVER_IMAGE,
+  sock,
+} from '../../support/swarm-lab.js';
 
 const run = promisify(execFile);
 const NAME = 'oe-swarm-manager-test';
@@ -68,7 +81,13 @@ describeSwarm('deploying the server on a swarm', () => {
     const body = (await reset.json()) as { episode_id: string };
     expect(reset.status, JSON.stringify(body)).toBe(201);
     const step = async (tool: string, args: unknown) =>
-      (await fetch(`${URL}/episodes/${body.episode_id}/step`, { method: 'POST', headers: auth, body: JSON.stringify({ type: 'call_tool', tool_name: tool, arguments: args }) })).json() as Promise<any>;
+      (
+        await fetch(`${URL}/episodes/${body.episode_id}/step`, {
+          method: 'POST',
+          headers: auth,
+          body: JSON.stringify({ type: 'call_tool', tool_name: tool, arguments: args }),
+        })
+      ).json() as Promise<any>;
     expect((await step('echo', { text: 'through the manager' })).observation.result.content[0].text).toBe('through the manager');
     // an episode left live: `down` must drain it
     const live = await fetch(`${URL}/episodes`, { method: 'POST', headers: auth, body: JSON.stringify({ task_id: 'fx-echo-0' }) });
@@ -92,12 +111,31 @@ describeSwarm('deploying the server on a swarm', () => {
     const instance = uniqueInstance('swarm-as-service');
     const service = 'oe-swarm-as-service';
     await dk(1, [
-      'service', 'create', '-d', '--name', service, '--restart-condition', 'none',
-      '--mount', `type=bind,source=${LAB_DIR}/n1/docker.sock,target=/var/run/docker.sock`,
-      '--mount', `type=bind,source=${join(REPO, 'test/fixtures/fixture-v1')},target=/bundle,readonly`,
-      '-e', `AGENTENV_TOKEN=tok-${instance}`,
+      'service',
+      'create',
+      '-d',
+      '--name',
+      service,
+      '--restart-condition',
+      'none',
+      '--mount',
+      `type=bind,source=${LAB_DIR}/n1/docker.sock,target=/var/run/docker.sock`,
+      '--mount',
+      `type=bind,source=${join(REPO, 'test/fixtures/fixture-v1')},target=/bundle,readonly`,
+      '-e',
+      `AGENTENV_TOKEN=tok-${instance}`,
       SERVER_IMAGE,
-      '/bundle', '--host', '0.0.0.0', '--sandbox', 'swarm', '--registry', REGISTRY, '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`,
+      '/bundle',
+      '--host',
+      '0.0.0.0',
+      '--sandbox',
+      'swarm',
+      '--registry',
+      REGISTRY,
+      '--instance',
+      instance,
+      '--build-arg',
+      `NODE_IMAGE=${LOCAL_NODE_IMAGE}`,
     ]);
     try {
       await waitFor(
@@ -111,7 +149,11 @@ describeSwarm('deploying the server on a swarm', () => {
     } finally {
       await dk(1, ['service', 'rm', service]).catch(() => '');
     }
-    await waitFor(async () => (await dk(1, ['ps', '-aq', '--filter', `label=com.docker.swarm.service.name=${service}`])).trim() === '', 60_000, 'the task container gone');
+    await waitFor(
+      async () => (await dk(1, ['ps', '-aq', '--filter', `label=com.docker.swarm.service.name=${service}`])).trim() === '',
+      60_000,
+      'the task container gone',
+    );
     const f = await footprint(instance, 1);
     expect([f.services, f.networks, f.tasks, runningContainers(f)]).toEqual([[], [], [], 0]);
   });

@@ -752,7 +752,8 @@ function createEnvServer(options = {}) {
   return createServer((req, res) => {
     if (options.secret) {
       const id = identityOf(req, options.secret);
-      if (id === "wrong") return send(res, 421, { error: "misdirected", message: "this request proves another env's secret: it was meant for another episode" });
+      if (id === "wrong")
+        return send(res, 421, { error: "misdirected", message: "this request proves another env's secret: it was meant for another episode" });
       if (id !== "none") res.setHeader("x-openenv-proof", hmac(options.secret, "response", id.nonce));
     }
     route(req, res).catch((e) => {

@@ -107,9 +107,7 @@ export class Episode {
       '',
       `Units sold: ${sim.unitsSold} of ${b.cycleCap} allowed. Charge at the end: ${sim.finalSoc} (at least ${b.sEndMin} required).`,
       `Total profit: ${formatUsd(sim.profit)}`,
-      sim.violation
-        ? `Feasible: no. First rule broken: ${sim.violation.message}. (A schedule that breaks a rule scores 0 when submitted.)`
-        : 'Feasible: yes.',
+      sim.violation ? `Feasible: no. First rule broken: ${sim.violation.message}. (A schedule that breaks a rule scores 0 when submitted.)` : 'Feasible: yes.',
     ];
     return {
       result: {

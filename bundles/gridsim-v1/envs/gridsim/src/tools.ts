@@ -32,7 +32,7 @@ export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'submit_schedule',
     description:
-      'Submits your final schedule and ends the episode. It is graded once against the best schedule of the day: the best scores 1, idling all day 0.2, a schedule that breaks a rule 0. A malformed schedule (not 24 integers within the battery\'s bounds) is reported as an error and nothing is submitted. Once a schedule is submitted, later calls are refused.',
+      "Submits your final schedule and ends the episode. It is graded once against the best schedule of the day: the best scores 1, idling all day 0.2, a schedule that breaks a rule 0. A malformed schedule (not 24 integers within the battery's bounds) is reported as an error and nothing is submitted. Once a schedule is submitted, later calls are refused.",
     input_schema: { type: 'object', properties: { schedule: SCHEDULE_SCHEMA }, required: ['schedule'], additionalProperties: false },
   },
 ];
