@@ -401,11 +401,13 @@ export class SwarmSandbox implements Sandbox {
    * back or is removed from the swarm (`docker node rm`); its overlay is then left for the
    * reconciler, and reported.
    */
-  /** services first; `onServicesGone` once every one is removed and its task stopped (the env no longer runs), then the overlays */
-  private async remove(
-    owned: Owned,
-    onServicesGone?: () => void,
-  ): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
+  /**
+   * Services first, then the overlays; `onEnvGone` once both are gone. Unlike a container on one
+   * engine, a removed service's task may still run on its node after the task list forgot it, and
+   * an overlay can only be removed once no container is attached: its removal is the proof that the
+   * env no longer runs anywhere, so the slot is not freed before it (the cap holds on every node).
+   */
+  private async remove(owned: Owned, onEnvGone?: () => void): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
     const failed: Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }> = [];
     const attempt = <T>(fn: () => Promise<T>) => retry(fn, { attempts: this.removeAttempts, baseDelayMs: this.removeBaseDelayMs });
     const serviceIds = owned.services.map((s) => s.id);
@@ -429,7 +431,6 @@ export class SwarmSandbox implements Sandbox {
     // a removed service's task stops on its node a moment later: the slot is held until it has
     // (so the cap holds on the nodes too), except on a node that is down, where nothing stops
     await this.waitForTasksToStop(serviceIds, lostNodes);
-    if (failed.length === 0) onServicesGone?.();
     await Promise.all(
       owned.networks.map(async (n) => {
         const until = Date.now() + (episodesOnLostNodes.has(n.episode) ? 0 : this.networkRemovalMs);
@@ -455,6 +456,7 @@ export class SwarmSandbox implements Sandbox {
         }
       }),
     );
+    if (failed.length === 0) onEnvGone?.();
     return failed;
   }
 

@@ -23,6 +23,7 @@ import {
   runningContainers,
   startServer,
   type LabServer,
+  watchContainerLives,
 } from '../../support/swarm-lab.js';
 
 const NODES = 3;
@@ -78,14 +79,15 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
   it('holds the cap across the cluster: running env containers on all nodes never exceed it', async () => {
     const cap = 3;
     const server = await startServer({ instance: uniqueInstance('swarm-cap'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', String(cap)] });
+    // containers: every start and die on every node, from the engines' events (exact, not sampled);
+    // services: the manager lists them in one call
+    const lives = watchContainerLives(server.instance, NODES);
     let sampling = true;
-    let maxContainers = 0;
     let maxServices = 0;
     let samples = 0;
     const sampler = (async () => {
       while (sampling) {
         const f = await footprint(server.instance, NODES);
-        maxContainers = Math.max(maxContainers, runningContainers(f));
         maxServices = Math.max(maxServices, f.services.length);
         samples++;
       }
@@ -99,12 +101,13 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     );
     sampling = false;
     await sampler;
+    await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
+    const maxContainers = await lives.stop();
     expect(played).toEqual(Array(8).fill(204));
     expect(samples).toBeGreaterThan(0);
     expect(maxServices).toBeLessThanOrEqual(cap);
     expect(maxContainers).toBeLessThanOrEqual(cap);
     expect(maxContainers).toBeGreaterThan(0);
-    await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
     await dkStop(server);
   });
 

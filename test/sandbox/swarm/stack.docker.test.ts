@@ -7,7 +7,7 @@
  * swarm-managed container to an attachable overlay), so it refuses to start, saying why.
  */
 import { execFile } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -118,6 +118,12 @@ describeSwarm('deploying the server on a swarm', () => {
       service,
       '--restart-condition',
       'none',
+      // where the server image is (the manager), as a stack placed on a manager would run it
+      '--constraint',
+      'node.role==manager',
+      // the image runs as uid 1000: it reaches the manager's socket through the socket's group
+      '--group',
+      String(statSync(`${LAB_DIR}/n1/docker.sock`).gid),
       '--mount',
       `type=bind,source=${LAB_DIR}/n1/docker.sock,target=/var/run/docker.sock`,
       '--mount',
@@ -139,8 +145,8 @@ describeSwarm('deploying the server on a swarm', () => {
     ]);
     try {
       await waitFor(
-        async () => /failed|complete|rejected/.test(await dk(1, ['service', 'ps', '--format', '{{.CurrentState}}', service])),
-        120_000,
+        async () => /failed|complete|rejected/i.test(await dk(1, ['service', 'ps', '--format', '{{.CurrentState}}', service])),
+        90_000,
         'the service task to end',
       );
       const { stdout, stderr } = await run('docker', ['-H', sock(1), 'service', 'logs', '--raw', service]);
