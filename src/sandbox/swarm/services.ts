@@ -89,6 +89,23 @@ export async function createEnvService(docker: Dockerode, owner: Owner, env: Env
 }
 
 /** resolves once swarm accepted the removal; 404 means it is gone already */
+/**
+ * Scales the service to no replica: its task is shut down on its node, and the node reports the
+ * task's end once its container has stopped (a removed service's tasks vanish from the manager's
+ * view while their containers may still be stopping). Missing service: nothing to do.
+ */
+export async function stopService(docker: Dockerode, serviceId: string): Promise<void> {
+  try {
+    const service = docker.getService(serviceId);
+    const info = (await service.inspect()) as { Version: { Index: number }; Spec: Record<string, unknown> };
+    if ((info.Spec.Mode as { Replicated?: { Replicas?: number } } | undefined)?.Replicated?.Replicas === 0) return;
+    await service.update({ version: info.Version.Index, ...info.Spec, Mode: { Replicated: { Replicas: 0 } } });
+  } catch (err) {
+    if (isNotFound(err)) return;
+    throw err;
+  }
+}
+
 export async function removeService(docker: Dockerode, serviceId: string): Promise<void> {
   try {
     await docker.getService(serviceId).remove();

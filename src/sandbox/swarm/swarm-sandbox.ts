@@ -31,7 +31,7 @@ import { waitForHttp } from '../docker/readiness.js';
 import { retry, sleep } from '../docker/retry.js';
 import { LABELS } from '../sandbox.js';
 import { pushToRegistry } from './registry.js';
-import { createEnvService, createEpisodeOverlay, imageRejection, isImageRejection, removeService, serviceLogTail, swarmName } from './services.js';
+import { createEnvService, createEpisodeOverlay, imageRejection, isImageRejection, removeService, serviceLogTail, stopService, swarmName } from './services.js';
 import { TaskWatcher } from './task-watch.js';
 import { latestTask, listNodes, listTasks, LOST_NODE_STATES, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
 
@@ -402,10 +402,9 @@ export class SwarmSandbox implements Sandbox {
    * reconciler, and reported.
    */
   /**
-   * Services first, then the overlays; `onEnvGone` once both are gone. Unlike a container on one
-   * engine, a removed service's task may still run on its node after the task list forgot it, and
-   * an overlay can only be removed once no container is attached: its removal is the proof that the
-   * env no longer runs anywhere, so the slot is not freed before it (the cap holds on every node).
+   * Services scaled to nothing (their nodes report each task's end once its container stopped),
+   * then removed, then the overlays; `onEnvGone` once all of it is gone, so the slot is never
+   * freed while the env may still run on its node (the cap holds on every node).
    */
   private async remove(owned: Owned, onEnvGone?: () => void): Promise<Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }>> {
     const failed: Array<{ kind: 'service' | 'network'; id: string; episode: string; error: unknown }> = [];
@@ -419,6 +418,11 @@ export class SwarmSandbox implements Sandbox {
         .filter((s) => tasks.some((t) => t.ServiceID === s.id && t.NodeID && lostNodes.has(t.NodeID) && !TERMINAL_STATES.has(t.Status?.State ?? '')))
         .map((s) => s.episode),
     );
+    // scaled to nothing first: while the service exists its task's end is reported by its node once
+    // the container has stopped, so the slot is held until then (the cap holds on the nodes too),
+    // except on a node that is down, where nothing stops; then the service goes
+    await Promise.all(owned.services.map((s) => attempt(() => stopService(this.docker, s.id)).catch(() => undefined)));
+    await this.waitForTasksToStop(serviceIds, lostNodes);
     await Promise.all(
       owned.services.map(async (s) => {
         try {
@@ -428,9 +432,6 @@ export class SwarmSandbox implements Sandbox {
         }
       }),
     );
-    // a removed service's task stops on its node a moment later: the slot is held until it has
-    // (so the cap holds on the nodes too), except on a node that is down, where nothing stops
-    await this.waitForTasksToStop(serviceIds, lostNodes);
     await Promise.all(
       owned.networks.map(async (n) => {
         const until = Date.now() + (episodesOnLostNodes.has(n.episode) ? 0 : this.networkRemovalMs);
