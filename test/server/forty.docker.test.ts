@@ -22,7 +22,8 @@ describeDocker('40 concurrent episodes', () => {
       expect(typeof e.data.reward).toBe('number');
     }
     await Promise.all(clients.map((c) => c.close()));
+    // a slot frees once its env container is removed; its network goes after, off the slot
     await waitFor(() => s.app.openenv.admission.activeCount === 0, 120_000);
-    expect(s.app.openenv.sandbox.networksInUse()).toBe(0);
+    await waitFor(() => s.app.openenv.sandbox.networksInUse() === 0, 120_000, 'every episode network removed');
   }, 600_000);
 });
