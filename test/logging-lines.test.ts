@@ -3,9 +3,8 @@
  * query redacted), one debug line per tool call (tool, argument bytes, latency, is_error), one
  * summary line per ended episode (steps, reward, end reason, timings).
  */
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { captureLog, type CapturedLog } from './support/log-capture.js';
 import { loggerHygiene } from '../src/logging.js';
 import { loggedUrl } from '../src/plugins/request-log.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
@@ -18,22 +17,13 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 
 describe('log lines an operator can read', () => {
   let s: ProcessServer;
-  let out = '';
-  const lines = () =>
-    out
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Record<string, any>);
+  let log: CapturedLog;
+  const lines = () => log.lines();
   let episodeId = '';
 
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        out += chunk.toString();
-        cb();
-      },
-    });
-    const logger = pino({ level: 'debug', ...loggerHygiene(TOKEN) }, sink);
+    log = captureLog({ level: 'debug', ...loggerHygiene(TOKEN) });
+    const logger = log.logger;
     s = await startProcessServer({ token: TOKEN, logger });
     await http(s.url, 'GET', '/bundle?split=train&access_token=abc', undefined, auth);
     await http(s.url, 'GET', '/nope', undefined, auth);
@@ -67,7 +57,7 @@ describe('log lines an operator can read', () => {
     expect(reqLines.filter((l) => l.req.url === '/health')).toEqual([]);
     // a WebSocket upgrade: one line, when the session opens
     expect(reqLines.filter((l) => l.req.url === '/ws')).toMatchObject([{ status: 101, level: 30 }]);
-    expect(out).not.toContain('abc');
+    expect(log.text()).not.toContain('abc');
   });
 
   it('loggedUrl keeps the path and the query, token-like values redacted', () => {

@@ -1,11 +1,10 @@
 /**
  * The episode lifecycle in the log, in-process with the envs as processes: one JSON line per
- * event with its ids and durations, the token in none of them, polled routes kept out.
+ * event with its ids and durations, the token in none of them, polled routes kept log.text().
  * logging.docker.test.ts proves the same of a real `node dist/serve.js` on real Docker.
  */
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { captureLog, type CapturedLog } from './support/log-capture.js';
 import { loggerHygiene } from '../src/logging.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
 import { waitFor } from './support/wait.js';
@@ -16,23 +15,14 @@ const EVENTS = ['queued', 'deployed', 'reset', 'ended', 'torn_down'] as const;
 
 describe('episode lifecycle lines in the log', () => {
   let s: ProcessServer;
-  let out = '';
-  const lines = () =>
-    out
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  let log: CapturedLog;
+  const lines = () => log.lines();
   const episodes: Record<string, string> = {};
 
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        out += chunk.toString();
-        cb();
-      },
-    });
     // as serve.ts makes it for a server with a token
-    const logger = pino({ level: 'info', ...loggerHygiene(TOKEN) }, sink);
+    log = captureLog({ level: 'info', ...loggerHygiene(TOKEN) });
+    const logger = log.logger;
     s = await startProcessServer({ token: TOKEN, tokenInPath: true, logger });
     const auth = { authorization: `Bearer ${TOKEN}` };
     await fetch(`${s.url}/health`);
@@ -61,9 +51,9 @@ describe('episode lifecycle lines in the log', () => {
 
   it('every line is JSON, and the token is in none of them', () => {
     expect(lines().length).toBeGreaterThan(10);
-    expect(out).not.toContain(TOKEN);
+    expect(log.text()).not.toContain(TOKEN);
     // the lines that carried it are there, redacted
-    expect(out).toContain('[redacted]');
+    expect(log.text()).toContain('[redacted]');
   });
 
   it('polled routes (/health, /metrics) do not log their requests; others do', () => {

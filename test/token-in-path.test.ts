@@ -1,11 +1,10 @@
 /** --token-in-path: stock clients (no headers) carry the token in their base URL, and it never reaches a log. */
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathTokenRewriter, PATH_TOKEN } from '../src/plugins/auth.js';
 import { logRedaction } from '../src/logging.js';
+import { captureLog } from './support/log-capture.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
 import { waitFor } from './support/wait.js';
 import { WsClient } from './support/ws-client.js';
@@ -39,24 +38,17 @@ describe('pathTokenRewriter', () => {
 
 describe('--token-in-path', () => {
   let s: ProcessServer;
-  let logs = '';
+  // trace: every line fastify and the server can write, redacted as serve.ts configures it
+  const log = captureLog({ level: 'trace', redact: logRedaction });
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        logs += chunk.toString();
-        cb();
-      },
-    });
-    // trace: every line fastify and the server can write, redacted as serve.ts configures it
-    const logger = pino({ level: 'trace', redact: logRedaction }, sink);
-    s = await startProcessServer({ token: TOKEN, tokenInPath: true, maxConcurrentEnvs: 2, logger });
+    s = await startProcessServer({ token: TOKEN, tokenInPath: true, maxConcurrentEnvs: 2, logger: log.logger });
   });
   afterAll(async () => {
     // fails if an env process outlived the app
     await s?.stop();
     // nothing of the whole run, start to teardown, carries the token
-    expect(logs.length).toBeGreaterThan(1000);
-    expect(logs).not.toContain(TOKEN);
+    expect(log.text().length).toBeGreaterThan(1000);
+    expect(log.text()).not.toContain(TOKEN);
   });
 
   it('a /ws session works through the prefix, with no header at all', async () => {
@@ -118,7 +110,7 @@ describe('--token-in-path', () => {
   });
 
   it('a malformed request through the prefix is logged (trace) without the token', async () => {
-    const before = logs.length;
+    const before = log.text().length;
     await new Promise<void>((resolve, reject) => {
       const port = Number(new URL(s.url).port);
       const sock = connect(port, '127.0.0.1', () => sock.write(`GET /t/${TOKEN}/bundle HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n`));
@@ -127,17 +119,17 @@ describe('--token-in-path', () => {
       sock.on('error', reject);
     });
     // logged as the server drops the connection, which may be just after the client saw it close
-    await waitFor(() => logs.slice(before).includes('client error'), 10_000, 'the client error logged');
-    const added = logs.slice(before);
+    await waitFor(() => log.text().slice(before).includes('client error'), 10_000, 'the client error logged');
+    const added = log.text().slice(before);
     expect(added).toContain('client error');
     expect(added).not.toContain(TOKEN);
-    // fastify logs the request's raw bytes with it: a Buffer would spell the token as numbers
+    // fastify log.text() the request's raw bytes with it: a Buffer would spell the token as numbers
     expect(added).toContain('"rawPacket":"[redacted]"');
   });
 
   it('requests through the prefix are logged with the stripped path', () => {
-    expect(logs).toContain('"url":"/tasks?split=eval&limit=1"');
-    expect(logs).toContain('"url":"/ws"');
+    expect(log.text()).toContain('"url":"/tasks?split=eval&limit=1"');
+    expect(log.text()).toContain('"url":"/ws"');
   });
 });
 

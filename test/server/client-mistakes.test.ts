@@ -3,10 +3,9 @@
  * the server's fault: no log line at error (level 50 or more), client errors at info or warn
  * without a stack. A 10 kB path parameter, JSON-RPC notifications, a percent-encoded token.
  */
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { captureLog, type CapturedLog } from '../support/log-capture.js';
 import { MAX_FRAME_BYTES } from '../../src/defaults.js';
 import { loggerHygiene } from '../../src/logging.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
@@ -19,22 +18,13 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 
 describe('client mistakes: documented answers, nothing logged as an error', () => {
   let s: ProcessServer;
-  let out = '';
-  const lines = () =>
-    out
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Record<string, any>);
+  let log: CapturedLog;
+  const lines = () => log.lines();
 
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        out += chunk.toString();
-        cb();
-      },
-    });
     // as serve.ts makes it, at the most verbose level a server would run at
-    const logger = pino({ level: 'debug', ...loggerHygiene(TOKEN) }, sink);
+    log = captureLog({ level: 'debug', ...loggerHygiene(TOKEN) });
+    const logger = log.logger;
     s = await startProcessServer({ token: TOKEN, tokenInPath: true, logger, maxConcurrentEnvs: 1, maxWaiting: 0 });
   });
   afterAll(async () => {
@@ -164,10 +154,10 @@ describe('client mistakes: documented answers, nothing logged as an error', () =
     const ws = new WebSocket(`${s.url.replace('http', 'ws')}/t/${enc}/ws`);
     await new Promise((r) => ws.once('open', r));
     ws.close();
-    await waitFor(() => out.includes('/nope/'), 10_000, 'the requests logged');
-    expect(out).not.toContain(TOKEN);
-    expect(out).not.toContain(enc);
-    expect(out.toLowerCase()).not.toContain(enc.toLowerCase());
-    expect(out).not.toContain(JSON.stringify(TOKEN).slice(1, -1));
+    await waitFor(() => log.text().includes('/nope/'), 10_000, 'the requests logged');
+    expect(log.text()).not.toContain(TOKEN);
+    expect(log.text()).not.toContain(enc);
+    expect(log.text().toLowerCase()).not.toContain(enc.toLowerCase());
+    expect(log.text()).not.toContain(JSON.stringify(TOKEN).slice(1, -1));
   });
 });

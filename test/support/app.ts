@@ -3,13 +3,12 @@
  * unique instance name, its log captured. Whichever sandbox the options carry runs the envs:
  * docker-server.ts and process-server.ts pick one and check nothing is left after.
  */
-import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { buildApp, type AppOptions } from '../../src/app.js';
 import { logRedaction } from '../../src/logging.js';
 import { uniqueInstance } from './instance.js';
+import { captureLog } from './log-capture.js';
 
 export const FIXTURE_BUNDLE = fileURLToPath(new URL('../fixtures/fixture-v1', import.meta.url));
 
@@ -24,15 +23,8 @@ export interface TestServer {
 
 export async function startApp(options: AppOptions = {}, bundle: string = FIXTURE_BUNDLE): Promise<TestServer> {
   const instance = options.instance ?? uniqueInstance();
-  let captured = '';
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      captured += chunk.toString();
-      cb();
-    },
-  });
-  const logger = pino({ level: 'info', redact: logRedaction }, sink);
-  const app = await buildApp(bundle, { pingInterval: 0, logger, ...options, instance });
+  const log = captureLog({ level: 'info', redact: logRedaction });
+  const app = await buildApp(bundle, { pingInterval: 0, logger: log.logger, ...options, instance });
   try {
     await app.openenv.ready;
     await app.listen({ host: '127.0.0.1', port: 0 });
@@ -46,7 +38,7 @@ export async function startApp(options: AppOptions = {}, bundle: string = FIXTUR
     app,
     url: `http://127.0.0.1:${port}`,
     instance,
-    logs: () => captured,
+    logs: log.text,
     stop: () => app.close(),
   };
 }

@@ -7,12 +7,11 @@
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../../src/app.js';
 import { FIXTURE_BUNDLE } from '../../support/app.js';
 import { describeDocker, labelledResources, TEST_BUILD_ARGS, uniqueInstance } from '../../support/docker.js';
+import { captureLog } from '../../support/log-capture.js';
 import { waitFor } from '../../support/wait.js';
 import { WsClient } from '../../support/ws-client.js';
 import { http } from '../../routes/http.js';
@@ -27,18 +26,12 @@ function bundleWithDockerfile(dockerfile: string): string {
 }
 
 async function serveUnready(bundle: string, buildArgs: Record<string, string>) {
-  let logs = '';
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs += chunk.toString();
-      cb();
-    },
-  });
+  const log = captureLog({ level: 'info' });
   const instance = uniqueInstance('badbuild');
-  const app = await buildApp(bundle, { instance, pingInterval: 0, buildArgs, logger: pino({ level: 'info' }, sink) });
+  const app = await buildApp(bundle, { instance, pingInterval: 0, buildArgs, logger: log.logger });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address() as { port: number };
-  return { app, url: `http://127.0.0.1:${addr.port}`, instance, logs: () => logs };
+  return { app, url: `http://127.0.0.1:${addr.port}`, instance, logs: log.text };
 }
 
 describeDocker('an env image that cannot be built', () => {

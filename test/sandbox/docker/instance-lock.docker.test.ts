@@ -4,13 +4,12 @@
  * server left is taken over and swept.
  */
 import { execFileSync } from 'node:child_process';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, expect, it } from 'vitest';
 import { buildApp } from '../../../src/app.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { InstanceInUseError, LOCK_LABELS } from '../../../src/sandbox/docker/instance-lock.js';
 import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../../support/docker.js';
+import { captureLog } from '../../support/log-capture.js';
 import { spawnServer } from '../../support/serve-process.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer } from '../../support/docker-server.js';
 import { WsClient } from '../../support/ws-client.js';
@@ -68,8 +67,8 @@ describeDocker('one live server per instance name', () => {
       const reset = await c.reset({ task_id: 'fx-echo-0' });
       const episodeId = reset.data.observation.episode_id as string;
 
-      let logged = '';
-      const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _e, cb) => ((logged += chunk.toString()), cb()) }));
+      const log = captureLog({ level: 'info' });
+      const logger = log.logger;
       const second = await buildApp(FIXTURE_BUNDLE, { instance, buildArgs: TEST_BUILD_ARGS, pingInterval: 0, logger, reconcileIntervalMs: 200 });
       const outcome = await second.openenv.ready.then(
         () => null,
@@ -83,7 +82,7 @@ describeDocker('one live server per instance name', () => {
       expect((outcome as Error).message).toMatch(
         new RegExp(`instance "${instance}" is in use by a live server \\(host .+, pid ${process.pid}, holding it since`),
       );
-      expect(logged).not.toMatch(/"event":"startup_sweep"/);
+      expect(log.text()).not.toMatch(/"event":"startup_sweep"/);
       // the first server's episode is untouched and plays on
       expect(labelledResources(`${EPISODE_LABEL}=${episodeId}`).containers).toHaveLength(1);
       const echo = await c.call('echo', { text: 'still mine' });
