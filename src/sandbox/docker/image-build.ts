@@ -144,7 +144,6 @@ interface BuildLine {
  * `error`/`errorDetail` on a stream that otherwise ends normally: returns its message, or null.
  */
 export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (line: string) => void): Promise<string | null> {
-  let buffered = '';
   let failure: string | null = null;
   const handle = (raw: string) => {
     const text = raw.trim();
@@ -165,6 +164,13 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
     if (out === undefined) return;
     for (const line of out.split(/\r?\n/)) if (line.trim()) onLine(line.trimEnd());
   };
+  await forEachLine(stream, handle);
+  return failure;
+}
+
+/** Calls `handle` with each line of an engine's progress stream (JSON objects, one a line), the last one unterminated too. */
+export async function forEachLine(stream: NodeJS.ReadableStream, handle: (line: string) => void): Promise<void> {
+  let buffered = '';
   for await (const chunk of stream as AsyncIterable<Buffer | string>) {
     buffered += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
     let nl: number;
@@ -174,7 +180,6 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
     }
   }
   handle(buffered);
-  return failure;
 }
 
 /** what a build's failure says when the engine could not fetch a base image from its registry */

@@ -6,6 +6,7 @@
 import type Dockerode from 'dockerode';
 import { SandboxError } from '../sandbox.js';
 import { engineMessage, toSandboxError } from '../docker/errors.js';
+import { forEachLine } from '../docker/image-build.js';
 
 /** "openenv-bundle/x-y:abc" → { repo: "openenv-bundle/x-y", tag: "abc" } */
 export function splitTag(ref: string): { repo: string; tag: string } {
@@ -24,7 +25,6 @@ interface PushLine {
 
 /** reads a push's progress stream: the digest the registry gave, or the error it ended with */
 async function followPush(stream: NodeJS.ReadableStream, onLine?: (line: string) => void): Promise<{ digest: string | null; error: string | null }> {
-  let buffered = '';
   let digest: string | null = null;
   let error: string | null = null;
   const handle = (raw: string) => {
@@ -43,15 +43,7 @@ async function followPush(stream: NodeJS.ReadableStream, onLine?: (line: string)
       digest ??= /(sha256:[0-9a-f]{64})/.exec(msg.status)?.[1] ?? null;
     }
   };
-  for await (const chunk of stream as AsyncIterable<Buffer | string>) {
-    buffered += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
-    let nl: number;
-    while ((nl = buffered.indexOf('\n')) >= 0) {
-      handle(buffered.slice(0, nl));
-      buffered = buffered.slice(nl + 1);
-    }
-  }
-  handle(buffered);
+  await forEachLine(stream, handle);
   return { digest, error };
 }
 
