@@ -12,6 +12,7 @@ import { BadInputError, EpisodeStateError, ServerError, ShuttingDownError, toWsE
 import type { Episode } from '../episodes/episode.js';
 import type { EpisodeManager } from '../episodes/manager.js';
 import { parseClientFrame, type ClientFrame, type ServerFrame } from '../protocol/frames.js';
+import { IDLE_STATE } from '../protocol/observations.js';
 import { IdleClock } from './idle-clock.js';
 import type { McpService } from './mcp-service.js';
 
@@ -154,7 +155,7 @@ export class WsSession {
       case 'state':
         return this.send({
           type: 'state',
-          data: this.episode ? this.episode.state() : { episode_id: null, task_id: null, step_count: 0, turn: 0, done: false, phase: 'idle' },
+          data: this.episode ? this.episode.state() : IDLE_STATE,
         });
       case 'close': {
         const ep = this.episode;
