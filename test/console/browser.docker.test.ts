@@ -269,6 +269,8 @@ describeBrowser('the web console in Chromium', () => {
       await page.getByTestId('remember').check();
       await page.getByTestId('token-submit').click();
       await page.locator('[data-split=wiring]').click();
+      // the list shown is the wiring split's once its tab is the one on (before that, the default split's)
+      await page.locator('[data-split=wiring].on').waitFor();
       const first = page.locator('[data-testid=task-list] [data-task]').first();
       await first.waitFor();
       const taskId = (await first.getAttribute('data-task'))!;
