@@ -27,13 +27,13 @@ function defaultOf(schema: { _def: { defaultValue?: () => unknown; schema?: unkn
   return undefined;
 }
 
-export function helpText(): string {
+export function helpText(command = 'node dist/serve.js'): string {
   const shape = OptionsSchema.innerType().shape as Record<
     string,
     { description?: string; _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }
   >;
   const lines = [
-    'Usage: node dist/serve.js <bundle folder or .tar.gz> [options]',
+    `Usage: ${command} <bundle folder or .tar.gz> [options]`,
     '',
     'Serves a bundle of agent tasks as an OpenEnv environment: every episode gets a fresh env',
     'container in its own Docker network. The bearer token comes from the environment variable',
@@ -118,17 +118,22 @@ function makeLogger(level: ServerOptions['logLevel'], token: string | null): Log
   return pino({ level, ...loggerHygiene(token) });
 }
 
-async function main(): Promise<void> {
+/**
+ * Runs the server with these arguments. Resolves with an exit code when it cannot start (2: a
+ * command line to fix; 1: the bundle or the address fails) or when --help was asked; once it
+ * serves, the process ends from the signal handlers.
+ */
+export async function serveMain(argv: string[]): Promise<number> {
   let cli: Cli | 'help';
   try {
-    cli = parseCli(process.argv.slice(2), process.env);
+    cli = parseCli(argv, process.env);
   } catch (e) {
     process.stderr.write(`error: ${(e as Error).message}\n`);
-    process.exit(2);
+    return 2;
   }
   if (cli === 'help') {
     process.stdout.write(helpText() + '\n');
-    return;
+    return 0;
   }
   const { options: o, bundlePath } = cli;
   let token: string | null;
@@ -136,13 +141,13 @@ async function main(): Promise<void> {
     token = readToken(o, process.env);
   } catch (e) {
     process.stderr.write(`error: ${(e as Error).message}\n`);
-    process.exit(2);
+    return 2;
   }
   if (!token && !isLoopback(o.host) && !o.insecureNoToken) {
     process.stderr.write(
       `error: refusing to listen on ${o.host} without a token: set ${o.tokenEnv}, or pass --insecure-no-token to let anyone who reaches this address deploy and drive envs\n`,
     );
-    process.exit(2);
+    return 2;
   }
   const log = makeLogger(o.logLevel, token);
   let bundle: LoadedBundle;
@@ -150,7 +155,7 @@ async function main(): Promise<void> {
     bundle = await loadBundle(bundlePath);
   } catch (e) {
     process.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
-    process.exit(1);
+    return 1;
   }
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
   const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
@@ -215,7 +220,13 @@ async function main(): Promise<void> {
     log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
     await stop('startup-failure', 1);
   }
+  // serving: the signal handlers end the process
+  return new Promise<number>(() => undefined);
 }
 
 // run only as the entry point (tests import parseCli and helpText)
-if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) void main();
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+  void serveMain(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

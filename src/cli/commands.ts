@@ -1,0 +1,9 @@
+/**
+ * Every subcommand of `openenv-bundle`, in the order `--help` lists them. A new subcommand is a
+ * module exporting a `Subcommand` and one line here.
+ */
+import type { Subcommand } from './command.js';
+import { rowsCommand } from './rows.js';
+import { serveCommand } from './serve.js';
+
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand];

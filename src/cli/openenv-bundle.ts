@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+/**
+ * `openenv-bundle <subcommand> [args]`: one command line for serving, authoring and evaluating
+ * bundles. `openenv-bundle --help` lists the subcommands; `openenv-bundle NAME --help` prints one's
+ * options. Exit codes: 0 ok, 1 problems found, 2 a command line to fix.
+ */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { EXIT, processIo, type CliIo } from './command.js';
+import { SUBCOMMANDS } from './commands.js';
+
+export function overview(): string {
+  const width = Math.max(...SUBCOMMANDS.map((c) => c.name.length)) + 2;
+  return [
+    'Usage: openenv-bundle <command> [arguments]',
+    '',
+    'Commands:',
+    ...SUBCOMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
+    '',
+    "Run 'openenv-bundle <command> --help' for a command's options.",
+    'Exit codes: 0 ok, 1 problems found, 2 a command line to fix.',
+  ].join('\n');
+}
+
+/** Dispatches argv (without node and the script) to its subcommand; resolves with the exit code. */
+export async function cli(argv: string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    const topic = name === 'help' ? rest[0] : undefined;
+    const sub = topic === undefined ? undefined : SUBCOMMANDS.find((c) => c.name === topic);
+    if (topic !== undefined && !sub) {
+      io.stderr.write(`error: unknown command '${topic}'\n\n${overview()}\n`);
+      return EXIT.usage;
+    }
+    (name === undefined ? io.stderr : io.stdout).write(`${sub ? sub.usage : overview()}\n`);
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  const sub = SUBCOMMANDS.find((c) => c.name === name);
+  if (!sub) {
+    io.stderr.write(`error: unknown command '${name}'\n\n${overview()}\n`);
+    return EXIT.usage;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout.write(`${sub.usage}\n`);
+    return EXIT.ok;
+  }
+  return sub.run(rest, io);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+  void cli(process.argv.slice(2), processIo()).then((code) => {
+    process.exitCode = code;
+  });
+}
