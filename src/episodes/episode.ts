@@ -97,8 +97,6 @@ export class Episode {
   private readonly abort = new AbortController();
   /** aborts env calls: the episode closing, or the env's container dying (handle.gone) */
   private callSignal: AbortSignal = this.abort.signal;
-  /** env calls in flight: a death during one fails that call (and is reported as its outcome) */
-  private callsInFlight = 0;
   private episodeTimer: NodeJS.Timeout | null = null;
   private resolveTornDown!: () => void;
   private teardownStarted = false;
@@ -219,12 +217,17 @@ export class Episode {
       const gone = this.handle.gone;
       if (gone) {
         this.callSignal = AbortSignal.any([this.abort.signal, gone]);
-        // a death between calls ends the episode at once (one during a call fails that call)
+        // A death during a step is that step's to report: its call is cut short (callSignal) and
+        // fails with the call's name, so the transcript keeps the call. The check runs after the
+        // step in flight, through the step queue; if no step claimed the death, it happened
+        // between calls and ends the episode now.
         gone.addEventListener(
           'abort',
           () => {
-            if (this.phase === 'running' && !this.done && this.callsInFlight === 0)
-              void this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
+            this.queue = this.queue.then(async () => {
+              if (this.phase === 'running' && !this.done)
+                await this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
+            });
           },
           { once: true },
         );
@@ -449,13 +452,9 @@ export class Episode {
     return { observation, reward: null, done: false };
   }
 
-  private async envCall(client: EnvClient, path: string, body: unknown, timeoutMs: number) {
-    this.callsInFlight++;
-    try {
-      return await client.request('POST', path, body, timeoutMs, this.callSignal);
-    } finally {
-      this.callsInFlight--;
-    }
+  /** one call to the env, cut short when the episode is aborted or the env dies */
+  private envCall(client: EnvClient, path: string, body: unknown, timeoutMs: number) {
+    return client.request('POST', path, body, timeoutMs, this.callSignal);
   }
 
   /** Asks the env for its scores and ends the episode. */
@@ -621,6 +620,9 @@ export class Episode {
     } finally {
       this.slot?.release();
       this.slot = null;
+      // the step that ended the episode (its env died, its episode timed out) reports after
+      // its end; it is aborted above and answers at once: observers hear of it before tornDown
+      await this.queue;
       this.resolveTornDown();
     }
   }
