@@ -14,7 +14,9 @@
 # removes it on `down`).
 #
 # Needs root, iproute2, iptables, util-linux (nsenter), dockerd and docker-registry.
-# Settings (environment): SWARM_LAB_NODES (default 3), SWARM_LAB_DIR (default /var/lib/openenv-swarm-lab).
+# Settings (environment): SWARM_LAB_NODES (default 3), SWARM_LAB_DIR (default /var/lib/openenv-swarm-lab),
+# SWARM_LAB_LOGS (default /var/log/openenv-swarm-lab: `down` keeps each node's dockerd log there,
+# the last 30, and says so when a node's dockerd had already died).
 #
 # dockerd is started with nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides
 # the cgroup mounts, and dockerd then fails with "Devices cgroup isn't mounted".
@@ -22,6 +24,7 @@ set -euo pipefail
 
 NODES="${SWARM_LAB_NODES:-3}"
 DIR="${SWARM_LAB_DIR:-/var/lib/openenv-swarm-lab}"
+LOGS="${SWARM_LAB_LOGS:-/var/log/openenv-swarm-lab}"
 BRIDGE=swbr0
 NET=10.77.0
 HOST_IP="$NET.1"
@@ -165,6 +168,22 @@ up() {
   status
 }
 
+# Copies node i's dockerd log to $LOGS before `down` removes the node's folder (the newest 30 are
+# kept). A dockerd that is no longer running here died before `down`: that is said, with its tail.
+keep_log() {
+  local i=$1 d="$DIR/n$1"
+  [[ -f $d/dockerd.log ]] || return 0
+  mkdir -p "$LOGS"
+  local kept
+  kept="$LOGS/$(date +%Y%m%d-%H%M%S)-$$-n$i-dockerd.log"
+  cp "$d/dockerd.log" "$kept"
+  if [[ -f $d/dockerd.pid ]] && ! pid_alive "$d/dockerd.pid"; then
+    log "n$i's dockerd had died before down (log kept at $kept); its last lines:"
+    tail -15 "$kept" | sed 's/^/[swarm-lab]   /' >&2
+  fi
+  ls -1t "$LOGS"/*-dockerd.log 2>/dev/null | tail -n +31 | xargs -r rm -f
+}
+
 down() {
   local started=$SECONDS
   # services and stacks first, while the manager answers, so tasks stop cleanly
@@ -178,6 +197,7 @@ down() {
       dk "$i" swarm leave --force >/dev/null 2>&1 || true
       dk "$i" ps -aq 2>/dev/null | xargs -r docker -H "unix://$(sock "$i")" rm -f >/dev/null 2>&1 || true
     fi
+    keep_log "$i"
     if pid_alive "$d/dockerd.pid"; then
       local pid
       pid=$(cat "$d/dockerd.pid")

@@ -88,7 +88,9 @@ describeDocker('console routes', () => {
     const created = await call('POST', '/episodes', { task_id: 'fx-echo-0', episode_id: 'my-label' });
     expect(created.status).toBe(201);
     const id = created.body.episode_id as string;
+    const echoSent = Date.now();
     await call('POST', `/episodes/${id}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: 'hello' } });
+    const echoRoundTripMs = Date.now() - echoSent;
 
     const live = await call('GET', '/console/episodes');
     expect(live.status).toBe(200);
@@ -142,7 +144,10 @@ describeDocker('console routes', () => {
       error: null,
       step: 1,
     });
-    expect(tr.events[1].ms).toBeGreaterThanOrEqual(0);
+    // the call's time is the server's measure of it: an integer within the client's round trip
+    expect(Number.isInteger(tr.events[1].ms)).toBe(true);
+    expect(tr.events[1].ms).toBeLessThanOrEqual(echoRoundTripMs);
+    expect(tr.events.map((e: { ms?: number }) => e.ms)).toEqual([undefined, tr.events[1].ms, tr.events[2].ms, undefined]);
     expect(tr.events[2]).toMatchObject({ tool_name: 'end_turn', arguments: { answer: 'done' }, step: 2 });
     expect(tr.events[3]).toMatchObject({ kind: 'end', end_reason: 'turns_ended', reward: 0.5, scores: { quality: 0.5 } });
     // what the model saw and sent: never the token, never the task's hidden data

@@ -115,9 +115,11 @@ describeDocker('the GridSim env image', () => {
     });
     // runs as an unprivileged user, and stops promptly on SIGTERM (node is PID 1)
     expect(execFileSync('docker', ['inspect', '-f', '{{.Config.User}}', container], { encoding: 'utf8' }).trim()).toBe('1000:1000');
+    // exit code 0: the env ended on SIGTERM itself; one that ignored it would be killed after
+    // 10 s and show 137
     const t0 = Date.now();
     execFileSync('docker', ['stop', '-t', '10', container], { stdio: 'pipe' });
-    expect(Date.now() - t0).toBeLessThan(5000);
-    expect(execFileSync('docker', ['inspect', '-f', '{{.State.ExitCode}}', container], { encoding: 'utf8' }).trim()).toBe('0');
+    console.info(`docker stop of the GridSim env: ${Date.now() - t0} ms`);
+    expect(execFileSync('docker', ['inspect', '-f', '{{.State.ExitCode}},{{.State.OOMKilled}}', container], { encoding: 'utf8' }).trim()).toBe('0,false');
   });
 });

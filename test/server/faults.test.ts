@@ -22,9 +22,18 @@ function slotsFree(s: ProcessServer): boolean {
   return s.app.openenv.manager.list().length === 0 && s.app.openenv.admission.activeCount === 0 && s.sandbox.held().length === 0;
 }
 
+/** how many sessions the server dropped for missed pings (its ws_dropped log lines) */
+function pingDrops(s: { logs(): string }): number {
+  return s
+    .logs()
+    .split('\n')
+    .filter((l) => l.includes('"event":"ws_dropped"')).length;
+}
+
 describe('a peer that goes silent without closing', () => {
-  // pings every 0.3 s: a peer that misses two is dropped; idle after 3 s
-  const s = processSuiteServer({ pingInterval: 0.3, idleTimeout: 3, toolTimeout: 1 });
+  // pings every 0.3 s: a peer that misses two is dropped. The idle timeout is far away, so only
+  // the pings can free the slot within the wait below.
+  const s = processSuiteServer({ pingInterval: 0.3, idleTimeout: 600, toolTimeout: 1 });
 
   it('a client process that is paused (SIGSTOP) loses its slot within the ping budget', async () => {
     // a real client in its own process: resets, says so, then is stopped by us
@@ -45,9 +54,11 @@ describe('a peer that goes silent without closing', () => {
       });
       expect(first).toBe('observation');
       expect(s.app.openenv.admission.activeCount).toBe(1);
+      const dropsBefore = pingDrops(s);
       child.kill('SIGSTOP');
       // the slot comes back: two missed pings, the socket terminated, the episode torn down
       await waitFor(() => slotsFree(s) && s.app.openenv.sessions.socketCount === 0, 20_000, 'the paused client dropped');
+      expect(pingDrops(s)).toBe(dropsBefore + 1);
     } finally {
       child.kill('SIGKILL');
     }
@@ -56,10 +67,17 @@ describe('a peer that goes silent without closing', () => {
   it('a socket that stops reading (and so answers no ping) loses its slot within the ping budget', async () => {
     const c = await WsClient.open(s.url);
     expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
+    const dropsBefore = pingDrops(s);
     (c.ws as unknown as { _socket: { pause(): void } })._socket.pause();
     await waitFor(() => slotsFree(s) && s.app.openenv.sessions.socketCount === 0, 20_000, 'the mute socket dropped');
+    expect(pingDrops(s)).toBe(dropsBefore + 1);
     c.terminate();
   });
+});
+
+describe('a peer whose pings are answered for it', () => {
+  // pings every 0.3 s; idle after 3 s
+  const s = processSuiteServer({ pingInterval: 0.3, idleTimeout: 3, toolTimeout: 1 });
 
   it('a peer behind a proxy that answers pings for it is governed by the idle timeout', async () => {
     // autoPong: the "proxy" answers every ping, the client behind it says nothing more
@@ -75,6 +93,7 @@ describe('a peer that goes silent without closing', () => {
     expect(pings).toBeGreaterThan(2);
     expect(closed.code).toBe(1000);
     expect(closed.reason).toMatch(/idle/);
+    expect(pingDrops(s)).toBe(0);
     await waitFor(() => slotsFree(s), 20_000, 'the idle episode torn down');
   });
 });

@@ -65,17 +65,23 @@ describe('warm pool', () => {
   afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
   it('fills to --warm-pool; a reset takes a pooled env, which serves that one episode and is gone after; the pool refills with fresh ones', async () => {
+    const started = Date.now();
     const s = await startProcessServer({ maxConcurrentEnvs: 4, warmPool: 2 });
     try {
       await poolReady(s, 2);
+      // the pooled env's wait is measured from when it was ready to when the reset took it
+      await new Promise((r) => setTimeout(r, 300));
       const before = new Set(pooledIds(s));
       expect(before.size).toBe(2);
       const containers = new Map([...before].map((id) => [id, s.sandbox.containerIdOf(id)!]));
       const c = await WsClient.open(s.url);
       const r = await c.reset({ task_id: 'fx-echo-0' });
+      const tookBy = Date.now();
       expect(r.type).toBe('observation');
       expect(r.data.observation.timings.pooled).toBe(true);
-      expect(r.data.observation.timings.pool_wait_s).toBeGreaterThanOrEqual(0);
+      const poolWaitMs = r.data.observation.timings.pool_wait_s * 1000;
+      expect(poolWaitMs).toBeGreaterThanOrEqual(300);
+      expect(poolWaitMs).toBeLessThanOrEqual(tookBy - started + 1);
       const episodeId: string = r.data.observation.episode_id;
       const ep = s.app.openenv.manager.get(episodeId)!;
       expect(before.has(ep.envId)).toBe(true);

@@ -34,8 +34,9 @@ describeDocker('the server process and its signals', () => {
     }
     const exit = await srv.exited;
     const tookMs = Date.now() - t0;
+    // exit 0 is the drain finishing within --shutdown-timeout (past it the server exits 1)
     expect(exit).toEqual({ code: 0, signal: null });
-    expect(tookMs).toBeLessThan(20_000);
+    console.info(`SIGTERM to exit: ${tookMs} ms (--shutdown-timeout 20 s)`);
     expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
     expect(srv.output()).not.toContain(TOKEN);
   });

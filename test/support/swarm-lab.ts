@@ -5,12 +5,13 @@
  * the lab never touches. In CI the lab must come up (the tests fail otherwise); elsewhere, without
  * root or the tools, the suites skip loudly.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'vitest';
+import { watchContainerLives as watchLives } from './container-lives.js';
 import { IN_CI, LOCAL_NODE_IMAGE } from './docker.js';
 import { waitFor } from './wait.js';
 
@@ -72,8 +73,16 @@ function lines(s: string): string[] {
     .filter(Boolean);
 }
 
+/**
+ * `scripts/swarm-lab.sh up|down`. `down` keeps every node's dockerd log (SWARM_LAB_LOGS) and says
+ * when a node's engine had died on its own: that is printed here, so a test run shows it.
+ */
 export async function lab(action: 'up' | 'down', nodes: number): Promise<void> {
-  await run('bash', [join(REPO, 'scripts/swarm-lab.sh'), action], { env: { ...process.env, SWARM_LAB_NODES: String(nodes) }, maxBuffer: 16 * 1024 * 1024 });
+  const { stderr } = await run('bash', [join(REPO, 'scripts/swarm-lab.sh'), action], {
+    env: { ...process.env, SWARM_LAB_NODES: String(nodes) },
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  if (stderr.includes('had died before down')) console.error(stderr);
 }
 
 /** kills a node's dockerd hard (SIGKILL), as a machine that fails would */
@@ -251,47 +260,13 @@ export function fixtureWithMemory(memoryMb: number): { dir: string; cleanup: () 
 }
 
 /**
- * Records every container start and die of an instance on every node, from the nodes' own event
- * streams (all nodes share this machine's clock), so the most envs ever running at once is exact:
+ * Every container start and die of an instance on every node, read from the nodes' own events
+ * (all nodes share this machine's clock), so the most envs ever running at once is exact:
  * sampling the nodes one after another can count a container that just died on one node beside
- * one that just started on another.
+ * one that just started on another. `stop()` resolves with that most.
  */
 export function watchContainerLives(instance: string, nodes: number): { stop: () => Promise<number> } {
-  const events: Array<{ t: bigint; delta: 1 | -1 }> = [];
-  const children = Array.from({ length: nodes }, (_, i) => {
-    const child = spawn(
-      'docker',
-      ['-H', sock(i + 1), 'events', '--filter', 'type=container', '--filter', `label=${LABEL_INSTANCE}=${instance}`, '--format', '{{.Action}} {{.TimeNano}}'],
-      { stdio: ['ignore', 'pipe', 'ignore'] },
-    );
-    let rest = '';
-    child.stdout.on('data', (d: Buffer) => {
-      const text = rest + d.toString();
-      const parts = text.split('\n');
-      rest = parts.pop() ?? '';
-      for (const line of parts) {
-        const [action, t] = line.trim().split(' ');
-        if (!t) continue;
-        if (action === 'start') events.push({ t: BigInt(t), delta: 1 });
-        else if (action === 'die') events.push({ t: BigInt(t), delta: -1 });
-      }
-    });
-    return child;
-  });
-  return {
-    async stop() {
-      // let the streams deliver what the engines already sent
-      await new Promise((r) => setTimeout(r, 2000));
-      for (const c of children) c.kill('SIGTERM');
-      // a die sorts before a start at the same instant: a slot handed over is not two at once
-      events.sort((a, b) => (a.t === b.t ? a.delta - b.delta : a.t < b.t ? -1 : 1));
-      let now = 0;
-      let most = 0;
-      for (const e of events) {
-        now += e.delta;
-        most = Math.max(most, now);
-      }
-      return most;
-    },
-  };
+  const hosts = Array.from({ length: nodes }, (_, i) => sock(i + 1));
+  const lives = watchLives(`${LABEL_INSTANCE}=${instance}`, hosts);
+  return { stop: async () => (await lives.stop()).peak };
 }
