@@ -10,6 +10,7 @@ import { execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { lineSplitter } from '../src/lines.js';
 import { WsClient } from '../test/support/ws-client.js';
 
 const { values } = parseArgs({
@@ -79,26 +80,20 @@ async function startServer(): Promise<{ url: string; pid: number; stop: () => Pr
     { env: { ...process.env, LOG_LEVEL: 'info', AGENTENV_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let errors = 0;
-  let buffered = '';
   const url = await new Promise<string>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('the server did not start within 5 minutes')), 300_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      buffered += d.toString();
-      let nl: number;
-      while ((nl = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        if (line.includes('"level":50') || line.includes('"level":60')) {
-          errors++;
-          if (errors <= 5) console.log(`server error line: ${line.slice(0, 300)}`);
-        }
-        const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-        if (m) {
-          clearTimeout(t);
-          resolve(m[1]!);
-        }
+    const lines = lineSplitter((line) => {
+      if (line.includes('"level":50') || line.includes('"level":60')) {
+        errors++;
+        if (errors <= 5) console.log(`server error line: ${line.slice(0, 300)}`);
+      }
+      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
+      if (m) {
+        clearTimeout(t);
+        resolve(m[1]!);
       }
     });
+    child.stdout!.on('data', (d: Buffer) => lines.push(d));
     child.once('exit', (code) => reject(new Error(`the server exited ${code}`)));
   });
   // /health turns 200 once the env image is built

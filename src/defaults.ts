@@ -1,6 +1,9 @@
 /**
- * Operational defaults that are not options, each declared once. The options' own defaults live
- * in config.ts's schema (flags, environment variables and `--help` read them there).
+ * Operational constants, each declared once. Most are not options. Two are the defaults of options
+ * that other modules need too (SUBNET_POOL for --subnet-pool, DEFAULT_MAX_CONCURRENT_DEPLOYS for
+ * --max-concurrent-deploys): config.ts's schema takes them from here; DEFAULT_REWARD applies when
+ * neither --reward nor the bundle says. Every other option's default is declared in that schema
+ * (flags, environment variables and `--help` read it there).
  */
 
 /** IPv4 range the episode networks take their subnets from (--subnet-pool's default). */

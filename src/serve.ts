@@ -36,8 +36,8 @@ export function helpText(command = 'node dist/serve.js'): string {
     `Usage: ${command} <bundle folder or .tar.gz> [options]`,
     '',
     'Serves a bundle of agent tasks as an OpenEnv environment: every episode gets a fresh env',
-    'container in its own Docker network. The bearer token comes from the environment variable',
-    'named by --token-env (never from a flag).',
+    'container in its own Docker network. The bearer token comes from the file --token-file names,',
+    'else from the environment variable --token-env names (never from a flag).',
     '',
     'Options (each also read from the environment variable shown; a flag wins):',
   ];

@@ -6,6 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { readFile, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { forEachLine } from '../lines.js';
 import { extractBundleArchive, looksLikeGzip, type ExtractOptions } from './archive.js';
 import { BundleError, IssueCollector } from './errors.js';
 import {
@@ -268,36 +269,9 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
   };
 }
 
-/**
- * Streams `file` and calls `onLine` with each line, without its "\n" or "\r\n". A hand-rolled
- * splitter: node:readline's async iteration costs more than parsing and validating the rows.
- */
-async function forEachLine(file: string, onLine: (line: string) => void): Promise<void> {
-  const emit = (buf: Buffer, from: number, to: number) => {
-    const end = to > from && buf[to - 1] === 0x0d ? to - 1 : to;
-    onLine(buf.toString('utf8', from, end));
-  };
-  // bytes of a line that spans chunks, joined once its end is seen (no quadratic concatenation)
-  let pending: Buffer[] = [];
-  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>) {
-    let start = 0;
-    for (let nl = chunk.indexOf(0x0a); nl !== -1; nl = chunk.indexOf(0x0a, start)) {
-      if (pending.length > 0) {
-        pending.push(chunk.subarray(start, nl));
-        const joined = Buffer.concat(pending);
-        pending = [];
-        emit(joined, 0, joined.length);
-      } else {
-        emit(chunk, start, nl);
-      }
-      start = nl + 1;
-    }
-    if (start < chunk.length) pending.push(chunk.subarray(start));
-  }
-  if (pending.length > 0) {
-    const joined = Buffer.concat(pending);
-    emit(joined, 0, joined.length);
-  }
+/** Streams `file` and calls `onLine` with each line, without its "\n" or "\r\n". */
+function forEachFileLine(file: string, onLine: (line: string) => void): Promise<void> {
+  return forEachLine(createReadStream(file, { highWaterMark: 1 << 20 }), onLine);
 }
 
 /**
@@ -333,7 +307,7 @@ class TaskLoader {
     // A task's index is its line number, so a blank line between tasks would silently shift every
     // later index: only blank lines at the end of the file (a trailing newline or two) are allowed.
     let blankSince: number | undefined;
-    await forEachLine(real, (text) => {
+    await forEachFileLine(real, (text) => {
       line++;
       if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
       if (text.trim() === '') {

@@ -9,6 +9,7 @@
  * here against the containers and networks being watched (die, destroy and disconnect are rare).
  */
 import type Dockerode from 'dockerode';
+import { lineSplitter } from '../../lines.js';
 import type { SandboxLogger } from './logger.js';
 import { sleep } from './retry.js';
 
@@ -155,21 +156,16 @@ export class EnvWatcher {
     this.stream = stream;
     // no event seen yet: the local clock stands in (recheckAll covers a skew)
     if (this.lastEventTime === null) this.lastEventTime = Math.floor(Date.now() / 1000) - 1;
-    let buffered = '';
-    stream.on('data', (chunk: Buffer | string) => {
-      buffered += chunk.toString();
-      let nl: number;
-      while ((nl = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, nl).trim();
-        buffered = buffered.slice(nl + 1);
-        if (!line) continue;
-        try {
-          this.onEvent(JSON.parse(line) as EngineEvent);
-        } catch {
-          // not an event: ignore
-        }
+    const lines = lineSplitter((raw) => {
+      const line = raw.trim();
+      if (!line) return;
+      try {
+        this.onEvent(JSON.parse(line) as EngineEvent);
+      } catch {
+        // not an event: ignore
       }
     });
+    stream.on('data', (chunk: Buffer | string) => lines.push(chunk));
     let dropped = false;
     const drop = (err?: Error) => {
       if (dropped) return;

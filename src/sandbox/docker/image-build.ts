@@ -10,6 +10,7 @@ import { Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
+import { forEachLine } from '../../lines.js';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
 import { engineMessage, isNotFound, toSandboxError } from './errors.js';
 
@@ -166,20 +167,6 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
   };
   await forEachLine(stream, handle);
   return failure;
-}
-
-/** Calls `handle` with each line of an engine's progress stream (JSON objects, one a line), the last one unterminated too. */
-export async function forEachLine(stream: NodeJS.ReadableStream, handle: (line: string) => void): Promise<void> {
-  let buffered = '';
-  for await (const chunk of stream as AsyncIterable<Buffer | string>) {
-    buffered += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
-    let nl: number;
-    while ((nl = buffered.indexOf('\n')) >= 0) {
-      handle(buffered.slice(0, nl));
-      buffered = buffered.slice(nl + 1);
-    }
-  }
-  handle(buffered);
 }
 
 /** what a build's failure says when the engine could not fetch a base image from its registry */

@@ -6,7 +6,7 @@
 import type Dockerode from 'dockerode';
 import { SandboxError } from '../sandbox.js';
 import { engineMessage, toSandboxError } from '../docker/errors.js';
-import { forEachLine } from '../docker/image-build.js';
+import { forEachLine } from '../../lines.js';
 
 /** "openenv-bundle/x-y:abc" → { repo: "openenv-bundle/x-y", tag: "abc" } */
 export function splitTag(ref: string): { repo: string; tag: string } {
