@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Dockerode from 'dockerode';
 import { DEFAULT_MAX_CONCURRENT_DEPLOYS } from '../src/defaults.js';
+import { parsePrometheusText, valueOf } from './lib/prom-text.js';
 import { WsClient } from '../test/support/ws-client.js';
 
 const { values } = parseArgs({
@@ -198,10 +199,9 @@ async function imageTag(s: Server, instance: string): Promise<string> {
   return ctr.Image;
 }
 
-/** reads `name{labels} value` lines of a Prometheus text */
-function prom(text: string, name: string, labels = ''): number {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line ? Number(line.split(' ').pop()) : NaN;
+/** one series' value in a Prometheus text (NaN when absent) */
+function prom(text: string, name: string, labels: Record<string, string> = {}): number {
+  return valueOf(parsePrometheusText(text), name, labels) ?? NaN;
 }
 
 async function sustainedServer(deploys: number): Promise<{ perS: number; wallS: number }> {
@@ -462,16 +462,16 @@ async function main(): Promise<void> {
     // wait for every teardown to finish before reading where the slot time went
     for (let i = 0; i < 240; i++) {
       const m = await cold.metrics();
-      if (prom(m, 'openenv_teardown_seconds_count', '{outcome="ok"}') >= BURST) break;
+      if (prom(m, 'openenv_teardown_seconds_count', { outcome: 'ok' }) >= BURST) break;
       await new Promise((r) => setTimeout(r, 250));
     }
     const m = await cold.metrics();
-    const mean = (n: string, l = '') => Number((prom(m, `${n}_sum`, l) / prom(m, `${n}_count`, l)).toFixed(3));
+    const mean = (n: string, l: Record<string, string> = {}) => Number((prom(m, `${n}_sum`, l) / prom(m, `${n}_count`, l)).toFixed(3));
     slot = {
       deploy_s: mean('openenv_deploy_seconds'),
-      env_removed_s: mean('openenv_teardown_stage_seconds', '{stage="env_removed"}'),
-      network_removed_s: mean('openenv_teardown_stage_seconds', '{stage="network_removed"}'),
-      teardown_s: mean('openenv_teardown_seconds', '{outcome="ok"}'),
+      env_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'env_removed' }),
+      network_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'network_removed' }),
+      teardown_s: mean('openenv_teardown_seconds', { outcome: 'ok' }),
     };
   } finally {
     await cold.stop();

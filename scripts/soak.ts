@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { lineSplitter } from '../src/lines.js';
+import { parsePrometheusText, sumOf } from './lib/prom-text.js';
 import { WsClient } from '../test/support/ws-client.js';
 
 const { values } = parseArgs({
@@ -204,7 +205,8 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 500));
   }
   const metrics = await (await fetch(`${server.url}/metrics`, { headers: auth })).text();
-  const gauge = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN);
+  const families = parsePrometheusText(metrics);
+  const gauge = (name: string) => sumOf(families, name);
   rss.end = rssMb(server.pid);
   const whileUp = await leftOnEngine();
   const code = await server.stop();

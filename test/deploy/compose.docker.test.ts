@@ -17,7 +17,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../support/docker.js';
 import { WsClient } from '../support/ws-client.js';
 import { get, playEchoEpisode } from './helpers.js';
-import { parsePrometheusText, valueOf } from './prom-text.js';
+import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 
 const ROOT = process.cwd();
 const LOCAL_NGINX_IMAGE = process.env.OPENENV_TEST_NGINX_IMAGE ?? 'openenv-local/nginx:1';

@@ -8,6 +8,7 @@
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PoolStatus } from '../../src/protocol/pool.js';
 import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../support/process-server.js';
@@ -19,9 +20,7 @@ async function health(s: ProcessServer): Promise<{ status: string; pool?: PoolSt
 }
 
 async function metric(s: ProcessServer, name: string): Promise<number> {
-  const text = await (await fetch(`${s.url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.split(' ')[0] === name);
-  return line ? Number(line.split(' ').pop()) : NaN;
+  return valueOf(parsePrometheusText(await (await fetch(`${s.url}/metrics`)).text()), name) ?? NaN;
 }
 
 /** ids of the pooled env processes held now */

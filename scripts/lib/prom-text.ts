@@ -1,5 +1,5 @@
 /**
- * A strict reader of Prometheus' text exposition format (0.0.4), for tests: it throws on anything
+ * A strict reader of Prometheus' text exposition format (0.0.4), for tests and scripts: it throws on anything
  * a Prometheus server would refuse (or silently misread), and checks the rules a histogram or
  * counter family must keep. What it returns lets a test ask for one series' value.
  */
