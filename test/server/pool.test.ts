@@ -19,8 +19,8 @@ async function health(s: ProcessServer): Promise<{ status: string; pool?: PoolSt
   return (await fetch(`${s.url}/health`)).json() as Promise<{ status: string; pool?: PoolStatus }>;
 }
 
-async function metric(s: ProcessServer, name: string): Promise<number> {
-  return valueOf(parsePrometheusText(await (await fetch(`${s.url}/metrics`)).text()), name) ?? NaN;
+async function metric(s: ProcessServer, name: string, labels: Record<string, string> = {}): Promise<number> {
+  return valueOf(parsePrometheusText(await (await fetch(`${s.url}/metrics`)).text()), name, labels) ?? NaN;
 }
 
 /** ids of the pooled env processes held now */
@@ -215,7 +215,7 @@ describe('warm pool', () => {
       const c = await WsClient.open(s.url);
       const o = await play(c);
       expect(s.app.openenv.manager.get(o.episode_id)?.envId ?? 'ended').not.toBe(dead);
-      expect(await metric(s, 'openenv_pool_discarded_total{reason="dead"}')).toBe(1);
+      expect(await metric(s, 'openenv_pool_discarded_total', { reason: 'dead' })).toBe(1);
       expect(s.sandbox.held()).not.toContain(dead);
       await c.close();
       await poolReady(s, 1);
