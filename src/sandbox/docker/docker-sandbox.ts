@@ -19,6 +19,7 @@ import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, REMOVAL_RETRY, SUBNET_POOL } from '../../defaults.js';
+import { exitReason } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { EnvWatcher } from './env-watch.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from './errors.js';
@@ -211,13 +212,14 @@ export class DockerSandbox implements Sandbox {
         if (outcome.kind === 'exited') {
           const after = await inspectState(this.docker, container.id).catch(() => null);
           const exitCode = after?.exitCode ?? outcome.exitCode;
-          if (after?.oomKilled) {
-            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, {
-              exitCode,
-              logTail: tail,
-            });
-          }
-          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode} before it was ready`, { exitCode, logTail: tail });
+          const reason = exitReason({ oomKilled: after?.oomKilled === true });
+          throw new SandboxError(
+            reason,
+            reason === 'env_oom'
+              ? `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`
+              : `env \`${env.name}\` exited with code ${exitCode} before it was ready`,
+            { exitCode, logTail: tail },
+          );
         }
         throw new SandboxError(
           'deploy_timeout',
