@@ -285,7 +285,8 @@ export class Episode {
   private async pooledEnvDied(e: unknown): Promise<boolean> {
     if (!this.lease.pooled || this.abort.signal.aborted || !(e instanceof EnvCallError) || e.status !== undefined) return false;
     if (this.lease.handle?.gone?.aborted) return true;
-    return this.envExited();
+    const d = await this.diagnose();
+    return d !== null && (!d.running || d.oomKilled || d.failureReason !== undefined);
   }
 
   /** the env's own /reset call may take as long as a tool call or its deploy, whichever is longer */

@@ -18,8 +18,11 @@
  * - Several envs: the pool holds what recent resets needed (a window of the last
  *   WARM_POOL.demandWindow resets, seeded with the default split's tasks), each refill deploying
  *   the env furthest below its share.
- * - After WARM_POOL.maxConsecutiveFailures failed refills in a row the pool stops refilling, says
- *   why (log, /health, /metrics), and tries again after a backoff that doubles.
+ * - Failing refills: each failed refill counts the moment it fails. After one, at most
+ *   WARM_POOL.refillsAfterFailure refills run at once until one succeeds; after
+ *   WARM_POOL.maxConsecutiveFailures in a row the pool stops refilling (the refills still
+ *   deploying that no reset waits for are stopped too), says why (log, /health, /metrics), and
+ *   tries again after a backoff that doubles.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -338,15 +341,24 @@ export class WarmPool {
     }
   }
 
-  /** Deploys pooled envs into free slots, while no reset waits, up to the pool's size. */
+  /**
+   * Deploys pooled envs into free slots, while no reset waits, up to the pool's size; while the
+   * last refill failed, only WARM_POOL.refillsAfterFailure at a time.
+   */
   private fill(): void {
     if (!this.started || this.closed || this.pausedUntil !== null) return;
-    while (this.entries.length < this.size && this.waiters.length === 0) {
+    const maxDeploying = this.consecutiveFailures > 0 ? WARM_POOL.refillsAfterFailure : this.size;
+    while (this.entries.length < this.size && this.waiters.length === 0 && this.refillsDeploying() < maxDeploying) {
       const slot = this.deps.admission.tryAcquire();
       if (!slot) return;
       this.held++;
       this.deployEntry(slot, this.pickEnv());
     }
+  }
+
+  /** refills deploying that no waiting reset is promised */
+  private refillsDeploying(): number {
+    return this.entries.filter((e) => e.state === 'deploying' && !e.promisedTo).length;
   }
 
   /** the env furthest below its share of recent demand */
@@ -415,6 +427,8 @@ export class WarmPool {
         );
         if (e.promisedTo) void this.handOut(e.promisedTo, e);
         else this.rebalance();
+        // after a failure refills ran one at a time: this success lets the rest go
+        this.fill();
       } catch (err) {
         if (e.controller.signal.aborted || !this.entries.includes(e)) return;
         this.refillFailed(e, err as Error);
@@ -439,6 +453,8 @@ export class WarmPool {
         { event: 'pool_refill_stopped', consecutive_failures: this.consecutiveFailures, err: err.message, retry_in_s: delay / 1000 },
         `the warm pool stopped refilling after ${this.consecutiveFailures} failed refills in a row (last: ${err.message}); retrying in ${delay / 1000} s`,
       );
+      // the refills still deploying would most likely fail the same way: stopped, not counted
+      for (const x of this.entries.filter((y) => y.state === 'deploying' && !y.promisedTo)) this.discard(x, 'stopped');
       this.resumeTimer = setTimeout(() => {
         this.resumeTimer = null;
         this.pausedUntil = null;
@@ -463,7 +479,7 @@ export class WarmPool {
    * container is gone, before the network is: the network holds no env). `onFreed` runs once the
    * slot is back.
    */
-  private discard(e: Entry, reason: 'dead' | 'evicted' | 'failed' | 'closed', onFreed?: () => void): void {
+  private discard(e: Entry, reason: 'dead' | 'evicted' | 'failed' | 'stopped' | 'closed', onFreed?: () => void): void {
     this.removeEntry(e);
     this.counts.discarded++;
     this.deps.metrics.poolDiscarded.inc({ reason });
