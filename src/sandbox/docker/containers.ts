@@ -1,8 +1,8 @@
 import type Dockerode from 'dockerode';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
-import { engineMessage, isConflict, isNotFound, toSandboxError } from './errors.js';
-import { ownerLabels, resourceName, type Owner } from './labels.js';
+import { engineMessage, isConflict, isNotFound, toSandboxError } from '../engine/errors.js';
+import { ownerLabels, resourceName, type Owner } from '../engine/labels.js';
 import type { EpisodeNetwork } from './networks.js';
 import { LOG_TAIL_BYTES, LOG_TAIL_LINES } from '../../defaults.js';
 

@@ -22,14 +22,14 @@ import { EPISODE_SUBNET_PREFIX, REMOVAL_RETRY, SUBNET_POOL } from '../../default
 import { exitReason } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { EnvWatcher } from './env-watch.js';
-import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from './errors.js';
-import { buildEnvImage, checkImage } from './image-build.js';
-import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
-import type { Owner } from './labels.js';
-import { silentLogger, type SandboxLogger } from './logger.js';
+import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
+import { buildEnvImage, checkImage } from '../engine/image-build.js';
+import { InstanceLock, type InstanceLockOptions } from '../engine/instance-lock.js';
+import type { Owner } from '../engine/labels.js';
+import { silentLogger, type SandboxLogger } from '../engine/logger.js';
 import { connectToNetwork, createEpisodeNetwork } from './networks.js';
-import { waitForHttp } from './readiness.js';
-import { retry } from './retry.js';
+import { waitForHttp } from '../engine/readiness.js';
+import { retry } from '../engine/retry.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listOwned, removeOwned, type Owned, type RemoveResult } from './removal.js';
 

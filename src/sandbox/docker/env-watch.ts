@@ -9,8 +9,8 @@
  * here against the containers and networks being watched (die, destroy and disconnect are rare).
  */
 import type Dockerode from 'dockerode';
-import type { SandboxLogger } from './logger.js';
-import { sleep } from './retry.js';
+import type { SandboxLogger } from '../engine/logger.js';
+import { sleep } from '../engine/retry.js';
 
 export type GoneEvent = 'die' | 'destroy' | 'disconnect';
 

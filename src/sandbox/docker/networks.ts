@@ -1,7 +1,7 @@
 import type Dockerode from 'dockerode';
-import { engineMessage, isNotFound, isPoolOverlap, toSandboxError } from './errors.js';
-import { ownerLabels, resourceName, type Owner } from './labels.js';
-import type { SandboxLogger } from './logger.js';
+import { engineMessage, isNotFound, isPoolOverlap, toSandboxError } from '../engine/errors.js';
+import { ownerLabels, resourceName, type Owner } from '../engine/labels.js';
+import type { SandboxLogger } from '../engine/logger.js';
 import type { Subnet, SubnetPool } from './subnet-pool.js';
 
 export interface EpisodeNetwork {

@@ -5,8 +5,8 @@
  */
 import type Dockerode from 'dockerode';
 import { SandboxError } from '../sandbox.js';
-import { engineMessage, toSandboxError } from '../docker/errors.js';
-import { forEachLine } from '../docker/image-build.js';
+import { engineMessage, toSandboxError } from '../engine/errors.js';
+import { forEachLine } from '../engine/image-build.js';
 
 /** "openenv-bundle/x-y:abc" → { repo: "openenv-bundle/x-y", tag: "abc" } */
 export function splitTag(ref: string): { repo: string; tag: string } {
