@@ -33,7 +33,7 @@ import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { abortError, throwIfAborted } from '../../src/abort.js';
-import { lastLines } from '../../src/sandbox/docker/containers.js';
+import { lastLines } from '../../src/sandbox/engine/logs.js';
 import { fmtS } from '../../src/time.js';
 import { waitForHttp } from '../../src/sandbox/engine/readiness.js';
 import {

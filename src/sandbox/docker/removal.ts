@@ -7,7 +7,7 @@ import type Dockerode from 'dockerode';
 import { LABELS } from '../sandbox.js';
 import { removeContainer } from './containers.js';
 import { labelFilters } from '../engine/labels.js';
-import { disconnectFromNetwork, removeNetwork } from './networks.js';
+import { disconnectFromNetwork, removeNetwork } from '../engine/networks.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import { retry } from '../engine/retry.js';
 

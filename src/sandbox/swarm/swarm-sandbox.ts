@@ -27,7 +27,7 @@ import { buildEnvImage, checkImage } from '../engine/image-build.js';
 import { InstanceLock, type InstanceLockOptions } from '../engine/instance-lock.js';
 import { labelFilters, type Owner } from '../engine/labels.js';
 import { silentLogger, type SandboxLogger } from '../engine/logger.js';
-import { connectToNetwork, disconnectFromNetwork, removeNetwork } from '../docker/networks.js';
+import { connectToNetwork, disconnectFromNetwork, removeNetwork } from '../engine/networks.js';
 import { waitForHttp } from '../engine/readiness.js';
 import { retry, sleep } from '../engine/retry.js';
 import { LABELS } from '../sandbox.js';
