@@ -8,43 +8,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxError, type EnvSpec } from '../../src/sandbox/sandbox.js';
+import { SandboxError } from '../../src/sandbox/sandbox.js';
+import { echoSpec, post, rejection } from '../sandbox/contract.js';
 import { ProcessSandbox } from './process-sandbox.js';
 import { waitFor } from './wait.js';
 
 const ECHO_CONTEXT = fileURLToPath(new URL('../fixtures/fixture-v1/envs/echo', import.meta.url));
-
-function echoSpec(image: string, overrides: Partial<EnvSpec> = {}): EnvSpec {
-  return {
-    name: 'echo',
-    image,
-    port: 8000,
-    readyPath: '/health',
-    deployTimeoutMs: 30_000,
-    resources: { memoryMb: 128, cpus: 0.5, pids: 64 },
-    environment: {},
-    ...overrides,
-  };
-}
-
-async function rejection(p: Promise<unknown>): Promise<Error> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the promise to reject, but it resolved');
-}
-
-async function post(baseUrl: string, p: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${baseUrl}${p}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(10_000),
-  });
-  return { status: res.status, json: await res.json() };
-}
 
 /** true when something answers on the URL's port */
 async function answers(url: string): Promise<boolean> {

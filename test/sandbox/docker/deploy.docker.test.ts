@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { describeDocker, labelledResources, uniqueInstance } from '../../support/docker.js';
+import { rejection } from '../contract.js';
 import { buildEcho, echoSpec, post } from './fixture.js';
 
 interface ContainerInfo {
@@ -35,15 +36,6 @@ interface NetworkInfo {
 
 function inspect<T>(kind: 'container' | 'network', id: string): T {
   return (JSON.parse(execFileSync('docker', [kind, 'inspect', id], { encoding: 'utf8' })) as T[])[0]!;
-}
-
-async function rejection(p: Promise<unknown>): Promise<Error> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the promise to reject, but it resolved');
 }
 
 /** runs a node one-liner inside a running container (the image has no shell) */
