@@ -36,4 +36,14 @@ export default tseslint.config(
       '@typescript-eslint/await-thenable': 'error',
     },
   },
+  // The sandbox's layers: what both backends use lives in engine/, and no backend reaches into
+  // the other (nor the engine layer into either).
+  ...[
+    ['src/sandbox/swarm/**/*.ts', ['../docker/*']],
+    ['src/sandbox/docker/**/*.ts', ['../swarm/*']],
+    ['src/sandbox/engine/**/*.ts', ['../docker/*', '../swarm/*']],
+  ].map(([dir, group]) => ({
+    files: [dir],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group, message: 'shared engine code belongs in src/sandbox/engine/' }] }] },
+  })),
 );

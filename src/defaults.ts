@@ -89,6 +89,8 @@ export const WARM_POOL = {
   handoutCheckMs: 1000,
   /** consecutive failed refills after which the pool stops refilling (and retries with backoff) */
   maxConsecutiveFailures: 3,
+  /** refills deploying at once while the last refill failed (until one succeeds) */
+  refillsAfterFailure: 1,
   /** first retry after the pool stopped refilling; doubles up to backoffMaxMs */
   backoffBaseMs: 5000,
   backoffMaxMs: 300_000,

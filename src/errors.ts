@@ -1,25 +1,13 @@
 /**
  * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`) to WebSocket
- * error codes and HTTP statuses. Expected failures carry messages a person can act on.
+ * error codes and HTTP statuses. Expected failures carry messages a person can act on. Why an env
+ * failed (a Failure's reason) is decided in failures.ts.
  */
-import type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
+import type { Failure } from './protocol/observations.js';
 
 export type WsErrorCode = 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR' | 'EXECUTION_ERROR' | 'CAPACITY_REACHED' | 'SESSION_ERROR';
 
 export type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
-
-export function makeFailure(
-  reason: FailureReason,
-  phase: FailurePhase,
-  message: string,
-  ids: { episode_id: string; task_id: string },
-  extra: { exit_code?: number | null; log_tail?: string } = {},
-): Failure {
-  const f: Failure = { reason, phase, retryable: reason !== 'invalid_scores' && reason !== 'unschedulable', message, ...ids };
-  if (extra.exit_code !== undefined) f.exit_code = extra.exit_code;
-  if (extra.log_tail !== undefined && extra.log_tail !== '') f.log_tail = extra.log_tail;
-  return f;
-}
 
 export abstract class ServerError extends Error {
   abstract readonly wsCode: WsErrorCode;

@@ -176,7 +176,7 @@ export class Metrics {
     this.poolRefillFailures = new Counter({ name: `${prefix}pool_refill_failures_total`, help: 'Warm pool refills whose deploy failed', registers: [r] });
     this.poolDiscarded = new Counter({
       name: `${prefix}pool_discarded_total`,
-      help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), closed (drain)',
+      help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), stopped (deploying when refilling stopped after repeated failures), closed (drain)',
       labelNames: ['reason'],
       registers: [r],
     });

@@ -1,7 +1,8 @@
 /**
- * One episode: waiting → deploying → running → done → torn down. It holds an admission slot from
- * the start of its deploy to the end of its teardown, and tears down exactly once whatever ends
- * it (the env, the client, a budget, a failure, the server stopping).
+ * One episode's step state machine: waiting → deploying → running → done → torn down. Its env
+ * lease (env-lease.ts) owns the slot and the env; the episode resets the env, runs the steps one at
+ * a time, and ends exactly once whatever ends it (the env, the client, a budget, a failure, the
+ * server stopping), failure reasons as failures.ts decides them.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -9,7 +10,8 @@ import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
 import { isPlainObject } from '../bundle/schema.js';
 import { DIAGNOSE_RETRY, MAX_ARGUMENT_DEPTH } from '../defaults.js';
-import { DeployFailedError, EpisodeStateError, makeFailure, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
+import { DeployFailedError, EpisodeStateError, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
+import { callVerdict, envVerdict, invalidScoresMessage, makeFailure, resetCallVerdict, toolErrorType, type FailureExtra } from '../failures.js';
 import type { Metrics } from '../metrics.js';
 import { jsonDepthExceeds, type Action } from '../protocol/frames.js';
 import type {
@@ -26,35 +28,27 @@ import type {
   ToolsObservation,
   Transport,
 } from '../protocol/observations.js';
-import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
+import { SandboxError, type EnvDiagnosis, type EnvHandle } from '../sandbox/sandbox.js';
 import { fmtS, seconds3 } from '../time.js';
-import type { Admission, Slot } from './admission.js';
-import type { DeployLimiter } from './deploy-limiter.js';
-import type { PooledEnv, WarmPool } from './pool.js';
+import { EnvLease, type EnvLeaseDeps } from './env-lease.js';
 import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 
 export interface EpisodeSettings {
+  /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
   resetTimeoutMs: number;
   toolTimeoutMs: number;
   episodeTimeoutMs: number;
   maxSteps: number;
 }
 
-export interface EpisodeDeps {
+/** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
+export interface EpisodeDeps extends EnvLeaseDeps {
   bundle: LoadedBundle;
-  sandbox: Sandbox;
-  admission: Admission;
-  /** --max-concurrent-deploys; absent: deploys are not limited */
-  deploys?: DeployLimiter;
-  /** --warm-pool above 0: resets take pooled envs, and pooled envs' slots */
-  pool?: WarmPool;
-  envSpec: (envName: string) => Promise<EnvSpec>;
   settings: EpisodeSettings;
   reward: RewardFn;
   log: Logger;
   metrics: Metrics;
-  now?: () => number;
   /** sees each episode's life (the web console's history, --record); it can never fail an episode */
   observer?: EpisodeObserver;
 }
@@ -72,13 +66,6 @@ export interface EpisodeObserver {
 
 export class Episode {
   readonly id: string;
-  /**
-   * The id its env's resources are labelled with: the episode id for an env deployed for it, the
-   * pooled env's own id (`pool-…`) for one taken from the warm pool.
-   */
-  envId: string;
-  /** set when the env came from the warm pool: how long it waited there (ms) */
-  private pooled: { waitedMs: number } | null = null;
   readonly createdAt: number;
   phase: Phase = 'waiting';
   steps = 0;
@@ -90,10 +77,9 @@ export class Episode {
   /** resolves once the env and network are gone and the slot is free */
   readonly tornDown: Promise<void>;
 
-  private slot: Slot | null = null;
-  private handle: EnvHandle | null = null;
+  /** the slot and the env: taken, deployed or pooled, and given back */
+  private readonly lease: EnvLease;
   private client: EnvClient | null = null;
-  private deployStarted = false;
   private readonly abort = new AbortController();
   /** aborts env calls: the episode closing, or the env's container dying (handle.gone) */
   private callSignal: AbortSignal = this.abort.signal;
@@ -113,17 +99,27 @@ export class Episode {
     readonly task: Task,
     readonly seed: number | null,
     readonly transport: Transport,
+    /** the longest its reset waits in the queue for a slot (the reset timeout) */
+    readonly queueTimeoutMs: number,
     /** the reset's own `episode_id` label, if it gave one */
     readonly clientLabel?: string,
   ) {
     this.id = randomUUID();
-    this.envId = this.id;
     this.now = deps.now ?? Date.now;
     this.createdAt = this.now();
     this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
     this.tools = deps.bundle.toolsets[task.toolset] ?? [];
+    this.lease = new EnvLease(deps, this.id, deps.bundle.envOf(task).name, this.log);
     this.tornDown = new Promise((r) => (this.resolveTornDown = r));
     this.notify((o) => o.onCreated?.(this));
+  }
+
+  /**
+   * The id its env's resources are labelled with: the episode id for an env deployed for it, the
+   * pooled env's own id (`pool-…`) for one taken from the warm pool.
+   */
+  get envId(): string {
+    return this.lease.envId;
   }
 
   /** Tells the observer, if any; whatever it throws stays out of the episode. */
@@ -157,38 +153,24 @@ export class Episode {
       running_s: s(this.t.running, this.t.ended),
     };
     // only a server with a warm pool says where the env came from
-    if (this.deps.pool) {
-      t.pooled = this.pooled !== null;
-      if (this.pooled) t.pool_wait_s = seconds3(this.pooled.waitedMs);
+    if (this.lease.withPool) {
+      const pooled = this.lease.pooled;
+      t.pooled = pooled !== null;
+      if (pooled) t.pool_wait_s = seconds3(pooled.waitedMs);
     }
     return t;
   }
 
   /**
-   * Waits for a slot, deploys the env and resets it. Throws CapacityError, ShuttingDownError,
+   * Waits for a slot, gets the env and resets it. Throws CapacityError, ShuttingDownError,
    * DeployFailedError or an AbortError (the episode was closed meanwhile); the episode is then
    * torn down and its slot, if it had one, freed.
    */
-  async start(resetTimeoutMs: number): Promise<StepOutcome<ResetObservation>> {
-    const { admission, sandbox, settings, metrics, pool, deploys } = this.deps;
+  async start(): Promise<StepOutcome<ResetObservation>> {
+    const { admission, settings, metrics } = this.deps;
     this.log.info({ event: 'queued', waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
-    const envName = this.deps.bundle.envOf(this.task).name;
-    let pooledEnv: PooledEnv | null = null;
     try {
-      if (pool) {
-        const lease = await pool.acquire(envName, {
-          timeoutMs: resetTimeoutMs,
-          signal: this.abort.signal,
-          adopt: (envId) => {
-            this.envId = envId;
-            this.deployStarted = true;
-          },
-        });
-        this.slot = lease.slot;
-        pooledEnv = lease.pooled;
-      } else {
-        this.slot = await admission.acquire({ timeoutMs: resetTimeoutMs, signal: this.abort.signal });
-      }
+      await this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal });
     } catch (e) {
       this.t.queued = this.now();
       metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
@@ -199,71 +181,19 @@ export class Episode {
     this.t.queued = this.now();
     metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
     this.phase = 'deploying';
-    let spec: EnvSpec | null = null;
     try {
-      if (pooledEnv) {
-        spec = pooledEnv.spec;
-        this.handle = pooledEnv.handle;
-        this.pooled = { waitedMs: pooledEnv.waitedMs };
-        this.throwIfAborted();
-      } else {
-        spec = await this.deps.envSpec(envName);
-        this.throwIfAborted();
-        this.deployStarted = true;
-        const deploy = () => sandbox.deploy({ episodeId: this.id, env: spec!, signal: this.abort.signal });
-        this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal: this.abort.signal }) : deploy());
-      }
-      this.client = new EnvClient(this.handle.baseUrl, this.handle.secret);
-      const gone = this.handle.gone;
-      if (gone) {
-        this.callSignal = AbortSignal.any([this.abort.signal, gone]);
-        // A death during a step is that step's to report: its call is cut short (callSignal) and
-        // fails with the call's name, so the transcript keeps the call. The check runs after the
-        // step in flight, through the step queue; if no step claimed the death, it happened
-        // between calls and ends the episode now.
-        gone.addEventListener(
-          'abort',
-          () => {
-            this.queue = this.queue.then(async () => {
-              if (this.phase === 'running' && !this.done)
-                await this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
-            });
-          },
-          { once: true },
-        );
-      }
-      this.t.deployed = this.now();
-      if (this.pooled) {
-        this.log.info(
-          {
-            event: 'deployed',
-            deploy_s: seconds3(this.t.deployed - this.t.queued),
-            pooled: true,
-            env_id: this.envId,
-            pool_wait_s: seconds3(this.pooled.waitedMs),
-          },
-          'env taken from the warm pool',
-        );
-      } else {
-        this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued) }, 'env deployed');
-      }
-      const res = await this.client.request(
-        'POST',
-        '/reset',
-        { task_id: this.task.task_id, data: this.task.data, seed: this.seed },
-        resetBudgetMs(settings, spec),
-        this.callSignal,
-      );
-      if (res.status !== 200) {
-        throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
-      }
+      await this.resetEnv(await this.lease.env(this.abort.signal)).catch(async (e: unknown) => {
+        // a pooled env that died before the first observation: a fresh one, once
+        if (!(await this.pooledEnvDied(e))) throw e;
+        await this.resetEnv(await this.lease.replaceDeadPooledEnv(this.abort.signal));
+      });
     } catch (e) {
       if (isAbortError(e) || this.abort.signal.aborted) {
         this.endWith('closed');
         void this.teardown();
         throw abortError('episode closed while deploying');
       }
-      const failure = await this.deployFailure(e, spec);
+      const failure = await this.deployFailure(e);
       this.failure = failure;
       metrics.envFailures.inc({ reason: failure.reason });
       this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
@@ -300,6 +230,68 @@ export class Episode {
     };
     this.notify((o) => o.onReset?.(this, outcome));
     return outcome;
+  }
+
+  /** Attaches to the env (its client, its death signal) and calls its /reset. */
+  private async resetEnv(handle: EnvHandle): Promise<void> {
+    this.client = new EnvClient(handle.baseUrl, handle.secret);
+    const gone = handle.gone;
+    this.callSignal = gone ? AbortSignal.any([this.abort.signal, gone]) : this.abort.signal;
+    if (gone) {
+      // A death during a step is that step's to report: its call is cut short (callSignal) and
+      // fails with the call's name, so the transcript keeps the call. The check runs after the
+      // step in flight, through the step queue; if no step claimed the death, it happened
+      // between calls and ends the episode now.
+      gone.addEventListener(
+        'abort',
+        () => {
+          this.queue = this.queue.then(async () => {
+            if (this.phase === 'running' && !this.done && this.lease.handle === handle)
+              await this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
+          });
+        },
+        { once: true },
+      );
+    }
+    this.t.deployed = this.now();
+    const pooled = this.lease.pooled;
+    if (pooled) {
+      this.log.info(
+        {
+          event: 'deployed',
+          deploy_s: seconds3(this.t.deployed - this.t.queued!),
+          pooled: true,
+          env_id: this.envId,
+          pool_wait_s: seconds3(pooled.waitedMs),
+        },
+        'env taken from the warm pool',
+      );
+    } else {
+      this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued!) }, 'env deployed');
+    }
+    const res = await this.client.request(
+      'POST',
+      '/reset',
+      { task_id: this.task.task_id, data: this.task.data, seed: this.seed },
+      this.envResetCallMs(),
+      this.callSignal,
+    );
+    if (res.status !== 200) {
+      throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
+    }
+  }
+
+  /** the /reset of an env taken from the pool got no answer because the env is gone */
+  private async pooledEnvDied(e: unknown): Promise<boolean> {
+    if (!this.lease.pooled || this.abort.signal.aborted || !(e instanceof EnvCallError) || e.status !== undefined) return false;
+    if (this.lease.handle?.gone?.aborted) return true;
+    const d = await this.diagnose();
+    return d !== null && (!d.running || d.oomKilled || d.failureReason !== undefined);
+  }
+
+  /** the env's own /reset call may take as long as a tool call or its deploy, whichever is longer */
+  private envResetCallMs(): number {
+    return Math.max(this.deps.settings.toolTimeoutMs, this.lease.spec?.deployTimeoutMs ?? 0);
   }
 
   /** Steps run one at a time, in arrival order. */
@@ -419,12 +411,11 @@ export class Episode {
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
+      const verdict = await this.judgeCall(e);
+      if (verdict === 'ask_env') return this.failFromEnv('tool', `tool \`${name}\` failed: ${(e as Error).message}`, name);
       // an answer too large to read is the tool's failure, not the env's end: the episode goes on
-      if (e instanceof EnvCallError && e.kind === 'too_large') return toolError(name, 'execution_error', `tool \`${name}\` failed: ${e.message}`);
-      if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {
-        return this.fail('tool_timeout', 'tool', `tool \`${name}\` did not answer within tool_timeout (${fmtS(timeoutMs)})`, name);
-      }
-      return this.failFromEnv('tool', `tool \`${name}\` failed: ${(e as Error).message}`, name);
+      if ('tool_error' in verdict) return toolError(name, verdict.tool_error, `tool \`${name}\` failed: ${(e as Error).message}`);
+      return this.fail(verdict.reason, 'tool', `tool \`${name}\` did not answer within tool_timeout (${fmtS(timeoutMs)})`, name);
     }
     this.deps.metrics.toolCall.observe({ outcome: res.status === 200 ? 'ok' : 'error' }, (this.now() - started) / 1000);
     if (res.status === 404 || res.status === 400) {
@@ -465,14 +456,15 @@ export class Episode {
       res = await this.envCall(this.client!, '/finish', {}, timeoutMs);
     } catch (e) {
       if (this.done) return this.endedOutcome(END_TURN);
-      if (e instanceof EnvCallError && e.kind === 'timeout' && !(await this.envExited())) {
-        return this.fail('tool_timeout', 'finish', `the env did not answer /finish within tool_timeout (${fmtS(timeoutMs)})`, END_TURN);
+      const verdict = await this.judgeCall(e);
+      if (verdict === 'ask_env' || 'tool_error' in verdict) {
+        return this.failFromEnv('finish', `the env failed to score the episode: ${(e as Error).message}`, END_TURN);
       }
-      return this.failFromEnv('finish', `the env failed to score the episode: ${(e as Error).message}`, END_TURN);
+      return this.fail(verdict.reason, 'finish', `the env did not answer /finish within tool_timeout (${fmtS(timeoutMs)})`, END_TURN);
     }
     const parsed = FinishReplySchema.safeParse(res.body);
     if (res.status !== 200 || !parsed.success) {
-      return this.fail('invalid_scores', 'finish', `the env answered /finish with HTTP ${res.status} and no scores object`, END_TURN);
+      return this.fail('invalid_scores', 'finish', invalidScoresMessage('no_scores_reply', `HTTP ${res.status}`), END_TURN);
     }
     return this.settleScores(parsed.data.scores, reason, 'finish');
   }
@@ -480,14 +472,14 @@ export class Episode {
   private settleScores(raw: unknown, reason: EndReason, phase: FailurePhase): StepOutcome<CallObservation | Ending> {
     const checked = checkScores(raw);
     if ('problem' in checked) {
-      return this.fail('invalid_scores', phase, `the env reported invalid scores: ${checked.problem}`, null);
+      return this.fail('invalid_scores', phase, invalidScoresMessage('not_scores', checked.problem), null);
     }
     let reward: number;
     try {
       reward = this.deps.reward(checked.scores);
       if (!Number.isFinite(reward)) throw new Error(`the reward function returned ${reward}`);
     } catch (e) {
-      return this.fail('invalid_scores', phase, `no reward from the scores ${JSON.stringify(checked.scores)}: ${(e as Error).message}`, null);
+      return this.fail('invalid_scores', phase, invalidScoresMessage('no_reward', `${JSON.stringify(checked.scores)}: ${(e as Error).message}`), null);
     }
     this.scores = checked.scores;
     this.reward = reward;
@@ -497,18 +489,16 @@ export class Episode {
     return { observation: { done: true, reward, scores: checked.scores, end_reason: reason, timings: this.timings() }, reward, done: true };
   }
 
-  /** An env that stopped answering: say whether it crashed, was OOM-killed or is unreachable. */
+  /** An env that stopped answering: the sandbox's look at it decides why (failures.ts). */
   private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
-    const { reason, extra } = await this.whyUnreachable();
-    const what =
-      reason === 'env_oom'
-        ? 'the env was killed for running out of memory'
-        : reason === 'env_crashed'
-          ? `the env exited (code ${extra.exit_code})`
-          : reason === 'node_lost'
-            ? `the env's node was lost: ${extra.detail}`
-            : 'the env is unreachable';
-    return this.fail(reason, phase, `${message} (${what})`, toolName, extra);
+    const v = envVerdict(await this.diagnose());
+    return this.fail(v.reason, phase, `${message} (${v.what})`, toolName, v.extra);
+  }
+
+  /** a call that got no usable answer: what it means (failures.ts), asking the engine whether the env exited on a timeout */
+  private async judgeCall(e: unknown) {
+    const kind = e instanceof EnvCallError ? e.kind : null;
+    return callVerdict(kind, kind === 'timeout' ? await this.envExited() : false);
   }
 
   private fail(
@@ -516,7 +506,7 @@ export class Episode {
     phase: FailurePhase,
     message: string,
     toolName: string | null,
-    extra: { exit_code?: number | null; log_tail?: string } = {},
+    extra: FailureExtra = {},
   ): StepOutcome<CallObservation | Ending> {
     if (!this.done) {
       this.failure = makeFailure(reason, phase, message, this.ids, extra);
@@ -579,7 +569,7 @@ export class Episode {
     await this.teardown();
   }
 
-  /** Removes the env and network (when a deploy started), then frees the slot. Exactly once. */
+  /** Gives the env lease back (the env and network removed, the slot freed). Exactly once. */
   teardown(): Promise<void> {
     if (!this.teardownStarted) {
       this.teardownStarted = true;
@@ -589,37 +579,11 @@ export class Episode {
   }
 
   private async runTeardown(): Promise<void> {
-    const started = this.now();
+    // abort an in-flight deploy first, so it removes what it made before the lease looks
+    this.abort.abort();
     try {
-      if (this.deployStarted) {
-        // abort an in-flight deploy first, so it removes what it made before we look
-        this.abort.abort();
-        let envRemovedAt: number | null = null;
-        await this.deps.sandbox.teardown(this.envId, {
-          // no env of this episode runs any more: its slot goes to the next one while the network
-          // is removed (a failed network removal is retried, counted, and left to the reconciler)
-          onEnvRemoved: () => {
-            envRemovedAt = this.now();
-            this.deps.metrics.teardownStage.observe({ stage: 'env_removed' }, (envRemovedAt - started) / 1000);
-            this.slot?.release();
-            this.slot = null;
-          },
-        });
-        const done = this.now();
-        this.deps.metrics.teardown.observe({ outcome: 'ok' }, (done - started) / 1000);
-        if (envRemovedAt !== null) this.deps.metrics.teardownStage.observe({ stage: 'network_removed' }, (done - envRemovedAt) / 1000);
-        this.log.info(
-          { event: 'torn_down', teardown_s: seconds3(done - started), ...(envRemovedAt !== null ? { env_removed_s: seconds3(envRemovedAt - started) } : {}) },
-          'episode torn down',
-        );
-      }
-    } catch (e) {
-      // the reconciler retries what is left; the slot must not leak meanwhile
-      this.deps.metrics.teardown.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
-      this.log.error({ event: 'teardown_failed', err: (e as Error).message }, 'teardown failed; the reconciler will retry');
+      await this.lease.release();
     } finally {
-      this.slot?.release();
-      this.slot = null;
       // the step that ended the episode (its env died, its episode timed out) reports after
       // its end; it is aborted above and answers at once: observers hear of it before tornDown
       await this.queue;
@@ -629,20 +593,12 @@ export class Episode {
 
   /** a call got no answer: was it because the env's container is no longer running? (one engine call) */
   private async envExited(): Promise<boolean> {
-    if (!this.handle) return false;
-    return this.deps.sandbox.diagnose(this.handle).then(
+    const handle = this.lease.handle;
+    if (!handle) return false;
+    return this.deps.sandbox.diagnose(handle).then(
       (d) => !d.running,
       () => false,
     );
-  }
-
-  /** crashed, OOM-killed, or (still running, or no word from the engine) unreachable */
-  private async whyUnreachable(): Promise<{ reason: FailureReason; extra: { exit_code?: number | null; log_tail?: string; detail?: string } }> {
-    const d = await this.diagnose();
-    if (!d) return { reason: 'env_unreachable', extra: {} };
-    if (d.failureReason) return { reason: d.failureReason, extra: { detail: d.detail } };
-    const reason: FailureReason = d.oomKilled ? 'env_oom' : d.running ? 'env_unreachable' : 'env_crashed';
-    return { reason, extra: { exit_code: d.exitCode, log_tail: d.logTail } };
   }
 
   /**
@@ -651,11 +607,12 @@ export class Episode {
    * the env merely unreachable. Null when the engine cannot say.
    */
   private async diagnose(): Promise<EnvDiagnosis | null> {
-    if (!this.handle) return null;
+    const handle = this.lease.handle;
+    if (!handle) return null;
     let last: EnvDiagnosis | null = null;
     for (let i = 0; i < DIAGNOSE_RETRY.attempts; i++) {
       try {
-        last = await this.deps.sandbox.diagnose(this.handle);
+        last = await this.deps.sandbox.diagnose(handle);
       } catch {
         return last;
       }
@@ -665,19 +622,16 @@ export class Episode {
     return last;
   }
 
-  private throwIfAborted(): void {
-    if (this.abort.signal.aborted) throw abortError();
-  }
-
-  private async deployFailure(e: unknown, spec: EnvSpec | null): Promise<Failure> {
+  /** why getting or resetting the env failed: the sandbox's reason, or the /reset call's (failures.ts) */
+  private async deployFailure(e: unknown): Promise<Failure> {
     if (e instanceof SandboxError) {
       return makeFailure(e.reason, 'deploy', e.message, this.ids, { exit_code: e.details.exitCode, log_tail: e.details.logTail });
     }
     if (e instanceof EnvCallError) {
-      if (e.kind === 'timeout')
-        return makeFailure('deploy_timeout', 'reset', `the env did not answer /reset within ${fmtS(resetBudgetMs(this.deps.settings, spec))}`, this.ids);
-      const { reason, extra } = await this.whyUnreachable();
-      return makeFailure(reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, extra);
+      const verdict = resetCallVerdict(e.kind);
+      if (verdict !== 'ask_env') return makeFailure(verdict.reason, 'reset', `the env did not answer /reset within ${fmtS(this.envResetCallMs())}`, this.ids);
+      const v = envVerdict(await this.diagnose());
+      return makeFailure(v.reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, v.extra);
     }
     this.log.error({ err: e }, 'unexpected deploy error');
     return makeFailure('engine_error', 'deploy', `deploy failed: ${(e as Error)?.message ?? String(e)}`, this.ids);
@@ -695,16 +649,4 @@ function textResult(text: string, data: unknown, isError = false): ToolResult {
 
 function toolError(toolName: string, errorType: ToolErrorType, message: string): StepOutcome<CallObservation> {
   return { observation: { tool_name: toolName, result: null, error: { error_type: errorType, message } }, reward: null, done: false };
-}
-
-/** an env's /reset may take as long as a tool call or its deploy, whichever is longer */
-function resetBudgetMs(settings: EpisodeSettings, spec: EnvSpec | null): number {
-  return Math.max(settings.toolTimeoutMs, spec?.deployTimeoutMs ?? 0);
-}
-
-/** the OpenEnv ToolErrorType of a call the episode's failure cut short */
-function toolErrorType(f: Failure | null): ToolErrorType {
-  if (f?.reason === 'tool_timeout' || f?.reason === 'episode_timeout') return 'timeout';
-  if (f?.reason === 'env_crashed' || f?.reason === 'env_oom' || f?.reason === 'env_unreachable') return 'transport_error';
-  return 'execution_error';
 }

@@ -75,19 +75,20 @@ export class EpisodeManager {
       this.deps.metrics.resets.inc({ outcome: 'invalid' });
       throw e;
     }
-    const ep = new Episode(this.deps, task, data.seed ?? null, transport, data.episode_id);
+    // the reset timeout is the wait in the queue for a slot: a reset may ask for less than the server's
+    const cap = this.deps.settings.resetTimeoutMs;
+    const queueTimeoutMs = data.reset_timeout_s !== undefined ? Math.min(cap, data.reset_timeout_s * 1000) : cap;
+    const ep = new Episode(this.deps, task, data.seed ?? null, transport, queueTimeoutMs, data.episode_id);
     this.live.set(ep.id, ep);
     void ep.tornDown.then(() => this.live.delete(ep.id));
     return ep;
   }
 
-  /** Starts an episode; the reset's own timeout is capped by the server's. */
-  async start(ep: Episode, data: ResetData): Promise<StepOutcome<ResetObservation>> {
-    const cap = this.deps.settings.resetTimeoutMs;
-    const timeoutMs = data.reset_timeout_s !== undefined ? Math.min(cap, data.reset_timeout_s * 1000) : cap;
+  /** Starts an episode made by `create` (which took the reset's data) and counts how the reset went. */
+  async start(ep: Episode): Promise<StepOutcome<ResetObservation>> {
     const metrics = this.deps.metrics;
     try {
-      const out = await ep.start(timeoutMs);
+      const out = await ep.start();
       metrics.resets.inc({ outcome: 'started' });
       return out;
     } catch (e) {

@@ -15,11 +15,11 @@
  *   (Episode.envId): the reconciler counts an id as live while the pool or a live episode holds
  *   it, so a pooled env is never taken for a stray, and a `pool-` leftover of a killed server is
  *   swept at start like any other labelled resource.
- * - Several envs: the pool holds what recent resets needed (a window of the last
- *   WARM_POOL.demandWindow resets, seeded with the default split's tasks), each refill deploying
- *   the env furthest below its share.
- * - After WARM_POOL.maxConsecutiveFailures failed refills in a row the pool stops refilling, says
- *   why (log, /health, /metrics), and tries again after a backoff that doubles.
+ * - Several envs: the pool holds what recent resets needed, each refill deploying the env
+ *   furthest below its share (pool-demand.ts).
+ * - Failing refills: counted as they happen, fewer at once after one, stopped after several in a
+ *   row and resumed after a backoff (refill-backoff.ts). When refilling stops, the refills still
+ *   deploying that no reset waits for stop too; the pool says why (log, /health, /metrics).
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -31,6 +31,8 @@ import type { PoolStatus } from '../protocol/pool.js';
 import type { EnvHandle, EnvSpec, Sandbox } from '../sandbox/sandbox.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter, DeployTicket } from './deploy-limiter.js';
+import { PoolDemand } from './pool-demand.js';
+import { RefillBackoff } from './refill-backoff.js';
 
 /** What a reset gets: a slot, and with it a pooled env (a hit) or nothing (deploy one). */
 export interface Lease {
@@ -109,17 +111,13 @@ export class WarmPool {
   /** ids of pooled envs whose resources may exist: in the pool, being handed out, being removed */
   private readonly known = new Set<string>();
   private readonly waiters: Waiter[] = [];
-  private readonly demand: string[] = [];
+  private readonly demand: PoolDemand;
+  private readonly backoff: RefillBackoff;
   private started = false;
   private closed = false;
   private evicting = 0;
   /** admission slots the pool holds: its entries', and those of envs being removed */
   private held = 0;
-  private consecutiveFailures = 0;
-  private lastError: string | null = null;
-  private pausedUntil: number | null = null;
-  private resumeTimer: NodeJS.Timeout | null = null;
-  private backoffMs: number = WARM_POOL.backoffBaseMs;
   private readonly removals = new Set<Promise<void>>();
   readonly counts = { hits: 0, misses: 0, evictions: 0, refillFailures: 0, discarded: 0 };
   private readonly now: () => number;
@@ -129,13 +127,11 @@ export class WarmPool {
     this.size = deps.size;
     this.now = deps.now ?? Date.now;
     this.check = deps.check ?? httpCheck;
-    // the window starts as the default split's mix of envs
-    const tasks = deps.bundle.splits[deps.bundle.manifest.default_split] ?? [];
-    const step = Math.max(1, Math.floor(tasks.length / WARM_POOL.demandWindow));
-    for (let i = 0; i < tasks.length && this.demand.length < WARM_POOL.demandWindow; i += step) {
-      this.demand.push(deps.bundle.envOf(tasks[i]!).name);
-    }
-    if (this.demand.length === 0) this.demand.push(...Object.keys(deps.bundle.manifest.envs));
+    this.demand = new PoolDemand(deps.bundle);
+    this.backoff = new RefillBackoff(() => {
+      this.log().info({ event: 'pool_refill_resumed' }, 'the warm pool tries refilling again');
+      this.fill();
+    }, this.now);
     deps.admission.onSlotFree(() => this.fill());
   }
 
@@ -166,10 +162,10 @@ export class WarmPool {
       ready,
       deploying: this.entries.length - ready,
       by_env: byEnv,
-      refilling: this.pausedUntil === null,
-      consecutive_failures: this.consecutiveFailures,
-      last_error: this.lastError,
-      retry_in_s: this.pausedUntil === null ? null : Math.max(0, Math.round((this.pausedUntil - this.now()) / 100) / 10),
+      refilling: this.backoff.refilling,
+      consecutive_failures: this.backoff.consecutiveFailures,
+      last_error: this.backoff.lastError,
+      retry_in_s: this.backoff.retryInS(),
       hits: this.counts.hits,
       misses: this.counts.misses,
       evictions: this.counts.evictions,
@@ -182,8 +178,7 @@ export class WarmPool {
    * into. Rejects as Admission.acquire does (CapacityError, ShuttingDownError, AbortError).
    */
   acquire(envName: string, opts: PoolAcquireOptions): Promise<Lease> {
-    this.demand.push(envName);
-    if (this.demand.length > WARM_POOL.demandWindow) this.demand.shift();
+    this.demand.record(envName);
     if (opts.signal?.aborted) return Promise.reject(abortError('aborted'));
     return new Promise<Lease>((resolve, reject) => {
       const w: Waiter = {
@@ -338,10 +333,14 @@ export class WarmPool {
     }
   }
 
-  /** Deploys pooled envs into free slots, while no reset waits, up to the pool's size. */
+  /**
+   * Deploys pooled envs into free slots, while no reset waits, up to the pool's size; while the
+   * last refill failed, only WARM_POOL.refillsAfterFailure at a time.
+   */
   private fill(): void {
-    if (!this.started || this.closed || this.pausedUntil !== null) return;
-    while (this.entries.length < this.size && this.waiters.length === 0) {
+    if (!this.started || this.closed || !this.backoff.refilling) return;
+    const maxDeploying = this.backoff.maxDeploying(this.size);
+    while (this.entries.length < this.size && this.waiters.length === 0 && this.refillsDeploying() < maxDeploying) {
       const slot = this.deps.admission.tryAcquire();
       if (!slot) return;
       this.held++;
@@ -349,21 +348,13 @@ export class WarmPool {
     }
   }
 
-  /** the env furthest below its share of recent demand */
+  /** refills deploying that no waiting reset is promised */
+  private refillsDeploying(): number {
+    return this.entries.filter((e) => e.state === 'deploying' && !e.promisedTo).length;
+  }
+
   private pickEnv(): string {
-    const counts = new Map<string, number>();
-    for (const n of this.demand) counts.set(n, (counts.get(n) ?? 0) + 1);
-    let best: string | null = null;
-    let bestGap = -Infinity;
-    for (const [name, n] of counts) {
-      const want = (n / this.demand.length) * this.size;
-      const have = this.entries.filter((e) => e.envName === name).length;
-      if (want - have > bestGap) {
-        bestGap = want - have;
-        best = name;
-      }
-    }
-    return best ?? Object.keys(this.deps.bundle.manifest.envs)[0]!;
+    return this.demand.next(this.size, (name) => this.entries.filter((e) => e.envName === name).length);
   }
 
   private deployEntry(slot: Slot, envName: string): void {
@@ -397,8 +388,7 @@ export class WarmPool {
         e.state = 'ready';
         e.readyAt = this.now();
         e.ticket = null;
-        this.consecutiveFailures = 0;
-        this.backoffMs = WARM_POOL.backoffBaseMs;
+        this.backoff.succeeded();
         handle.gone?.addEventListener(
           'abort',
           () => {
@@ -415,6 +405,8 @@ export class WarmPool {
         );
         if (e.promisedTo) void this.handOut(e.promisedTo, e);
         else this.rebalance();
+        // after a failure refills ran one at a time: this success lets the rest go
+        this.fill();
       } catch (err) {
         if (e.controller.signal.aborted || !this.entries.includes(e)) return;
         this.refillFailed(e, err as Error);
@@ -425,29 +417,21 @@ export class WarmPool {
   private refillFailed(e: Entry, err: Error): void {
     this.counts.refillFailures++;
     this.deps.metrics.poolRefillFailures.inc();
-    this.consecutiveFailures++;
-    this.lastError = err.message;
     const w = e.promisedTo;
     // a failed deploy leaves nothing behind (Sandbox.deploy): only the slot goes back
     this.discard(e, 'failed');
     if (w && w.candidate === e) w.candidate = null;
-    if (this.consecutiveFailures >= WARM_POOL.maxConsecutiveFailures && this.pausedUntil === null) {
-      const delay = this.backoffMs;
-      this.backoffMs = Math.min(this.backoffMs * 2, WARM_POOL.backoffMaxMs);
-      this.pausedUntil = this.now() + delay;
+    const delay = this.backoff.failed(err.message);
+    const failures = this.backoff.consecutiveFailures;
+    if (delay !== null) {
       this.log().error(
-        { event: 'pool_refill_stopped', consecutive_failures: this.consecutiveFailures, err: err.message, retry_in_s: delay / 1000 },
-        `the warm pool stopped refilling after ${this.consecutiveFailures} failed refills in a row (last: ${err.message}); retrying in ${delay / 1000} s`,
+        { event: 'pool_refill_stopped', consecutive_failures: failures, err: err.message, retry_in_s: delay / 1000 },
+        `the warm pool stopped refilling after ${failures} failed refills in a row (last: ${err.message}); retrying in ${delay / 1000} s`,
       );
-      this.resumeTimer = setTimeout(() => {
-        this.resumeTimer = null;
-        this.pausedUntil = null;
-        this.log().info({ event: 'pool_refill_resumed' }, 'the warm pool tries refilling again');
-        this.fill();
-      }, delay);
-      this.resumeTimer.unref?.();
+      // the refills still deploying would most likely fail the same way: stopped, not counted
+      for (const x of this.entries.filter((y) => y.state === 'deploying' && !y.promisedTo)) this.discard(x, 'stopped');
     } else {
-      this.log().warn({ event: 'pool_refill_failed', consecutive_failures: this.consecutiveFailures, err: err.message }, 'a warm pool refill failed');
+      this.log().warn({ event: 'pool_refill_failed', consecutive_failures: failures, err: err.message }, 'a warm pool refill failed');
     }
     this.rebalance();
     this.fill();
@@ -463,7 +447,7 @@ export class WarmPool {
    * container is gone, before the network is: the network holds no env). `onFreed` runs once the
    * slot is back.
    */
-  private discard(e: Entry, reason: 'dead' | 'evicted' | 'failed' | 'closed', onFreed?: () => void): void {
+  private discard(e: Entry, reason: 'dead' | 'evicted' | 'failed' | 'stopped' | 'closed', onFreed?: () => void): void {
     this.removeEntry(e);
     this.counts.discarded++;
     this.deps.metrics.poolDiscarded.inc({ reason });
@@ -492,7 +476,7 @@ export class WarmPool {
   /** Drain: no more refills; every pooled env torn down (waiting resets were refused by admission). */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.resumeTimer) clearTimeout(this.resumeTimer);
+    this.backoff.close();
     for (const e of [...this.entries]) {
       if (!e.checking) this.discard(e, 'closed');
     }

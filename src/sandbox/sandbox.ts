@@ -23,6 +23,10 @@ export interface EnvSpec {
 }
 
 export interface DeployRequest {
+  /**
+   * The env's id, labelled on everything deployed for it: an episode's own id, or a pooled env's
+   * `pool-…` id (the name predates the warm pool; every `episodeId` of this interface is an env id).
+   */
   episodeId: string;
   env: EnvSpec;
   /** aborting stops the deploy, removes what it created, and rejects with an AbortError */
@@ -33,6 +37,7 @@ export interface EnvHandle {
   episodeId: string;
   /** where the server reaches the env, e.g. http://10.213.0.2:8000 */
   baseUrl: string;
+  /** what runs the env: a container id (docker, process: `process-<pid>-<id>`), a service id (swarm) */
   containerId: string;
   networkId: string;
   /**
@@ -51,9 +56,16 @@ export interface EnvHandle {
 
 export interface TeardownOptions {
   /**
-   * Called once the episode's env container is removed, before its network is: from then on no
-   * env of it runs, and its admission slot can go to the next episode. Not called when the
-   * container removal failed (the teardown then rejects). Also called when there was nothing.
+   * Called once no env of the id runs any more, so its slot can go to the next episode (the env
+   * lease frees it here). When that is differs by backend:
+   * - docker: once the env's container is removed, before its network is (a network runs no env);
+   * - swarm: once everything of the id is gone, the service and its overlay: a task's container
+   *   stops only when its node reports it, and the overlay goes only after that, so the slot is
+   *   held until the node has let the env go (a node that is down is not waited for);
+   * - process (the fast layer's): once the env's process has exited (it has no network).
+   * Not called when a removal failed (the teardown then rejects). Also called when there was
+   * nothing to remove. A caller who joins a teardown already running is called when that whole
+   * teardown has finished.
    */
   onEnvRemoved?: () => void;
 }

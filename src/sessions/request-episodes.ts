@@ -42,7 +42,7 @@ export class RequestEpisodes {
     };
     clientGone?.addEventListener('abort', onGone, { once: true });
     try {
-      const out = await this.run(ep, () => this.manager.start(ep, data));
+      const out = await this.run(ep, () => this.manager.start(ep));
       return clientGone?.aborted ? null : { ep, out };
     } catch (e) {
       if (!isAbortError(e)) throw e;

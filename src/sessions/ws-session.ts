@@ -132,7 +132,7 @@ export class WsSession {
         }
         this.episode = ep;
         try {
-          const out = await manager.start(ep, frame.data);
+          const out = await manager.start(ep);
           if (this.closed) return;
           return this.send({ type: 'observation', data: out });
         } catch (e) {

@@ -53,7 +53,7 @@ async function manager(observer: EpisodeObserver) {
 /** creates an episode, lets it wait for a slot, closes it; resolves once it is torn down */
 async function waitAndClose(m: EpisodeManager, data: { task_id?: string; split?: string } = {}) {
   const ep = m.create({ task_id: 'fx-echo-0', ...data }, 'http');
-  const started = m.start(ep, {}).catch((e: Error) => e);
+  const started = m.start(ep).catch((e: Error) => e);
   expect(m.admission.waitingCount).toBe(1);
   await ep.close();
   await started;
@@ -112,7 +112,7 @@ describe('EpisodeHistory', () => {
     const h = new EpisodeHistory({ size: 10 });
     const { m } = await manager(h);
     const ep = m.create({ task_id: 'fx-echo-0' }, 'ws');
-    const started = m.start(ep, {}).catch((e: Error) => e);
+    const started = m.start(ep).catch((e: Error) => e);
     expect(h.liveSummaries()).toMatchObject([{ episode_id: ep.id, phase: 'waiting', transport: 'ws', split: 'train', steps: 0, last_tool: null }]);
     expect(h.liveCount('waiting')).toBe(1);
     await ep.close();

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { describe } from 'vitest';
 import { BANNER, buildEnvBundle, OUT_FILE, staleness } from '../../scripts/gridsim/build-env.js';
-import { listContext } from '../../src/sandbox/docker/image-build.js';
+import { listContext } from '../../src/sandbox/engine/image-build.js';
 import { describeDocker, TEST_BUILD_ARGS, uniqueInstance } from '../support/docker.js';
 
 const ENV_DIR = join(import.meta.dirname, '../../bundles/gridsim-v1/envs/gridsim');

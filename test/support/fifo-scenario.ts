@@ -28,10 +28,10 @@ export async function playTwelveThroughFour(app: FastifyInstance, url: string): 
   // resolved as each reset reaches the manager, so each client sends after the one before arrived
   const arrivals: (() => void)[] = [];
   const hasArrived = clients.map((_, i) => new Promise<void>((r) => (arrivals[i] = r)));
-  manager.start = (ep, data) => {
-    arrived.push(String(data.episode_id));
+  manager.start = (ep) => {
+    arrived.push(String(ep.clientLabel));
     arrivals[arrived.length - 1]?.();
-    return realStart(ep, data);
+    return realStart(ep);
   };
   admission.acquire = (opts) => {
     const k = calls++;

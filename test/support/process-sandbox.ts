@@ -8,7 +8,7 @@
  * (nothing of the test process' own environment but PATH). Same failure modes as DockerSandbox:
  *
  * - readiness: GET <readyPath> until 200, racing the process' exit and the deploy timeout, with
- *   DockerSandbox's own wait strategy (src/sandbox/docker/readiness.ts): `deploy_timeout` with
+ *   DockerSandbox's own wait strategy (src/sandbox/engine/readiness.ts): `deploy_timeout` with
  *   the log tail, `env_crashed` with the exit code and log tail;
  * - memory: node runs with --max-old-space-size=<memoryMb> (heap exhaustion aborts it), and a
  *   watchdog kills it (exit 137, like the kernel's OOM killer in a container) when its resident
@@ -33,9 +33,9 @@ import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { abortError, throwIfAborted } from '../../src/abort.js';
-import { lastLines } from '../../src/sandbox/docker/containers.js';
+import { lastLines } from '../../src/sandbox/engine/logs.js';
 import { fmtS } from '../../src/time.js';
-import { waitForHttp } from '../../src/sandbox/docker/readiness.js';
+import { waitForHttp } from '../../src/sandbox/engine/readiness.js';
 import {
   SandboxError,
   type DeployRequest,

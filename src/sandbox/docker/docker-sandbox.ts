@@ -19,16 +19,18 @@ import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, REMOVAL_RETRY, SUBNET_POOL } from '../../defaults.js';
+import { exitReason } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { EnvWatcher } from './env-watch.js';
-import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from './errors.js';
-import { buildEnvImage, checkImage } from './image-build.js';
-import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
-import type { Owner } from './labels.js';
-import { silentLogger, type SandboxLogger } from './logger.js';
-import { connectToNetwork, createEpisodeNetwork } from './networks.js';
-import { waitForHttp } from './readiness.js';
-import { retry } from './retry.js';
+import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
+import { buildEnvImage, checkImage } from '../engine/image-build.js';
+import { InstanceLock, type InstanceLockOptions } from '../engine/instance-lock.js';
+import type { Owner } from '../engine/labels.js';
+import { silentLogger, type SandboxLogger } from '../engine/logger.js';
+import { connectToNetwork } from '../engine/networks.js';
+import { createEpisodeNetwork } from './bridge-network.js';
+import { waitForHttp } from '../engine/readiness.js';
+import { retry } from '../engine/retry.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listOwned, removeOwned, type Owned, type RemoveResult } from './removal.js';
 
@@ -211,13 +213,14 @@ export class DockerSandbox implements Sandbox {
         if (outcome.kind === 'exited') {
           const after = await inspectState(this.docker, container.id).catch(() => null);
           const exitCode = after?.exitCode ?? outcome.exitCode;
-          if (after?.oomKilled) {
-            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, {
-              exitCode,
-              logTail: tail,
-            });
-          }
-          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode} before it was ready`, { exitCode, logTail: tail });
+          const reason = exitReason({ oomKilled: after?.oomKilled === true });
+          throw new SandboxError(
+            reason,
+            reason === 'env_oom'
+              ? `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`
+              : `env \`${env.name}\` exited with code ${exitCode} before it was ready`,
+            { exitCode, logTail: tail },
+          );
         }
         throw new SandboxError(
           'deploy_timeout',

@@ -10,8 +10,8 @@
  */
 import type Dockerode from 'dockerode';
 import { lineSplitter } from '../../lines.js';
-import type { SandboxLogger } from './logger.js';
-import { sleep } from './retry.js';
+import type { SandboxLogger } from '../engine/logger.js';
+import { sleep } from '../engine/retry.js';
 
 export type GoneEvent = 'die' | 'destroy' | 'disconnect';
 

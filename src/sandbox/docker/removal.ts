@@ -6,10 +6,10 @@
 import type Dockerode from 'dockerode';
 import { LABELS } from '../sandbox.js';
 import { removeContainer } from './containers.js';
-import { labelFilters } from './labels.js';
-import { disconnectFromNetwork, removeNetwork } from './networks.js';
-import type { SandboxLogger } from './logger.js';
-import { retry } from './retry.js';
+import { labelFilters } from '../engine/labels.js';
+import { disconnectFromNetwork, removeNetwork } from '../engine/networks.js';
+import type { SandboxLogger } from '../engine/logger.js';
+import { retry } from '../engine/retry.js';
 
 export interface Labelled {
   id: string;

@@ -3,8 +3,8 @@
  * and the server must run in a container on it, since overlays exist only inside containers.
  */
 import Dockerode from 'dockerode';
-import { detectOwnContainerId } from '../docker/own-container.js';
-import type { SandboxLogger } from '../docker/logger.js';
+import { detectOwnContainerId } from '../engine/own-container.js';
+import type { SandboxLogger } from '../engine/logger.js';
 import { listNodes } from './tasks.js';
 import { SwarmSandbox } from './swarm-sandbox.js';
 

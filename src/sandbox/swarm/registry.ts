@@ -5,7 +5,7 @@
  */
 import type Dockerode from 'dockerode';
 import { SandboxError } from '../sandbox.js';
-import { engineMessage, toSandboxError } from '../docker/errors.js';
+import { engineMessage, toSandboxError } from '../engine/errors.js';
 import { forEachLine } from '../../lines.js';
 
 /** "openenv-bundle/x-y:abc" → { repo: "openenv-bundle/x-y", tag: "abc" } */

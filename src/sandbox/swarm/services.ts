@@ -5,9 +5,9 @@
 import type Dockerode from 'dockerode';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
-import { demuxLog, lastLines } from '../docker/containers.js';
-import { isNotFound, toSandboxError } from '../docker/errors.js';
-import { ownerLabels, type Owner } from '../docker/labels.js';
+import { demuxLog, lastLines } from '../engine/logs.js';
+import { isNotFound, toSandboxError } from '../engine/errors.js';
+import { ownerLabels, type Owner } from '../engine/labels.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
 
 /**

@@ -20,15 +20,16 @@ import {
 import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import { REMOVAL_RETRY, SWARM } from '../../defaults.js';
+import { exitReason } from '../../failures.js';
 import { fmtS } from '../../time.js';
-import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../docker/errors.js';
-import { buildEnvImage, checkImage } from '../docker/image-build.js';
-import { InstanceLock, type InstanceLockOptions } from '../docker/instance-lock.js';
-import { labelFilters, type Owner } from '../docker/labels.js';
-import { silentLogger, type SandboxLogger } from '../docker/logger.js';
-import { connectToNetwork, disconnectFromNetwork, removeNetwork } from '../docker/networks.js';
-import { waitForHttp } from '../docker/readiness.js';
-import { retry, sleep } from '../docker/retry.js';
+import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
+import { buildEnvImage, checkImage } from '../engine/image-build.js';
+import { InstanceLock, type InstanceLockOptions } from '../engine/instance-lock.js';
+import { labelFilters, type Owner } from '../engine/labels.js';
+import { silentLogger, type SandboxLogger } from '../engine/logger.js';
+import { connectToNetwork, disconnectFromNetwork, removeNetwork } from '../engine/networks.js';
+import { waitForHttp } from '../engine/readiness.js';
+import { retry, sleep } from '../engine/retry.js';
 import { LABELS } from '../sandbox.js';
 import { pushToRegistry } from './registry.js';
 import { createEnvService, createEpisodeOverlay, imageRejection, isImageRejection, removeService, serviceLogTail, stopService, swarmName } from './services.js';
@@ -279,14 +280,15 @@ export class SwarmSandbox implements Sandbox {
     const logTail = await serviceLogTail(this.docker, serviceId);
     const exitCode = task.Status?.ContainerStatus?.ExitCode ?? null;
     if (state === 'failed' || state === 'complete') {
-      if (await this.oomKilledHere(task)) {
-        return new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed ${when}`, {
-          exitCode,
-          logTail,
-        });
-      }
+      const reason = exitReason({ oomKilled: await this.oomKilledHere(task) });
       const hint = exitCode === 137 ? ' (137: killed by SIGKILL, e.g. for reaching its memory limit)' : '';
-      return new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${exitCode ?? '?'}${hint} ${when}`, { exitCode, logTail });
+      return new SandboxError(
+        reason,
+        reason === 'env_oom'
+          ? `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed ${when}`
+          : `env \`${env.name}\` exited with code ${exitCode ?? '?'}${hint} ${when}`,
+        { exitCode, logTail },
+      );
     }
     return new SandboxError('engine_error', `the task of env \`${env.name}\` is ${state} ${when}${err ? `: ${err}` : ''}`, { exitCode, logTail });
   }

@@ -6,7 +6,7 @@
  * nothing of a node that vanished, so polling is the dependable way here.
  */
 import type Dockerode from 'dockerode';
-import type { SandboxLogger } from '../docker/logger.js';
+import type { SandboxLogger } from '../engine/logger.js';
 import { latestTask, listNodes, listTasks, LOST_NODE_STATES, TERMINAL_STATES } from './tasks.js';
 
 export class EnvLostError extends Error {

@@ -87,7 +87,7 @@ describeDocker('an env image that cannot be built', () => {
 
 describe('pullHint', () => {
   it('is empty for failures that are not pulls', async () => {
-    const { pullHint } = await import('../../../src/sandbox/docker/image-build.js');
+    const { pullHint } = await import('../../../src/sandbox/engine/image-build.js');
     expect(pullHint('COPY failed: file not found', 'FROM ${NODE_IMAGE}', {})).toBe('');
     expect(pullHint('pull access denied for nope', 'ARG BASE=x\nFROM ${BASE} AS b\nFROM $OTHER', {})).toMatch(/BASE=<image>, OTHER=<image>/);
     expect(pullHint('dial tcp: lookup registry-1.docker.io: no such host', 'FROM node:20', {})).toMatch(/FROM/);

@@ -1,9 +1,14 @@
-/** Deploy, readiness, failure paths, abort and teardown of the echo env on a real engine. */
+/**
+ * What only the Docker backend has, on a real engine: the container's limits, labels and ports, its
+ * internal network on our subnet pool, isolation, a missing image, and removals racing the engine.
+ * Readiness, failure reasons, abort and teardown are the Sandbox contract's (contract.docker.test.ts).
+ */
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { describeDocker, labelledResources, uniqueInstance } from '../../support/docker.js';
+import { rejection } from '../contract.js';
 import { buildEcho, echoSpec, post } from './fixture.js';
 
 interface ContainerInfo {
@@ -31,15 +36,6 @@ interface NetworkInfo {
 
 function inspect<T>(kind: 'container' | 'network', id: string): T {
   return (JSON.parse(execFileSync('docker', [kind, 'inspect', id], { encoding: 'utf8' })) as T[])[0]!;
-}
-
-async function rejection(p: Promise<unknown>): Promise<Error> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the promise to reject, but it resolved');
 }
 
 /** runs a node one-liner inside a running container (the image has no shell) */
@@ -165,62 +161,6 @@ describeDocker('DockerSandbox deploy', () => {
     });
   });
 
-  it('waits for an env that takes a while to get ready', async () => {
-    const t0 = Date.now();
-    const h = await sandbox.deploy({ episodeId: 'ep-slow', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '1500' } }) });
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(1500);
-    expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
-    await sandbox.teardown('ep-slow');
-    nothingLeft();
-  });
-
-  it('removes an env that never listens once its deploy timeout passes, with its log tail', async () => {
-    const t0 = Date.now();
-    const err = await rejection(
-      sandbox.deploy({ episodeId: 'ep-deaf', env: echoSpec(image, { deployTimeoutMs: 2000, environment: { ECHO_NO_LISTEN: '1' } }) }),
-    );
-    const elapsed = Date.now() - t0;
-    expect(err).toBeInstanceOf(SandboxError);
-    const e = err as SandboxError;
-    expect(e.reason).toBe('deploy_timeout');
-    expect(e.message).toContain('env `echo` was not ready within its deploy timeout (2 s)');
-    expect(e.details.logTail).toContain('ECHO_NO_LISTEN set: not listening');
-    expect(elapsed).toBeGreaterThanOrEqual(2000);
-    nothingLeft();
-    expect(sandbox.networksInUse()).toBe(0);
-  });
-
-  it('times out on a ready path that answers 404, saying so', async () => {
-    const err = (await rejection(
-      sandbox.deploy({ episodeId: 'ep-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }),
-    )) as SandboxError;
-    expect(err.reason).toBe('deploy_timeout');
-    expect(err.message).toMatch(/\(1\.5 s\).*last got HTTP 404/);
-    expect(err.details.logTail).toMatch(/GET \/ready-nowhere -> 404/);
-    nothingLeft();
-  });
-
-  it('reports an env that exits during deploy as crashed, with its exit code and log', async () => {
-    // a deadline far past the test's own timeout: a crash reported at all was noticed at once, not at the deadline
-    const err = (await rejection(
-      sandbox.deploy({ episodeId: 'ep-crash', env: echoSpec(image, { deployTimeoutMs: 600_000, environment: { ECHO_EXIT_AT_START: '7' } }) }),
-    )) as SandboxError;
-    expect(err).toBeInstanceOf(SandboxError);
-    expect(err.reason).toBe('env_crashed');
-    expect(err.details.exitCode).toBe(7);
-    expect(err.message).toContain('exited with code 7');
-    expect(err.details.logTail).toContain('ECHO_EXIT_AT_START set: exiting with code 7');
-    nothingLeft();
-  });
-
-  it('reports an env killed for memory as env_oom', async () => {
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }))) as SandboxError;
-    expect(err.reason).toBe('env_oom');
-    expect(err.details.exitCode).toBe(137);
-    expect(err.message).toContain('128 MB');
-    nothingLeft();
-  });
-
   it('reports a missing image as image_unavailable and leaves nothing', async () => {
     const err = (await rejection(sandbox.deploy({ episodeId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
     expect(err.reason).toBe('image_unavailable');
@@ -229,99 +169,7 @@ describeDocker('DockerSandbox deploy', () => {
     expect(sandbox.networksInUse()).toBe(0);
   });
 
-  it('diagnoses an env that crashed after deploy: exit code and last log lines', async () => {
-    const h = await sandbox.deploy({ episodeId: 'ep-diag', env: echoSpec(image) });
-    await post(h.baseUrl, '/reset', { task_id: 'fx-echo-0', data: {} });
-    await expect(post(h.baseUrl, '/tools/call', { name: 'crash', arguments: { code: 5 } })).rejects.toThrow();
-    let d = await sandbox.diagnose(h);
-    for (let i = 0; d.running && i < 50; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      d = await sandbox.diagnose(h);
-    }
-    expect(d).toMatchObject({ running: false, exitCode: 5, oomKilled: false });
-    expect(d.logTail).toMatch(/crash requested: exiting with code 5$/);
-    await sandbox.teardown('ep-diag');
-    nothingLeft();
-  });
-
-  describe('abort', () => {
-    it('rejects at once, creating nothing, when the signal is already aborted', async () => {
-      const err = await rejection(sandbox.deploy({ episodeId: 'ep-abort0', env: echoSpec(image), signal: AbortSignal.abort() }));
-      expect(err.name).toBe('AbortError');
-      nothingLeft();
-    });
-
-    it('stops a deploy waiting for readiness and removes what it created', async () => {
-      const ac = new AbortController();
-      const p = rejection(
-        sandbox.deploy({ episodeId: 'ep-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }), signal: ac.signal }),
-      );
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(labelledResources(instanceLabel).containers).toHaveLength(1);
-      ac.abort();
-      // answered by the abort, not by readiness a minute later (the test's own timeout is the bound)
-      const err = await p;
-      expect(err.name).toBe('AbortError');
-      nothingLeft();
-      expect(sandbox.networksInUse()).toBe(0);
-    });
-
-    it('leaves nothing whatever step the abort lands in', async () => {
-      const outcomes = await Promise.all(
-        [0, 2, 5, 10, 20, 40, 80, 150, 250, 400].map(async (delay, i) => {
-          const ac = new AbortController();
-          const p = sandbox.deploy({ episodeId: `ep-abort-at-${i}`, env: echoSpec(image), signal: ac.signal });
-          setTimeout(() => ac.abort(), delay);
-          try {
-            await p;
-            await sandbox.teardown(`ep-abort-at-${i}`);
-            return 'ready first';
-          } catch (err) {
-            expect((err as Error).name).toBe('AbortError');
-            return 'aborted';
-          }
-        }),
-      );
-      expect(outcomes).toContain('aborted');
-      nothingLeft();
-      expect(sandbox.networksInUse()).toBe(0);
-    });
-
-    it('is what a teardown during the deploy does', async () => {
-      const p = rejection(sandbox.deploy({ episodeId: 'ep-torn', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }) }));
-      await new Promise((r) => setTimeout(r, 800));
-      await sandbox.teardown('ep-torn');
-      const err = await p;
-      expect(err.name).toBe('AbortError');
-      nothingLeft();
-      expect(sandbox.networksInUse()).toBe(0);
-    });
-  });
-
-  it('close() stops the deploys in flight, which remove what they created', async () => {
-    const closing = new DockerSandbox({ instance, bundleName: 'fixture-v1' });
-    const p = rejection(closing.deploy({ episodeId: 'ep-close', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '60000' } }) }));
-    await new Promise((r) => setTimeout(r, 800));
-    await closing.close();
-    expect((await p).name).toBe('AbortError');
-    nothingLeft();
-    expect(closing.networksInUse()).toBe(0);
-    await expect(closing.ping()).rejects.toThrow(/closed/);
-  });
-
   describe('teardown', () => {
-    it('is idempotent and shares one removal between concurrent calls', async () => {
-      await sandbox.deploy({ episodeId: 'ep-td', env: echoSpec(image) });
-      const a = sandbox.teardown('ep-td');
-      const b = sandbox.teardown('ep-td');
-      expect(b).toBe(a);
-      await Promise.all([a, b, sandbox.teardown('ep-td')]);
-      await sandbox.teardown('ep-td');
-      await sandbox.teardown('never-deployed');
-      nothingLeft();
-      expect(sandbox.networksInUse()).toBe(0);
-    });
-
     it('succeeds when the engine already lost the container and network', async () => {
       const h = await sandbox.deploy({ episodeId: 'ep-gone', env: echoSpec(image) });
       execFileSync('docker', ['rm', '-f', h.containerId], { stdio: 'ignore' });
@@ -341,16 +189,6 @@ describeDocker('DockerSandbox deploy', () => {
       await Promise.all([sandbox.teardown('ep-racing'), external]);
       nothingLeft();
       expect(sandbox.networksInUse()).toBe(0);
-    });
-
-    it('lets the episode id be deployed again afterwards', async () => {
-      await sandbox.deploy({ episodeId: 'ep-again', env: echoSpec(image) });
-      await expect(sandbox.deploy({ episodeId: 'ep-again', env: echoSpec(image) })).rejects.toThrow(/already has an env/);
-      await sandbox.teardown('ep-again');
-      const h = await sandbox.deploy({ episodeId: 'ep-again', env: echoSpec(image) });
-      expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
-      await sandbox.teardown('ep-again');
-      nothingLeft();
     });
   });
 });

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, expect, it } from 'vitest';
 import { buildApp } from '../../../src/app.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
-import { InstanceInUseError, LOCK_LABELS } from '../../../src/sandbox/docker/instance-lock.js';
+import { InstanceInUseError, LOCK_LABELS } from '../../../src/sandbox/engine/instance-lock.js';
 import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../../support/docker.js';
 import { captureLog } from '../../support/log-capture.js';
 import { spawnServer } from '../../support/serve-process.js';

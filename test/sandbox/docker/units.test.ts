@@ -5,9 +5,9 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SandboxError } from '../../../src/sandbox/sandbox.js';
-import { demuxLog, lastLines } from '../../../src/sandbox/docker/containers.js';
-import { contextDigest, followBuildOutput, imageTag, listContext } from '../../../src/sandbox/docker/image-build.js';
-import { ownContainerIdCandidates } from '../../../src/sandbox/docker/own-container.js';
+import { demuxLog, lastLines } from '../../../src/sandbox/engine/logs.js';
+import { contextDigest, followBuildOutput, imageTag, listContext } from '../../../src/sandbox/engine/image-build.js';
+import { ownContainerIdCandidates } from '../../../src/sandbox/engine/own-container.js';
 import { SubnetPool } from '../../../src/sandbox/docker/subnet-pool.js';
 
 describe('SubnetPool', () => {

@@ -1,7 +1,8 @@
+/** The Docker backend's episode network: an internal bridge on a subnet of the server's own pool. */
 import type Dockerode from 'dockerode';
-import { engineMessage, isNotFound, isPoolOverlap, toSandboxError } from './errors.js';
-import { ownerLabels, resourceName, type Owner } from './labels.js';
-import type { SandboxLogger } from './logger.js';
+import { isPoolOverlap, toSandboxError } from '../engine/errors.js';
+import { ownerLabels, resourceName, type Owner } from '../engine/labels.js';
+import type { SandboxLogger } from '../engine/logger.js';
 import type { Subnet, SubnetPool } from './subnet-pool.js';
 
 export interface EpisodeNetwork {
@@ -50,33 +51,5 @@ export async function createEpisodeNetwork(
       }
       throw toSandboxError(err, `creating the network of episode ${owner.episode} on ${subnet.cidr}`);
     }
-  }
-}
-
-export async function connectToNetwork(docker: Dockerode, networkId: string, containerId: string): Promise<void> {
-  try {
-    await docker.getNetwork(networkId).connect({ Container: containerId });
-  } catch (err) {
-    throw toSandboxError(err, `connecting the server's container ${containerId.slice(0, 12)} to an episode network`);
-  }
-}
-
-/** already disconnected, or container or network gone: all fine */
-export async function disconnectFromNetwork(docker: Dockerode, networkId: string, containerId: string): Promise<void> {
-  try {
-    await docker.getNetwork(networkId).disconnect({ Container: containerId, Force: true });
-  } catch (err) {
-    if (isNotFound(err) || /is not connected|not found|no such/i.test(engineMessage(err))) return;
-    throw err;
-  }
-}
-
-/** resolves once the network is gone; a 404 means someone else already removed it */
-export async function removeNetwork(docker: Dockerode, networkId: string): Promise<void> {
-  try {
-    await docker.getNetwork(networkId).remove();
-  } catch (err) {
-    if (isNotFound(err)) return;
-    throw err;
   }
 }

@@ -1,0 +1,101 @@
+/**
+ * Every failure reason, decided in one place (src/failures.ts): a table over every reason of the
+ * wire schema with its retryable flag and the ToolErrorType a call it cut short reports, and the
+ * verdicts that turn what the sandbox saw, or what a call got, into a reason.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  ALL_FAILURE_REASONS,
+  FAILURE_REASONS,
+  callVerdict,
+  envVerdict,
+  exitReason,
+  invalidScoresMessage,
+  makeFailure,
+  resetCallVerdict,
+  toolErrorType,
+} from '../src/failures.js';
+import { FailureSchema, type FailureReason, type ToolErrorType } from '../src/protocol/observations.js';
+
+const ids = { episode_id: 'e1', task_id: 't1' };
+
+/** what a client sees per reason: written out here, so a change in src/failures.ts has to change this table too */
+const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolErrorType }> = {
+  deploy_timeout: { retryable: true, toolErrorType: 'timeout' },
+  image_unavailable: { retryable: true, toolErrorType: 'execution_error' },
+  env_crashed: { retryable: true, toolErrorType: 'transport_error' },
+  env_oom: { retryable: true, toolErrorType: 'transport_error' },
+  env_unreachable: { retryable: true, toolErrorType: 'transport_error' },
+  tool_timeout: { retryable: true, toolErrorType: 'timeout' },
+  episode_timeout: { retryable: true, toolErrorType: 'timeout' },
+  invalid_scores: { retryable: false, toolErrorType: 'execution_error' },
+  engine_error: { retryable: true, toolErrorType: 'execution_error' },
+  shutting_down: { retryable: true, toolErrorType: 'execution_error' },
+  unschedulable: { retryable: false, toolErrorType: 'execution_error' },
+  node_lost: { retryable: true, toolErrorType: 'transport_error' },
+};
+
+describe('failure reasons', () => {
+  it('the table covers exactly the reasons of the wire schema', () => {
+    expect(Object.keys(FAILURE_REASONS).sort()).toEqual([...ALL_FAILURE_REASONS].sort());
+    expect(Object.keys(EXPECTED).sort()).toEqual([...ALL_FAILURE_REASONS].sort());
+  });
+
+  it.each(ALL_FAILURE_REASONS.map((r) => [r]))('%s: a valid wire failure, its retryable flag and the error type of the call it cut short', (reason) => {
+    const f = makeFailure(reason, 'tool', `it was ${reason}`, ids, { exit_code: 3, log_tail: 'last line' });
+    expect(FailureSchema.parse(f)).toEqual(f);
+    expect(f).toMatchObject({ reason, phase: 'tool', message: `it was ${reason}`, ...ids, exit_code: 3, log_tail: 'last line' });
+    expect(f.retryable).toBe(EXPECTED[reason].retryable);
+    expect(toolErrorType(f)).toBe(EXPECTED[reason].toolErrorType);
+    expect(FAILURE_REASONS[reason].meaning.length).toBeGreaterThan(0);
+  });
+
+  it('a node lost during a call is a transport error, not an execution error', () => {
+    expect(toolErrorType(makeFailure('node_lost', 'tool', 'gone', ids))).toBe('transport_error');
+  });
+
+  it('a call cut short without a failure (the episode was closed) is an execution error; an empty log tail is left out', () => {
+    expect(toolErrorType(null)).toBe('execution_error');
+    expect(makeFailure('env_crashed', 'tool', 'x', ids, { log_tail: '' })).not.toHaveProperty('log_tail');
+  });
+});
+
+describe('verdicts', () => {
+  it("the env's state after a failed call decides crashed, OOM-killed, node lost or unreachable", () => {
+    const base = { running: false, exitCode: 1, oomKilled: false, logTail: 'boom' };
+    expect(envVerdict(null)).toEqual({ reason: 'env_unreachable', what: 'the env is unreachable', extra: {} });
+    expect(envVerdict(base)).toEqual({ reason: 'env_crashed', what: 'the env exited (code 1)', extra: { exit_code: 1, log_tail: 'boom' } });
+    expect(envVerdict({ ...base, exitCode: 137, oomKilled: true }).reason).toBe('env_oom');
+    // OOM-killed wins even if the engine still says running (it marks the exit a moment later)
+    expect(envVerdict({ ...base, running: true, oomKilled: true }).reason).toBe('env_oom');
+    expect(envVerdict({ ...base, running: true, exitCode: null }).reason).toBe('env_unreachable');
+    expect(envVerdict({ ...base, failureReason: 'node_lost', detail: 'node n2 is down' })).toEqual({
+      reason: 'node_lost',
+      what: "the env's node was lost: node n2 is down",
+      extra: {},
+    });
+    expect(exitReason({ oomKilled: true })).toBe('env_oom');
+    expect(exitReason({ oomKilled: false })).toBe('env_crashed');
+  });
+
+  it('a failed call: too large is the tool error (the episode goes on), a timeout of a running env is tool_timeout, the rest asks the env', () => {
+    expect(callVerdict('too_large', false)).toEqual({ tool_error: 'execution_error' });
+    expect(callVerdict('timeout', false)).toEqual({ reason: 'tool_timeout' });
+    expect(callVerdict('timeout', true)).toBe('ask_env');
+    for (const kind of ['unreachable', 'bad_response', 'aborted', 'wrong_env'] as const) expect(callVerdict(kind, false)).toBe('ask_env');
+    expect(callVerdict(null, false)).toBe('ask_env');
+  });
+
+  it("the env's own /reset: a timeout is deploy_timeout, the rest asks the env", () => {
+    expect(resetCallVerdict('timeout')).toEqual({ reason: 'deploy_timeout' });
+    expect(resetCallVerdict('unreachable')).toBe('ask_env');
+    expect(resetCallVerdict('bad_response')).toBe('ask_env');
+  });
+
+  it('each cause of invalid_scores says what was wrong', () => {
+    expect(invalidScoresMessage('no_scores_reply', 'HTTP 500')).toBe('the env answered /finish with HTTP 500 and no scores object');
+    expect(invalidScoresMessage('not_scores', 'score "a" is "x"')).toContain('score "a" is "x"');
+    expect(invalidScoresMessage('no_reward', '{"a":1}: no score b')).toContain('no reward from the scores');
+    expect(invalidScoresMessage('out_of_range', 'a = 2 (0..1)')).toContain('a = 2 (0..1)');
+  });
+});
