@@ -5,8 +5,6 @@
  */
 import WebSocket from 'ws';
 
-export type EnvFailureReason = 'connection_lost' | 'reply_timeout' | 'capacity_reached' | 'reset_refused' | 'server_error';
-
 export class EnvError extends Error {
   override readonly name = 'EnvError';
   constructor(

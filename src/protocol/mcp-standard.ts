@@ -40,6 +40,8 @@ export interface StandardTool {
 /** The fields the call that ends an episode adds to `structuredContent` (over any tool field of the same name). */
 export interface StandardEnding {
   done: true;
+  /** the episode's id in GET /episodes/{id}, the console and --record */
+  episode_id: string;
   reward: number | null;
   scores: Record<string, number> | null;
   end_reason: string;

@@ -77,7 +77,7 @@ function standardTool(t: ToolSpec): StandardTool {
 }
 
 /** A step's outcome as a standard `tools/call` result: tool errors are `isError` results, and the ending call carries the reward. */
-export function standardCallResult(out: StepOutcome): Record<string, unknown> {
+export function standardCallResult(out: StepOutcome, episodeId: string): Record<string, unknown> {
   const r = callResult(out) as {
     content: { type: 'text'; text: string }[];
     structured_content: Record<string, unknown> | null;
@@ -93,6 +93,7 @@ export function standardCallResult(out: StepOutcome): Record<string, unknown> {
   if (!out.done) return { content: r.content, isError, ...(structured ? { structuredContent: structured } : {}) };
   const ending: StandardEnding = {
     done: true,
+    episode_id: episodeId,
     reward: out.reward,
     scores: r.scores ?? null,
     end_reason: r.end_reason ?? 'closed',
@@ -225,7 +226,7 @@ export class StandardMcpSessions {
         // a non-object `arguments` is the model's error: the episode answers it (isError, invalid_args)
         const args = params.arguments === undefined ? {} : params.arguments;
         const out = await requests.run(ep, () => ep.step({ type: 'call_tool', tool_name: name, arguments: args }));
-        return standardCallResult(out);
+        return standardCallResult(out, ep.id);
       }
       case 'prompts/list':
         requests.touch(ep);

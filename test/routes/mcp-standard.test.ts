@@ -4,12 +4,13 @@
  * GridSim tasks to their reward, and the Vercel AI SDK's own MCP client (`@ai-sdk/mcp`, an
  * implementation independent of the official SDK) connects and lists tools. Envs run as processes.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMCPClient } from '@ai-sdk/mcp';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { MCP_PROTOCOL_VERSIONS } from '../../src/protocol/mcp-standard.js';
 import { processSuiteServer } from '../support/process-server.js';
 import { waitFor } from '../support/wait.js';
@@ -50,7 +51,9 @@ const init = (version = '2025-06-18') => ({
 });
 
 describe('standard MCP on the fixture bundle', () => {
-  const s = processSuiteServer({ maxConcurrentEnvs: 2, token: TOKEN, mcpAllowedOrigins: 'https://agents.example.com' });
+  const record = mkdtempSync(join(tmpdir(), 'openenv-mcp-record-'));
+  afterAll(() => rmSync(record, { recursive: true, force: true }));
+  const s = processSuiteServer({ maxConcurrentEnvs: 2, token: TOKEN, mcpAllowedOrigins: 'https://agents.example.com', record });
 
   it('the official SDK plays a task to its reward: initialize, instructions, tools/list, tools/call, the reward in structuredContent', async () => {
     const { client, transport } = await sdkClient(s.url, 'task_id=fx-echo-0');
@@ -88,6 +91,16 @@ describe('standard MCP on the fixture bundle', () => {
     expect(ended.structuredContent).toMatchObject({ done: true, reward: 0.5, scores: { quality: 0.5 }, end_reason: 'turns_ended' });
     expect((ended.content as { text: string }[]).at(-1)!.text).toBe('The episode ended (turns_ended) with reward 0.5.');
     await waitFor(() => s.sandbox.live().length === 0, 10_000, 'the env torn down after the episode ended');
+    // an episode like any other, transport mcp: the console's history and --record
+    const id = (ended.structuredContent as { episode_id: string }).episode_id;
+    const shown = (await (await fetch(`${s.url}/console/episodes/${id}`, { headers: auth })).json()) as Record<string, unknown>;
+    expect(shown).toMatchObject({ episode_id: id, transport: 'mcp', task_id: 'fx-echo-0', reward: 0.5 });
+    const recorded = () =>
+      readdirSync(record)
+        .flatMap((f) => readFileSync(join(record, f), 'utf8').split('\n'))
+        .filter((l) => l.includes(id));
+    await waitFor(() => recorded().length === 1, 10_000, 'the episode recorded');
+    expect(JSON.parse(recorded()[0]!)).toMatchObject({ episode_id: id, transport: 'mcp', reward: 0.5 });
 
     // the session ended with its episode: the next request is 404, so a client re-initializes
     await expect(client.listTools()).rejects.toThrow(/404|Session not found/);
@@ -190,6 +203,32 @@ describe('standard MCP on the fixture bundle', () => {
     });
     expect(called.body).toMatchObject({ result: { done: true, reward: 0.25, is_error: false } });
     expect((await post(s.url, {})).body).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
+    await waitFor(() => s.sandbox.live().length === 0, 10_000, 'no env left');
+  });
+});
+
+describe('standard MCP sessions wait in the queue and idle out like every episode', () => {
+  const s = processSuiteServer({ maxConcurrentEnvs: 1, idleTimeout: 1, toolTimeout: 1 });
+  const episodes = async () => (await (await fetch(`${s.url}/episodes`)).json()) as { active: { episode_id: string }[]; waiting: number };
+
+  it('an initialize waits for a slot (FIFO); a session idle past --idle-timeout ends (404) and frees it', async () => {
+    const first = await post(s.url, init(), {}, '/mcp?task_id=fx-echo-0');
+    const sid = first.headers.get('mcp-session-id')!;
+    expect(first.status).toBe(200);
+    // a reset that asks to wait less than the slot stays held is refused, with nothing deployed
+    expect((await post(s.url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { 'mcp-session-id': sid })).status).toBe(200);
+    const refused = await post(s.url, init(), {}, '/mcp?task_id=fx-echo-1&reset_timeout_s=0.2');
+    expect(refused.body).toMatchObject({ error: { code: -32000, data: { error: 'capacity_reached' } } });
+    const second = post(s.url, init(), {}, '/mcp?task_id=fx-echo-1');
+    // pings keep the first session alive (a request resets its idle clock) until the second is queued
+    const ping = () => post(s.url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { 'mcp-session-id': sid });
+    await waitFor(async () => (await ping()).status === 200 && (await episodes()).waiting === 1, 10_000, 'the second initialize queued');
+    // the first session says nothing for 1 s: its episode is torn down and the second gets the slot
+    const got = await second;
+    expect(got.status).toBe(200);
+    expect((got.body as { result: { instructions: string } }).result.instructions).toContain('Echo the word world');
+    expect((await post(s.url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': sid })).status).toBe(404);
+    expect((await fetch(`${s.url}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': got.headers.get('mcp-session-id')! } })).status).toBe(204);
     await waitFor(() => s.sandbox.live().length === 0, 10_000, 'no env left');
   });
 });
