@@ -58,6 +58,20 @@ const EvalArgsSchema = z.object({
     .nullable()
     .default(null),
   maxTokens: z.coerce.number().int('--max-tokens must be an integer').positive('--max-tokens must be at least 1').nullable().default(null),
+  chatTemplateKwargs: z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        const v: unknown = JSON.parse(text);
+        if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
+      } catch {
+        // reported below
+      }
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: '--chat-template-kwargs must be a JSON object, e.g. {"enable_thinking": false}' });
+      return z.NEVER;
+    })
+    .nullable()
+    .default(null),
   ...ROLLOUT_FIELDS,
   modelKeyVar: envVarName('model-key-var'),
   out: z.string().min(1).nullable().default(null),
@@ -81,6 +95,7 @@ export function parseEvalArgs(argv: string[]): EvalArgs | 'help' {
         concurrency: { type: 'string' },
         temperature: { type: 'string' },
         'max-tokens': { type: 'string' },
+        'chat-template-kwargs': { type: 'string' },
         'model-key-var': { type: 'string' },
         out: { type: 'string' },
         help: { type: 'boolean' },
@@ -104,6 +119,7 @@ export function parseEvalArgs(argv: string[]): EvalArgs | 'help' {
     concurrency: v.concurrency,
     temperature: v.temperature ?? null,
     maxTokens: v['max-tokens'] ?? null,
+    chatTemplateKwargs: v['chat-template-kwargs'] ?? null,
     ...rolloutValues(v),
     modelKeyVar: v['model-key-var'] ?? null,
     out: v.out ?? null,

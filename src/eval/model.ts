@@ -56,6 +56,8 @@ export interface ChatModelOptions {
   apiKey: string | null;
   temperature: number | null;
   maxTokens: number | null;
+  /** extra arguments of the endpoint's chat template (SGLang and vLLM read `chat_template_kwargs`) */
+  chatTemplateKwargs: Record<string, unknown> | null;
   timeoutMs: number;
 }
 
@@ -74,7 +76,7 @@ export class ChatModel {
 
   /** One model turn; `signal` aborts it (Ctrl-C). Throws ModelError, or the signal's AbortError. */
   async complete(messages: readonly ChatMessage[], tools: readonly FunctionTool[], signal?: AbortSignal): Promise<ModelReply> {
-    const { model, apiKey, temperature, maxTokens, timeoutMs } = this.o;
+    const { model, apiKey, temperature, maxTokens, chatTemplateKwargs, timeoutMs } = this.o;
     const body = {
       model,
       messages,
@@ -82,6 +84,7 @@ export class ChatModel {
       tool_choice: 'auto',
       ...(temperature === null ? {} : { temperature }),
       ...(maxTokens === null ? {} : { max_tokens: maxTokens }),
+      ...(chatTemplateKwargs === null ? {} : { chat_template_kwargs: chatTemplateKwargs }),
     };
     const deadline = AbortSignal.timeout(timeoutMs);
     const both = signal ? AbortSignal.any([signal, deadline]) : deadline;

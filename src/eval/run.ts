@@ -112,6 +112,7 @@ export async function runEval(args: EvalArgs, env: NodeJS.ProcessEnv, signal: Ab
     apiKey,
     temperature: args.temperature,
     maxTokens: args.maxTokens,
+    chatTemplateKwargs: args.chatTemplateKwargs,
     timeoutMs: args.modelTimeout * 1000,
   });
   const play = { url: args.url, token, maxTurns: args.maxTurns, toolTimeoutMs: args.toolTimeout * 1000, resetTimeoutMs: args.resetTimeout * 1000 };
@@ -166,6 +167,7 @@ export async function runEval(args: EvalArgs, env: NodeJS.ProcessEnv, signal: Ab
       model_timeout: args.modelTimeout,
       temperature: args.temperature,
       max_tokens: args.maxTokens,
+      chat_template_kwargs: args.chatTemplateKwargs,
       concurrency: args.concurrency,
     },
   });

@@ -93,7 +93,7 @@ describe('eval on the fixture bundle', () => {
     const out = join(tmp, 'fixture-eval');
     const b = bufferIo(env);
     const asked = model.requests.length;
-    expect(await evalMain(argv(out, '--concurrency', '2', '--temperature', '0.5'), b.io)).toBe(0);
+    expect(await evalMain(argv(out, '--concurrency', '2', '--temperature', '0.5', '--chat-template-kwargs', '{"enable_thinking": false}'), b.io)).toBe(0);
     const { summary, episodes } = await readOut(out);
     // fx-eval-0 scores 0.9, fx-eval-1 0.1
     expect(summary).toMatchObject({ split: 'eval', bundle: 'fixture-v1', tasks: 2, played: 2, interrupted: false, failures: { total: 0 } });
@@ -117,6 +117,7 @@ describe('eval on the fixture bundle', () => {
     const sent = model.requests.slice(asked);
     expect(sent[0]!.tools!.map((t) => t.function.name)).toEqual(['echo', 'finish_now', 'sleep', 'crash', 'fail', 'end_turn']);
     expect(sent.every((r) => r.temperature === 0.5 && r.model === 'scripted')).toBe(true);
+    expect(sent.every((r) => JSON.stringify(r.chat_template_kwargs) === '{"enable_thinking":false}')).toBe(true);
     const tokens = sent.reduce((a, r) => a + usageOf(r).prompt_tokens, 0);
     expect(summary.tokens).toEqual({ prompt: tokens, completion: 7 * sent.length, episodes_reporting: 2 });
     expect(b.out()).toContain('mean reward  0.5000 ± 0.4000 (± standard error) over 2 scored episodes; zero scores 0.0 %');
@@ -175,6 +176,8 @@ describe('eval on the fixture bundle', () => {
     expect(await evalMain([s.url, '--model-url', model.url, '--model', 'x', '--tasks', '0'], b.io)).toBe(2);
     expect(await evalMain([s.url, '--model-url', 'ftp://x', '--model', 'x'], b.io)).toBe(2);
     expect(await evalMain([s.url, '--model-url', model.url, '--model', 'x', '--max-turns', 'many'], b.io)).toBe(2);
+    expect(await evalMain([s.url, '--model-url', model.url, '--model', 'x', '--chat-template-kwargs', '[1]'], b.io)).toBe(2);
+    expect(b.err()).toContain('--chat-template-kwargs must be a JSON object');
     const noToken = bufferIo({});
     expect(await evalMain([s.url, '--model-url', model.url, '--model', 'x', '--out', join(tmp, 'x')], noToken.io)).toBe(1);
     expect(noToken.err()).toContain('needs a token');

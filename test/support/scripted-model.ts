@@ -12,6 +12,7 @@ export interface ChatRequest {
   tools?: { type: 'function'; function: { name: string; description: string; parameters: unknown } }[];
   temperature?: number;
   max_tokens?: number;
+  chat_template_kwargs?: Record<string, unknown>;
 }
 
 /** What the policy answers: a reply (text and/or tool calls), an HTTP failure, or no answer at all. */
