@@ -16,7 +16,8 @@ import { evalMain } from '../../src/cli/eval.js';
 import type { EvalSummary } from '../../src/eval/summary.js';
 import type { EpisodeRecord } from '../../src/eval/play.js';
 import { FIXTURE_BUNDLE, processSuiteServer } from '../support/process-server.js';
-import { firstPrompt, startScriptedModel, turnsTaken, usageOf, type Policy, type ScriptedModel } from '../support/scripted-model.js';
+import { fixtureGolden } from '../support/fixture-policy.js';
+import { firstPrompt, startScriptedModel, usageOf, type Policy, type ScriptedModel } from '../support/scripted-model.js';
 import { waitFor } from '../support/wait.js';
 
 const GRIDSIM = join(import.meta.dirname, '../../bundles/gridsim-v1');
@@ -34,20 +35,6 @@ function taskLines(bundle: string, split: string): TaskLine[] {
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as TaskLine);
 }
-
-/** The fixture's golden play, read from each task's prompt: echo then end_turn, fail then a plain reply, finish_now with its score. */
-const fixtureGolden: Policy = (req) => {
-  const prompt = firstPrompt(req);
-  const turn = turnsTaken(req);
-  const echo = /^Echo the word (\w+), then end your turn\.$/.exec(prompt);
-  if (echo) return turn === 0 ? { tool_calls: [{ name: 'echo', arguments: { text: echo[1] } }] } : { tool_calls: [{ name: 'end_turn', arguments: {} }] };
-  const fail = /^Call fail with the message (\w+), then end your turn\.$/.exec(prompt);
-  // a reply without a tool call ends the turn
-  if (fail) return turn === 0 ? { tool_calls: [{ name: 'fail', arguments: { message: fail[1] } }] } : { content: 'I called it.' };
-  const finish = /^Call finish_now with score ([\d.]+)\.$/.exec(prompt);
-  if (finish) return { tool_calls: [{ name: 'finish_now', arguments: { score: Number(finish[1]) } }] };
-  return { tool_calls: [{ name: 'end_turn', arguments: {} }] };
-};
 
 function bufferIo(env: NodeJS.ProcessEnv = {}) {
   const out: string[] = [];
