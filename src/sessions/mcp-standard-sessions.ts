@@ -26,7 +26,6 @@ import {
   STANDARD_MCP_METHODS,
   StandardMcpMethodSchema,
   TASK_PROMPT_NAME,
-  type McpProtocolVersion,
   type StandardEnding,
   type StandardTool,
 } from '../protocol/mcp-standard.js';
@@ -44,7 +43,6 @@ export interface McpHttpAnswer {
 interface Session {
   id: string;
   ep: Episode;
-  version: McpProtocolVersion;
   reset: ResetObservation;
 }
 
@@ -111,12 +109,9 @@ export class StandardMcpSessions {
   private readonly live = new Map<string, Session>();
   /** sessions whose episode was torn down: a DELETE of one still succeeds, any other request is 404 */
   private readonly ended = new Map<string, NodeJS.Timeout>();
+  private stopped = false;
 
   constructor(private readonly deps: StandardMcpDeps) {}
-
-  get size(): number {
-    return this.live.size;
-  }
 
   /**
    * `initialize`: plays the query's task as a new episode (it waits for a slot like any reset) and
@@ -136,7 +131,7 @@ export class StandardMcpSessions {
     if (!started) return null;
     const { ep, out } = started;
     const reset = out.observation as ResetObservation;
-    const session: Session = { id: randomUUID(), ep, version, reset };
+    const session: Session = { id: randomUUID(), ep, reset };
     this.live.set(session.id, session);
     void ep.tornDown.then(() => this.onTornDown(session.id));
     this.deps.log.info({ event: 'mcp_session', episode_id: ep.id, protocol_version: version }, 'standard MCP session started');
@@ -166,12 +161,20 @@ export class StandardMcpSessions {
     if (Array.isArray(msg))
       return { status: 400, body: rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batches are not supported; send one JSON-RPC object') };
     if (!isPlainObject(msg)) return { status: 400, body: rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object') };
-    // a notification or a client's response: taken, not answered
-    if (!Object.hasOwn(msg, 'id') || (msg.method === undefined && ('result' in msg || 'error' in msg))) {
+    // a notification (a method, no id) or a client's response (a result or an error, no method): taken, not answered
+    const notification = typeof msg.method === 'string' && !Object.hasOwn(msg, 'id');
+    const response = msg.method === undefined && Object.hasOwn(msg, 'id') && (Object.hasOwn(msg, 'result') || Object.hasOwn(msg, 'error'));
+    if (notification || response) {
       this.deps.requests.touch(session.ep);
       return { status: 202 };
     }
     const id = rpcIdOf(msg);
+    if (typeof msg.method !== 'string') {
+      return {
+        status: 400,
+        body: rpcError(id, RpcCode.INVALID_REQUEST, 'Invalid request: expected a request ("method" and "id"), a notification or a response'),
+      };
+    }
     const method = StandardMcpMethodSchema.safeParse(msg.method);
     if (!method.success) {
       return {
@@ -201,6 +204,7 @@ export class StandardMcpSessions {
   }
 
   stop(): void {
+    this.stopped = true;
     for (const t of this.ended.values()) clearTimeout(t);
     this.ended.clear();
   }
@@ -254,6 +258,7 @@ export class StandardMcpSessions {
 
   private onTornDown(sid: string): void {
     this.live.delete(sid);
+    if (this.stopped) return;
     if (this.ended.size >= ENDED_EPISODES_KEPT) {
       const oldest = this.ended.entries().next().value;
       if (oldest) {

@@ -154,6 +154,8 @@ describe('standard MCP on the fixture bundle', () => {
       const bad = await post(s.url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': sid, 'mcp-protocol-version': '1999-01-01' });
       expect(bad.status).toBe(400);
       expect(JSON.stringify(bad.body)).toContain('1999-01-01');
+      expect((await post(s.url, { jsonrpc: '2.0', id: 7, result: {} }, { 'mcp-session-id': sid })).status).toBe(202);
+      expect((await post(s.url, {}, { 'mcp-session-id': sid })).status).toBe(400);
       const unknownMethod = await post(s.url, { jsonrpc: '2.0', id: 3, method: 'resources/list' }, { 'mcp-session-id': sid });
       expect(unknownMethod.body).toMatchObject({ id: 3, error: { code: -32601 } });
       expect((await fetch(`${s.url}/mcp`, { method: 'DELETE', headers: { ...auth, 'mcp-session-id': sid } })).status).toBe(204);
