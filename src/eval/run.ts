@@ -11,7 +11,7 @@ import type { EvalArgs } from './args.js';
 import { ChatModel } from './model.js';
 import { playEpisode, type EpisodeRecord } from './play.js';
 import { summarize, type EvalSummary } from './summary.js';
-import { promptRow, type ServerSettings } from '../rows/build.js';
+import { promptRow, serverSettings } from '../rows/build.js';
 import { BundleServerClient, RowsError } from '../rows/server.js';
 import { prepareOut, writeAtomically } from '../rows/write.js';
 
@@ -93,14 +93,7 @@ export async function runEval(args: EvalArgs, env: NodeJS.ProcessEnv, signal: Ab
   } catch (e) {
     throw new EvalError((e as Error).message);
   }
-  const settings: ServerSettings = {
-    url: args.url,
-    max_turns: args.maxTurns,
-    tool_timeout: args.toolTimeout,
-    reset_timeout: args.resetTimeout,
-    model_timeout: args.modelTimeout,
-    token_var: args.tokenVar,
-  };
+  const settings = serverSettings(args.url, args);
   const rows = selected.map((t) => {
     const tools = toolsets[t.toolset];
     if (!tools) throw new EvalError(`task "${t.task_id}" uses toolset "${t.toolset}", which GET /toolsets does not list`);
