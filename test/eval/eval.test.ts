@@ -138,6 +138,28 @@ describe('eval on the fixture bundle', () => {
     await waitFor(() => s.sandbox.live().length === 0, 10_000, 'every env torn down');
   });
 
+  it("arguments that are not a JSON object are the model's error and the episode goes on; past --max-turns the turns end empty and the env scores", async () => {
+    policy = (req) => {
+      const turn = req.messages.filter((m) => m.role === 'assistant').length;
+      if (turn === 0) return { tool_calls: [{ name: 'echo', arguments: 'text=hello' }] };
+      return { tool_calls: [{ name: 'echo', arguments: { text: 'hello' } }] };
+    };
+    const out = join(tmp, 'fixture-model-errors');
+    expect(await evalMain(argv(out, '--split', 'train', '--tasks', '1', '--max-turns', '2'), bufferIo(env).io)).toBe(0);
+    const { summary, episodes } = await readOut(out);
+    expect(summary).toMatchObject({ tasks: 1, played: 1, failures: { total: 0 } });
+    const [e] = episodes;
+    // fx-echo-0: finish_score 0.5, scored though the model never ended its turn
+    expect(e).toMatchObject({ task_id: 'fx-echo-0', reward: 0.5, model_turns: 2, turns_exhausted: true, end_reason: 'turns_ended' });
+    expect(e!.tool_calls.map((c) => [c.name, c.error_type])).toEqual([
+      ['echo', 'invalid_args'],
+      ['echo', null],
+      ['end_turn', null],
+    ]);
+    expect(e!.messages[3]).toMatchObject({ role: 'tool' });
+    expect((e!.messages[3] as { content: string }).content).toContain('JSON object');
+  });
+
   it('an interrupt writes what finished and tears every episode in play down', async () => {
     policy = (req) => (firstPrompt(req) === 'Echo the word hello, then end your turn.' ? fixtureGolden(req) : 'hang');
     const out = join(tmp, 'fixture-interrupted');
