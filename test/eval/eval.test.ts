@@ -4,7 +4,8 @@
  * read from the bundles' task files, and GridSim's greedy rule, so the means it must report are
  * known in advance.
  */
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -175,6 +176,32 @@ describe('eval on the fixture bundle', () => {
     expect(summary).toMatchObject({ interrupted: true, tasks: 6, played: 1 });
     expect(episodes.map((e) => e.task_id)).toEqual(['fx-echo-0']);
     expect(b.out()).toContain('1 of 6 tasks played');
+    await waitFor(() => s.sandbox.live().length === 0, 10_000, 'the interrupted episodes torn down');
+  });
+
+  it('the built command on Ctrl-C (SIGINT): what finished is written, the episodes in play torn down, exit 1', async () => {
+    const bin = join(import.meta.dirname, '../../dist/cli/openenv-bundle.js');
+    expect(existsSync(bin), 'run `npm run build` first').toBe(true);
+    policy = (req) => (firstPrompt(req) === 'Echo the word hello, then end your turn.' ? fixtureGolden(req) : 'hang');
+    const out = join(tmp, 'fixture-sigint');
+    const child = spawn(process.execPath, [bin, 'eval', ...argv(out, '--split', 'train', '--concurrency', '2')], {
+      env: { PATH: process.env.PATH, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await waitFor(
+      () => model.hanging() === 2 && existsSync(join(out, 'episodes.jsonl')) && readFileSync(join(out, 'episodes.jsonl'), 'utf8') !== '',
+      20_000,
+      'one done, two in play',
+    );
+    child.kill('SIGINT');
+    expect(await exited).toBe(1);
+    const { summary, episodes } = await readOut(out);
+    expect(summary).toMatchObject({ interrupted: true, played: 1 });
+    expect(episodes).toHaveLength(1);
+    expect(stdout).toContain('(interrupted)');
     await waitFor(() => s.sandbox.live().length === 0, 10_000, 'the interrupted episodes torn down');
   });
 
