@@ -224,7 +224,7 @@ describe('eval on the fixture bundle', () => {
 });
 
 describe('eval on GridSim with the greedy rule as the model', () => {
-  const s = processSuiteServer({ maxConcurrentEnvs: 4 }, { bundle: GRIDSIM, sandbox: { entry: { gridsim: 'app/server.mjs' } } });
+  const s = processSuiteServer({ maxConcurrentEnvs: 8 }, { bundle: GRIDSIM, sandbox: { entry: { gridsim: 'app/server.mjs' } } });
   const evalLines = taskLines(GRIDSIM, 'eval');
   const byPrompt = new Map(evalLines.map((t) => [t.turns[0], t]));
   let model: ScriptedModel;
@@ -242,7 +242,7 @@ describe('eval on GridSim with the greedy rule as the model', () => {
     const expected = baseline(evalLines as unknown as Row[]);
     const out = join(tmp, 'gridsim-eval');
     const b = bufferIo();
-    expect(await evalMain([s.url, '--model-url', model.url, '--model', 'greedy', '--split', 'eval', '--concurrency', '4', '--out', out], b.io)).toBe(0);
+    expect(await evalMain([s.url, '--model-url', model.url, '--model', 'greedy', '--split', 'eval', '--concurrency', '8', '--out', out], b.io)).toBe(0);
     const { summary, episodes } = await readOut(out);
     expect(episodes).toHaveLength(200);
     expect(summary.failures.total).toBe(0);
