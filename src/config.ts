@@ -77,6 +77,24 @@ export const OptionsSchema = z
     tokenInPath: bool.describe(
       'also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)',
     ),
+    mcpAllowedOrigins: z
+      .union([z.string(), z.array(z.string())])
+      .transform((v) =>
+        (Array.isArray(v) ? v : [v])
+          .flatMap((s) => s.split(','))
+          .map((s) => s.trim())
+          .filter((s) => s !== ''),
+      )
+      .pipe(
+        z.array(
+          z.string().refine((o) => o === '*' || normalOrigin(o) !== null, 'expected an origin such as https://console.example.com (scheme://host[:port]) or *'),
+        ),
+      )
+      .transform((list) => list.map((o) => (o === '*' ? o : normalOrigin(o)!)))
+      .default([])
+      .describe(
+        'origins (comma-separated scheme://host[:port], or *) whose browser pages may call /mcp besides loopback ones; any other Origin header gets 403 (DNS rebinding)',
+      ),
     sandbox: z
       .enum(['docker', 'swarm'])
       .default('docker')
@@ -157,6 +175,19 @@ export function kebab(name: string): string {
 /** OPENENV_MAX_CONCURRENT_ENVS for maxConcurrentEnvs; LOG_LEVEL is honoured too. */
 export function envVarName(name: string): string {
   return `OPENENV_${kebab(name).replace(/-/g, '_').toUpperCase()}`;
+}
+
+/** `https://Host:443/` → `https://host`: an origin as browsers send it, or null when it is not one. */
+export function normalOrigin(origin: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(origin);
+  } catch {
+    return null;
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.username || u.password || (u.pathname !== '/' && u.pathname !== '') || u.search || u.hash)
+    return null;
+  return u.origin;
 }
 
 export function isLoopback(host: string): boolean {

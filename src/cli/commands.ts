@@ -3,7 +3,8 @@
  * module exporting a `Subcommand` and one line here.
  */
 import type { Subcommand } from './command.js';
+import { evalCommand } from './eval.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand, evalCommand];

@@ -1,16 +1,48 @@
 /**
- * `POST /mcp`: JSON-RPC 2.0 over HTTP (src/sessions/mcp-service.ts). Every answer is HTTP 200 with
- * a JSON-RPC body, but a notification's (no "id" member: run, answered 202 with no body); only auth
- * answers 401 before it gets here.
+ * `/mcp`: two flavours of MCP on one path, told apart per request.
+ *
+ * - Standard MCP over Streamable HTTP (src/sessions/mcp-standard-sessions.ts): a POST of
+ *   `initialize` (without `Mcp-Session-Id`) starts a session, one episode; every request carrying
+ *   `Mcp-Session-Id` belongs to one. `GET` answers 405 (no server stream), `DELETE` ends a session.
+ * - OpenEnv's JSON-RPC dialect (src/sessions/mcp-service.ts): everything else. Every answer is
+ *   HTTP 200 with a JSON-RPC body, but a notification's (202, no body).
+ *
+ * A browser page from an origin that is not allowed (`--mcp-allowed-origins`, loopback pages
+ * always) gets 403 on either: the DNS-rebinding rule of the MCP spec.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isLoopback, normalOrigin } from '../config.js';
 import { RpcCode, RpcRequestSchema, RpcResponseSchema, rpcError } from '../protocol/jsonrpc.js';
+import { MCP_SESSION_HEADER, MCP_VERSION_HEADER } from '../protocol/mcp-standard.js';
 import type { OpenEnvRuntime } from '../runtime.js';
+import { isInitialize, type McpHttpAnswer } from '../sessions/mcp-standard-sessions.js';
 import { dropReply, withClientGone } from './client-gone.js';
 
+/** Whether a request with this `Origin` header may use /mcp: none (not a browser), a loopback page, or a listed origin. */
+export function originAllowed(origin: string | undefined, allowed: readonly string[]): boolean {
+  if (origin === undefined) return true;
+  if (allowed.includes('*')) return true;
+  const normal = normalOrigin(origin);
+  if (normal === null) return false;
+  const host = new URL(normal).hostname.replace(/^\[(.*)\]$/, '$1');
+  return isLoopback(host) || allowed.includes(normal);
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function send(reply: FastifyReply, ans: McpHttpAnswer) {
+  reply.code(ans.status);
+  for (const [k, v] of Object.entries(ans.headers ?? {})) reply.header(k, v);
+  return ans.body === undefined ? reply.send() : reply.send(ans.body);
+}
+
 export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: OpenEnvRuntime }): Promise<void> {
-  const { mcp } = runtime.sessions;
-  // The body is parsed by the service, not by fastify, so bad JSON is a JSON-RPC parse error (HTTP 200).
+  const { mcp, mcpStandard } = runtime.sessions;
+  const allowedOrigins = runtime.options.mcpAllowedOrigins;
+  // The body is parsed here, not by fastify, so bad JSON is a JSON-RPC parse error (HTTP 200).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
   // Whatever fastify refuses in this scope (a body too large...) is still a JSON-RPC answer.
@@ -31,28 +63,91 @@ export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: Op
         ),
       );
   });
+  app.addHook('onRequest', async (req, reply) => {
+    const origin = header(req, 'origin');
+    if (originAllowed(origin, allowedOrigins)) return;
+    req.log.info({ event: 'mcp_origin_refused', origin }, 'mcp request from an origin that is not allowed');
+    return reply.code(403).send(rpcError(null, RpcCode.INVALID_REQUEST, `Forbidden: origin ${origin} may not use /mcp; allow it with --mcp-allowed-origins`));
+  });
 
   app.post(
     '/mcp',
     {
       schema: {
-        summary: 'MCP JSON-RPC 2.0: tools/list, tools/call, openenv/session/create, openenv/session/close',
-        description:
-          'HTTP 200 with a JSON-RPC body (a notification, without "id": 202 and no body; auth: 401); errors use JSON-RPC codes -32700, -32600, -32601, -32602, -32603 and -32000 (capacity, deploy, episode state).',
+        summary: "MCP: standard Streamable HTTP sessions (initialize, Mcp-Session-Id) and OpenEnv's JSON-RPC dialect",
+        description: [
+          'Standard MCP: POST initialize (the task from the query: task_id, or split and index, or seed) answers with an Mcp-Session-Id header; requests with it are',
+          'ping, tools/list, tools/call, prompts/list, prompts/get (404 once the session ended, 400 for an unsupported MCP-Protocol-Version).',
+          "OpenEnv's dialect (no initialize, no session header): tools/list, tools/call, openenv/session/create, openenv/session/close, HTTP 200 with a",
+          'JSON-RPC body; errors use codes -32700, -32600, -32601, -32602, -32603 and -32000. A notification (no "id"): 202 and no body. Auth: 401; an Origin not allowed: 403.',
+        ].join(' '),
         body: RpcRequestSchema,
         response: { 200: RpcResponseSchema, 202: { description: 'a notification (no "id"): run, not answered' } },
       },
-      // documented, not validated here: the service answers a malformed request with a JSON-RPC error
+      // documented, not validated here: the services answer a malformed request with a JSON-RPC error
       validatorCompiler: () => (data) => ({ value: data }),
     },
     async (req, reply) => {
       const body = typeof req.body === 'string' ? req.body : '';
-      const res = await withClientGone(reply, (gone) => mcp.handleHttp(body, { clientGone: gone }));
+      let msg: unknown;
+      let parsed = true;
+      try {
+        msg = JSON.parse(body);
+      } catch {
+        parsed = false;
+      }
+      const sid = header(req, MCP_SESSION_HEADER);
+      if (sid !== undefined) {
+        if (!parsed) return send(reply, { status: 400, body: rpcError(null, RpcCode.PARSE_ERROR, 'Parse error: the body is not valid JSON') });
+        if (isInitialize(msg)) {
+          return send(reply, {
+            status: 400,
+            body: rpcError(null, RpcCode.INVALID_REQUEST, `Bad request: initialize starts a session and must not carry ${MCP_SESSION_HEADER}`),
+          });
+        }
+        return send(reply, await mcpStandard.handle(sid, header(req, MCP_VERSION_HEADER), msg));
+      }
+      if (parsed && isInitialize(msg)) {
+        const query = (req.query ?? {}) as Record<string, unknown>;
+        const ans = await withClientGone(reply, (gone) => mcpStandard.initialize(msg as Record<string, unknown>, query, gone));
+        if (ans === null || reply.raw.destroyed) return dropReply(reply);
+        return send(reply, ans);
+      }
+      const res = await withClientGone(reply, (gone) =>
+        parsed ? mcp.handleParsedHttp(msg, { clientGone: gone }) : mcp.handleHttp(body, { clientGone: gone }),
+      );
       // the client left while its session waited for a slot; the episode was closed
       if (reply.raw.destroyed) return dropReply(reply);
       // a notification (no "id"): run, not answered
       if (res === null) return reply.code(202).send();
       return reply.code(200).send(res);
+    },
+  );
+
+  app.get(
+    '/mcp',
+    { schema: { summary: 'MCP server-to-client stream: not offered (405), every answer comes in its POST reply', response: { 405: RpcResponseSchema } } },
+    async (_req, reply) =>
+      reply
+        .code(405)
+        .header('allow', 'POST, DELETE')
+        .send(rpcError(null, RpcCode.INVALID_REQUEST, 'Method not allowed: this server sends no server-to-client stream; POST requests to /mcp')),
+  );
+
+  app.delete(
+    '/mcp',
+    {
+      schema: {
+        summary: 'ends a standard MCP session (Mcp-Session-Id): its episode is closed and its env torn down',
+        response: { 204: { description: 'ended' }, 400: RpcResponseSchema, 404: RpcResponseSchema },
+      },
+    },
+    async (req, reply) => {
+      const sid = header(req, MCP_SESSION_HEADER);
+      if (sid === undefined) {
+        return send(reply, { status: 400, body: rpcError(null, RpcCode.INVALID_REQUEST, `Bad request: DELETE /mcp needs the ${MCP_SESSION_HEADER} header`) });
+      }
+      return send(reply, await mcpStandard.terminate(sid));
     },
   );
 }

@@ -4,6 +4,28 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
+/**
+ * The options of how a rollout plays an episode, shared by the row writer (which records them in
+ * each row for slime's generate function) and `openenv-bundle eval` (which plays that way itself):
+ * one spelling, one default, one parser.
+ */
+export const ROLLOUT_USAGE_LINES = [
+  '  --max-turns N        model turns a rollout may take (default 4)',
+  '  --tool-timeout S     seconds a rollout waits for one tool call (default 60)',
+  '  --reset-timeout S    seconds a rollout waits for a slot and a deploy (default 600)',
+  '  --model-timeout S    seconds a rollout waits for the model (default 600)',
+  "  --token-var NAME     the environment variable holding the server's token (default: no token);",
+];
+
+/** node:util parseArgs options of the rollout settings */
+export const ROLLOUT_ARG_OPTIONS = {
+  'max-turns': { type: 'string' },
+  'tool-timeout': { type: 'string' },
+  'reset-timeout': { type: 'string' },
+  'model-timeout': { type: 'string' },
+  'token-var': { type: 'string' },
+} as const;
+
 export const ROWS_USAGE = [
   'Usage: node dist/rows.js URL OUT [options]',
   '',
@@ -13,39 +35,60 @@ export const ROWS_USAGE = [
   'no env is deployed.',
   '',
   'Options:',
-  '  --max-turns N        model turns a rollout may take (default 4)',
-  '  --tool-timeout S     seconds a rollout waits for one tool call (default 60)',
-  '  --reset-timeout S    seconds a rollout waits for a slot and a deploy (default 600)',
-  '  --model-timeout S    seconds a rollout waits for the model (default 600)',
-  "  --token-var NAME     the environment variable holding the server's token; the rows record",
-  '                       its name, never the token (default: no token)',
+  ...ROLLOUT_USAGE_LINES,
+  '                       the rows record its name, never the token',
   '  --split S            only this split (repeatable); default: every split',
   '  --help               print this help',
 ].join('\n');
 
-const positiveNumber = (name: string, def: number) =>
+export const positiveNumber = (name: string, def: number) =>
   z.coerce
     .number({ invalid_type_error: `--${name} must be a number` })
     .positive(`--${name} must be greater than 0`)
     .finite(`--${name} must be finite`)
     .default(def);
 
-const RowsArgsSchema = z.object({
-  url: z
+/** An http(s):// address, trailing slashes dropped; `what` names it in the message. */
+export const httpUrl = (what: string, example: string) =>
+  z
     .string()
-    .url('URL must be an http:// or https:// address, e.g. http://127.0.0.1:8200')
-    .refine((u) => /^https?:\/\//i.test(u), 'URL must start with http:// or https://')
-    .transform((u) => u.replace(/\/+$/, '')),
-  out: z.string().min(1, 'OUT must be a folder path'),
+    .url(`${what} must be an http:// or https:// address, e.g. ${example}`)
+    .refine((u) => /^https?:\/\//i.test(u), `${what} must start with http:// or https://`)
+    .transform((u) => u.replace(/\/+$/, ''));
+
+export const envVarName = (flag: string) =>
+  z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, `--${flag} must be an environment variable name such as AGENTENV_TOKEN`)
+    .nullable()
+    .default(null);
+
+/** The rollout settings' fields, for a command's own schema. */
+export const ROLLOUT_FIELDS = {
   maxTurns: z.coerce.number().int('--max-turns must be an integer').positive('--max-turns must be at least 1').default(4),
   toolTimeout: positiveNumber('tool-timeout', 60),
   resetTimeout: positiveNumber('reset-timeout', 600),
   modelTimeout: positiveNumber('model-timeout', 600),
-  tokenVar: z
-    .string()
-    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, '--token-var must be an environment variable name such as AGENTENV_TOKEN')
-    .nullable()
-    .default(null),
+  tokenVar: envVarName('token-var'),
+};
+
+export type RolloutSettings = z.output<z.ZodObject<typeof ROLLOUT_FIELDS>>;
+
+/** parseArgs' values of ROLLOUT_ARG_OPTIONS → the input of ROLLOUT_FIELDS */
+export function rolloutValues(v: Partial<Record<keyof typeof ROLLOUT_ARG_OPTIONS, string>>) {
+  return {
+    maxTurns: v['max-turns'],
+    toolTimeout: v['tool-timeout'],
+    resetTimeout: v['reset-timeout'],
+    modelTimeout: v['model-timeout'],
+    tokenVar: v['token-var'] ?? null,
+  };
+}
+
+const RowsArgsSchema = z.object({
+  url: httpUrl('URL', 'http://127.0.0.1:8200'),
+  out: z.string().min(1, 'OUT must be a folder path'),
+  ...ROLLOUT_FIELDS,
   splits: z.array(z.string().min(1)).nullable().default(null),
 });
 
@@ -64,11 +107,7 @@ export function parseRowsArgs(argv: string[]): RowsArgs | 'help' {
       allowPositionals: true,
       strict: true,
       options: {
-        'max-turns': { type: 'string' },
-        'tool-timeout': { type: 'string' },
-        'reset-timeout': { type: 'string' },
-        'model-timeout': { type: 'string' },
-        'token-var': { type: 'string' },
+        ...ROLLOUT_ARG_OPTIONS,
         split: { type: 'string', multiple: true },
         help: { type: 'boolean' },
       },
@@ -84,11 +123,7 @@ export function parseRowsArgs(argv: string[]): RowsArgs | 'help' {
   const r = RowsArgsSchema.safeParse({
     url: parsed.positionals[0],
     out: parsed.positionals[1],
-    maxTurns: v['max-turns'],
-    toolTimeout: v['tool-timeout'],
-    resetTimeout: v['reset-timeout'],
-    modelTimeout: v['model-timeout'],
-    tokenVar: v['token-var'] ?? null,
+    ...rolloutValues(v),
     splits: v.split ?? null,
   });
   if (!r.success) throw new UsageError(r.error.issues.map((i) => i.message).join('; '));

@@ -3,6 +3,7 @@
  * OpenAI function tools, and metadata telling the generate function which episode to play where.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
+import type { RolloutSettings } from './args.js';
 import type { ServerTaskRow, ServerToolSpec } from './server.js';
 
 export interface ServerSettings {
@@ -13,6 +14,18 @@ export interface ServerSettings {
   model_timeout: number;
   /** the name of the variable holding the token, never the token */
   token_var: string | null;
+}
+
+/** The rollout settings of a command line as a row records them. */
+export function serverSettings(url: string, r: RolloutSettings): ServerSettings {
+  return {
+    url,
+    max_turns: r.maxTurns,
+    tool_timeout: r.toolTimeout,
+    reset_timeout: r.resetTimeout,
+    model_timeout: r.modelTimeout,
+    token_var: r.tokenVar,
+  };
 }
 
 export interface FunctionTool {

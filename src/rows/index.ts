@@ -3,7 +3,7 @@
  * row per task to OUT/<split>.jsonl and OUT/all.jsonl.
  */
 import type { RowsArgs } from './args.js';
-import { promptRow, type PromptRow, type ServerSettings } from './build.js';
+import { promptRow, serverSettings, type PromptRow } from './build.js';
 import { BundleServerClient, RowsError } from './server.js';
 import { prepareOut, writeAtomically, type OutFile } from './write.js';
 
@@ -59,14 +59,7 @@ export async function writeRows(args: RowsArgs, env: NodeJS.ProcessEnv, progress
     if (s === 'all' || !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(s)) throw new RowsError(`split "${s}" cannot be written as ${s}.jsonl beside all.jsonl`);
   }
   const toolsets = await client.toolsets();
-  const server: ServerSettings = {
-    url: args.url,
-    max_turns: args.maxTurns,
-    tool_timeout: args.toolTimeout,
-    reset_timeout: args.resetTimeout,
-    model_timeout: args.modelTimeout,
-    token_var: args.tokenVar,
-  };
+  const server = serverSettings(args.url, args);
   const bySplit: Record<string, PromptRow[]> = {};
   try {
     for (const split of [...new Set(splits)]) {

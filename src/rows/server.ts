@@ -15,6 +15,9 @@ const BundleInfo = z.object({
   name: z.string(),
   default_split: z.string(),
   splits: z.record(z.number().int().min(0)),
+  /** task groups (group name → where a task's value is) and reference rewards (split → name → reward); {} from servers without them */
+  groups: z.record(z.string()).default({}),
+  baselines: z.record(z.record(z.number())).default({}),
 });
 export type BundleInfo = z.infer<typeof BundleInfo>;
 
@@ -27,6 +30,8 @@ export const TaskRowSchema = z.object({
   messages: z.array(Message).min(1),
   turns: z.number().int().optional(),
   max_turns: z.number().int().optional(),
+  /** group name → this task's value ({} or absent when the bundle declares none) */
+  groups: z.record(z.string()).optional(),
 });
 export type ServerTaskRow = z.infer<typeof TaskRowSchema>;
 
@@ -47,7 +52,7 @@ export interface ServerClientOptions {
 export class BundleServerClient {
   constructor(private readonly o: ServerClientOptions) {}
 
-  private async get<T>(path: string, schema: z.ZodType<T>): Promise<T> {
+  private async get<T>(path: string, schema: z.ZodType<T, z.ZodTypeDef, unknown>): Promise<T> {
     const { url, token, tokenVar } = this.o;
     let res: Response;
     try {

@@ -15,7 +15,7 @@ import { MCP_METHODS, McpMethodSchema, RpcCode, rpcError, type McpMethod, type R
 import type { RequestEpisodes } from './request-episodes.js';
 
 /** An answer as a JSON-RPC error; thrown inside a method, caught once. */
-class RpcFailure extends Error {
+export class RpcFailure extends Error {
   constructor(
     readonly code: number,
     message: string,
@@ -89,6 +89,11 @@ export class McpService {
     } catch (e) {
       return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
     }
+    return this.handleParsedHttp(req, ctx);
+  }
+
+  /** `handleHttp` for a body the route already parsed (to tell OpenEnv's dialect from a standard session). */
+  async handleParsedHttp(req: unknown, ctx: McpContext = {}): Promise<RpcResponse | null> {
     const res = await this.handle(req, ctx);
     return isNotification(req) ? null : res;
   }
@@ -116,7 +121,7 @@ export class McpService {
       const result = await this.dispatch(method.data, params, ctx);
       return { jsonrpc: '2.0', result, id };
     } catch (e) {
-      return this.toRpcError(id, e, method.data);
+      return toRpcError(id, e, method.data, this.deps.log);
     }
   }
 
@@ -225,19 +230,24 @@ export class McpService {
     await this.deps.requests.close(ep);
     return { session_id: sid, closed: true };
   }
+}
 
-  private toRpcError(id: RpcId, e: unknown, method: string): RpcError {
-    if (e instanceof RpcFailure) return rpcError(id, e.code, e.message, e.data);
-    if (e instanceof BadInputError || e instanceof NotFoundError) {
-      return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${e.message}`, { error: e.httpCode });
-    }
-    if (e instanceof ServerError) {
-      // capacity, shutting down, a failed deploy, a step on an ended episode
-      const data = { error: e.httpCode, ...e.details() };
-      if (e instanceof CapacityError) Object.assign(data, { retry_after_s: e.capacity.retry_after_s });
-      return rpcError(id, RpcCode.SERVER_ERROR, e.message, data);
-    }
-    this.deps.log.error({ err: e, method }, 'mcp request failed');
-    return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
+/**
+ * A method's failure as a JSON-RPC error, for both MCP flavours: bad input is -32602, the server's
+ * refusals (capacity, shutting down, a failed deploy, an ended episode) -32000 with their details,
+ * anything else -32603 (logged, never shown).
+ */
+export function toRpcError(id: RpcId, e: unknown, method: string, log: Logger): RpcError {
+  if (e instanceof RpcFailure) return rpcError(id, e.code, e.message, e.data);
+  if (e instanceof BadInputError || e instanceof NotFoundError) {
+    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${e.message}`, { error: e.httpCode });
   }
+  if (e instanceof ServerError) {
+    // capacity, shutting down, a failed deploy, a step on an ended episode
+    const data = { error: e.httpCode, ...e.details() };
+    if (e instanceof CapacityError) Object.assign(data, { retry_after_s: e.capacity.retry_after_s });
+    return rpcError(id, RpcCode.SERVER_ERROR, e.message, data);
+  }
+  log.error({ err: e, method }, 'mcp request failed');
+  return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
 }

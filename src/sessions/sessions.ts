@@ -9,6 +9,7 @@ import type { WebSocket } from 'ws';
 import type { LoadedBundle } from '../bundle/index.js';
 import type { EpisodeManager } from '../episodes/manager.js';
 import { McpService } from './mcp-service.js';
+import { StandardMcpSessions } from './mcp-standard-sessions.js';
 import { RequestEpisodes } from './request-episodes.js';
 import { WsSession } from './ws-session.js';
 
@@ -22,12 +23,16 @@ export interface SessionsOptions {
 
 export class Sessions {
   readonly requests: RequestEpisodes;
+  /** OpenEnv's JSON-RPC dialect on /mcp and /ws */
   readonly mcp: McpService;
+  /** standard MCP (Streamable HTTP) sessions on /mcp, one episode each */
+  readonly mcpStandard: StandardMcpSessions;
   private readonly sockets = new Set<WsSession>();
 
   constructor(private readonly opts: SessionsOptions) {
     this.requests = new RequestEpisodes(opts.manager, opts.idleTimeoutMs, opts.log.child({ component: 'http-episodes' }));
     this.mcp = new McpService({ requests: this.requests, bundle: opts.bundle, log: opts.log.child({ component: 'mcp' }) });
+    this.mcpStandard = new StandardMcpSessions({ requests: this.requests, bundle: opts.bundle, log: opts.log.child({ component: 'mcp' }) });
   }
 
   /** A new WebSocket connection becomes a session (told at once when the server is draining). */
@@ -51,5 +56,6 @@ export class Sessions {
   /** After the drain: no idle clock or memory of ended episodes outlives the app. */
   stop(): void {
     this.requests.stop();
+    this.mcpStandard.stop();
   }
 }

@@ -176,3 +176,23 @@ describe('ProcessSandbox', () => {
     nothingLeft();
   });
 });
+
+describe('listensOn (which process holds a port: an answer on a probed port may be another process)', () => {
+  it("tells this process's listener from a child's", async () => {
+    const { createServer } = await import('node:http');
+    const { spawn } = await import('node:child_process');
+    const { listensOn } = await import('./process-sandbox.js');
+    const srv = createServer((_q, r) => r.end('ok'));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as { port: number }).port;
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)'], { stdio: 'ignore' });
+    try {
+      expect(listensOn(process.pid, port)).toBe(true);
+      expect(listensOn(child.pid, port)).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise<void>((r) => srv.close(() => r()));
+    }
+    expect(listensOn(process.pid, port)).toBe(false);
+  });
+});

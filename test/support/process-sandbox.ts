@@ -28,7 +28,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { access, readFile } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
@@ -113,6 +113,42 @@ export function freePort(): Promise<number> {
       srv.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * Whether process `pid` holds the socket listening on TCP `port` (Linux /proc: the listening
+ * socket's inode among the process's open files). True where /proc cannot tell (not Linux).
+ */
+export function listensOn(pid: number | undefined, port: number): boolean {
+  if (pid === undefined) return false;
+  const hexPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      return true;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      // local_address, state 0A (LISTEN), inode
+      if (f.length > 9 && f[1]!.endsWith(hexPort) && f[3] === '0A') inodes.add(f[9]!);
+    }
+  }
+  if (inodes.size === 0) return false;
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        return m !== null && inodes.has(m[1]!);
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return false;
+  }
 }
 
 /** resident memory of a process in MB, from /proc (null when it cannot be read) */
@@ -286,8 +322,20 @@ export class ProcessSandbox implements Sandbox {
       throwIfAborted(signal);
       const proc = this.start(episodeId, env, script, port);
       try {
-        const outcome = await waitForHttp({ url: `http://127.0.0.1:${port}${env.readyPath}`, deadline, exited: proc.closed, signal });
+        let outcome = await waitForHttp({ url: `http://127.0.0.1:${port}${env.readyPath}`, deadline, exited: proc.closed, signal });
         throwIfAborted(signal);
+        // Another process may have taken the probed port first (an env of another episode or test
+        // file): its answer is not our env's. Wait until our process holds the listener, or exits
+        // (EADDRINUSE: the next attempt takes another port).
+        while (outcome.kind === 'ready' && !listensOn(proc.child.pid, port)) {
+          if (Date.now() > deadline) {
+            outcome = { kind: 'timeout', lastAnswer: `an answer from another process on port ${port}` };
+            break;
+          }
+          const code = await Promise.race([proc.closed, new Promise<null>((r) => setTimeout(() => r(null), 20))]);
+          if (code !== null) outcome = { kind: 'exited', exitCode: code };
+          throwIfAborted(signal);
+        }
         if (outcome.kind === 'ready') {
           return { episodeId, baseUrl: `http://127.0.0.1:${port}`, containerId: proc.containerId, networkId: proc.networkId };
         }

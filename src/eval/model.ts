@@ -1,0 +1,135 @@
+/**
+ * A model behind an OpenAI-compatible chat-completions endpoint (vLLM, SGLang, a hosted API):
+ * one request per model turn, the task's tools as function tools. Whatever goes wrong on the
+ * model's side is a ModelError with a reason, so the episode is reported as the model's failure,
+ * never as the env's and never as a score.
+ */
+import { z } from 'zod';
+import type { FunctionTool } from '../rows/build.js';
+
+export const ToolCallSchema = z.object({
+  id: z.string().default(''),
+  type: z.literal('function').default('function'),
+  function: z.object({ name: z.string(), arguments: z.string().default('') }),
+});
+export type ToolCall = z.infer<typeof ToolCallSchema>;
+
+export type ChatMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+  | { role: 'tool'; tool_call_id: string; content: string };
+
+const UsageSchema = z.object({ prompt_tokens: z.number().int().min(0), completion_tokens: z.number().int().min(0) }).passthrough();
+export type Usage = { prompt_tokens: number; completion_tokens: number };
+
+const ReplySchema = z.object({
+  choices: z
+    .array(
+      z.object({
+        message: z.object({
+          content: z.string().nullable().optional(),
+          tool_calls: z.array(ToolCallSchema).nullable().optional(),
+        }),
+        finish_reason: z.string().nullable().optional(),
+      }),
+    )
+    .min(1),
+  usage: UsageSchema.nullable().optional(),
+});
+
+export type ModelFailureReason = 'model_timeout' | 'model_unreachable' | 'model_http_error' | 'model_bad_reply';
+
+export class ModelError extends Error {
+  override readonly name = 'ModelError';
+  constructor(
+    readonly reason: ModelFailureReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ChatModelOptions {
+  /** the endpoint's base, e.g. http://127.0.0.1:30000/v1 */
+  url: string;
+  model: string;
+  apiKey: string | null;
+  temperature: number | null;
+  maxTokens: number | null;
+  /** extra arguments of the endpoint's chat template (SGLang and vLLM read `chat_template_kwargs`) */
+  chatTemplateKwargs: Record<string, unknown> | null;
+  timeoutMs: number;
+}
+
+export interface ModelReply {
+  message: Extract<ChatMessage, { role: 'assistant' }>;
+  usage: Usage | null;
+  finishReason: string | null;
+}
+
+export class ChatModel {
+  constructor(private readonly o: ChatModelOptions) {}
+
+  get endpoint(): string {
+    return this.o.url.endsWith('/chat/completions') ? this.o.url : `${this.o.url}/chat/completions`;
+  }
+
+  /** One model turn; `signal` aborts it (Ctrl-C). Throws ModelError, or the signal's AbortError. */
+  async complete(messages: readonly ChatMessage[], tools: readonly FunctionTool[], signal?: AbortSignal): Promise<ModelReply> {
+    const { model, apiKey, temperature, maxTokens, chatTemplateKwargs, timeoutMs } = this.o;
+    const body = {
+      model,
+      messages,
+      tools,
+      tool_choice: 'auto',
+      ...(temperature === null ? {} : { temperature }),
+      ...(maxTokens === null ? {} : { max_tokens: maxTokens }),
+      ...(chatTemplateKwargs === null ? {} : { chat_template_kwargs: chatTemplateKwargs }),
+    };
+    const deadline = AbortSignal.timeout(timeoutMs);
+    const both = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(this.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        body: JSON.stringify(body),
+        signal: both,
+      });
+      text = await res.text();
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      if (deadline.aborted) throw new ModelError('model_timeout', `the model did not answer within model_timeout (${timeoutMs / 1000} s)`);
+      const err = e as Error & { cause?: { code?: string; message?: string } };
+      throw new ModelError('model_unreachable', `cannot reach the model at ${this.endpoint}: ${err.cause?.message ?? err.cause?.code ?? err.message}`);
+    }
+    if (!res.ok) {
+      throw new ModelError('model_http_error', `the model endpoint answered HTTP ${res.status}: ${text.replace(/\s+/g, ' ').slice(0, 300)}`);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new ModelError('model_bad_reply', `the model endpoint answered HTTP ${res.status} with no JSON: ${text.slice(0, 200)}`);
+    }
+    const parsed = ReplySchema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new ModelError('model_bad_reply', `the model's reply is not a chat completion (${issue.path.join('.') || 'body'}: ${issue.message})`);
+    }
+    const choice = parsed.data.choices[0]!;
+    const toolCalls = choice.message.tool_calls ?? [];
+    const message: ModelReply['message'] = {
+      role: 'assistant',
+      content: choice.message.content ?? null,
+      ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+    };
+    const u = parsed.data.usage;
+    return {
+      message,
+      usage: u ? { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens } : null,
+      finishReason: choice.finish_reason ?? null,
+    };
+  }
+}

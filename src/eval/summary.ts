@@ -1,0 +1,139 @@
+/**
+ * What an eval run comes to (summary.json) and the lines a person reads at a glance: the mean
+ * reward over the scored episodes with its standard error, the share of zeros, the failures by
+ * whose side and reason (never scored), the means per task group, the tokens the endpoint
+ * reported, and the bundle's baselines for the split.
+ */
+import type { EpisodeRecord } from './play.js';
+
+export interface MeanStat {
+  n: number;
+  mean: number | null;
+  /** standard error of the mean (sample standard deviation / √n); null below 2 episodes */
+  stderr: number | null;
+}
+
+export interface EvalSummary {
+  server: string;
+  bundle: string;
+  split: string;
+  model: string;
+  model_url: string;
+  /** tasks selected to play */
+  tasks: number;
+  /** episodes that finished (scored or failed) */
+  played: number;
+  scored: MeanStat & { zero_share: number | null };
+  failures: { env: Record<string, number>; model: Record<string, number>; total: number };
+  /** group name → group value → the scored episodes' mean */
+  groups: Record<string, Record<string, MeanStat>>;
+  baselines: Record<string, number>;
+  tokens: { prompt: number; completion: number; episodes_reporting: number } | null;
+  interrupted: boolean;
+  wall_s: number;
+  settings: Record<string, unknown>;
+}
+
+export function meanStat(xs: readonly number[]): MeanStat {
+  const n = xs.length;
+  if (n === 0) return { n, mean: null, stderr: null };
+  const mean = xs.reduce((a, b) => a + b, 0) / n;
+  if (n < 2) return { n, mean, stderr: null };
+  const variance = xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1);
+  return { n, mean, stderr: Math.sqrt(variance / n) };
+}
+
+export interface SummaryContext {
+  server: string;
+  bundle: string;
+  split: string;
+  model: string;
+  modelUrl: string;
+  tasks: number;
+  groupNames: readonly string[];
+  baselines: Record<string, number>;
+  interrupted: boolean;
+  wallS: number;
+  settings: Record<string, unknown>;
+}
+
+export function summarize(records: readonly EpisodeRecord[], c: SummaryContext): EvalSummary {
+  const scored = records.filter((r) => r.failure === null && r.reward !== null);
+  const rewards = scored.map((r) => r.reward!);
+  const failures: EvalSummary['failures'] = { env: {}, model: {}, total: 0 };
+  for (const r of records) {
+    if (!r.failure) continue;
+    const side = failures[r.failure.kind];
+    side[r.failure.reason] = (side[r.failure.reason] ?? 0) + 1;
+    failures.total++;
+  }
+  const groups: EvalSummary['groups'] = {};
+  for (const name of c.groupNames) {
+    const byValue = new Map<string, number[]>();
+    for (const r of scored) {
+      const v = r.groups[name];
+      if (v === undefined) continue;
+      byValue.set(v, [...(byValue.get(v) ?? []), r.reward!]);
+    }
+    const sorted = [...byValue.entries()].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }));
+    groups[name] = Object.fromEntries(sorted.map(([v, xs]) => [v, meanStat(xs)]));
+  }
+  const reporting = records.filter((r) => r.usage !== null);
+  return {
+    server: c.server,
+    bundle: c.bundle,
+    split: c.split,
+    model: c.model,
+    model_url: c.modelUrl,
+    tasks: c.tasks,
+    played: records.length,
+    scored: { ...meanStat(rewards), zero_share: rewards.length ? rewards.filter((x) => x === 0).length / rewards.length : null },
+    failures,
+    groups,
+    baselines: c.baselines,
+    tokens: reporting.length
+      ? {
+          prompt: reporting.reduce((a, r) => a + r.usage!.prompt_tokens, 0),
+          completion: reporting.reduce((a, r) => a + r.usage!.completion_tokens, 0),
+          episodes_reporting: reporting.length,
+        }
+      : null,
+    interrupted: c.interrupted,
+    wall_s: c.wallS,
+    settings: c.settings,
+  };
+}
+
+const f4 = (x: number | null) => (x === null ? '–' : x.toFixed(4));
+const pct = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)} %`);
+const withSe = (m: MeanStat) => `${f4(m.mean)}${m.stderr === null ? '' : ` ± ${f4(m.stderr)}`}`;
+
+/** The summary as a person reads it on a terminal. */
+export function formatSummary(s: EvalSummary): string {
+  const lines: string[] = [];
+  lines.push(
+    `${s.model} on ${s.bundle}, split ${s.split}: ${s.played} of ${s.tasks} tasks played in ${s.wall_s.toFixed(1)} s${s.interrupted ? ' (interrupted)' : ''}`,
+  );
+  lines.push(`  mean reward  ${withSe(s.scored)} (± standard error) over ${s.scored.n} scored episodes; zero scores ${pct(s.scored.zero_share)}`);
+  const base = Object.entries(s.baselines);
+  if (base.length) lines.push(`  baselines    ${base.map(([k, v]) => `${k} ${v}`).join(' · ')}`);
+  if (s.failures.total === 0) lines.push('  failures     none');
+  else {
+    const side = (name: string, m: Record<string, number>) => {
+      const e = Object.entries(m);
+      return e.length ? `${name}: ${e.map(([k, v]) => `${k} ${v}`).join(', ')}` : null;
+    };
+    const parts = [side('env', s.failures.env), side('model', s.failures.model)].filter((x) => x !== null);
+    lines.push(`  failures     ${s.failures.total}, not scored (${parts.join('; ')})`);
+  }
+  for (const [name, values] of Object.entries(s.groups)) {
+    const cells = Object.entries(values).map(([v, m]) => `${v} ${withSe(m)} (${m.n})`);
+    if (cells.length) lines.push(`  by ${name.padEnd(10)} ${cells.join(' · ')}`);
+  }
+  if (s.tokens) {
+    lines.push(
+      `  tokens       prompt ${s.tokens.prompt.toLocaleString('en')} · completion ${s.tokens.completion.toLocaleString('en')} (${s.tokens.episodes_reporting} episodes reported usage)`,
+    );
+  }
+  return lines.join('\n');
+}
