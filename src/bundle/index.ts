@@ -1,6 +1,10 @@
 /** The bundle: its format (schemas), loading and validation, archive extraction, and its env images. */
 export { BundleError, MAX_REPORTED_ISSUES, formatIssue, type BundleIssue } from './errors.js';
 export {
+  BaselinesSchema,
+  GroupsSchema,
+  type Baselines,
+  type Groups,
   END_TURN,
   EnvManifestSchema,
   EnvResourcesSchema,

@@ -28,6 +28,8 @@ export type Task = Omit<TaskLine, 'max_turns'> & {
   index: number;
   /** the row's max_turns, else the manifest's */
   max_turns: number;
+  /** bundle.json's groups: group name → this task's value there ({} when none are declared) */
+  groups: Record<string, string>;
 };
 
 export interface LoadedBundle {
@@ -85,6 +87,7 @@ export function taskRow(task: Task): TaskRow {
     ],
     turns: task.turns.length,
     max_turns: task.max_turns,
+    groups: task.groups,
   };
 }
 
@@ -391,9 +394,44 @@ class TaskLoader {
       return;
     }
     this.firstSeen.set(row.task_id, `${file} line ${line}`);
-    if (!ok) return;
-    const task: Task = { ...row, split, index, max_turns: row.max_turns ?? this.manifest.max_turns };
+    const groups = this.groupsOf(row, file, line);
+    if (!ok || groups === null) return;
+    const task: Task = { ...row, split, index, max_turns: row.max_turns ?? this.manifest.max_turns, groups };
     tasks.push(task);
     this.byId.set(task.task_id, task);
   }
+
+  // ---- task groups -------------------------------------------------------------------------
+
+  /** The row's value of every declared group, as text; null (and issues) when one is missing or not a scalar. */
+  private groupsOf(row: TaskLine, file: string, line: number): Record<string, string> | null {
+    const out: Record<string, string> = {};
+    let ok = true;
+    for (const [name, where] of Object.entries(this.manifest.groups)) {
+      const value = valueAtPath(row, where);
+      if (typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) {
+        out[name] = String(value);
+        continue;
+      }
+      ok = false;
+      const got = value === undefined ? 'it is missing' : `got ${JSON.stringify(value)?.slice(0, 60)}`;
+      this.issues.add({
+        file,
+        line,
+        field: where,
+        message: `bundle.json's group "${name}" reads ${where}: expected a string, number or boolean there, but ${got}`,
+      });
+    }
+    return ok ? out : null;
+  }
+}
+
+/** `meta.a.b` → row.meta.a.b (own properties only), or undefined. */
+function valueAtPath(row: TaskLine, dotted: string): unknown {
+  let cur: unknown = row;
+  for (const key of dotted.split('.')) {
+    if (typeof cur !== 'object' || cur === null || Array.isArray(cur) || !Object.hasOwn(cur, key)) return undefined;
+    cur = (cur as Record<string, unknown>)[key];
+  }
+  return cur;
 }

@@ -99,6 +99,8 @@ export const TaskRowSchema = z
     ]),
     turns: z.number().int().min(1),
     max_turns: z.number().int().min(1),
+    // ---- task groups (see GroupsSchema): always present, {} when the bundle declares none
+    groups: z.record(z.string()).describe("group name → this task's value (bundle.json's groups; {} when none)"),
   })
   .strict();
 export type TaskRow = z.infer<typeof TaskRowSchema>;
@@ -166,6 +168,27 @@ export const ToolsetSchema = closedObject({
 });
 export type Toolset = z.infer<typeof ToolsetSchema>;
 
+// ---- task groups and baselines (the console's per-group views and reference lines) ----------
+
+/** Where a group's value sits in a task line: `meta.<key>` and deeper; `data` stays private. */
+const GROUP_PATH_PATTERN = /^meta(\.[A-Za-z0-9_-]+)+$/;
+
+/** Group name → the path of its value in each task line, e.g. {"battery_h": "meta.duration_h"}. */
+export const GroupsSchema = z.record(
+  keyName(KEY_PATTERN, 'group name'),
+  z.string().refine((p) => GROUP_PATH_PATTERN.test(p), {
+    message: 'expected a path into the task\'s meta, such as "meta.point" (a task\'s data is never served)',
+    params: { got: true },
+  }),
+);
+export type Groups = z.infer<typeof GroupsSchema>;
+
+/** Split → reference name → the reward that reference scores on it, e.g. {"eval": {"greedy": 0.766}}. */
+export const BaselinesSchema = z.record(keyName(KEY_PATTERN, 'split name'), z.record(keyName(KEY_PATTERN, 'baseline name'), z.number().finite()));
+export type Baselines = z.infer<typeof BaselinesSchema>;
+
+// ---- the manifest ------------------------------------------------------------------------------
+
 export const ManifestSchema = closedObject({
   name: z.string().refine((n) => NAME_PATTERN.test(n), {
     message: `expected a name matching ${NAME_PATTERN.source}`,
@@ -182,6 +205,9 @@ export const ManifestSchema = closedObject({
   max_turns: z.number().int().min(1).default(4),
   /** "mean" | "sum" | "min" | "max" | the name of one score */
   reward: z.string().min(1, 'expected "mean", "sum", "min", "max" or the name of a score').optional(),
+  // ---- task groups and baselines
+  groups: GroupsSchema.default({}),
+  baselines: BaselinesSchema.default({}),
 }).superRefine((m, ctx) => {
   const splits = Object.keys(m.splits);
   if (!Object.hasOwn(m.splits, m.default_split)) {
@@ -201,6 +227,12 @@ export const ManifestSchema = closedObject({
         message: `expected one of the declared envs (${envs.join(', ')})`,
         params: { got: true },
       });
+    }
+  }
+  // ---- baselines name declared splits
+  for (const split of Object.keys(m.baselines)) {
+    if (!Object.hasOwn(m.splits, split)) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['baselines', split], message: `expected one of the declared splits (${splits.join(', ')})` });
     }
   }
 });

@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { taskRow, TaskRowSchema, ToolSpecSchema } from '../bundle/index.js';
+import { BaselinesSchema, GroupsSchema, taskRow, TaskRowSchema, ToolSpecSchema } from '../bundle/index.js';
 import { NotFoundError } from '../errors.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
 import { ActionSchema } from '../protocol/frames.js';
@@ -100,6 +100,8 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
               default_split: z.string(),
               splits: z.record(z.number().int()),
               toolsets: z.array(z.string()),
+              groups: GroupsSchema.describe("bundle.json's task groups: group name → where in a task line its value is ({} when none)"),
+              baselines: BaselinesSchema.describe("bundle.json's reference rewards: split → name → reward ({} when none)"),
               settings: z.record(z.unknown()),
             })
             .describe('the bundle'),
@@ -113,6 +115,8 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
       default_split: m.default_split,
       splits: bundle.splitCounts,
       toolsets: Object.keys(m.toolsets),
+      groups: m.groups,
+      baselines: m.baselines,
       settings: {
         max_concurrent_envs: o.maxConcurrentEnvs,
         max_waiting: o.maxWaiting,

@@ -98,8 +98,9 @@ describe('loadBundle on a valid folder', () => {
       ],
       turns: 1,
       max_turns: 3,
+      groups: {},
     });
-    expect(Object.keys(r)).toEqual(['task_id', 'split', 'index', 'toolset', 'messages', 'turns', 'max_turns']);
+    expect(Object.keys(r)).toEqual(['task_id', 'split', 'index', 'toolset', 'messages', 'turns', 'max_turns', 'groups']);
     expect(taskRow(b.byId.get('echo-eval-0')!)).toMatchObject({ turns: 3, max_turns: 3, messages: [{ content: '' }, { content: 'Say bye.' }] });
     for (const task of b.byId.values()) expect(TaskRowSchema.safeParse(taskRow(task)).success).toBe(true);
   });

@@ -72,8 +72,8 @@ describe('auth and HTTP routes', () => {
     expect(page.body).toMatchObject({ split: 'train', total: 6, offset: 2 });
     expect(page.body.tasks.map((t: { index: number }) => t.index)).toEqual([2, 3, 4]);
     const row = page.body.tasks[2];
-    expect(Object.keys(row).sort()).toEqual(['index', 'max_turns', 'messages', 'split', 'task_id', 'toolset', 'turns']);
-    expect(row).toMatchObject({ task_id: 'fx-two-turn', turns: 2, messages: [{ role: 'system' }, { role: 'user', content: 'first prompt' }] });
+    expect(Object.keys(row).sort()).toEqual(['groups', 'index', 'max_turns', 'messages', 'split', 'task_id', 'toolset', 'turns']);
+    expect(row).toMatchObject({ task_id: 'fx-two-turn', groups: {}, turns: 2, messages: [{ role: 'system' }, { role: 'user', content: 'first prompt' }] });
     const one = await request(s.url).get('/tasks/fx-two-turn').set(auth);
     expect(one.body).toEqual(row);
     expect((await request(s.url).get('/tasks/nope').set(auth)).status).toBe(404);
