@@ -211,7 +211,7 @@ function RecentTasks(props: { endedTick: number }) {
           </tr>
         </thead>
         <tbody>
-          {r?.tasks.slice(0, 50).map((t) => (
+          {r?.tasks.slice(0, 20).map((t) => (
             <tr key={t.task_id} data-task={t.task_id}>
               <td>
                 <a href={`#/tasks/${encodeURIComponent(t.task_id)}`}>{t.task_id}</a>
@@ -225,7 +225,7 @@ function RecentTasks(props: { endedTick: number }) {
           ))}
         </tbody>
       </table>
-      {r && r.tasks.length > 50 && <p class="muted">{r.tasks.length - 50} more tasks</p>}
+      {r && r.tasks.length > 20 && <p class="muted">{r.tasks.length - 20} more tasks</p>}
     </div>
   );
 }
