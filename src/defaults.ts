@@ -97,3 +97,21 @@ export const WARM_POOL = {
   /** recent resets whose env kinds set the pool's split between envs (bundles with several envs) */
   demandWindow: 256,
 } as const;
+
+/**
+ * The console's time series (src/episodes/series.ts): one-minute buckets kept for a day; in each,
+ * at most samplesPerMinute values of each kind (rewards per split, deploy, queue wait) for the
+ * percentiles (counts, sums and means stay exact beyond it). Worst case about 12 MB at sustained
+ * rates above 200 episodes a minute per split. A chart gets at most maxPoints buckets (long
+ * windows fold minutes together).
+ */
+export const SERIES = { minutesKept: 24 * 60, samplesPerMinute: 200, maxPoints: 120 } as const;
+
+/**
+ * Idle bound of an episode started from the console's playground (POST /console/playground):
+ * tighter than --idle-timeout, since a closed tab cannot say it left. The page pings while it is
+ * open, so only a page that is gone (or asleep this long) loses its episode.
+ */
+export const CONSOLE_EPISODE_IDLE_S = 120;
+/** How often the playground tells the server its page is still open (GET /episodes/:id). */
+export const CONSOLE_EPISODE_PING_S = 20;

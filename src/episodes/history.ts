@@ -1,17 +1,18 @@
 /**
  * What the web console shows of episodes, kept in memory: a transcript of every live episode as
  * it happens (the reset prompt, each tool call with its arguments and result, the end), the last
- * N ended ones (a ring: `--history N`, also bounded in bytes), and per-minute series over the
- * last hour (deploy latency, queue wait, episodes ended, failures by reason, rewards by split).
+ * N ended ones (a ring: `--history N`, also bounded in bytes), and feeds the time series
+ * (series.ts), which outlive the ring.
  *
  * It is an EpisodeObserver: the episode calls it, in a try/catch, at its few points of life.
  * A transcript holds what the model saw and sent: never the bearer token (no request is
  * recorded) nor a task's hidden `data` (only the reset observation is).
  */
 import type { Action } from '../protocol/frames.js';
-import type { EndedFilter, EpisodeSummary, Series, Transcript, TranscriptEvent } from '../protocol/console.js';
+import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, Transcript, TranscriptEvent } from '../protocol/console.js';
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from './episode.js';
+import { EpisodeSeries } from './series.js';
 
 export type { EndedFilter, EpisodeSummary, Series, Transcript, TranscriptEvent } from '../protocol/console.js';
 
@@ -32,41 +33,6 @@ export interface HistoryOptions {
   now?: () => number;
 }
 
-/** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
-export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
-export const BUCKET_MS = 60_000;
-export const BUCKETS = 60;
-
-function rewardBin(r: number): number {
-  if (r < 0) return 0;
-  if (r > 1) return REWARD_BIN_EDGES.length; // 11
-  return 1 + Math.min(9, Math.floor(r * 10));
-}
-
-interface Stat {
-  n: number;
-  sum: number;
-  max: number;
-}
-const stat = (): Stat => ({ n: 0, sum: 0, max: 0 });
-function add(s: Stat, x: number): void {
-  s.n++;
-  s.sum += x;
-  if (x > s.max) s.max = x;
-}
-
-interface Bucket {
-  /** minute number: floor(ms / BUCKET_MS) */
-  minute: number;
-  ended: number;
-  endReasons: Record<string, number>;
-  failures: Record<string, number>;
-  deploy: Stat;
-  queue: Stat;
-  /** split → counts per reward bin */
-  rewards: Record<string, number[]>;
-}
-
 interface Live {
   ep: Episode;
   t: Transcript;
@@ -82,7 +48,7 @@ export class EpisodeHistory implements EpisodeObserver {
   /** ended transcripts, oldest first, with their approximate size */
   private readonly ended = new Map<string, { t: Transcript; bytes: number }>();
   private endedBytes = 0;
-  private readonly buckets: Bucket[] = [];
+  private readonly seriesStore: EpisodeSeries;
   private readonly listeners = new Set<(m: HistoryMessage) => void>();
   private readonly now: () => number;
   readonly size: number;
@@ -94,6 +60,7 @@ export class EpisodeHistory implements EpisodeObserver {
     this.maxBytes = opts.maxBytes ?? MAX_BYTES;
     this.maxEvents = opts.maxEvents ?? MAX_EVENTS;
     this.now = opts.now ?? Date.now;
+    this.seriesStore = new EpisodeSeries({ now: this.now });
   }
 
   // ---- EpisodeObserver ---------------------------------------------------------------------
@@ -133,9 +100,7 @@ export class EpisodeHistory implements EpisodeObserver {
     if (!l) return;
     const o = outcome.observation as { messages?: unknown; tools?: { name: string }[]; turns?: unknown; max_turns?: unknown };
     const timings = ep.timings();
-    const b = this.bucket();
-    add(b.queue, timings.queued_s);
-    add(b.deploy, timings.deploy_s);
+    this.seriesStore.started(timings.queued_s, timings.deploy_s);
     this.push(l, {
       kind: 'reset',
       at: this.iso(),
@@ -173,17 +138,17 @@ export class EpisodeHistory implements EpisodeObserver {
     const l = this.live.get(ep.id);
     if (!l) return;
     const timings = ep.timings();
-    const b = this.bucket();
-    b.ended++;
-    const reason = ep.endReason ?? 'closed';
-    b.endReasons[reason] = (b.endReasons[reason] ?? 0) + 1;
-    if (ep.failure) b.failures[ep.failure.reason] = (b.failures[ep.failure.reason] ?? 0) + 1;
-    // a reset that never got a slot still waited: its wait counts (a started one counted at reset)
-    if (!l.t.events.some((e) => e.kind === 'reset')) add(b.queue, timings.queued_s);
-    if (ep.reward !== null) {
-      const bins = (b.rewards[ep.task.split] ??= new Array<number>(REWARD_BIN_EDGES.length + 1).fill(0));
-      bins[rewardBin(ep.reward)]!++;
-    }
+    this.seriesStore.ended({
+      split: ep.task.split,
+      groups: ep.task.groups,
+      endReason: ep.endReason ?? 'closed',
+      failureReason: ep.failure?.reason ?? null,
+      reward: ep.reward,
+      steps: ep.steps,
+      turns: ep.turn,
+      // a reset that never got a slot still waited: its wait counts (a started one counted at reset)
+      queuedWithoutStart: l.t.events.some((e) => e.kind === 'reset') ? null : timings.queued_s,
+    });
     l.t.ended_at = this.iso();
     this.push(l, { kind: 'end', at: l.t.ended_at, end_reason: ep.endReason, reward: ep.reward, scores: ep.scores, failure: ep.failure, timings });
     // ended: it leaves the live list now and joins the ring (its teardown may still run)
@@ -244,44 +209,9 @@ export class EpisodeHistory implements EpisodeObserver {
     return e ? summarize(e.t) : undefined;
   }
 
-  /** per-minute series over the last hour, oldest bucket first */
-  series(): Series {
-    const cur = Math.floor(this.now() / BUCKET_MS);
-    const byMinute = new Map(this.buckets.map((b) => [b.minute, b]));
-    const minutes = Array.from({ length: BUCKETS }, (_, i) => cur - BUCKETS + 1 + i);
-    const rows = minutes.map((m) => byMinute.get(m));
-    const keys = (pick: (b: Bucket) => Record<string, unknown>) => [...new Set(rows.flatMap((b) => (b ? Object.keys(pick(b)) : [])))].sort();
-    const perKey = (pick: (b: Bucket) => Record<string, number>) =>
-      Object.fromEntries(keys(pick).map((k) => [k, rows.map((b) => (b ? (pick(b)[k] ?? 0) : 0))]));
-    const statSeries = (pick: (b: Bucket) => Stat) => ({
-      count: rows.map((b) => (b ? pick(b).n : 0)),
-      mean: rows.map((b) => (b && pick(b).n ? round3(pick(b).sum / pick(b).n) : null)),
-      max: rows.map((b) => (b && pick(b).n ? round3(pick(b).max) : null)),
-    });
-    const bySplit: Record<string, { counts: number[]; n: number; mean: number }> = {};
-    for (const b of rows) {
-      if (!b) continue;
-      for (const [split, counts] of Object.entries(b.rewards)) {
-        const acc = (bySplit[split] ??= { counts: new Array<number>(counts.length).fill(0), n: 0, mean: 0 });
-        counts.forEach((c, i) => (acc.counts[i]! += c));
-      }
-    }
-    // the mean from the transcripts kept would miss evicted ones: take it from the bins' centres
-    for (const acc of Object.values(bySplit)) {
-      acc.n = acc.counts.reduce((a, c) => a + c, 0);
-      const centre = (i: number) => (i === 0 ? 0 : i === REWARD_BIN_EDGES.length ? 1 : (REWARD_BIN_EDGES[i - 1]! + REWARD_BIN_EDGES[i]!) / 2);
-      acc.mean = acc.n ? round3(acc.counts.reduce((a, c, i) => a + c * centre(i), 0) / acc.n) : 0;
-    }
-    return {
-      bucket_s: BUCKET_MS / 1000,
-      t: minutes.map((m) => (m * BUCKET_MS) / 1000),
-      episodes_ended: rows.map((b) => b?.ended ?? 0),
-      deploy_s: statSeries((b) => b.deploy),
-      queue_wait_s: statSeries((b) => b.queue),
-      failures: perKey((b) => b.failures),
-      end_reasons: perKey((b) => b.endReasons),
-      rewards: { edges: REWARD_BIN_EDGES, by_split: bySplit },
-    };
+  /** the time series over `window` (series.ts) */
+  series(window?: SeriesWindow): Series {
+    return this.seriesStore.view(window);
   }
 
   /** every change, as it happens; returns the unsubscribe function */
@@ -359,17 +289,6 @@ export class EpisodeHistory implements EpisodeObserver {
     }
   }
 
-  private bucket(): Bucket {
-    const minute = Math.floor(this.now() / BUCKET_MS);
-    let b = this.buckets[this.buckets.length - 1];
-    if (!b || b.minute !== minute) {
-      b = { minute, ended: 0, endReasons: {}, failures: {}, deploy: stat(), queue: stat(), rewards: {} };
-      this.buckets.push(b);
-      while (this.buckets.length && this.buckets[0]!.minute <= minute - BUCKETS) this.buckets.shift();
-    }
-    return b;
-  }
-
   private emit(m: HistoryMessage): void {
     for (const fn of this.listeners) {
       try {
@@ -408,8 +327,4 @@ function approxBytes(t: Transcript): number {
   } catch {
     return 1024;
   }
-}
-
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
 }

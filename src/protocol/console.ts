@@ -83,24 +83,87 @@ export const TranscriptSchema = EpisodeSummarySchema.extend({
 }).describe("what the model saw and sent, and how the episode ended; never the token nor the task's hidden data");
 export type Transcript = z.infer<typeof TranscriptSchema>;
 
-const StatSeriesSchema = z.object({ count: z.array(z.number().int()), mean: z.array(z.number().nullable()), max: z.array(z.number().nullable()) });
+// ---- the series (src/episodes/series.ts) -------------------------------------------------------
+
+/** The windows the console's charts can span; each starts no earlier than the first data kept. */
+export const SeriesWindowSchema = z.enum(['15m', '1h', '6h', 'all']).describe('15m, 1h, 6h, or all: everything kept');
+export type SeriesWindow = z.infer<typeof SeriesWindowSchema>;
+
+const ints = z.array(z.number().int());
+const maybe = z.array(z.number().nullable());
+
+/** Exact count, mean and max; percentiles from the values kept (all of them up to the per-minute sample bound). */
+export const DistributionSchema = z.object({
+  n: z.number().int(),
+  mean: z.number().nullable(),
+  p10: z.number().nullable(),
+  p50: z.number().nullable(),
+  p90: z.number().nullable(),
+  max: z.number().nullable(),
+});
+export type Distribution = z.infer<typeof DistributionSchema>;
+
+const StatSeriesSchema = z.object({ count: ints, mean: maybe, max: maybe });
+
+const SplitSeriesSchema = z
+  .object({
+    ended: ints.describe('episodes of this split that ended in each bucket'),
+    failed: ints.describe('...of them with a failure'),
+    reward: z.object({ n: ints, mean: maybe, p10: maybe, p90: maybe }).describe('scored episodes: exact mean, and the p10–p90 band'),
+    steps_mean: maybe.describe('tool calls per ended episode'),
+    turns_mean: maybe.describe('turns reached per ended episode'),
+  })
+  .describe("one split's buckets");
+
+export const GroupStatsSchema = z.object({
+  ended: z.number().int(),
+  failed: z.number().int(),
+  n: z.number().int().describe('scored episodes'),
+  mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+});
+export type GroupStats = z.infer<typeof GroupStatsSchema>;
 
 export const SeriesSchema = z
   .object({
+    window: SeriesWindowSchema,
+    /** seconds each bucket spans (60, or more for long windows) */
     bucket_s: z.number().int(),
-    /** unix seconds of each bucket's start, oldest first; the last is the current minute */
+    /** unix seconds of each bucket's start, oldest first: from the window's start or the first data kept, whichever is later, to now */
     t: z.array(z.number()),
-    episodes_ended: z.array(z.number().int()),
+    /** unix seconds of the oldest data kept (null: none yet) */
+    kept_since: z.number().nullable(),
+    episodes_ended: ints,
     deploy_s: StatSeriesSchema,
     queue_wait_s: StatSeriesSchema,
-    failures: z.record(z.array(z.number().int())).describe('failure reason → episodes per bucket'),
-    end_reasons: z.record(z.array(z.number().int())).describe('end reason → episodes per bucket'),
+    failures: z.record(ints).describe('failure reason → episodes per bucket'),
+    end_reasons: z.record(ints).describe('end reason → episodes per bucket'),
+    by_split: z.record(SplitSeriesSchema).describe('split → its buckets'),
     rewards: z
-      .object({ edges: z.array(z.number()), by_split: z.record(z.object({ counts: z.array(z.number().int()), n: z.number().int(), mean: z.number() })) })
-      .describe('over the hour, per split: counts in [<0, 0–0.1, …, 0.9–1 (1 included), >1]'),
+      .object({
+        edges: z.array(z.number()),
+        by_split: z.record(z.object({ counts: ints, n: z.number().int(), mean: z.number().nullable() })),
+      })
+      .describe('over the window, per split: counts in [<0, 0–0.1, …, 0.9–1 (1 included), >1], and the exact mean'),
+    summary: z
+      .object({ reward: z.record(DistributionSchema).describe('split → rewards'), deploy_s: DistributionSchema, queue_wait_s: DistributionSchema })
+      .describe('over the window'),
+    groups: z.record(z.record(z.record(GroupStatsSchema))).describe('split → group name → value → counts and mean reward, over the window'),
   })
-  .describe('per-minute buckets over the last hour, oldest first');
+  .describe('buckets over the chosen window, oldest first');
 export type Series = z.infer<typeof SeriesSchema>;
+
+/** Per task over the last N ended episodes kept (GET /console/tasks/recent). */
+export const RecentTaskSchema = z.object({
+  task_id: z.string(),
+  split: z.string(),
+  ended: z.number().int(),
+  failed: z.number().int(),
+  n: z.number().int(),
+  mean: z.number().nullable(),
+  last_reward: z.number().nullable(),
+  last_ended_at: at.nullable(),
+});
+export type RecentTask = z.infer<typeof RecentTaskSchema>;
 
 export const RecorderStatsSchema = z
   .object({ dir: z.string(), written: z.number().int(), dropped: z.number().int(), failed: z.number().int(), queued: z.number().int() })
@@ -119,6 +182,7 @@ export const OverviewSchema = z.object({
   recorder: RecorderStatsSchema.nullable(),
   series: SeriesSchema,
 });
+export type Overview = z.infer<typeof OverviewSchema>;
 
 export const EndedFilterSchema = z
   .object({
@@ -136,3 +200,16 @@ export const EndedFilterSchema = z
   })
   .strict();
 export type EndedFilter = Partial<z.output<typeof EndedFilterSchema>>;
+
+// ---- the live stream (GET /console/stream): one JSON object per line -------------------------
+
+export const StreamMessageSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('snapshot'), overview: OverviewSchema, live: z.array(EpisodeSummarySchema) }),
+  z.object({ type: z.literal('overview'), overview: OverviewSchema }),
+  z.object({ type: z.literal('episode'), episode: EpisodeSummarySchema }),
+  z.object({ type: z.literal('transcript'), transcript: TranscriptSchema }),
+  z
+    .object({ type: z.literal('event'), episode_id: z.string(), index: z.number().int(), event: TranscriptEventSchema })
+    .describe("index: the event's place in the transcript (a step that ended the episode goes before its end)"),
+]);
+export type StreamMessage = z.infer<typeof StreamMessageSchema>;

@@ -2,10 +2,13 @@
  * The web console's data, as documented, authenticated JSON routes any client can use:
  *
  *   GET /console/overview            gauges (envs running / cap, resets waiting, deploys in flight)
- *                                    and per-minute series over the last hour
+ *                                    and the time series over a window (?window=15m|1h|6h|all)
  *   GET /console/episodes            live episodes and the last N ended ones (filterable)
  *   GET /console/episodes/:id        one episode's transcript (live or kept)
  *   GET /console/tasks               a split's task ids, searchable (GET /tasks/:task_id has the rest)
+ *   GET /console/recent-tasks        per task, over the last N ended episodes kept
+ *   POST /console/playground         the playground's episode start: POST /episodes with a tighter
+ *                                    idle bound (CONSOLE_EPISODE_IDLE_S), then /episodes/:id/...
  *   GET /console/stream              NDJSON over a plain streaming response: a snapshot, then
  *                                    every change as it happens, and the overview every second
  *
@@ -15,11 +18,25 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
+import { CONSOLE_EPISODE_IDLE_S } from '../defaults.js';
 import { NotFoundError } from '../errors.js';
 import type { HistoryMessage } from '../episodes/history.js';
+import { recentTasks } from '../episodes/recent-tasks.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
-import { EndedFilterSchema, EpisodeSummarySchema, OverviewSchema, TranscriptSchema } from '../protocol/console.js';
+import {
+  EndedFilterSchema,
+  EpisodeSummarySchema,
+  OverviewSchema,
+  RecentTaskSchema,
+  SeriesWindowSchema,
+  TranscriptSchema,
+  type SeriesWindow,
+  type StreamMessage,
+} from '../protocol/console.js';
+import { ResetDataSchema } from '../protocol/frames.js';
+import { StepOutcomeSchema } from '../protocol/observations.js';
 import type { OpenEnvRuntime } from '../runtime.js';
+import { dropReply, withClientGone } from './client-gone.js';
 import { ErrorBodySchema } from './shapes.js';
 
 export interface ConsoleRouteOptions {
@@ -42,11 +59,14 @@ const TasksQuery = z
   })
   .strict();
 
+const WindowQuery = z.object({ window: SeriesWindowSchema.default('1h') }).strict();
+
 const TaskLineSchema = z.object({ task_id: z.string(), index: z.number().int(), toolset: z.string(), turns: z.number().int(), max_turns: z.number().int() });
 
 export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const { bundle, history, admission, recorder, manager } = opts.runtime;
+  const { requests } = opts.runtime.sessions;
   const tickMs = opts.tickMs ?? 1000;
   const streams = new Set<ServerResponse>();
 
@@ -61,19 +81,66 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     history: { kept: history.endedCount, size: history.size, bytes: history.endedBytesApprox },
     recorder: recorder ? recorder.stats() : null,
   });
-  const overviewNow = () => ({ ...gauges(), series: history.series() });
+  const overviewNow = (window: SeriesWindow) => ({ ...gauges(), series: history.series(window) });
 
   app.get(
     '/console/overview',
     {
       schema: {
-        summary: 'Console: gauges and per-minute series over the last hour',
+        summary: 'Console: gauges and the time series over a window',
         description:
-          'Envs running and the cap, resets waiting, deploys in flight; deploy latency, queue wait, episodes ended, failures by reason per minute, and the reward distribution per split over the last hour.',
-        response: { 200: OverviewSchema.describe('the overview') },
+          "Envs running and the cap, resets waiting, deploys in flight; per bucket (a minute, more for long windows): deploy latency, queue wait, episodes ended, failures by reason, and per split the reward's exact mean and p10–p90 band, failures, steps and turns; over the window: the reward histogram per split, p10/p50/p90 of reward, deploy and queue wait, and counts and rewards per task group. The window starts no earlier than the first data kept.",
+        querystring: WindowQuery,
+        response: { 200: OverviewSchema.describe('the overview'), 400: ErrorBodySchema },
       },
     },
-    async () => overviewNow(),
+    async (req) => overviewNow(req.query.window),
+  );
+
+  app.get(
+    '/console/recent-tasks',
+    {
+      schema: {
+        summary: 'Console: per task, over the last N ended episodes kept',
+        querystring: z
+          .object({
+            n: z.coerce.number().int().min(1).max(100_000).default(200).describe('the last N ended episodes (at most the --history kept)'),
+            split: z.string().min(1).optional().describe('only this split'),
+          })
+          .strict(),
+        response: {
+          200: z.object({ episodes: z.number().int().describe('ended episodes looked at'), tasks: z.array(RecentTaskSchema).describe('most episodes first') }),
+          400: ErrorBodySchema,
+        },
+      },
+    },
+    async (req) => {
+      const last = history.endedSummaries({ split: req.query.split, limit: req.query.n }).episodes;
+      return { episodes: last.length, tasks: recentTasks(last) };
+    },
+  );
+
+  app.post(
+    '/console/playground',
+    {
+      schema: {
+        summary: "Console: start the playground's episode (POST /episodes with a tighter idle bound)",
+        description: `The same episode as POST /episodes (steps, state and DELETE go to /episodes/{id}), but torn down after ${CONSOLE_EPISODE_IDLE_S} s without a request (or --idle-timeout if that is shorter): a closed tab cannot say it left. The page also ends it when it goes away.`,
+        body: ResetDataSchema.optional(),
+        response: {
+          201: StepOutcomeSchema.extend({ episode_id: z.string() }).describe('the reset observation'),
+          400: ErrorBodySchema.describe('bad reset data'),
+          404: ErrorBodySchema.describe('unknown task or split'),
+          502: ErrorBodySchema.describe('the deploy failed (a failure object says why)'),
+          503: ErrorBodySchema.describe('no slot within the reset timeout (Retry-After set), or the server is shutting down'),
+        },
+      },
+    },
+    async (req, reply) => {
+      const started = await withClientGone(reply, (gone) => requests.start(req.body ?? {}, 'http', gone, CONSOLE_EPISODE_IDLE_S * 1000));
+      if (!started) return dropReply(reply);
+      return reply.code(201).send({ episode_id: started.ep.id, ...started.out });
+    },
   );
 
   app.get(
@@ -173,7 +240,12 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
         summary: 'Console: live updates as NDJSON (one JSON object per line)',
         description:
           'A long response, read with fetch and the Authorization header. First {"type":"snapshot","overview":…,"live":[…]} (and, with ?episode=<id>, {"type":"transcript","transcript":…}); then {"type":"episode","episode":<summary>} on every change of any episode, {"type":"event","episode_id":…,"event":…} for each new transcript event of the watched episode, and {"type":"overview","overview":…} every second.',
-        querystring: z.object({ episode: z.string().min(1).optional().describe("also stream this episode's transcript events") }).strict(),
+        querystring: z
+          .object({
+            episode: z.string().min(1).optional().describe("also stream this episode's transcript events"),
+            window: SeriesWindowSchema.default('1h').describe("the overviews' series window"),
+          })
+          .strict(),
         response: {
           200: { description: 'newline-delimited JSON', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
           404: ErrorBodySchema,
@@ -203,7 +275,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
         if (timer) clearInterval(timer);
         streams.delete(res);
       };
-      const send = (m: unknown) => {
+      const send = (m: StreamMessage) => {
         if (closed) return;
         if (res.writableLength > MAX_STREAM_BUFFER) {
           req.log.warn({ event: 'console_stream_slow' }, 'a console stream reads too slowly; closing it');
@@ -216,13 +288,14 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
       // the response's close: the client went away, or the server ended the stream
       res.on('close', stop);
       streams.add(res);
-      send({ type: 'snapshot', overview: overviewNow(), live: history.liveSummaries() });
+      const window = req.query.window;
+      send({ type: 'snapshot', overview: overviewNow(window), live: history.liveSummaries() });
       if (first) send({ type: 'transcript', transcript: first });
       unsubscribe = history.subscribe((m: HistoryMessage) => {
         if (m.type === 'event' && m.episode_id !== watched) return;
         send(m);
       });
-      timer = setInterval(() => send({ type: 'overview', overview: overviewNow() }), tickMs);
+      timer = setInterval(() => send({ type: 'overview', overview: overviewNow(window) }), tickMs);
       timer.unref?.();
     },
   );

@@ -28,7 +28,7 @@ export const WEB_CSP = [
   "script-src 'self'",
   "connect-src 'self'",
   "img-src 'self' data: blob:",
-  // uPlot and the page position elements with style attributes
+  // the page positions elements with style attributes
   "style-src 'self' 'unsafe-inline'",
   "frame-ancestors 'none'",
   "base-uri 'self'",

@@ -31,11 +31,17 @@ export class RequestEpisodes {
   /**
    * Starts a request-held episode: created (listed while it waits), held, started. A client that
    * goes away while it waits or deploys (`clientGone` aborts) closes it, which takes it out of the
-   * queue. Resolves null when the client left: there is no one to answer.
+   * queue. Resolves null when the client left: there is no one to answer. `idleTimeoutMs` may
+   * bound this episode's idleness more tightly than the server's (the console's playground).
    */
-  async start(data: ResetData, transport: 'http' | 'mcp', clientGone?: AbortSignal): Promise<{ ep: Episode; out: StepOutcome } | null> {
+  async start(
+    data: ResetData,
+    transport: 'http' | 'mcp',
+    clientGone?: AbortSignal,
+    idleTimeoutMs = this.idleTimeoutMs,
+  ): Promise<{ ep: Episode; out: StepOutcome } | null> {
     const ep = this.manager.create(data, transport);
-    this.hold(ep);
+    this.hold(ep, Math.min(idleTimeoutMs, this.idleTimeoutMs));
     const onGone = () => {
       this.log.info({ event: 'client_left', episode_id: ep.id, phase: ep.phase }, 'the client went away before its episode started; closing it');
       void ep.close();
@@ -102,11 +108,11 @@ export class RequestEpisodes {
     this.ended.clear();
   }
 
-  private hold(ep: Episode): void {
-    const clock = new IdleClock(this.idleTimeoutMs, () => {
+  private hold(ep: Episode, idleTimeoutMs: number): void {
+    const clock = new IdleClock(idleTimeoutMs, () => {
       this.log.info(
         { event: 'http_idle', episode_id: ep.id, transport: ep.transport },
-        `no request for idle_timeout (${this.idleTimeoutMs / 1000} s); tearing the episode down`,
+        `no request for ${idleTimeoutMs / 1000} s (its idle bound); tearing the episode down`,
       );
       void ep.close();
     });

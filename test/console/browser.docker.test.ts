@@ -1,9 +1,10 @@
 /**
  * The web console in a real browser: Debian's headless Chromium driven by playwright-core,
  * against real servers on real Docker (the fixture bundle, then GridSim). Screenshots of each
- * view go to test-artifacts/. In CI (CI set) a missing Chromium fails; elsewhere it skips loudly.
+ * view go to test-artifacts/ (and the documented ones to docs/img/). In CI (CI set) a missing
+ * Chromium fails; elsewhere it skips loudly.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -20,6 +21,7 @@ const HAS_CHROMIUM = existsSync(CHROMIUM);
 const TOKEN = 'browser-test-token-7Hq2';
 const ARTIFACTS = join(process.cwd(), 'test-artifacts');
 const GRIDSIM = join(process.cwd(), 'bundles', 'gridsim-v1');
+const DOCS_IMG = join(process.cwd(), 'docs', 'img');
 
 function describeBrowser(name: string, fn: () => void): void {
   if (HAS_CHROMIUM) return describeDocker(name, fn);
@@ -63,10 +65,56 @@ async function launch(): Promise<{ ctx: BrowserContext; close: () => Promise<voi
   };
 }
 
-async function shot(page: Page, name: string, fullPage = false): Promise<void> {
+/** a screenshot to test-artifacts/<name>.png; `docs` also copies it to docs/img/console-<docs>.png */
+async function shot(page: Page, name: string, fullPage = false, docs?: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage });
+  const file = join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage });
+  if (docs) copyFileSync(file, join(DOCS_IMG, `console-${docs}.png`));
 }
+
+interface BarBox {
+  series: string;
+  slot: number;
+  value: number;
+  left: number;
+  right: number;
+  top: number;
+  bottom: number;
+}
+
+/** every bar of a chart as drawn: its series, slot, value and box on the page */
+function bars(page: Page, chart: string): Promise<BarBox[]> {
+  return page.locator(`[data-testid=${chart}] rect.bar`).evaluateAll((els) =>
+    els.map((e) => {
+      const r = e.getBoundingClientRect();
+      return {
+        series: e.getAttribute('data-series') ?? '',
+        slot: Number(e.getAttribute('data-slot')),
+        value: Number(e.getAttribute('data-value')),
+        left: r.left,
+        right: r.right,
+        top: r.top,
+        bottom: r.bottom,
+      };
+    }),
+  );
+}
+
+/** no two bars share a pixel: each count has its own visible rectangle */
+function expectNoOverlap(boxes: BarBox[]): void {
+  for (const b of boxes) expect(b.bottom - b.top, `${b.series} at slot ${b.slot}`).toBeGreaterThan(0);
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i]!;
+      const b = boxes[j]!;
+      const apart = a.right <= b.left + 0.5 || b.right <= a.left + 0.5 || a.bottom <= b.top + 0.5 || b.bottom <= a.top + 0.5;
+      expect(apart, `${a.series} and ${b.series} overlap at slot ${a.slot}`).toBe(true);
+    }
+  }
+}
+
+const mean = (xs: number[]) => Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1e6) / 1e6;
 
 /** Reads the battery and the 24 prices off a GridSim prompt (the text the model sees). */
 export function situationFromPrompt(text: string): { battery: Battery; prices: number[] } {
@@ -106,6 +154,17 @@ export function situationFromPrompt(text: string): { battery: Battery; prices: n
   return { battery, prices };
 }
 
+/** a new page at the console (a hash route), past the token form */
+async function openConsole(url: string, hash = '', ctx = browserCtx): Promise<Page> {
+  const page = await ctx!.newPage();
+  await page.goto(`${url}/web/${hash}`);
+  await page.getByTestId('token-input').fill(TOKEN);
+  await page.getByTestId('token-submit').click();
+  await page.locator('header.top').waitFor();
+  return page;
+}
+let browserCtx: BrowserContext | null = null;
+
 describeBrowser('the web console in Chromium', () => {
   describe('fixture bundle', () => {
     let s: TestServer;
@@ -115,22 +174,40 @@ describeBrowser('the web console in Chromium', () => {
     beforeAll(async () => {
       s = await startServer({ token: TOKEN, maxConcurrentEnvs: 3 });
       browser = await launch();
+      browserCtx = browser.ctx;
     });
     afterAll(async () => {
       await browser?.close();
       await s?.stop();
     });
 
-    it('asks for the token, shows the 401 message for a wrong one, then shows the live overview', async () => {
-      // a few episodes first, so the charts have something to draw: scored ones and a crash
-      for (const task of ['fx-echo-0', 'fx-echo-1', 'fx-eval-0']) {
+    const rewards: Record<string, number[]> = {};
+    let crashedId = '';
+
+    it('asks for the token (no 401 before one is typed), shows the 401 message for a wrong one, then shows the live overview', async () => {
+      // a few episodes first, so the charts have something to draw: scored ones (a train and an
+      // eval one in the same reward bin, 0.9–1), and two failures of different reasons
+      for (const task of ['fx-echo-0', 'fx-echo-0', 'fx-echo-1', 'fx-eval-0']) {
         const c = await call('POST', '/episodes', { task_id: task });
         expect(c.status).toBe(201);
         await call('POST', `/episodes/${c.body.episode_id}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: 'warm-up' } });
-        expect((await call('POST', `/episodes/${c.body.episode_id}/step`, { type: 'call_tool', tool_name: 'end_turn', arguments: {} })).body.done).toBe(true);
+        const end = await call('POST', `/episodes/${c.body.episode_id}/step`, { type: 'call_tool', tool_name: 'end_turn', arguments: {} });
+        expect(end.body.done).toBe(true);
+        (rewards[c.body.observation.split as string] ??= []).push(end.body.reward as number);
       }
-      const crashed = await call('POST', '/episodes', { task_id: 'fx-echo-2' });
-      await call('POST', `/episodes/${crashed.body.episode_id}/step`, { type: 'call_tool', tool_name: 'crash', arguments: { code: 9 } });
+      // an env_crashed and an invalid_scores failure in the same minute (a pair that straddles a
+      // minute's end is played again)
+      for (let attempt = 0; ; attempt++) {
+        const crashed = await call('POST', '/episodes', { task_id: 'fx-echo-2' });
+        crashedId = crashed.body.episode_id;
+        await call('POST', `/episodes/${crashedId}/step`, { type: 'call_tool', tool_name: 'crash', arguments: { code: 9 } });
+        const bad = await call('POST', '/episodes', { task_id: 'fx-bad-scores' });
+        const badEnd = await call('POST', `/episodes/${bad.body.episode_id}/step`, { type: 'call_tool', tool_name: 'end_turn', arguments: {} });
+        expect(badEnd.body.observation.failure.reason).toBe('invalid_scores');
+        const f = (await call('GET', '/console/overview?window=all')).body.series.failures as Record<string, number[]>;
+        if (f.env_crashed!.some((n, i) => n > 0 && f.invalid_scores![i]! > 0)) break;
+        expect(attempt).toBeLessThan(3);
+      }
 
       const page = await browser.ctx.newPage();
       const requests: string[] = [];
@@ -139,6 +216,9 @@ describeBrowser('the web console in Chromium', () => {
       await page.goto(`${s.url}/`);
       expect(new URL(page.url()).pathname).toBe('/web/');
       await page.getByTestId('token-form').waitFor();
+      // nothing typed yet: no error shown (the page's first probe was refused, as it should be)
+      expect(await page.getByTestId('auth-error').count()).toBe(0);
+      await shot(page, '00-token', false, 'token');
       await page.getByTestId('token-input').fill('not-the-token');
       await page.getByTestId('token-submit').click();
       await expect.poll(() => page.getByTestId('auth-error').textContent()).toContain('401');
@@ -148,16 +228,75 @@ describeBrowser('the web console in Chromium', () => {
       await page.getByTestId('token-submit').click();
       await page.getByTestId('gauge-envs').waitFor();
       await expect.poll(() => page.getByTestId('meter-envs').textContent()).toContain('/ 3');
-      // the charts are drawn (uPlot canvases) and no longer empty
-      await expect.poll(() => page.locator('[data-testid=chart-rate] canvas').count()).toBe(1);
+      // the charts are drawn (SVG) and no longer empty
+      await expect.poll(() => page.locator('[data-testid=chart-rate] svg').count()).toBe(1);
       await expect.poll(() => page.locator('[data-testid=chart-rate] .chart-empty').count()).toBe(0);
       await expect.poll(() => page.locator('[data-testid=chart-rewards] .chart-empty').count()).toBe(0);
       await expect.poll(() => page.locator('[data-testid=chart-failures] .chart-empty').count()).toBe(0);
-      await page.waitForTimeout(300); // let uPlot settle its layout for the picture
       await shot(page, '02-overview', true);
       // the token never went into a URL
       expect(requests.filter((u) => u.includes(TOKEN))).toEqual([]);
       await page.close();
+    });
+
+    it('no count is hidden: two failure reasons in one minute stack, two splits in one reward bin stand side by side', async () => {
+      const page = await openConsole(s.url);
+      await expect.poll(async () => (await bars(page, 'chart-failures')).length).toBeGreaterThanOrEqual(2);
+      const failures = await bars(page, 'chart-failures');
+      const slot = failures.find((b) => b.series === 'env_crashed' && failures.some((o) => o.series === 'invalid_scores' && o.slot === b.slot))!.slot;
+      const same = failures.filter((b) => b.slot === slot);
+      expect(same.map((b) => b.series).sort()).toEqual(['env_crashed', 'invalid_scores']);
+      expectNoOverlap(failures);
+      // the same drawing holds what the server counted, each count once
+      const served = (await call('GET', '/console/overview?window=all')).body.series.failures as Record<string, number[]>;
+      const total = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+      expect(total(failures.map((b) => b.value))).toBe(total(Object.values(served).flat()));
+
+      const bins = await bars(page, 'chart-rewards');
+      // fx-echo-1 (train, 1) and fx-eval-0 (eval, 0.9) share the 0.9–1 bin
+      const top = bins.filter((b) => b.slot === 10);
+      expect(top.map((b) => b.series.split(' ')[0]).sort()).toEqual(['eval', 'train']);
+      expectNoOverlap(bins);
+      await page.close();
+    });
+
+    it('shows exact means (and counts) computed from the rewards, next to p10/p50/p90, and keeps them over a reload', async () => {
+      const page = await openConsole(s.url);
+      for (const [split, rs] of Object.entries(rewards)) {
+        const row = page.locator(`[data-testid=summary] [data-row=reward-${split}]`);
+        await expect.poll(() => row.locator('[data-stat=mean]').textContent()).toBe(String(mean(rs)));
+        expect(await row.locator('[data-stat=n]').textContent()).toBe(String(rs.length));
+        expect(await page.getByTestId('chart-rewards').textContent()).toContain(`${split} (n=${rs.length}, mean ${mean(rs)})`);
+      }
+      // served by the server from what it keeps: a reload shows the same numbers
+      await page.reload();
+      await page.getByTestId('token-input').fill(TOKEN);
+      await page.getByTestId('token-submit').click();
+      const train = page.locator('[data-testid=summary] [data-row=reward-train] [data-stat=mean]');
+      await expect.poll(() => train.textContent()).toBe(String(mean(rewards.train!)));
+      await page.close();
+    });
+
+    it('describes a death during a call as during that call, from the failure and the call it cut short', async () => {
+      const page = await openConsole(s.url, `#/episodes/${crashedId}`);
+      await page.getByTestId('failure-headline').waitFor();
+      expect(await page.getByTestId('failure-headline').textContent()).toBe('env crashed during the call to crash (step 1)');
+      await shot(page, '08-failure', false, 'failure');
+      await page.close();
+    });
+
+    it('closing the page with a playground episode open gives its slot back within seconds', async () => {
+      const page = await openConsole(s.url, '#/playground/fx-echo-0');
+      await expect.poll(() => page.getByTestId('chosen-task').textContent()).toBe('fx-echo-0');
+      await page.getByTestId('start').click();
+      await page.getByTestId('playground').waitFor({ timeout: 60_000 });
+      const id = (await page.getByTestId('playground').getAttribute('data-episode'))!;
+      expect(s.app.openenv.manager.get(id)?.phase).toBe('running');
+      expect(s.app.openenv.admission.activeCount).toBe(1);
+      await page.close();
+      // the page's keepalive DELETE ends it: gone long before any idle bound (120 s, 1800 s)
+      await expect.poll(() => s.app.openenv.manager.get(id), { timeout: 10_000 }).toBeUndefined();
+      await expect.poll(() => s.app.openenv.admission.activeCount, { timeout: 10_000 }).toBe(0);
     });
 
     it('works under --token-in-path: the page at /t/<token>/web/ reads its data through the prefix', async () => {
@@ -214,7 +353,7 @@ describeBrowser('the web console in Chromium', () => {
         .locator('.events > article')
         .evaluateAll((els) => els.map((e) => `${e.getAttribute('data-kind')}:${e.getAttribute('data-tool') ?? ''}`));
       expect(kinds).toEqual(['reset:', 'tool_call:echo', 'tool_call:fail', 'tool_call:end_turn', 'tool_call:end_turn', 'end:']);
-      await shot(page, '03-transcript');
+      await shot(page, '03-transcript', false, 'transcript');
 
       // the transcript downloads as JSON
       const [dl] = await Promise.all([page.waitForEvent('download'), page.getByTestId('download').click()]);
@@ -229,13 +368,15 @@ describeBrowser('the web console in Chromium', () => {
       await page.goto(`${s.url}/web/#/episodes`);
       await page.locator(`[data-testid=ended-episodes] tr[data-episode="${id}"]`).waitFor();
       await page.getByTestId('filter-failed').selectOption('true');
-      await expect.poll(() => page.locator('[data-testid=ended-episodes] tbody tr').count()).toBe(1);
-      expect(await page.locator('[data-testid=ended-episodes] tbody tr').textContent()).toContain('env_crashed');
+      // the crash and the invalid scores of the first test
+      await expect.poll(() => page.locator('[data-testid=ended-episodes] tbody tr').count()).toBe(2);
+      expect(await page.locator('[data-testid=ended-episodes] tbody').textContent()).toContain('env_crashed');
+      expect(await page.locator('[data-testid=ended-episodes] tbody').textContent()).toContain('invalid_scores');
       await page.getByTestId('filter-failed').selectOption('');
       await page.getByTestId('filter-split').selectOption('eval');
       await expect.poll(() => page.locator('[data-testid=ended-episodes] tbody tr').count()).toBe(1);
       await page.getByTestId('filter-split').selectOption('');
-      await shot(page, '04-episodes');
+      await shot(page, '04-episodes', false, 'episodes');
 
       await page.goto(`${s.url}/web/#/tasks/fx-two-turn`);
       await page.getByTestId('task-detail').waitFor();
@@ -244,7 +385,7 @@ describeBrowser('the web console in Chromium', () => {
       await page.locator('[data-testid=task-search]:visible').fill('EVAL');
       await page.locator('[data-split=eval]:visible').click();
       await expect.poll(() => page.locator('[data-testid=task-list]:visible [data-task]').count()).toBe(2);
-      await shot(page, '05-tasks');
+      await shot(page, '05-tasks', false, 'tasks');
       await page.close();
     });
   });
@@ -256,6 +397,7 @@ describeBrowser('the web console in Chromium', () => {
     beforeAll(async () => {
       s = await startServer({ token: TOKEN, maxConcurrentEnvs: 2 }, GRIDSIM);
       browser = await launch();
+      browserCtx = browser.ctx;
     });
     afterAll(async () => {
       await browser?.close();
@@ -297,7 +439,7 @@ describeBrowser('the web console in Chromium', () => {
 
       await page.getByTestId('tool-select').selectOption('submit_schedule');
       await page.locator('#arg-schedule').fill(best.schedule.join(', '));
-      await shot(page, '06-playground-form');
+      await shot(page, '06-playground-form', false, 'playground');
       await page.getByTestId('call-tool').click();
       await page.getByTestId('play-done').waitFor();
       expect(await page.getByTestId('play-reward').textContent()).toBe('1');
@@ -311,7 +453,16 @@ describeBrowser('the web console in Chromium', () => {
       // "remember in this tab": a reload needs no token
       await page.goto(`${s.url}/web/#/episodes/${episodeId}`);
       await page.getByTestId('transcript').waitFor();
-      expect(await page.locator('[data-kind=tool_call][data-tool=submit_schedule]').count()).toBe(1);
+      const submitted = page.locator('[data-kind=tool_call][data-tool=submit_schedule]');
+      expect(await submitted.count()).toBe(1);
+      // a 24-hour schedule prints on one line, not one number per line
+      expect(await submitted.locator('.call-args pre').textContent()).toBe(JSON.stringify({ schedule: best.schedule }));
+      // the long prompt folds behind its first line; opening it shows all of it
+      const fold = page.locator('[data-kind=reset] details[data-fold]').last();
+      expect(await fold.evaluate((d) => d.hasAttribute('open'))).toBe(false);
+      await fold.locator('summary').click();
+      expect(await fold.locator('pre').textContent()).toBe(prompt);
+      await shot(page, '09-transcript-gridsim', true, 'transcript-gridsim');
       await page.close();
     });
   });

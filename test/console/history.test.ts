@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadBundle, type LoadedBundle } from '../../src/bundle/index.js';
 import { Admission } from '../../src/episodes/admission.js';
 import type { EpisodeObserver } from '../../src/episodes/episode.js';
-import { BUCKETS, BUCKET_MS, EpisodeHistory, type Transcript } from '../../src/episodes/history.js';
+import { EpisodeHistory, type Transcript } from '../../src/episodes/history.js';
+import { BUCKET_MS } from '../../src/episodes/series.js';
 import { EpisodeManager } from '../../src/episodes/manager.js';
 import { dailyFile, EpisodeRecorder } from '../../src/episodes/recorder.js';
 import { Metrics } from '../../src/metrics.js';
@@ -119,15 +120,17 @@ describe('EpisodeHistory', () => {
     await started;
     expect(h.liveSummaries()).toEqual([]);
     const s = h.series();
-    expect(s.t).toHaveLength(BUCKETS);
+    // the window starts at the first data kept: this minute
+    expect(s.t).toHaveLength(1);
     expect(s.episodes_ended.at(-1)).toBe(1);
+    expect(s.by_split.train).toMatchObject({ ended: [1], failed: [0], reward: { n: [0], mean: [null] }, steps_mean: [0], turns_mean: [1] });
     expect(s.end_reasons.closed?.at(-1)).toBe(1);
     // it never got a slot, but it waited: that wait counts; it never deployed
     expect(s.queue_wait_s.count.at(-1)).toBe(1);
     expect(s.deploy_s.count.at(-1)).toBe(0);
   });
 
-  it('series cover the last hour in minute buckets: an hour later the old counts are gone', async () => {
+  it('series in minute buckets: the 1 h window drops what is older, "all" keeps it', async () => {
     let now = Date.UTC(2026, 0, 1, 12, 0, 30);
     const h = new EpisodeHistory({ size: 10, now: () => now });
     const { m } = await manager(h);
@@ -141,10 +144,14 @@ describe('EpisodeHistory', () => {
     expect(s.episodes_ended.at(-1)).toBe(1);
     expect(s.episodes_ended.at(-31)).toBe(1);
     now += 30 * BUCKET_MS;
-    s = h.series();
+    s = h.series('1h');
     // the first minute left the hour; the second is 30 buckets back
+    expect(s.t).toHaveLength(60);
     expect(s.episodes_ended.reduce((a, b) => a + b)).toBe(1);
     expect(s.episodes_ended.at(-31)).toBe(1);
+    s = h.series('all');
+    expect(s.t).toHaveLength(61);
+    expect(s.episodes_ended.reduce((a, b) => a + b)).toBe(2);
   });
 
   it('a throwing observer never fails an episode', async () => {

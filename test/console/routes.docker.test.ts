@@ -202,7 +202,9 @@ describeDocker('console routes', () => {
     const ov = await call('GET', '/console/overview');
     expect(ov.body.history).toMatchObject({ kept: 3, size: 3 });
     const series = ov.body.series;
-    expect(series.t).toHaveLength(60);
+    // the hour's window starts at the first data kept, not an hour back
+    expect(series.window).toBe('1h');
+    expect(series.t[0]).toBe(series.kept_since);
     expect(series.episodes_ended.reduce((a: number, b: number) => a + b, 0)).toBe(4);
     expect(series.deploy_s.count.reduce((a: number, b: number) => a + b, 0)).toBe(4);
     expect(series.rewards.by_split.train.n).toBe(3);
@@ -211,6 +213,9 @@ describeDocker('console routes', () => {
     expect(series.rewards.by_split.train.counts[10]).toBe(2);
     expect(series.rewards.by_split.train.counts[6]).toBe(1);
     expect(series.rewards.by_split.eval.counts[10]).toBe(1);
+    // exact means, from the rewards (not the bins' centres: 0.85 and 0.95)
+    expect(series.rewards.by_split.train.mean).toBe(Math.round(((1 + 0.5 + 1) / 3) * 1e6) / 1e6);
+    expect(series.rewards.by_split.eval.mean).toBe(0.9);
   });
 
   it('a failed episode keeps its failure with the log tail', async () => {

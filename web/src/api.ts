@@ -6,6 +6,8 @@
  * which cannot send the header).
  */
 
+import type { StreamMessage } from './types';
+
 const STORAGE_KEY = 'openenv-console-token';
 
 let token: string | null = null;
@@ -93,7 +95,7 @@ export const get = <T>(path: string, signal?: AbortSignal) => api<T>('GET', path
  * Reads an NDJSON stream until `signal` aborts, reconnecting after a dropped connection (the
  * server ends streams when it stops). A 401 stops it and tells the listeners.
  */
-export async function stream(path: string, onMessage: (m: unknown) => void, signal: AbortSignal, onState?: (connected: boolean) => void): Promise<void> {
+export async function stream(path: string, onMessage: (m: StreamMessage) => void, signal: AbortSignal, onState?: (connected: boolean) => void): Promise<void> {
   let delay = 500;
   while (!signal.aborted) {
     try {
@@ -115,7 +117,7 @@ export async function stream(path: string, onMessage: (m: unknown) => void, sign
         while ((i = buf.indexOf('\n')) >= 0) {
           const line = buf.slice(0, i);
           buf = buf.slice(i + 1);
-          if (line.trim()) onMessage(JSON.parse(line));
+          if (line.trim()) onMessage(JSON.parse(line) as StreamMessage);
         }
       }
     } catch (e) {
@@ -128,6 +130,18 @@ export async function stream(path: string, onMessage: (m: unknown) => void, sign
     onState?.(false);
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 5000);
+  }
+}
+
+/**
+ * A request that outlives the page (keepalive: sent even as the tab closes), with the header:
+ * the playground ends its episode this way when the page goes away.
+ */
+export function sendOnExit(method: string, path: string): void {
+  try {
+    void fetch(apiUrl(path), { method, headers: headers(false), keepalive: true, cache: 'no-store', credentials: 'omit' }).catch(() => undefined);
+  } catch {
+    // the page is going away: nothing to tell
   }
 }
 

@@ -1,7 +1,10 @@
 /** Episodes: the live ones (from the stream), the last ended ones (filterable), one transcript. */
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, download, get } from './api';
-import type { EpisodeSummary, Transcript, TranscriptEvent } from './types';
+import { useState } from 'preact/hooks';
+import type { EndReason } from '../../src/protocol/observations';
+import { download } from './api';
+import { Folded, Json, Messages, resultText } from './text';
+import type { EndEvent, EpisodeSummary, Transcript, TranscriptEvent } from './types';
+import { useGet } from './use-get';
 
 export function age(iso: string, now = Date.now()): string {
   const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
@@ -17,32 +20,28 @@ function Phase(props: { phase: string; reason?: string | null; failed?: boolean 
   return <span class={cls}>{props.phase === 'done' ? (props.reason ?? 'done') : props.phase}</span>;
 }
 
-const END_REASONS = ['finished', 'turns_ended', 'max_steps', 'env_failed', 'closed'];
+// every end reason the server declares, once each: tsc refuses a missing or an unknown one
+const END_REASON_SET: Record<EndReason, true> = { finished: true, turns_ended: true, max_steps: true, env_failed: true, closed: true };
+const END_REASONS = Object.keys(END_REASON_SET) as EndReason[];
+
+interface EndedPage {
+  ended: EpisodeSummary[];
+  ended_total: number;
+  history_size: number;
+}
 
 export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; endedTick: number }) {
   const [split, setSplit] = useState('');
   const [reason, setReason] = useState('');
   const [failed, setFailed] = useState('');
   const [task, setTask] = useState('');
-  const [ended, setEnded] = useState<{ ended: EpisodeSummary[]; ended_total: number; history_size: number } | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  useEffect(() => {
-    const ctl = new AbortController();
-    const q = new URLSearchParams({ limit: '200' });
-    if (split) q.set('split', split);
-    if (reason) q.set('end_reason', reason);
-    if (failed) q.set('failed', failed);
-    if (task) q.set('task', task);
-    // a burst of ends refetches once
-    const t = setTimeout(() => {
-      get<{ ended: EpisodeSummary[]; ended_total: number; history_size: number }>(`console/episodes?${q}`, ctl.signal).then(
-        (r) => (setEnded(r), setError(null)),
-        (e: Error) => !ctl.signal.aborted && setError(e.message),
-      );
-    }, 150);
-    return () => (clearTimeout(t), ctl.abort());
-  }, [split, reason, failed, task, props.endedTick]);
+  const q = new URLSearchParams({ limit: '200' });
+  if (split) q.set('split', split);
+  if (reason) q.set('end_reason', reason);
+  if (failed) q.set('failed', failed);
+  if (task) q.set('task', task);
+  // a burst of ends refetches once
+  const { data: ended, error } = useGet<EndedPage>(`console/episodes?${q}`, { refresh: props.endedTick, delayMs: 150 });
 
   const live = props.live.filter((e) => (!split || e.split === split) && (!task || e.task_id.includes(task)));
   const now = Date.now();
@@ -54,7 +53,9 @@ export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; 
           <select value={split} onChange={(e) => setSplit((e.target as HTMLSelectElement).value)} data-testid="filter-split">
             <option value="">all</option>
             {props.splits.map((s) => (
-              <option value={s}>{s}</option>
+              <option key={s} value={s}>
+                {s}
+              </option>
             ))}
           </select>
         </label>
@@ -63,7 +64,9 @@ export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; 
           <select value={reason} onChange={(e) => setReason((e.target as HTMLSelectElement).value)} data-testid="filter-reason">
             <option value="">any</option>
             {END_REASONS.map((r) => (
-              <option value={r}>{r}</option>
+              <option key={r} value={r}>
+                {r}
+              </option>
             ))}
           </select>
         </label>
@@ -169,17 +172,29 @@ export function withEvent(t: Transcript, index: number, ev: TranscriptEvent): Tr
   return { ...t, events };
 }
 
-function Json(props: { value: unknown }) {
-  return <pre class="json">{JSON.stringify(props.value, null, 2)}</pre>;
+/**
+ * How the env's death reads, from the failure's own fields and the call it cut short: a failure
+ * in the tool phase whose last recorded call failed died during that call; one with no failed
+ * call died between calls. Other phases say what the server was doing.
+ */
+export function describeFailure(failure: NonNullable<EndEvent['failure']>, events: readonly TranscriptEvent[]): string {
+  const cause = failure.reason.replace(/_/g, ' ');
+  if (failure.phase === 'tool') {
+    const last = [...events].reverse().find((e) => e.kind === 'tool_call');
+    if (last?.kind === 'tool_call' && last.error) return `${cause} during the call to ${last.tool_name} (step ${last.step})`;
+    return `${cause} between calls (no call was in flight)`;
+  }
+  const during: Record<Exclude<typeof failure.phase, 'tool'>, string> = {
+    queue: 'while the reset waited for a slot',
+    deploy: 'while the env was deployed',
+    reset: "during the env's /reset",
+    finish: 'while the env scored the episode',
+    teardown: 'while the env was torn down',
+  };
+  return `${cause} ${during[failure.phase]}`;
 }
 
-function resultText(r: unknown): string | null {
-  const c = (r as { content?: { text?: string }[] } | null)?.content;
-  if (!Array.isArray(c)) return null;
-  return c.map((x) => x.text ?? '').join('\n');
-}
-
-export function EventView(props: { ev: TranscriptEvent }) {
+export function EventView(props: { ev: TranscriptEvent; events: readonly TranscriptEvent[] }) {
   const ev = props.ev;
   const time = new Date(ev.at).toLocaleTimeString();
   if (ev.kind === 'reset') {
@@ -191,12 +206,7 @@ export function EventView(props: { ev: TranscriptEvent }) {
             {time} · tools: {ev.tools.join(', ')}
           </span>
         </header>
-        {ev.messages.map((m) => (
-          <div class={`msg msg-${m.role}`}>
-            <div class="role">{m.role}</div>
-            <pre class="text">{m.content}</pre>
-          </div>
-        ))}
+        <Messages messages={ev.messages} />
       </article>
     );
   }
@@ -221,18 +231,15 @@ export function EventView(props: { ev: TranscriptEvent }) {
           </span>
         </header>
         <div class="call-args">
-          <div class="role">arguments</div>
-          <Json value={ev.arguments} />
+          <Json value={ev.arguments} label="arguments" />
         </div>
         {ev.error ? (
           <div class="call-error">
-            <div class="role">error · {ev.error.error_type}</div>
-            <pre class="text">{ev.error.message}</pre>
+            <Folded text={ev.error.message} label={`error · ${ev.error.error_type}`} />
           </div>
         ) : (
           <div class={ev.result?.is_error ? 'call-result call-error' : 'call-result'}>
-            <div class="role">result{ev.result?.is_error ? ' · is_error' : ''}</div>
-            {text !== null ? <pre class="text">{text}</pre> : <Json value={ev.result} />}
+            {text !== null ? <Folded text={text} label={`result${ev.result?.is_error ? ' · is_error' : ''}`} /> : <Json value={ev.result} label="result" />}
           </div>
         )}
       </article>
@@ -251,7 +258,7 @@ export function EventView(props: { ev: TranscriptEvent }) {
           <div>
             scores:{' '}
             {Object.entries(ev.scores).map(([k, v]) => (
-              <span class="pill">
+              <span key={k} class="pill">
                 {k} {v}
               </span>
             ))}
@@ -262,16 +269,18 @@ export function EventView(props: { ev: TranscriptEvent }) {
         </div>
       </div>
       {ev.failure && (
-        <div class="call-error">
+        <div class="call-error" data-testid="failure">
+          <div class="death" data-testid="failure-headline">
+            {describeFailure(ev.failure, props.events)}
+          </div>
           <div class="role">
-            failure · {ev.failure.reason} ({ev.failure.phase})
+            failure · {ev.failure.reason} ({ev.failure.phase}){ev.failure.retryable ? ' · retryable' : ''}
             {ev.failure.exit_code !== undefined && ev.failure.exit_code !== null ? ` · exit ${ev.failure.exit_code}` : ''}
           </div>
           <pre class="text">{ev.failure.message}</pre>
           {ev.failure.log_tail && (
             <>
-              <div class="role">log tail</div>
-              <pre class="text log">{ev.failure.log_tail}</pre>
+              <Folded class="text log" text={ev.failure.log_tail} label="log tail" />
             </>
           )}
         </div>
@@ -281,20 +290,13 @@ export function EventView(props: { ev: TranscriptEvent }) {
 }
 
 export function TranscriptView(props: { id: string; transcript: Transcript | null; live: EpisodeSummary | undefined; setTranscript: (t: Transcript) => void }) {
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    // the stream sends the transcript too; this also covers a server without one in flight
-    const ctl = new AbortController();
-    get<Transcript>(`console/episodes/${encodeURIComponent(props.id)}`, ctl.signal).then(
-      (t) => {
-        if (!props.transcript || props.transcript.events.length <= t.events.length) props.setTranscript(t);
-      },
-      (e: Error) =>
-        !ctl.signal.aborted &&
-        setError(e instanceof ApiError && e.status === 404 ? 'This episode is not in the history (it ended and was evicted, or never existed).' : e.message),
-    );
-    return () => ctl.abort();
-  }, [props.id]);
+  // the stream sends the transcript too; this also covers a server without one in flight
+  const got = useGet<Transcript>(`console/episodes/${encodeURIComponent(props.id)}`, {
+    onData: (t) => {
+      if (!props.transcript || props.transcript.events.length <= t.events.length) props.setTranscript(t);
+    },
+  });
+  const error = got.notFound ? 'This episode is not in the history (it ended and was evicted, or never existed).' : got.error;
 
   const t = props.transcript;
   if (error && !t) return <p class="error">{error}</p>;
@@ -321,8 +323,8 @@ export function TranscriptView(props: { id: string; transcript: Transcript | nul
       </div>
       {t.events_dropped > 0 && <p class="warn">{t.events_dropped} later events were not kept.</p>}
       <div class="events">
-        {t.events.map((ev) => (
-          <EventView ev={ev} />
+        {t.events.map((ev, i) => (
+          <EventView key={`${i}-${ev.kind}-${ev.at}`} ev={ev} events={t.events.slice(0, i)} />
         ))}
         {s.phase !== 'done' && <p class="muted pulse">{s.phase === 'running' ? 'running: new calls appear as they happen…' : `${s.phase}…`}</p>}
       </div>

@@ -4,13 +4,14 @@
  * routes and one live NDJSON stream (fetch with the Authorization header).
  */
 import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, get, hasToken, onUnauthorized, setToken, stream } from './api';
 import { EpisodesView, TranscriptView, withEvent } from './episodes';
 import { OverviewView } from './overview';
 import { PlaygroundView } from './playground';
 import { TasksView } from './tasks';
-import type { EpisodeSummary, Overview, StreamMessage, Transcript } from './types';
+import type { BundleInfo, EpisodeSummary, Overview, SeriesWindow, Transcript } from './types';
+import { useGet } from './use-get';
 import './style.css';
 
 type Route =
@@ -51,6 +52,7 @@ function TokenForm(props: { message: string | null; onDone: () => void }) {
   const [remember, setRemember] = useState(false);
   const [checking, setChecking] = useState(false);
   const [message, setMessage] = useState(props.message);
+  useEffect(() => setMessage(props.message), [props.message]);
   const submit = async (e: Event) => {
     e.preventDefault();
     setChecking(true);
@@ -108,8 +110,11 @@ function App() {
   const [connected, setConnected] = useState(false);
   const [endedTick, setEndedTick] = useState(0);
   const [transcript, setTranscript] = useState<Transcript | null>(null);
-  const [splits, setSplits] = useState<string[]>([]);
+  const [seriesWindow, setSeriesWindow] = useState<SeriesWindow>('all');
   const watched = route.view === 'episode' ? route.id : null;
+  // a 401 on a later request (a token revoked) asks again; the first probe and the form say their own
+  const authState = useRef(auth.state);
+  authState.current = auth.state;
 
   // first: does the server want a token (none remembered, none in the path)?
   useEffect(() => {
@@ -123,29 +128,25 @@ function App() {
         ),
     );
     return onUnauthorized((m) => {
+      if (authState.current !== 'ok') return;
       setToken(null, false);
       setAuth({ state: 'need-token', message: `The server answered 401 Unauthorized: ${m}` });
     });
   }, []);
 
-  useEffect(() => {
-    if (auth.state !== 'ok') return;
-    get<{ splits: Record<string, number> }>('bundle').then(
-      (b) => setSplits(Object.keys(b.splits)),
-      () => undefined,
-    );
-  }, [auth.state]);
+  const bundle = useGet<BundleInfo>(auth.state === 'ok' ? 'bundle' : null).data;
+  const splits = bundle ? Object.keys(bundle.splits) : [];
 
   // one live stream; it also carries the watched episode's transcript events
   useEffect(() => {
     if (auth.state !== 'ok') return;
     const ctl = new AbortController();
     if (watched === null) setTranscript(null);
-    const path = watched ? `console/stream?episode=${encodeURIComponent(watched)}` : 'console/stream';
+    const q = new URLSearchParams({ window: seriesWindow });
+    if (watched) q.set('episode', watched);
     void stream(
-      path,
-      (raw) => {
-        const m = raw as StreamMessage;
+      `console/stream?${q}`,
+      (m) => {
         if (m.type === 'snapshot') {
           setOverview(m.overview);
           setLive(new Map(m.live.map((e) => [e.episode_id, e])));
@@ -161,16 +162,16 @@ function App() {
           if (m.episode.phase === 'done') setEndedTick((n) => n + 1);
           if (m.episode.episode_id === watched) setTranscript((t) => (t ? { ...t, ...m.episode } : t));
         } else if (m.type === 'transcript') {
-          setTranscript(m.transcript);
+          setTranscript(m.transcript as Transcript);
         } else if (m.type === 'event') {
-          setTranscript((t) => (t && t.episode_id === m.episode_id ? withEvent(t, m.index, m.event) : t));
+          setTranscript((t) => (t && t.episode_id === m.episode_id ? withEvent(t, m.index, m.event as Transcript['events'][number]) : t));
         }
       },
       ctl.signal,
       setConnected,
     );
     return () => ctl.abort();
-  }, [auth.state, watched]);
+  }, [auth.state, watched, seriesWindow]);
 
   if (auth.state === 'checking') return <p class="muted center">Connecting…</p>;
   if (auth.state === 'need-token') return <TokenForm message={auth.message} onDone={() => setAuth({ state: 'ok' })} />;
@@ -207,7 +208,9 @@ function App() {
         )}
       </header>
       <main>
-        {route.view === 'overview' && <OverviewView overview={overview} connected={connected} />}
+        {route.view === 'overview' && (
+          <OverviewView overview={overview} connected={connected} bundle={bundle} window={seriesWindow} setWindow={setSeriesWindow} endedTick={endedTick} />
+        )}
         {route.view === 'episodes' && <EpisodesView live={liveList} splits={splits} endedTick={endedTick} />}
         {route.view === 'episode' && (
           <TranscriptView

@@ -1,8 +1,21 @@
-/** Overview: the gauges as pictures and the last hour's series as charts, live. */
-import { useMemo } from 'preact/hooks';
-import type { AlignedData } from 'uplot';
-import { bars, Chart, PALETTE } from './chart';
-import type { Overview } from './types';
+/**
+ * Overview: the gauges, then what a person watching a training run keeps open: per split the
+ * reward over time (exact mean, p10–p90 band, the bundle's baselines as lines), failure rate and
+ * episode length over time; episodes, failures, deploy and queue wait per bucket; percentiles next
+ * to the means; per task group and per task. The series come from the server (they survive a
+ * reload) over a chosen window that starts at the first data kept.
+ */
+import { useState } from 'preact/hooks';
+import { BarChart, LineChart, PALETTE, type RefLine } from './chart';
+import type { BundleInfo, Overview, RecentTask, Series, SeriesWindow } from './types';
+import { useGet } from './use-get';
+
+const WINDOWS: { id: SeriesWindow; label: string }[] = [
+  { id: '15m', label: '15 min' },
+  { id: '1h', label: '1 h' },
+  { id: '6h', label: '6 h' },
+  { id: 'all', label: 'all kept' },
+];
 
 function Meter(props: { label: string; value: number; max: number; tone: string; id: string; note?: string }) {
   const pct = props.max > 0 ? Math.min(100, (props.value / props.max) * 100) : 0;
@@ -28,31 +41,213 @@ function Slots(props: { running: number; capacity: number }) {
   return (
     <div class="slots" aria-label={`${props.running} of ${props.capacity} env slots in use`}>
       {Array.from({ length: n }, (_, i) => (
-        <span class={i < props.running ? 'slot on' : 'slot'} />
+        <span key={i} class={i < props.running ? 'slot on' : 'slot'} />
       ))}
       {props.capacity > n && <span class="slots-more">+{props.capacity - n}</span>}
     </div>
   );
 }
 
-const nz = (xs: (number | null)[]) => xs.map((x) => (x === null ? null : x));
+const num = (v: number | null | undefined) => (v === null || v === undefined ? '—' : String(v));
+const pct = (failed: number, ended: number) => (ended ? `${Math.round((failed / ended) * 1000) / 10} %` : '—');
+const colorOf = (splits: string[], split: string) => PALETTE[Math.max(0, splits.indexOf(split)) % PALETTE.length]!;
+const REF_COLORS = ['#6b7280', '#b45309', '#047857', '#9333ea'];
 
-export function OverviewView(props: { overview: Overview | null; connected: boolean }) {
+function timeLabels(s: Series): string[] {
+  return s.t.map((t) => {
+    const d = new Date(t * 1000);
+    return `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`;
+  });
+}
+
+function refsOf(bundle: BundleInfo | null, split: string): RefLine[] {
+  const b = bundle?.baselines[split] ?? {};
+  return Object.entries(b).map(([label, y], i) => ({ label, y, color: REF_COLORS[i % REF_COLORS.length]! }));
+}
+
+function SummaryTable(props: { s: Series; splits: string[]; bundle: BundleInfo | null }) {
+  const { s } = props;
+  const row = (key: string, label: string, d: Series['summary']['deploy_s'], extra = '') => (
+    <tr key={key} data-row={key}>
+      <th>{label}</th>
+      <td class="num" data-stat="n">
+        {d.n}
+      </td>
+      <td class="num" data-stat="mean">
+        {num(d.mean)}
+      </td>
+      <td class="num">{num(d.p10)}</td>
+      <td class="num">{num(d.p50)}</td>
+      <td class="num">{num(d.p90)}</td>
+      <td class="num">{num(d.max)}</td>
+      <td class="muted">{extra}</td>
+    </tr>
+  );
+  return (
+    <table class="grid stats" data-testid="summary">
+      <thead>
+        <tr>
+          <th />
+          <th>n</th>
+          <th>mean</th>
+          <th>p10</th>
+          <th>p50</th>
+          <th>p90</th>
+          <th>max</th>
+          <th>baselines</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.splits.map((split) => {
+          const d = s.summary.reward[split];
+          const refs = refsOf(props.bundle, split);
+          return d ? row(`reward-${split}`, `reward · ${split}`, d, refs.map((r) => `${r.label} ${r.y}`).join(' · ')) : null;
+        })}
+        {row('deploy', 'deploy s', s.summary.deploy_s)}
+        {row('queue', 'queue wait s', s.summary.queue_wait_s)}
+      </tbody>
+    </table>
+  );
+}
+
+function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | null }) {
+  const names = Object.keys(props.bundle?.groups ?? {});
+  const [split, setSplit] = useState<string | null>(null);
+  const [group, setGroup] = useState<string | null>(null);
+  if (names.length === 0) return <p class="muted">This bundle declares no task groups (bundle.json's groups).</p>;
+  const sp = split ?? props.splits[0] ?? null;
+  const g = group ?? names[0]!;
+  const rows = sp ? Object.entries(props.s.groups[sp]?.[g] ?? {}).sort((a, b) => a[0].localeCompare(b[0], undefined, { numeric: true })) : [];
+  return (
+    <div data-testid="groups">
+      <div class="filters">
+        <label>
+          split{' '}
+          <select value={sp ?? ''} onChange={(e) => setSplit((e.target as HTMLSelectElement).value)} data-testid="groups-split">
+            {props.splits.map((x) => (
+              <option key={x} value={x}>
+                {x}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          group{' '}
+          <select value={g} onChange={(e) => setGroup((e.target as HTMLSelectElement).value)} data-testid="groups-name">
+            {names.map((x) => (
+              <option key={x} value={x}>
+                {x}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <table class="grid">
+        <thead>
+          <tr>
+            <th>{g}</th>
+            <th>episodes</th>
+            <th>failure rate</th>
+            <th>scored</th>
+            <th>mean reward</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {rows.length === 0 && (
+            <tr>
+              <td colSpan={6} class="muted">
+                no episode of this split in the window
+              </td>
+            </tr>
+          )}
+          {rows.map(([value, r]) => (
+            <tr key={value} data-group-value={value}>
+              <td>{value}</td>
+              <td class="num">{r.ended}</td>
+              <td class="num">{pct(r.failed, r.ended)}</td>
+              <td class="num">{r.n}</td>
+              <td class="num" data-stat="mean">
+                {num(r.mean)}
+              </td>
+              <td class="bar-cell">{r.mean !== null && <span class="hbar" style={{ width: `${Math.max(0, Math.min(1, r.mean)) * 100}%` }} />}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function RecentTasks(props: { endedTick: number }) {
+  const [n, setN] = useState(200);
+  const got = useGet<{ episodes: number; tasks: RecentTask[] }>(`console/recent-tasks?n=${n}`, { refresh: props.endedTick, delayMs: 300 });
+  const r = got.data;
+  return (
+    <div data-testid="recent-tasks">
+      <div class="filters">
+        <label>
+          over the last{' '}
+          <select value={String(n)} onChange={(e) => setN(Number((e.target as HTMLSelectElement).value))}>
+            {[50, 200, 1000, 10000].map((x) => (
+              <option key={x} value={String(x)}>
+                {x}
+              </option>
+            ))}
+          </select>{' '}
+          ended episodes kept {r && <span class="muted">({r.episodes} looked at)</span>}
+        </label>
+      </div>
+      {got.error && <p class="error">{got.error}</p>}
+      <table class="grid">
+        <thead>
+          <tr>
+            <th>task</th>
+            <th>split</th>
+            <th>episodes</th>
+            <th>failures</th>
+            <th>mean reward</th>
+            <th>last reward</th>
+          </tr>
+        </thead>
+        <tbody>
+          {r?.tasks.slice(0, 20).map((t) => (
+            <tr key={t.task_id} data-task={t.task_id}>
+              <td>
+                <a href={`#/tasks/${encodeURIComponent(t.task_id)}`}>{t.task_id}</a>
+              </td>
+              <td>{t.split}</td>
+              <td class="num">{t.ended}</td>
+              <td class="num">{t.failed}</td>
+              <td class="num">{num(t.mean)}</td>
+              <td class="num">{num(t.last_reward)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {r && r.tasks.length > 20 && <p class="muted">{r.tasks.length - 20} more tasks</p>}
+    </div>
+  );
+}
+
+export function OverviewView(props: {
+  overview: Overview | null;
+  connected: boolean;
+  bundle: BundleInfo | null;
+  window: SeriesWindow;
+  setWindow: (w: SeriesWindow) => void;
+  endedTick: number;
+}) {
   const o = props.overview;
   const s = o?.series;
-
-  const deploy = useMemo<AlignedData | null>(() => (s ? [s.t, nz(s.deploy_s.mean), nz(s.deploy_s.max)] : null), [s]);
-  const queue = useMemo<AlignedData | null>(() => (s ? [s.t, nz(s.queue_wait_s.mean), nz(s.queue_wait_s.max)] : null), [s]);
-  const perMin = useMemo<AlignedData | null>(() => (s ? [s.t, s.episodes_ended] : null), [s]);
-  const failureKeys = s ? Object.keys(s.failures) : [];
-  const failures = useMemo<AlignedData | null>(() => (s ? [s.t, ...Object.values(s.failures)] : null), [s]);
-  const splits = s ? Object.keys(s.rewards.by_split).sort() : [];
-  const centres = s ? [-0.05, ...s.rewards.edges.slice(0, -1).map((e) => e + 0.05), 1.05] : [];
-  const rewards = useMemo<AlignedData | null>(() => (s ? [centres, ...splits.map((k) => s.rewards.by_split[k]!.counts)] : null), [s]);
-  // bins [0, .1), [.1, .2), …, [.9, 1] (1 included), labelled by their range
-  const binLabel = (v: number) => (v < 0 ? '<0' : v > 1 ? '>1' : `${(v - 0.05).toFixed(1)}–${(v + 0.05).toFixed(1)}`.replace(/0\./g, '.'));
-
   if (!o || !s) return <p class="muted">Waiting for the server…</p>;
+
+  const labels = timeLabels(s);
+  const splits = Object.keys(s.by_split).sort();
+  const per = s.bucket_s === 60 ? 'per minute' : `per ${s.bucket_s / 60} min`;
+  const failureKeys = Object.keys(s.failures);
+  const binLabels = ['<0', ...s.rewards.edges.slice(0, -1).map((e) => `${e.toFixed(1)}–${(e + 0.1).toFixed(1)}`.replace(/0\./g, '.')), '>1'];
+
   return (
     <section class="overview">
       <div class="gauges">
@@ -79,59 +274,110 @@ export function OverviewView(props: { overview: Overview | null; connected: bool
           )}
         </div>
       </div>
+
+      <div class="window-bar">
+        <span class="muted">window</span>
+        {WINDOWS.map((w) => (
+          <button key={w.id} type="button" class={props.window === w.id ? 'tab on' : 'tab'} onClick={() => props.setWindow(w.id)} data-window={w.id}>
+            {w.label}
+          </button>
+        ))}
+        <span class="muted">
+          {labels.length} bucket(s) of {s.bucket_s / 60} min, from {labels[0]}
+          {s.kept_since !== null && ` · data kept since ${new Date(s.kept_since * 1000).toLocaleTimeString()}`}
+        </span>
+      </div>
+
+      <SummaryTable s={s} splits={splits} bundle={props.bundle} />
+
       <div class="charts">
-        <Chart
-          id="chart-deploy"
-          title="Deploy latency (s, per minute)"
-          data={deploy!}
-          series={[
-            { label: 'mean', stroke: PALETTE[0], width: 2, spanGaps: false, points: { show: true, size: 4 } },
-            { label: 'max', stroke: PALETTE[1], dash: [4, 4], points: { show: true, size: 3 } },
-          ]}
+        {splits.map((split) => {
+          const r = s.by_split[split]!.reward;
+          return (
+            <LineChart
+              key={`reward-${split}`}
+              id={`chart-reward-${split}`}
+              title={`Reward over time · ${split} (mean, p10–p90 band, ${per})`}
+              slotLabels={labels}
+              yRange={[0, 1]}
+              series={[{ label: `${split} mean`, color: colorOf(splits, split), values: r.mean, band: { lo: r.p10, hi: r.p90 } }]}
+              refs={refsOf(props.bundle, split)}
+              empty="no scored episode of this split in the window"
+            />
+          );
+        })}
+        <LineChart
+          id="chart-failure-rate"
+          title={`Failure rate per split (%, ${per})`}
+          slotLabels={labels}
+          series={splits.map((split) => ({
+            label: split,
+            color: colorOf(splits, split),
+            values: s.by_split[split]!.ended.map((e, i) => (e ? Math.round((s.by_split[split]!.failed[i]! / e) * 1000) / 10 : null)),
+          }))}
         />
-        <Chart
-          id="chart-queue"
-          title="Queue wait (s, per minute)"
-          data={queue!}
-          series={[
-            { label: 'mean', stroke: PALETTE[3], width: 2, points: { show: true, size: 4 } },
-            { label: 'max', stroke: PALETTE[1], dash: [4, 4], points: { show: true, size: 3 } },
-          ]}
+        <LineChart
+          id="chart-length"
+          title={`Episode length per split (mean steps, dashed: turns; ${per})`}
+          slotLabels={labels}
+          series={splits.flatMap((split) => [
+            { label: `${split} steps`, color: colorOf(splits, split), values: s.by_split[split]!.steps_mean },
+            { label: `${split} turns`, color: colorOf(splits, split), values: s.by_split[split]!.turns_mean, dash: true },
+          ])}
         />
-        <Chart
+        <BarChart
           id="chart-rate"
-          title="Episodes ended per minute"
-          data={perMin!}
-          series={[{ label: 'episodes', stroke: PALETTE[2], fill: 'rgba(22,163,74,0.35)', paths: bars() }]}
+          title={`Episodes ended (${per})`}
+          slotLabels={labels}
+          mode="stack"
+          series={splits.map((split) => ({ label: split, color: colorOf(splits, split), values: s.by_split[split]!.ended }))}
         />
-        <Chart
+        <BarChart
           id="chart-failures"
-          title="Failures by reason (per minute)"
-          data={failures!}
-          empty="no failure in the last hour"
-          series={failureKeys.map((k, i) => ({
-            label: k,
-            stroke: PALETTE[(i + 1) % PALETTE.length],
-            fill: `${PALETTE[(i + 1) % PALETTE.length]}99`,
-            paths: bars(0.6),
-          }))}
+          title={`Failures by reason (${per}, stacked)`}
+          slotLabels={labels}
+          mode="stack"
+          empty="no failure in this window"
+          series={failureKeys.map((k, i) => ({ label: k, color: PALETTE[(i + 1) % PALETTE.length]!, values: s.failures[k]! }))}
         />
-        <Chart
+        <LineChart
+          id="chart-deploy"
+          title={`Deploy latency (s, ${per}: mean, dashed: max)`}
+          slotLabels={labels}
+          series={[
+            { label: 'mean', color: PALETTE[0]!, values: s.deploy_s.mean },
+            { label: 'max', color: PALETTE[1]!, values: s.deploy_s.max, dash: true },
+          ]}
+        />
+        <LineChart
+          id="chart-queue"
+          title={`Queue wait (s, ${per}: mean, dashed: max)`}
+          slotLabels={labels}
+          series={[
+            { label: 'mean', color: PALETTE[3]!, values: s.queue_wait_s.mean },
+            { label: 'max', color: PALETTE[1]!, values: s.queue_wait_s.max, dash: true },
+          ]}
+        />
+        <BarChart
           id="chart-rewards"
-          title="Reward distribution per split (last hour)"
-          time={false}
-          data={rewards!}
-          xSplits={centres}
-          xValues={(_u, ticks) => ticks.map(binLabel)}
-          empty="no scored episode in the last hour"
-          series={splits.map((k, i) => ({
-            label: `${k} (n=${s.rewards.by_split[k]!.n}, mean≈${s.rewards.by_split[k]!.mean})`,
-            stroke: PALETTE[i % PALETTE.length],
-            fill: `${PALETTE[i % PALETTE.length]}88`,
-            paths: bars(0.8 / Math.max(1, splits.length)),
-          }))}
+          title="Reward distribution per split (the window; bars side by side)"
+          slotLabels={binLabels}
+          mode="group"
+          empty="no scored episode in this window"
+          series={splits
+            .filter((split) => s.rewards.by_split[split])
+            .map((split) => ({
+              label: `${split} (n=${s.rewards.by_split[split]!.n}, mean ${num(s.rewards.by_split[split]!.mean)})`,
+              color: colorOf(splits, split),
+              values: s.rewards.by_split[split]!.counts,
+            }))}
         />
       </div>
+
+      <h2>Per task group</h2>
+      <GroupsTable s={s} splits={splits} bundle={props.bundle} />
+      <h2>Per task</h2>
+      <RecentTasks endedTick={props.endedTick} />
     </section>
   );
 }

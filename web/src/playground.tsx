@@ -1,12 +1,17 @@
 /**
- * Playground: start an episode of a chosen task through POST /episodes (it queues like any
- * reset and counts against the cap), read the prompt, call tools through forms made from their
- * schemas, end turns, see the results and the reward; close it with DELETE.
+ * Playground: start an episode of a chosen task through POST /console/playground (the /episodes
+ * machinery: it queues like any reset and counts against the cap, with a tighter idle bound),
+ * read the prompt, call tools through forms made from their schemas, end turns, see the results
+ * and the reward; close it with DELETE. While the page is open it says so every
+ * CONSOLE_EPISODE_PING_S; when the page goes away (tab closed, reload, another site) it ends the
+ * episode with a keepalive DELETE, so the slot is back at once.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError } from './api';
+import { CONSOLE_EPISODE_PING_S } from '../../src/defaults';
+import { api, ApiError, sendOnExit } from './api';
 import { TaskPicker } from './tasks';
-import type { EpisodeSummary, Message, StepReply, ToolSpec } from './types';
+import { compactJson, Folded, Messages, resultText } from './text';
+import type { EpisodeSummary, JsonSchema, Started, StepReply } from './types';
 import { SchemaForm } from './schema-form';
 
 interface Call {
@@ -16,15 +21,7 @@ interface Call {
   error: string | null;
 }
 
-interface Started {
-  episode_id: string;
-  observation: { messages: Message[]; tools: ToolSpec[]; turn: number; turns: number; max_turns: number; task_id: string; split: string };
-}
-
-function text(r: unknown): string {
-  const c = (r as { content?: { text?: string }[] } | null)?.content;
-  return Array.isArray(c) ? c.map((x) => x.text ?? '').join('\n') : JSON.stringify(r, null, 2);
-}
+const text = (r: unknown) => resultText(r) ?? compactJson(r);
 
 export function PlaygroundView(props: { taskId: string | null; live: EpisodeSummary[]; capacity: number | null }) {
   const [task, setTask] = useState<string | null>(props.taskId);
@@ -49,6 +46,20 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
     if (props.taskId && !ep && !starting) setTask(props.taskId);
   }, [props.taskId]);
 
+  // an open episode: ping while the page is here, end it when the page goes away
+  const open = ep !== null && !closed ? ep.episode_id : null;
+  useEffect(() => {
+    if (open === null) return;
+    const path = `episodes/${encodeURIComponent(open)}`;
+    const ping = setInterval(() => void api('GET', path).catch(() => undefined), CONSOLE_EPISODE_PING_S * 1000);
+    const leave = () => sendOnExit('DELETE', path);
+    addEventListener('pagehide', leave);
+    return () => {
+      clearInterval(ping);
+      removeEventListener('pagehide', leave);
+    };
+  }, [open]);
+
   const start = async () => {
     if (!task) return;
     const l = `console-${Math.random().toString(36).slice(2, 10)}`;
@@ -61,7 +72,7 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
     const ctl = new AbortController();
     starter.current = ctl;
     try {
-      const r = await api<Started>('POST', 'episodes', { task_id: task, episode_id: l }, ctl.signal);
+      const r = await api<Started>('POST', 'console/playground', { task_id: task, episode_id: l }, ctl.signal);
       setEp(r);
       setTool(r.observation.tools.find((t) => t.name !== 'end_turn')?.name ?? 'end_turn');
     } catch (e) {
@@ -171,35 +182,24 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
       </div>
       <div class="play-grid">
         <div class="play-log">
-          {ep.observation.messages.map((m) => (
-            <div class={`msg msg-${m.role}`}>
-              <div class="role">{m.role}</div>
-              <pre class="text" data-testid={`prompt-${m.role}`}>
-                {m.content}
-              </pre>
-            </div>
-          ))}
+          <Messages messages={ep.observation.messages} testidPrefix="prompt" />
           {calls.map((c, i) => (
-            <article class={c.tool === 'end_turn' ? 'ev ev-turn' : 'ev ev-call'} data-testid="play-call" data-tool={c.tool}>
+            <article key={i} class={c.tool === 'end_turn' ? 'ev ev-turn' : 'ev ev-call'} data-testid="play-call" data-tool={c.tool}>
               <header>
                 <strong>
                   {i + 1}. {c.tool}
                 </strong>
               </header>
-              <pre class="json">{JSON.stringify(c.args)}</pre>
+              <pre class="json">{compactJson(c.args)}</pre>
               {c.error && <p class="error">{c.error}</p>}
               {c.reply?.observation.error && (
                 <div class="call-error">
-                  <div class="role">error · {c.reply.observation.error.error_type}</div>
-                  <pre class="text">{c.reply.observation.error.message}</pre>
+                  <Folded text={c.reply.observation.error.message} label={`error · ${c.reply.observation.error.error_type}`} />
                 </div>
               )}
               {c.reply?.observation.result && (
                 <div class={c.reply.observation.result.is_error ? 'call-result call-error' : 'call-result'}>
-                  <div class="role">result</div>
-                  <pre class="text" data-testid="play-result">
-                    {text(c.reply.observation.result)}
-                  </pre>
+                  <Folded text={text(c.reply.observation.result)} label="result" testid="play-result" />
                 </div>
               )}
             </article>
@@ -216,7 +216,7 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
                 <div>
                   scores:{' '}
                   {Object.entries(done.observation.scores).map(([k, v]) => (
-                    <span class="pill">
+                    <span key={k} class="pill">
                       {k} {v}
                     </span>
                   ))}
@@ -239,12 +239,14 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
                 tool{' '}
                 <select value={tool} onChange={(e) => setTool((e.target as HTMLSelectElement).value)} data-testid="tool-select">
                   {tools.map((t) => (
-                    <option value={t.name}>{t.name}</option>
+                    <option key={t.name} value={t.name}>
+                      {t.name}
+                    </option>
                   ))}
                 </select>
               </label>
               {spec && <p class="hint">{spec.description}</p>}
-              {spec && <SchemaForm tool={spec.name} schema={spec.input_schema} busy={busy} onSubmit={(args) => call(spec.name, args)} />}
+              {spec && <SchemaForm tool={spec.name} schema={spec.input_schema as JsonSchema} busy={busy} onSubmit={(args) => call(spec.name, args)} />}
               <button type="button" class="secondary" disabled={busy} onClick={() => call('end_turn', {})} data-testid="end-turn">
                 End turn
               </button>

@@ -134,7 +134,9 @@ export function SchemaForm(props: { tool: string; schema: JsonSchema; busy: bool
               <select id={id} name={name} value={String(values[name] ?? '')} onChange={(e) => set(name, (e.target as HTMLSelectElement).value)}>
                 <option value="">—</option>
                 {p.enum.map((x) => (
-                  <option value={String(x)}>{String(x)}</option>
+                  <option key={String(x)} value={String(x)}>
+                    {String(x)}
+                  </option>
                 ))}
               </select>
             );

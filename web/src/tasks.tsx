@@ -1,7 +1,9 @@
 /** Tasks: the splits, a searchable page of task ids, and one task's prompt and tools. */
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, get } from './api';
+import { useState } from 'preact/hooks';
+import { get } from './api';
+import { Json, Messages } from './text';
 import type { TaskRow, ToolSpec } from './types';
+import { useGet } from './use-get';
 
 export interface TaskLine {
   task_id: string;
@@ -26,25 +28,11 @@ export function TaskPicker(props: { onPick: (id: string) => void; selected?: str
   const [split, setSplit] = useState<string | null>(null);
   const [q, setQ] = useState('');
   const [offset, setOffset] = useState(0);
-  const [page, setPage] = useState<TaskPage | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const size = props.pageSize ?? PAGE;
-
-  useEffect(() => {
-    const ctl = new AbortController();
-    const p = new URLSearchParams({ offset: String(offset), limit: String(size) });
-    if (split) p.set('split', split);
-    if (q) p.set('q', q);
-    const t = setTimeout(
-      () =>
-        get<TaskPage>(`console/tasks?${p}`, ctl.signal).then(
-          (r) => (setPage(r), setError(null), split === null && setSplit(r.split)),
-          (e: Error) => !ctl.signal.aborted && setError(e.message),
-        ),
-      q ? 200 : 0,
-    );
-    return () => (clearTimeout(t), ctl.abort());
-  }, [split, q, offset]);
+  const p = new URLSearchParams({ offset: String(offset), limit: String(size) });
+  if (split) p.set('split', split);
+  if (q) p.set('q', q);
+  const { data: page, error } = useGet<TaskPage>(`console/tasks?${p}`, { delayMs: q ? 200 : 0, onData: (r) => split === null && setSplit(r.split) });
 
   return (
     <div class="task-picker">
@@ -52,7 +40,7 @@ export function TaskPicker(props: { onPick: (id: string) => void; selected?: str
         <div class="tabs" role="tablist">
           {page &&
             Object.entries(page.splits).map(([s, n]) => (
-              <button type="button" role="tab" class={s === page.split ? 'tab on' : 'tab'} onClick={() => (setSplit(s), setOffset(0))} data-split={s}>
+              <button key={s} type="button" role="tab" class={s === page.split ? 'tab on' : 'tab'} onClick={() => (setSplit(s), setOffset(0))} data-split={s}>
                 {s} <span class="count">{n}</span>
               </button>
             ))}
@@ -71,7 +59,7 @@ export function TaskPicker(props: { onPick: (id: string) => void; selected?: str
         <>
           <ul class="task-list" data-testid="task-list">
             {page.tasks.map((t) => (
-              <li>
+              <li key={t.task_id}>
                 <button type="button" class={t.task_id === props.selected ? 'task on' : 'task'} onClick={() => props.onPick(t.task_id)} data-task={t.task_id}>
                   <span class="muted">#{t.index}</span> {t.task_id}
                 </button>
@@ -109,22 +97,16 @@ export function toolsets(): Promise<Record<string, ToolSpec[]>> {
 }
 
 export function TaskDetail(props: { id: string }) {
-  const [task, setTask] = useState<TaskRow | null>(null);
   const [tools, setTools] = useState<ToolSpec[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    const ctl = new AbortController();
-    setTask(null);
-    get<TaskRow>(`tasks/${encodeURIComponent(props.id)}`, ctl.signal).then(
-      async (t) => {
-        setTask(t);
-        setTools((await toolsets())[t.toolset] ?? []);
-      },
-      (e: Error) => !ctl.signal.aborted && setError(e instanceof ApiError && e.status === 404 ? `no task ${props.id}` : e.message),
-    );
-    return () => ctl.abort();
-  }, [props.id]);
-  if (error) return <p class="error">{error}</p>;
+  const got = useGet<TaskRow>(`tasks/${encodeURIComponent(props.id)}`, {
+    onData: (t) =>
+      void toolsets().then(
+        (all) => setTools(all[t.toolset] ?? []),
+        () => setTools([]),
+      ),
+  });
+  const task = got.data?.task_id === props.id ? got.data : null;
+  if (got.error && !task) return <p class="error">{got.notFound ? `no task ${props.id}` : got.error}</p>;
   if (!task) return <p class="muted">Loading…</p>;
   return (
     <div class="task-detail" data-testid="task-detail">
@@ -133,25 +115,21 @@ export function TaskDetail(props: { id: string }) {
           <h2>{task.task_id}</h2>
           <div class="muted">
             split {task.split} #{task.index} · toolset {task.toolset} · {task.turns} turn(s), at most {task.max_turns}
+            {Object.entries(task.groups).map(([k, v]) => ` · ${k} ${v}`)}
           </div>
         </div>
         <a class="button" href={`#/playground/${encodeURIComponent(task.task_id)}`}>
           Play it in the playground
         </a>
       </div>
-      {task.messages.map((m) => (
-        <div class={`msg msg-${m.role}`}>
-          <div class="role">{m.role}</div>
-          <pre class="text">{m.content}</pre>
-        </div>
-      ))}
+      <Messages messages={task.messages} />
       <h3>Tools</h3>
       {tools?.map((t) => (
-        <details class="tool">
+        <details key={t.name} class="tool">
           <summary>
             <code>{t.name}</code> <span class="muted">{t.description}</span>
           </summary>
-          <pre class="json">{JSON.stringify(t.input_schema, null, 2)}</pre>
+          <Json value={t.input_schema} />
         </details>
       ))}
     </div>

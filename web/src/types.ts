@@ -1,125 +1,50 @@
-/** The shapes of the /console/* routes and the API the page reads (see /openapi.json). */
+/**
+ * The page's view of the wire: every shape comes from the server's own declarations in src/protocol
+ * and src/bundle (type-only imports, erased at build), so `tsc -p web` catches any drift. What the
+ * server declares as `unknown` in a transcript (the reset prompt, a call's result and error) is
+ * read here as the shapes the episode records there: the reset observation's messages and the
+ * call observation's result and error.
+ */
+import type {
+  EndEvent,
+  EpisodeSummary,
+  ListToolsEvent,
+  Overview,
+  RecentTask,
+  ResetEvent as WireResetEvent,
+  Series,
+  SeriesWindow,
+  StreamMessage,
+  ToolCallEvent as WireToolCallEvent,
+  Transcript as WireTranscript,
+} from '../../src/protocol/console';
+import type { CallObservation, Failure, ResetObservation, StepOutcome, Timings, ToolError, ToolResult } from '../../src/protocol/observations';
+import type { Baselines, Groups, TaskRow, ToolSpec } from '../../src/bundle/schema';
 
-export interface Timings {
-  queued_s: number;
-  deploy_s: number;
-  running_s: number;
-}
+export type { EndEvent, EpisodeSummary, Failure, ListToolsEvent, Overview, RecentTask, Series, SeriesWindow, StreamMessage, TaskRow, Timings, ToolSpec };
 
-export interface EpisodeSummary {
-  episode_id: string;
-  client_label: string | null;
-  task_id: string;
-  split: string;
-  index: number;
-  transport: 'ws' | 'http' | 'mcp';
-  phase: 'waiting' | 'deploying' | 'running' | 'done';
-  created_at: string;
-  ended_at: string | null;
-  steps: number;
-  turn: number;
-  last_tool: string | null;
-  end_reason: string | null;
-  reward: number | null;
-  failure_reason: string | null;
-  timings: Timings;
-}
+export type Message = ResetObservation['messages'][number];
 
-export interface Failure {
-  reason: string;
-  phase: string;
-  message: string;
-  exit_code?: number | null;
-  log_tail?: string;
-}
+export type ResetEvent = Omit<WireResetEvent, 'messages'> & { messages: Message[] };
+export type ToolCallEvent = Omit<WireToolCallEvent, 'result' | 'error'> & { result: ToolResult | null; error: ToolError | null };
+export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | EndEvent;
+export type Transcript = Omit<WireTranscript, 'events'> & { events: TranscriptEvent[] };
 
-export interface Message {
-  role: string;
-  content: string;
-}
+/** POST /episodes/{id}/step's answer to a call_tool */
+export type StepReply = Omit<StepOutcome, 'observation'> & { observation: CallObservation };
+/** POST /console/playground's answer */
+export type Started = Omit<StepOutcome, 'observation'> & { episode_id: string; observation: ResetObservation };
 
-export type TranscriptEvent =
-  | { kind: 'reset'; at: string; messages: Message[]; tools: string[]; turns: number; max_turns: number }
-  | {
-      kind: 'tool_call';
-      at: string;
-      step: number;
-      turn: number;
-      tool_name: string;
-      arguments: unknown;
-      result: ToolResult | null;
-      error: { error_type: string; message: string } | null;
-      ms: number;
-    }
-  | { kind: 'list_tools'; at: string; ms: number }
-  | {
-      kind: 'end';
-      at: string;
-      end_reason: string | null;
-      reward: number | null;
-      scores: Record<string, number> | null;
-      failure: Failure | null;
-      timings: Timings;
-    };
-
-export interface ToolResult {
-  content?: { type: string; text?: string }[];
-  is_error?: boolean;
-  data?: unknown;
-}
-
-export interface Transcript extends EpisodeSummary {
-  toolset: string;
-  seed: number | null;
-  scores: Record<string, number> | null;
-  failure: Failure | null;
-  events_dropped: number;
-  events: TranscriptEvent[];
-}
-
-export interface StatSeries {
-  count: number[];
-  mean: (number | null)[];
-  max: (number | null)[];
-}
-
-export interface Series {
-  bucket_s: number;
-  t: number[];
-  episodes_ended: number[];
-  deploy_s: StatSeries;
-  queue_wait_s: StatSeries;
-  failures: Record<string, number[]>;
-  end_reasons: Record<string, number[]>;
-  rewards: { edges: number[]; by_split: Record<string, { counts: number[]; n: number; mean: number }> };
-}
-
-export interface Overview {
-  at: string;
-  capacity: number;
-  running: number;
-  waiting: number;
-  deploying: number;
-  live: number;
-  draining: boolean;
-  history: { kept: number; size: number; bytes: number };
-  recorder: { dir: string; written: number; dropped: number; failed: number; queued: number } | null;
-  series: Series;
-}
-
-export type StreamMessage =
-  | { type: 'snapshot'; overview: Overview; live: EpisodeSummary[] }
-  | { type: 'overview'; overview: Overview }
-  | { type: 'episode'; episode: EpisodeSummary }
-  | { type: 'transcript'; transcript: Transcript }
-  | { type: 'event'; episode_id: string; index: number; event: TranscriptEvent };
-
-export interface ToolSpec {
+/** GET /bundle, the parts the page reads */
+export interface BundleInfo {
   name: string;
-  description: string;
-  input_schema: JsonSchema;
+  default_split: string;
+  splits: Record<string, number>;
+  groups: Groups;
+  baselines: Baselines;
 }
 
+/** A tool's input schema, as the form reads it (a JSON Schema object) */
 export interface JsonSchema {
   type?: string | string[];
   description?: string;
@@ -132,29 +57,4 @@ export interface JsonSchema {
   maximum?: number;
   minItems?: number;
   maxItems?: number;
-}
-
-export interface TaskRow {
-  task_id: string;
-  split: string;
-  index: number;
-  toolset: string;
-  messages: Message[];
-  turns: number;
-  max_turns: number;
-}
-
-export interface StepReply {
-  observation: Record<string, unknown> & {
-    tool_name?: string;
-    result?: ToolResult | null;
-    error?: { error_type: string; message: string } | null;
-    scores?: Record<string, number>;
-    end_reason?: string;
-    failure?: Failure;
-    timings?: Timings;
-    turn?: number;
-  };
-  reward: number | null;
-  done: boolean;
 }
