@@ -92,3 +92,13 @@ export const WARM_POOL = {
   /** recent resets whose env kinds set the pool's split between envs (bundles with several envs) */
   demandWindow: 256,
 } as const;
+
+/**
+ * What the console's history (and --record) keeps of one episode, whatever the env answers (a
+ * reply may be up to ENV_REPLY_MAX_BYTES): a payload field (a tool's arguments, result or error,
+ * the reset prompt, the scores) of more than `fieldBytes` of JSON is replaced by a truncation
+ * mark with its original size and the first `headChars` of its JSON; once a transcript holds
+ * `transcriptBytes`, every later payload is a mark without a head. The model's own observation
+ * is never cut: only what the server keeps.
+ */
+export const TRANSCRIPT_BOUNDS = { fieldBytes: 256 * 1024, transcriptBytes: 8 * 1024 * 1024, headChars: 2048 } as const;
