@@ -102,3 +102,17 @@ export const WARM_POOL = {
  * is never cut: only what the server keeps.
  */
 export const TRANSCRIPT_BOUNDS = { fieldBytes: 256 * 1024, transcriptBytes: 8 * 1024 * 1024, headChars: 2048 } as const;
+
+/**
+ * --max-connections 0 (auto): the process's soft open-file limit, less descriptors kept for what
+ * the server itself opens (the engine socket's connections, each env's HTTP and log streams, the
+ * bundle's files): `base` and `perEnv` for each of --max-concurrent-envs. Never below `min`.
+ * Without a readable limit (not Linux), `fallbackLimit` is assumed.
+ */
+export const CONNECTION_RESERVE = { base: 128, perEnv: 8, min: 16, fallbackLimit: 1024 } as const;
+
+/**
+ * Shutdown: once every episode is drained, requests still being answered (a console stream, a
+ * slow download) get this long before their connections are closed, so the server always closes.
+ */
+export const CLOSE_GRACE_MS = 2000;
