@@ -13,7 +13,7 @@ import { WarmPool } from './episodes/pool.js';
 import type { EpisodeSettings } from './episodes/episode.js';
 import { EpisodeHistory } from './episodes/history.js';
 import { EpisodeManager } from './episodes/manager.js';
-import { EpisodeRecorder } from './episodes/recorder.js';
+import { checkRecordDir, EpisodeRecorder } from './episodes/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
@@ -64,6 +64,8 @@ export interface OpenEnvRuntime {
 
 export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime> {
   const { options: opts, bundle, log } = ro;
+  // a folder that cannot take the records is refused now, not at the first ended episode
+  if (opts.record) await checkRecordDir(opts.record);
   let sandbox: Sandbox;
   if (ro.sandbox) {
     sandbox = ro.sandbox;

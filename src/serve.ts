@@ -12,6 +12,7 @@ import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
+import { checkRecordDir } from './episodes/recorder.js';
 import { loggerHygiene } from './logging.js';
 
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
@@ -148,6 +149,14 @@ export async function serveMain(argv: string[]): Promise<number> {
       `error: refusing to listen on ${o.host} without a token: set ${o.tokenEnv}, or pass --insecure-no-token to let anyone who reaches this address deploy and drive envs\n`,
     );
     return 2;
+  }
+  if (o.record) {
+    try {
+      await checkRecordDir(o.record);
+    } catch (e) {
+      process.stderr.write(`error: ${(e as Error).message}\n`);
+      return 2;
+    }
   }
   const log = makeLogger(o.logLevel, token);
   let bundle: LoadedBundle;
