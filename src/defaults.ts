@@ -116,3 +116,6 @@ export const CONNECTION_RESERVE = { base: 128, perEnv: 8, min: 16, fallbackLimit
  * slow download) get this long before their connections are closed, so the server always closes.
  */
 export const CLOSE_GRACE_MS = 2000;
+
+/** The longest an exit waits for the instance name to be given back (one engine call or two). */
+export const SHUTDOWN_RELEASE_MS = 3000;
