@@ -187,7 +187,15 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   catalog.gate(ready);
 
   let engineCheck = { at: 0, ok: true };
+  // two servers found holding one instance name: the later one stops serving, saying why
+  let lostInstance: string | null = null;
+  sandbox.onInstanceLost?.((why) => {
+    lostInstance = why;
+    log.error({ event: 'instance_lost', instance: opts.instance }, `${why}: this server stops serving; stop it, or start it with another --instance`);
+    void drain();
+  });
   const unhealthy = async (): Promise<string | null> => {
+    if (lostInstance) return `lost the instance name: ${lostInstance}`;
     if (manager.isDraining) return 'draining: the server is shutting down';
     if (readyError) return `start-up failed: ${readyError.message}`;
     if (!isReady) return catalog.building ? 'building env images' : 'starting';
