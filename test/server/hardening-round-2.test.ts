@@ -11,6 +11,7 @@ import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import { processSuiteServer, startProcessServer } from '../support/process-server.js';
 import { waitFor } from '../support/wait.js';
 import { http } from '../routes/http.js';
+import { WsClient } from '../support/ws-client.js';
 
 const TOKEN = 'round-2-token';
 
@@ -94,6 +95,16 @@ describe('every socket has a deadline', () => {
     const got = await second;
     expect(got.status).toBe(201);
     expect((await http(s.url, 'DELETE', `/episodes/${got.body.episode_id}`)).status).toBe(204);
+  });
+
+  it('a WebSocket session quiet for longer than both timeouts plays on', async () => {
+    const c = await WsClient.open(s.url);
+    expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
+    // quiet on purpose, past --headers-timeout (1 s) and --request-timeout (2 s)
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await c.call('echo', { text: 'still here' })).data.observation.result.data).toEqual({ text: 'still here' });
+    await c.close();
+    await waitFor(() => s.app.openenv.manager.list().length === 0, 20_000, 'the episode torn down');
   });
 
   it('past --max-connections slow clients make room (the oldest goes); /health answers; the open count stays at the bound', async () => {
