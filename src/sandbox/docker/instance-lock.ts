@@ -256,7 +256,8 @@ export class InstanceLock {
   private async watchMarkers(): Promise<void> {
     try {
       const stream = (await this.docker.getEvents({
-        filters: JSON.stringify({ type: ['volume'], event: ['destroy'], label: [`${LOCK_LABELS.lock}=${this.opts.instance}`] }),
+        // a volume's events carry its name, not its labels: the markers are told by their names
+        filters: JSON.stringify({ type: ['volume'], event: ['destroy'] }),
       })) as NodeJS.ReadableStream & { destroy?: () => void };
       if (!this.held) return stream.destroy?.();
       this.events = stream;
@@ -270,7 +271,7 @@ export class InstanceLock {
           if (!line) continue;
           try {
             const ev = JSON.parse(line) as { Actor?: { ID?: string; Attributes?: Record<string, string> } };
-            if (ev.Actor?.Attributes?.[LOCK_LABELS.holder] === this.holderId || ev.Actor?.ID?.includes(`-${this.holderId}-`)) this.onMarkerDestroyed();
+            if (ev.Actor?.ID?.startsWith(this.markerPrefix())) this.onMarkerDestroyed();
           } catch {
             // not an event line
           }
@@ -302,15 +303,20 @@ export class InstanceLock {
     })();
   }
 
-  /** a new marker with a fresh heartbeat, then the older ones of this holder removed */
-  private async beat(): Promise<void> {
-    const now = Date.now();
+  /** every marker of this holder is named `<prefix><seq>` */
+  private markerPrefix(): string {
     const slug =
       this.opts.instance
         .replace(/[^a-zA-Z0-9_.-]+/g, '-')
         .replace(/^[^a-zA-Z0-9]+/, '')
         .slice(0, 60) || 'instance';
-    const name = `openenv-lock-${slug}-${this.holderId}-${++this.seq}`;
+    return `openenv-lock-${slug}-${this.holderId}-`;
+  }
+
+  /** a new marker with a fresh heartbeat, then the older ones of this holder removed */
+  private async beat(): Promise<void> {
+    const now = Date.now();
+    const name = `${this.markerPrefix()}${++this.seq}`;
     const older = await this.ownMarkers();
     await this.docker.createVolume({
       Name: name,
