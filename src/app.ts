@@ -9,8 +9,9 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import pino, { type Logger } from 'pino';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { formatZodError, OptionsSchema, type ServerOptionsInput } from './config.js';
-import { MAX_FRAME_BYTES } from './defaults.js';
+import { CLOSE_GRACE_MS, MAX_FRAME_BYTES } from './defaults.js';
 import type { RewardFn } from './episodes/reward.js';
+import { autoMaxConnections, ConnectionGuard } from './http-connections.js';
 import { loggerHygiene } from './logging.js';
 import auth, { pathTokenRewriter } from './plugins/auth.js';
 import httpErrors from './plugins/errors.js';
@@ -52,6 +53,8 @@ export interface AppOptions extends Omit<
 declare module 'fastify' {
   interface FastifyInstance {
     openenv: OpenEnvRuntime;
+    /** the client connections: their header deadline, their bound, the close at shutdown */
+    connections: ConnectionGuard;
   }
 }
 
@@ -74,6 +77,12 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     loggerInstance: log as unknown as FastifyBaseLogger,
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,
     bodyLimit: MAX_FRAME_BYTES,
+    // every socket has a deadline: the headers (checked often enough to hold it), the whole request
+    requestTimeout: opts.requestTimeout * 1000,
+    http: {
+      headersTimeout: opts.headersTimeout * 1000,
+      connectionsCheckingInterval: Math.min(5000, Math.max(100, (opts.headersTimeout * 1000) / 4)),
+    },
     // one line per request, written when it is answered (plugins/request-log.ts), not fastify's two
     logController: new LogController({ disableRequestLogging: true }),
     // a URL the router refuses (a path parameter over 100 characters, bad percent-encoding) is
@@ -93,6 +102,12 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     ...(opts.tokenInPath && token ? { rewriteUrl: pathTokenRewriter(token) } : {}),
   });
   app.decorate('openenv', runtime);
+  const connections = new ConnectionGuard(app.server, {
+    max: opts.maxConnections || autoMaxConnections(opts.maxConcurrentEnvs),
+    headersTimeoutMs: opts.headersTimeout * 1000,
+    log,
+  });
+  app.decorate('connections', connections);
 
   await app.register(requestLog);
   await app.register(zodSchemas);
@@ -120,9 +135,20 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   await app.register(consoleRoutes, { runtime });
   await app.register(webRoutes);
 
-  // Open WebSockets block server.close(): they are closed by the drain, before it.
+  // Open WebSockets block server.close(): they are closed by the drain, before it. So do idle
+  // and half-sent connections and streams whose reader went away: once drained, those not in a
+  // request are closed until the server is, and after CLOSE_GRACE_MS every one left.
   app.addHook('preClose', async () => {
     await runtime.drain();
+    const closeInactive = setInterval(() => connections.closeInactive(), 100);
+    const closeAll = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+    closeInactive.unref();
+    closeAll.unref();
+    app.server.once('close', () => {
+      clearInterval(closeInactive);
+      clearTimeout(closeAll);
+    });
+    connections.closeInactive();
   });
   app.addHook('onClose', async () => {
     await runtime.close();

@@ -70,6 +70,20 @@ export const OptionsSchema = z
       .default('default')
       .describe('name labelled on every container and network; a restart with the same name removes what a killed run left'),
     shutdownTimeout: seconds(30).describe('seconds SIGTERM waits for episodes to be torn down'),
+    headersTimeout: seconds(30).describe(
+      "seconds a connection may take to send a request's headers (from connecting, or from the request's first byte); past it the connection is closed",
+    ),
+    requestTimeout: seconds(300).describe(
+      'seconds a client may take to send a whole request, headers and body (an answer may take longer: a reset waiting for a slot is not cut)',
+    ),
+    maxConnections: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(0)
+      .describe(
+        "open client connections at most; at the bound a new one closes the oldest connection that is idle or still sending its headers, else it is refused (0: the process's open-file limit less a reserve for the engine socket and the envs)",
+      ),
     buildArg: buildArgs.describe('KEY=VALUE build argument for the env images (repeatable), e.g. NODE_IMAGE=my/node:20'),
     pingInterval: z.coerce.number().min(0).finite().default(20).describe('seconds between WebSocket pings (0 turns them off)'),
     trustProxy: z.string().optional().describe('addresses of reverse proxies whose X-Forwarded-For is trusted for logs'),
@@ -140,6 +154,13 @@ export const OptionsSchema = z
         code: z.ZodIssueCode.custom,
         path: ['episodeTimeout'],
         message: `episode timeout (${o.episodeTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s)`,
+      });
+    }
+    if (o.headersTimeout > o.requestTimeout) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['headersTimeout'],
+        message: `the headers timeout (${o.headersTimeout} s) is longer than the request timeout (${o.requestTimeout} s), which includes the headers`,
       });
     }
     if (o.warmPool > o.maxConcurrentEnvs) {

@@ -115,3 +115,30 @@ export const SERIES = { minutesKept: 24 * 60, samplesPerMinute: 200, maxPoints: 
 export const CONSOLE_EPISODE_IDLE_S = 120;
 /** How often the playground tells the server its page is still open (GET /episodes/:id). */
 export const CONSOLE_EPISODE_PING_S = 20;
+
+/**
+ * What the console's history (and --record) keeps of one episode, whatever the env answers (a
+ * reply may be up to ENV_REPLY_MAX_BYTES): a payload field (a tool's arguments, result or error,
+ * the reset prompt, the scores) of more than `fieldBytes` of JSON is replaced by a truncation
+ * mark with its original size and the first `headChars` of its JSON; once a transcript holds
+ * `transcriptBytes`, every later payload is a mark without a head. The model's own observation
+ * is never cut: only what the server keeps.
+ */
+export const TRANSCRIPT_BOUNDS = { fieldBytes: 256 * 1024, transcriptBytes: 8 * 1024 * 1024, headChars: 2048 } as const;
+
+/**
+ * --max-connections 0 (auto): the process's soft open-file limit, less descriptors kept for what
+ * the server itself opens (the engine socket's connections, each env's HTTP and log streams, the
+ * bundle's files): `base` and `perEnv` for each of --max-concurrent-envs. Never below `min`.
+ * Without a readable limit (not Linux), `fallbackLimit` is assumed.
+ */
+export const CONNECTION_RESERVE = { base: 128, perEnv: 8, min: 16, fallbackLimit: 1024 } as const;
+
+/**
+ * Shutdown: once every episode is drained, requests still being answered (a console stream, a
+ * slow download) get this long before their connections are closed, so the server always closes.
+ */
+export const CLOSE_GRACE_MS = 2000;
+
+/** The longest an exit waits for the instance name to be given back (one engine call or two). */
+export const SHUTDOWN_RELEASE_MS = 3000;

@@ -13,7 +13,7 @@ import { WarmPool } from './episodes/pool.js';
 import type { EpisodeSettings } from './episodes/episode.js';
 import { EpisodeHistory } from './episodes/history.js';
 import { EpisodeManager } from './episodes/manager.js';
-import { EpisodeRecorder } from './episodes/recorder.js';
+import { checkRecordDir, EpisodeRecorder } from './episodes/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
@@ -64,6 +64,8 @@ export interface OpenEnvRuntime {
 
 export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime> {
   const { options: opts, bundle, log } = ro;
+  // a folder that cannot take the records is refused now, not at the first ended episode
+  if (opts.record) await checkRecordDir(opts.record);
   let sandbox: Sandbox;
   if (ro.sandbox) {
     sandbox = ro.sandbox;
@@ -185,7 +187,15 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   catalog.gate(ready);
 
   let engineCheck = { at: 0, ok: true };
+  // two servers found holding one instance name: the later one stops serving, saying why
+  let lostInstance: string | null = null;
+  sandbox.onInstanceLost?.((why) => {
+    lostInstance = why;
+    log.error({ event: 'instance_lost', instance: opts.instance }, `${why}: this server stops serving; stop it, or start it with another --instance`);
+    void drain();
+  });
   const unhealthy = async (): Promise<string | null> => {
+    if (lostInstance) return `lost the instance name: ${lostInstance}`;
     if (manager.isDraining) return 'draining: the server is shutting down';
     if (readyError) return `start-up failed: ${readyError.message}`;
     if (!isReady) return catalog.building ? 'building env images' : 'starting';

@@ -12,6 +12,8 @@ import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
+import { checkRecordDir } from './episodes/recorder.js';
+import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from './defaults.js';
 import { loggerHygiene } from './logging.js';
 
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
@@ -149,6 +151,14 @@ export async function serveMain(argv: string[]): Promise<number> {
     );
     return 2;
   }
+  if (o.record) {
+    try {
+      await checkRecordDir(o.record);
+    } catch (e) {
+      process.stderr.write(`error: ${(e as Error).message}\n`);
+      return 2;
+    }
+  }
   const log = makeLogger(o.logLevel, token);
   let bundle: LoadedBundle;
   try {
@@ -167,19 +177,31 @@ export async function serveMain(argv: string[]): Promise<number> {
     );
   }
 
+  /**
+   * Every way out goes through here: the instance name is given back first (a lock volume left
+   * behind would make the next start wait for it to go stale), then the process exits.
+   */
+  const exit = async (code: number): Promise<never> => {
+    const released = app.openenv.sandbox.releaseInstance?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not release the instance name'));
+    await Promise.race([released, new Promise((r) => setTimeout(r, SHUTDOWN_RELEASE_MS).unref())]);
+    process.exit(code);
+  };
+
   let stopping = false;
   const stop = async (signal: string, exitCode = 0) => {
     if (stopping) {
       log.warn({ signal }, 'second signal: exiting at once');
-      process.exit(1);
+      return exit(1);
     }
     stopping = true;
     log.info({ signal, episodes: app.openenv.manager.list().length }, 'draining: no new episodes; tearing every episode down');
     const result = await app.openenv.drain(o.shutdownTimeout * 1000);
+    // app.close() closes idle, half-sent and abandoned connections itself (app.ts); this is the
+    // last resort should the engine hang the sandbox's close
     const closeBudget = setTimeout(() => {
       log.error('server did not close in time; exiting');
-      process.exit(1);
-    }, 5000);
+      void exit(1);
+    }, 5000 + CLOSE_GRACE_MS);
     closeBudget.unref();
     await app.close().catch((e) => log.error({ err: (e as Error).message }, 'close failed'));
     await bundle.cleanup().catch(() => undefined);
@@ -188,10 +210,10 @@ export async function serveMain(argv: string[]): Promise<number> {
         { episodes: result.tornDown },
         `episodes were not all torn down within --shutdown-timeout (${o.shutdownTimeout} s); the next start with --instance ${o.instance} removes what is left`,
       );
-      process.exit(1);
+      return exit(1);
     }
     log.info({ episodes: result.tornDown }, 'drained; exiting');
-    process.exit(exitCode);
+    return exit(exitCode);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -200,7 +222,8 @@ export async function serveMain(argv: string[]): Promise<number> {
     await app.listen({ host, port });
   } catch (e) {
     log.fatal({ err: (e as Error).message }, `cannot listen on ${host}:${port}`);
-    process.exit(1);
+    // the start-up may hold the instance name already: stop gives it back
+    await stop('listen-failure', 1);
   }
   const addr = app.server.address();
   const shown = typeof addr === 'object' && addr ? `${addr.address}:${addr.port}` : `${host}:${port}`;

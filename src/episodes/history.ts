@@ -13,6 +13,7 @@ import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, Transcript, Tra
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from './episode.js';
 import { EpisodeSeries } from './series.js';
+import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 
 export type { EndedFilter, EpisodeSummary, Series, Transcript, TranscriptEvent } from '../protocol/console.js';
 
@@ -24,10 +25,12 @@ export type HistoryMessage =
 export interface HistoryOptions {
   /** ended episodes kept (`--history`) */
   size: number;
-  /** and at most about this many bytes of them (JSON) */
+  /** and at most this many bytes of them (their JSON) */
   maxBytes?: number;
   /** events kept per transcript; later ones are counted, not kept */
   maxEvents?: number;
+  /** what one transcript keeps of its events (default TRANSCRIPT_BOUNDS) */
+  bounds?: TranscriptBounds;
   /** called once per episode when it is torn down, with its final transcript (--record) */
   onFinal?: (t: Transcript) => void;
   now?: () => number;
@@ -36,6 +39,8 @@ export interface HistoryOptions {
 interface Live {
   ep: Episode;
   t: Transcript;
+  /** JSON bytes of the events kept, as transcript.ts counted them */
+  eventBytes: number;
 }
 
 const MAX_EVENTS = 1000;
@@ -90,7 +95,7 @@ export class EpisodeHistory implements EpisodeObserver {
       events_dropped: 0,
       events: [],
     };
-    this.live.set(ep.id, { ep, t });
+    this.live.set(ep.id, { ep, t, eventBytes: 0 });
     void ep.tornDown.then(() => this.onTornDown(ep.id));
     this.emit({ type: 'episode', episode: this.summaryOf(ep.id)! });
   }
@@ -241,7 +246,8 @@ export class EpisodeHistory implements EpisodeObserver {
     return t;
   }
 
-  private push(l: Live, ev: TranscriptEvent): void {
+  private push(l: Live, given: TranscriptEvent): void {
+    const { event: ev, bytes } = boundEvent(given, l.eventBytes, this.opts.bounds);
     const evs = l.t.events;
     let index = evs.length;
     if (evs.length >= this.maxEvents && ev.kind !== 'end') {
@@ -253,6 +259,12 @@ export class EpisodeHistory implements EpisodeObserver {
       evs.splice(index, 0, ev);
     } else {
       evs.push(ev);
+    }
+    if (index >= 0) {
+      l.eventBytes += bytes;
+      // the step that ended the episode may answer after it joined the ring: its size counts there
+      const kept = this.ended.get(l.t.episode_id);
+      if (kept?.t === l.t) this.recount(kept, l);
     }
     this.refresh(l);
     const tell = () => {
@@ -267,9 +279,21 @@ export class EpisodeHistory implements EpisodeObserver {
   private keepEnded(l: Live): void {
     this.refresh(l);
     if (this.size === 0) return;
-    const bytes = approxBytes(l.t);
-    this.ended.set(l.t.episode_id, { t: l.t, bytes });
-    this.endedBytes += bytes;
+    const kept = { t: l.t, bytes: 0 };
+    this.ended.set(l.t.episode_id, kept);
+    this.recount(kept, l);
+    this.evict();
+  }
+
+  /** an ended transcript's exact JSON size, into the ring's total */
+  private recount(kept: { t: Transcript; bytes: number }, l: Live): void {
+    const bytes = transcriptBytes(l.t, l.eventBytes);
+    this.endedBytes += bytes - kept.bytes;
+    kept.bytes = bytes;
+    this.evict();
+  }
+
+  private evict(): void {
     while (this.ended.size > this.size || (this.endedBytes > this.maxBytes && this.ended.size > 1)) {
       const [oldest, e] = this.ended.entries().next().value as [string, { bytes: number }];
       this.ended.delete(oldest);
@@ -281,9 +305,14 @@ export class EpisodeHistory implements EpisodeObserver {
     const l = this.finishing.get(id) ?? this.live.get(id);
     this.finishing.delete(id);
     this.live.delete(id);
-    if (!l || !this.opts.onFinal) return;
+    if (!l) return;
+    this.refresh(l);
+    // its timings grew with the teardown
+    const kept = this.ended.get(id);
+    if (kept?.t === l.t) this.recount(kept, l);
+    if (!this.opts.onFinal) return;
     try {
-      this.opts.onFinal(this.refresh(l));
+      this.opts.onFinal(l.t);
     } catch {
       // the recorder counts its own failures; nothing here may reject
     }
@@ -321,10 +350,3 @@ function summarize(t: Transcript): EpisodeSummary {
   };
 }
 
-function approxBytes(t: Transcript): number {
-  try {
-    return JSON.stringify(t).length;
-  } catch {
-    return 1024;
-  }
-}

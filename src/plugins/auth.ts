@@ -35,6 +35,10 @@ export function isOpenPath(method: string, path: string): boolean {
 }
 
 export function unauthorized(reply: FastifyReply, message: string): FastifyReply {
+  // a refused request's body is never read: the connection closes once the 401 is written
+  // (keep-alive would read and discard all of it first, however large)
+  const h = reply.request.headers;
+  if ((h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined) reply.header('connection', 'close');
   return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message });
 }
 

@@ -13,6 +13,15 @@ async function httpErrors(app: FastifyInstance): Promise<void> {
   app.setErrorHandler((err, req, reply) => {
     const { status, body } = toHttpError(err);
     const ownStatus = (err as { statusCode?: number }).statusCode;
+    if ((err as { code?: string }).code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      // fastify says only "Unsupported Media Type: <type>": say what to send instead
+      noteRefusal(req, 'FST_ERR_CTP_INVALID_MEDIA_TYPE');
+      const got = req.headers['content-type'];
+      return reply.code(415).send({
+        error: 'invalid_request',
+        message: `the body must be JSON sent with "content-type: application/json" (got ${got ? `"${got.slice(0, 100)}"` : 'no content-type'})`,
+      });
+    }
     if (status === 500 && ownStatus !== undefined && ownStatus < 500) {
       // fastify's own 4xx (bad JSON body, payload too large...): keep its status and message
       noteRefusal(req, (err as { code?: string }).code ?? 'invalid_request');

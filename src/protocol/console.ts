@@ -8,6 +8,21 @@ import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchem
 
 const at = z.string().datetime();
 
+/**
+ * What a transcript holds in place of a payload past its bound (src/episodes/transcript.ts): the
+ * model got the whole of it; the console, the download and --record get this.
+ */
+export const TruncationMarkSchema = z
+  .object({
+    truncated: z.literal(true),
+    /** the payload's JSON size in bytes; null when it had no JSON (too large to write out) */
+    original_bytes: z.number().int().nullable(),
+    /** the first characters of its JSON ('' once the transcript is full) */
+    head: z.string(),
+  })
+  .describe('a payload the server did not keep whole: its size and the start of its JSON');
+export type TruncationMark = z.infer<typeof TruncationMarkSchema>;
+
 export const ResetEventSchema = z.object({
   kind: z.literal('reset'),
   at,

@@ -124,15 +124,19 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
     '/episodes',
     { schema: { summary: 'Live episodes of every transport, the queue and the capacity', response: { 200: EpisodeListSchema } } },
     async () => ({
-      active: manager.list().map((ep) => ({
-        episode_id: ep.id,
-        task_id: ep.task.task_id,
-        phase: ep.phase,
-        transport: ep.transport,
-        started_at: new Date(ep.createdAt).toISOString(),
-        steps: ep.steps,
-        reward: ep.reward,
-      })),
+      // an ended episode stays in the manager until its env is torn down: it is not active
+      active: manager
+        .list()
+        .filter((ep) => ep.phase !== 'done')
+        .map((ep) => ({
+          episode_id: ep.id,
+          task_id: ep.task.task_id,
+          phase: ep.phase,
+          transport: ep.transport,
+          started_at: new Date(ep.createdAt).toISOString(),
+          steps: ep.steps,
+          reward: ep.reward,
+        })),
       waiting: admission.waitingCount,
       capacity: admission.capacity,
     }),

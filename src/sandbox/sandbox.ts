@@ -153,6 +153,8 @@ export interface Sandbox {
   claimInstance?(): Promise<void>;
   /** gives the instance name back (close() does it too) */
   releaseInstance?(): Promise<void>;
+  /** `fn(why)` once another server turns out to have held the instance name first: stop serving */
+  onInstanceLost?(fn: (why: string) => void): void;
   /** releases the client (no engine calls after this) */
   close(): Promise<void>;
 }

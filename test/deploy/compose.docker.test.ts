@@ -349,19 +349,24 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     }
   }, 120_000);
 
-  it('docker-compose stop/down drains the server: the open episode is torn down, the server exits 0, nothing is left', async () => {
+  it('docker-compose stop/down drains the server, direct and through the TLS proxy alike: both sessions are told why and closed 1001, the server exits 0, nothing is left', async () => {
     const c = await WsClient.open(plain, token);
     const reset = await c.reset({ task_id: 'fx-echo-2' });
     expect(reset.data.done).toBe(false);
-    expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toHaveLength(1);
+    // issue 18, item 7: a wss:// session behind the proxy sees the same drain (it got 1006 before)
+    const viaProxy = await WsClient.open(tls, token, { ca });
+    expect((await viaProxy.reset({ task_id: 'fx-echo-1' })).data.done).toBe(false);
+    expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toHaveLength(2);
 
     // `down` is `stop` then removal: stop first, so the stopped server's log and exit code can be read
     const t = Date.now();
     const stop = compose(['stop']);
-    // the client is told why, then closed with 1001
-    const told = await c.next(60_000);
-    expect(told).toMatchObject({ type: 'error', data: { code: 'SESSION_ERROR', reason: 'shutting_down' } });
-    expect((await c.closed).code).toBe(1001);
+    // each client is told why, then closed with 1001
+    for (const client of [c, viaProxy]) {
+      const told = await client.next(60_000);
+      expect(told).toMatchObject({ type: 'error', data: { code: 'SESSION_ERROR', reason: 'shutting_down' } });
+      expect((await client.closed).code).toBe(1001);
+    }
     await stop;
     const stopS = (Date.now() - t) / 1000;
     console.log(`[compose] stop (drain + exit) took ${stopS.toFixed(1)} s`);
@@ -378,9 +383,10 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(sigterm, 'the server logged no SIGTERM drain').toBeGreaterThan(-1);
     const after = lines.slice(sigterm);
     expect(after.some((l) => l.event === 'torn_down' && l.task_id === 'fx-echo-2')).toBe(true);
+    expect(after.some((l) => l.event === 'torn_down' && l.task_id === 'fx-echo-1')).toBe(true);
     // its last word (by time: pino's buffered lines may reach the log out of order at exit)
     const drained = after.find((l) => l.msg === 'drained; exiting');
-    expect(drained, JSON.stringify(after.slice(-4), null, 1)).toMatchObject({ episodes: 1 });
+    expect(drained, JSON.stringify(after.slice(-4), null, 1)).toMatchObject({ episodes: 2 });
     expect(Math.max(...after.map((l) => l.time as number))).toBe(drained.time);
     expect(labelledResources(`${LABEL_INSTANCE}=${instance}`)).toEqual({ containers: [], networks: [] });
 

@@ -75,6 +75,7 @@ export class DockerSandbox implements Sandbox {
   /** deaths of the deployed env containers, as the engine reports them */
   private readonly watcher: EnvWatcher;
   private readonly lock: InstanceLock;
+  private readonly lostListeners: ((why: string) => void)[] = [];
 
   constructor(opts: DockerSandboxOptions) {
     if (!opts.instance) throw new Error('DockerSandbox needs an instance id');
@@ -87,7 +88,16 @@ export class DockerSandbox implements Sandbox {
     this.removeAttempts = opts.removeAttempts ?? REMOVAL_RETRY.attempts;
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
     this.watcher = new EnvWatcher(this.docker, this.log);
-    this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
+    this.lock = new InstanceLock(this.docker, {
+      ...opts.instanceLock,
+      instance: this.instance,
+      logger: this.log,
+      onLost: (h) => {
+        opts.instanceLock?.onLost?.(h);
+        const why = `instance "${this.instance}" is held by an older server (host ${h.host}, pid ${h.pid}, since ${new Date(h.since).toISOString()})`;
+        for (const fn of this.lostListeners) fn(why);
+      },
+    });
   }
 
   /** removals that still failed after every retry (their resources stay labelled for the reconciler) */
@@ -137,6 +147,10 @@ export class DockerSandbox implements Sandbox {
 
   async releaseInstance(): Promise<void> {
     await this.lock.release();
+  }
+
+  onInstanceLost(fn: (why: string) => void): void {
+    this.lostListeners.push(fn);
   }
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {

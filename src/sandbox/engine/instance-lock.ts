@@ -13,6 +13,16 @@
  * moment ago: a newcomer waits until it either beats again (alive: refuse, naming it) or goes
  * stale (take over). Clean shutdown removes the marker.
  *
+ * A marker deleted by hand must not let a second server in (its start-up sweep would remove the
+ * live holder's envs), so a live holder is found by more than the one volume:
+ * - the holder watches the engine's volume events and writes its marker again the moment one of
+ *   its markers is destroyed (and at every heartbeat, as before);
+ * - a newcomer that found the name free writes its marker, waits `settleMs` (far longer than a
+ *   holder takes to restore its marker) and looks again before it sweeps: a holder that claimed
+ *   the name earlier (an older `since`) wins, and the newcomer backs off and waits for its beat;
+ * - should two servers still both hold it, the one that claimed later finds the older holder at
+ *   its next heartbeat, stops serving (onLost) and says so; the older one keeps the name.
+ *
  * Times are the writers' clocks: servers sharing an engine are expected to agree on the time to
  * within a heartbeat.
  */
@@ -47,6 +57,10 @@ export interface InstanceLockOptions {
   missedBeats?: number;
   /** the longest a newcomer waits for a holder to beat again or go stale (default: its stale window and one beat) */
   maxWaitMs?: number;
+  /** how long a newcomer waits after writing its marker before it looks again and sweeps (default 1 s, at most a beat) */
+  settleMs?: number;
+  /** called once when this holder finds that an older holder has the name: it must stop serving */
+  onLost?: (holder: HolderInfo) => void;
   logger?: SandboxLogger;
 }
 
@@ -113,6 +127,9 @@ export class InstanceLock {
   private timer: NodeJS.Timeout | null = null;
   private beating: Promise<void> | null = null;
   private held = false;
+  private lost: HolderInfo | null = null;
+  private events: (NodeJS.ReadableStream & { destroy?: () => void }) | null = null;
+  private readonly settleMs: number;
 
   constructor(
     private readonly docker: Dockerode,
@@ -121,10 +138,16 @@ export class InstanceLock {
     this.heartbeatMs = opts.heartbeatMs ?? 5_000;
     this.missedBeats = opts.missedBeats ?? 3;
     this.log = opts.logger ?? silentLogger;
+    this.settleMs = opts.settleMs ?? Math.min(1_000, this.heartbeatMs);
   }
 
   get isHeld(): boolean {
     return this.held;
+  }
+
+  /** the older holder this one lost the name to, if it did */
+  get lostTo(): HolderInfo | null {
+    return this.lost;
   }
 
   /**
@@ -143,18 +166,22 @@ export class InstanceLock {
       if (live.length === 0) {
         this.since = Date.now();
         await this.beat();
-        // two newcomers at once: one that sees the other's marker after writing its own backs off
-        const rivals = await this.dropDead(await this.otherHolders());
+        // a holder whose marker was deleted by hand restores it within moments; two newcomers at
+        // once see each other's markers: look again after a while, before anything is swept
+        await sleep(this.settleMs);
+        const rivals = (await this.dropDead(await this.otherHolders())).filter((h) => this.yieldsTo(h));
         if (rivals.length === 0) {
           this.held = true;
           liveHolders.add(this.holderId);
           this.timer = setInterval(() => void this.renew(), this.heartbeatMs);
           this.timer.unref?.();
+          void this.watchMarkers();
           this.log.info({ instance: this.opts.instance, holder: this.holderId }, 'claimed the instance name');
           return;
         }
         await this.removeMarkers(await this.ownMarkers());
-        await sleep(poll + Math.floor(Math.random() * this.heartbeatMs));
+        // an established holder: the loop waits for its next beat (alive: refuse)
+        if (!rivals.some((h) => h.since < this.since)) await sleep(poll + Math.floor(Math.random() * this.heartbeatMs));
         continue;
       }
       for (const h of live) {
@@ -180,6 +207,8 @@ export class InstanceLock {
   async release(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.events?.destroy?.();
+    this.events = null;
     await this.beating?.catch(() => {});
     if (!this.held) return;
     this.held = false;
@@ -193,11 +222,19 @@ export class InstanceLock {
     this.beating = (async () => {
       try {
         await this.beat();
-        const taken = (await this.otherHolders()).filter((h) => !this.isStale(h) && h.since > this.since);
-        if (taken.length > 0) {
+        const others = (await this.otherHolders()).filter((h) => !this.isStale(h) && !this.provablyDead(h));
+        const older = others.find((h) => this.yieldsTo(h));
+        if (older && !this.lost) {
+          this.lost = older;
           this.log.error(
-            { instance: this.opts.instance, holders: taken.map(describe) },
-            'another server claimed this instance name (our heartbeat was late): both now sweep the same resources',
+            { instance: this.opts.instance, holder: describe(older) },
+            'another server has held this instance name since before this one claimed it: this server stops serving (no new episodes, its own torn down)',
+          );
+          this.opts.onLost?.(older);
+        } else if (others.length > 0 && !this.lost) {
+          this.log.warn(
+            { instance: this.opts.instance, holders: others.map(describe) },
+            'a newer server claimed this instance name (a marker was deleted, or our heartbeat was late): it stops serving once it sees this one',
           );
         }
       } catch (err) {
@@ -207,15 +244,79 @@ export class InstanceLock {
     await this.beating;
   }
 
-  /** a new marker with a fresh heartbeat, then the older ones of this holder removed */
-  private async beat(): Promise<void> {
-    const now = Date.now();
+  /** who keeps the name when two hold it: the one that claimed it first (ties: the smaller id) */
+  private yieldsTo(h: HolderInfo): boolean {
+    return h.since < this.since || (h.since === this.since && h.holder < this.holderId);
+  }
+
+  /**
+   * While held: a destroyed marker of this holder (deleted by hand, a volume prune) is written
+   * again at once, not at the next heartbeat, so a newcomer finds it before it sweeps.
+   */
+  private async watchMarkers(): Promise<void> {
+    try {
+      const stream = (await this.docker.getEvents({
+        // a volume's events carry its name, not its labels: the markers are told by their names
+        filters: JSON.stringify({ type: ['volume'], event: ['destroy'] }),
+      })) as NodeJS.ReadableStream & { destroy?: () => void };
+      if (!this.held) return stream.destroy?.();
+      this.events = stream;
+      let buf = '';
+      stream.on('data', (chunk: Buffer) => {
+        buf += chunk.toString('utf8');
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          try {
+            const ev = JSON.parse(line) as { Actor?: { ID?: string; Attributes?: Record<string, string> } };
+            if (ev.Actor?.ID?.startsWith(this.markerPrefix())) this.onMarkerDestroyed();
+          } catch {
+            // not an event line
+          }
+        }
+      });
+      stream.on('error', () => undefined);
+      stream.on('end', () => {
+        // the engine closed the stream (a restart): the heartbeat still restores, and a new watch starts
+        if (this.events === stream && this.held) {
+          this.events = null;
+          setTimeout(() => void this.watchMarkers(), this.heartbeatMs).unref?.();
+        }
+      });
+    } catch (err) {
+      this.log.warn(
+        { instance: this.opts.instance, err: (err as Error).message },
+        'cannot watch the instance markers; a deleted one is restored at the next heartbeat',
+      );
+    }
+  }
+
+  private onMarkerDestroyed(): void {
+    if (!this.held) return;
+    void (async () => {
+      // our own beat removes the previous marker: only a holder left with none restores
+      if ((await this.ownMarkers().catch(() => ['?'])).length > 0) return;
+      this.log.warn({ instance: this.opts.instance, holder: this.holderId }, 'the instance marker was removed from outside: writing it again');
+      await this.renew();
+    })();
+  }
+
+  /** every marker of this holder is named `<prefix><seq>` */
+  private markerPrefix(): string {
     const slug =
       this.opts.instance
         .replace(/[^a-zA-Z0-9_.-]+/g, '-')
         .replace(/^[^a-zA-Z0-9]+/, '')
         .slice(0, 60) || 'instance';
-    const name = `openenv-lock-${slug}-${this.holderId}-${++this.seq}`;
+    return `openenv-lock-${slug}-${this.holderId}-`;
+  }
+
+  /** a new marker with a fresh heartbeat, then the older ones of this holder removed */
+  private async beat(): Promise<void> {
+    const now = Date.now();
+    const name = `${this.markerPrefix()}${++this.seq}`;
     const older = await this.ownMarkers();
     await this.docker.createVolume({
       Name: name,

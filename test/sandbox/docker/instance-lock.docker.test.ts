@@ -27,7 +27,7 @@ function lockMarkers(instance: string): string[] {
 }
 
 /** a marker as a server on another host would leave it */
-function foreignMarker(instance: string, heartbeat: number, intervalMs: number): string {
+function foreignMarker(instance: string, heartbeat: number, intervalMs: number, since = heartbeat): string {
   const name = `openenv-lock-test-${Math.random().toString(36).slice(2, 10)}`;
   const labels = {
     [LOCK_LABELS.lock]: instance,
@@ -37,7 +37,7 @@ function foreignMarker(instance: string, heartbeat: number, intervalMs: number):
     [LOCK_LABELS.pidns]: 'pid:[1]',
     [LOCK_LABELS.heartbeat]: String(heartbeat),
     [LOCK_LABELS.interval]: String(intervalMs),
-    [LOCK_LABELS.since]: String(heartbeat),
+    [LOCK_LABELS.since]: String(since),
   };
   docker(['volume', 'create', ...Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]), name]);
   return name;
@@ -119,6 +119,58 @@ describeDocker('one live server per instance name', () => {
       expect(await second.exited).toEqual({ code: 0, signal: null });
     }
     await waitFor(() => lockMarkers(instance).length === 0, 10_000, 'name released');
+  });
+
+  it("issue 18: a live server's lock volume deleted by hand: a second server under its name still refuses, sweeps nothing, and the marker is back", async () => {
+    const instance = instanceName('lock-deleted');
+    const first = await startServer({ instance });
+    try {
+      const c = await WsClient.open(first.url);
+      const reset = await c.reset({ task_id: 'fx-echo-0' });
+      const episodeId = reset.data.observation.episode_id as string;
+      const markers = lockMarkers(instance);
+      expect(markers.length).toBeGreaterThan(0);
+      docker(['volume', 'rm', '-f', ...markers]);
+
+      const log = captureLog({ level: 'info' });
+      const second = await buildApp(FIXTURE_BUNDLE, { instance, buildArgs: TEST_BUILD_ARGS, pingInterval: 0, logger: log.logger, reconcileIntervalMs: 200 });
+      const outcome = await second.openenv.ready.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      await second.close();
+      expect(outcome).toBeInstanceOf(InstanceInUseError);
+      expect(log.text()).not.toMatch(/"event":"startup_sweep"/);
+      // the first server restored its marker and its episode plays on
+      expect(lockMarkers(instance).length).toBeGreaterThan(0);
+      expect(labelledResources(`${EPISODE_LABEL}=${episodeId}`).containers).toHaveLength(1);
+      const echo = await c.call('echo', { text: 'still mine' });
+      expect(echo.data.observation.result.content[0].text).toBe('still mine');
+      await c.close();
+    } finally {
+      await first.stop();
+    }
+    expect(lockMarkers(instance)).toEqual([]);
+    expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('issue 18: a holder that finds an older live holder of its name stops serving and says so', async () => {
+    const instance = instanceName('lock-lost');
+    const log = captureLog({ level: 'info' });
+    const a = new DockerSandbox({ instance, bundleName: 'fixture-v1', instanceLock: { heartbeatMs: 300, missedBeats: 3 }, logger: log.logger });
+    const lost: string[] = [];
+    a.onInstanceLost((why) => lost.push(why));
+    await a.claimInstance();
+    // a server elsewhere that claimed the name a minute ago and beats: two holders, a is the newer
+    const older = foreignMarker(instance, Date.now() + 2_000, 300, Date.now() - 60_000);
+    try {
+      await waitFor(() => lost.length > 0, 10_000, 'the newer holder to notice');
+      expect(lost[0]).toMatch(new RegExp(`instance "${instance}" is held by an older server \\(host some-other-host, pid 4242`));
+      expect(log.text()).toMatch(/stops serving/);
+    } finally {
+      await a.close();
+      docker(['volume', 'rm', '-f', older]);
+    }
   });
 
   it('a holder on another host: taken over once its heartbeat is stale, refused while it beats', async () => {
