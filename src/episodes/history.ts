@@ -349,4 +349,3 @@ function summarize(t: Transcript): EpisodeSummary {
     timings: t.timings,
   };
 }
-

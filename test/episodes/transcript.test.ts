@@ -34,7 +34,7 @@ function fakeEpisode(id: string) {
   const ep = {
     id,
     clientLabel: null,
-    task: { task_id: 'big-task', split: 'train', index: 0, toolset: 'default' },
+    task: { task_id: 'big-task', split: 'train', index: 0, toolset: 'default', groups: {} },
     transport: 'ws',
     phase: 'running',
     createdAt: Date.now(),
