@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import Dockerode from 'dockerode';
 import { DEFAULT_MAX_CONCURRENT_DEPLOYS } from '../src/defaults.js';
 import { parsePrometheusText, valueOf } from './lib/prom-text.js';
-import { WsClient } from '../test/support/ws-client.js';
+import { WsClient } from './lib/ws-client.js';
 
 const { values } = parseArgs({
   options: {

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { lineSplitter } from '../src/lines.js';
 import { parsePrometheusText, sumOf } from './lib/prom-text.js';
-import { WsClient } from '../test/support/ws-client.js';
+import { WsClient } from './lib/ws-client.js';
 
 const { values } = parseArgs({
   options: {

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
 import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from './http.js';
 
 describe('/episodes', () => {

@@ -6,7 +6,7 @@ import { McpService } from '../../src/sessions/mcp-service.js';
 import type { RequestEpisodes } from '../../src/sessions/request-episodes.js';
 import { processSuiteServer } from '../support/process-server.js';
 import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from './http.js';
 
 let nextId = 1;

@@ -12,7 +12,7 @@ import { SandboxError, type DeployRequest, type EnvHandle, type Sandbox } from '
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { processSuiteServer, startProcessServer, type ProcessServer } from '../support/process-server.js';
 import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
