@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metrics } from '../src/metrics.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
-import { waitFor } from './support/wait.js';
+import { waitFor } from '../scripts/lib/wait.js';
 import { WsClient } from '../scripts/lib/ws-client.js';
 import { parsePrometheusText, sumOf, valueOf, type Family } from '../scripts/lib/prom-text.js';
 

@@ -12,7 +12,7 @@ import type { Transcript } from '../../src/protocol/console.js';
 import type { DeployRequest, EnvHandle, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 
 class RaceSandbox implements Sandbox {

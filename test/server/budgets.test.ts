@@ -1,7 +1,7 @@
 /** The per-episode budgets: max_steps, --episode-timeout, --idle-timeout, each named where it ends an episode. */
 import { describe, expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 
 describe('episode budgets', () => {

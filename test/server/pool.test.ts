@@ -12,7 +12,7 @@ import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PoolStatus } from '../../src/protocol/pool.js';
 import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 
 async function health(s: ProcessServer): Promise<{ status: string; pool?: PoolStatus }> {

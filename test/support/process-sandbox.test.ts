@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError, type EnvSpec } from '../../src/sandbox/sandbox.js';
 import { ProcessSandbox } from './process-sandbox.js';
-import { waitFor } from './wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 const ECHO_CONTEXT = fileURLToPath(new URL('../fixtures/fixture-v1/envs/echo', import.meta.url));
 
