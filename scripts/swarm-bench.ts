@@ -28,6 +28,7 @@ import {
   startServer,
   type LabServer,
 } from './lib/swarm-lab.js';
+import { percentile, seconds } from './bench/stats.js';
 
 const { values } = parseArgs({ options: { burst: { type: 'string', default: '64' }, nodes: { type: 'string', default: '1,3' } } });
 const BURST = Number(values.burst);
@@ -60,8 +61,7 @@ interface Result {
   configS: number;
 }
 
-const secs = (ms: number) => Math.round(ms / 100) / 10;
-const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
+const secs = (ms: number) => seconds(ms, 1);
 
 async function burst(
   server: LabServer,
@@ -106,7 +106,7 @@ async function runConfig(nodes: number, bundleDir: string): Promise<Result> {
   try {
     const { results, t0 } = await burst(server, BURST);
     const ok = results.filter((r) => r.status === 201 && r.id);
-    const ms = ok.map((r) => r.ms).sort((a, b) => a - b);
+    const ms = ok.map((r) => r.ms);
     // where the tasks ran, while every episode is still live
     const f = await footprint(server.instance, nodes);
     const perNode = Object.fromEntries(Object.entries(f.containers).map(([k, v]) => [k, v.length]));
@@ -124,9 +124,9 @@ async function runConfig(nodes: number, bundleDir: string): Promise<Result> {
       burst: BURST,
       started: ok.length,
       failed: results.filter((r) => r.status !== 201).map((r) => r.reason ?? r.status),
-      resetP50Ms: ms.length ? Math.round(pct(ms, 50)) : null,
-      resetP95Ms: ms.length ? Math.round(pct(ms, 95)) : null,
-      resetMaxMs: ms.length ? Math.round(ms.at(-1)!) : null,
+      resetP50Ms: ms.length ? Math.round(percentile(ms, 50)) : null,
+      resetP95Ms: ms.length ? Math.round(percentile(ms, 95)) : null,
+      resetMaxMs: ms.length ? Math.round(Math.max(...ms)) : null,
       lastStartedS: ok.length ? secs(Math.max(...ok.map((r) => r.at)) - t0) : null,
       teardownS,
       perNode,

@@ -10,6 +10,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } fr
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { LABELS } from '../../src/sandbox/sandbox.js';
 import { LOCAL_NODE_IMAGE } from './local-node-image.js';
 import { waitFor } from './wait.js';
 
@@ -20,7 +21,6 @@ export const LAB_DIR = process.env.SWARM_LAB_DIR ?? '/var/lib/openenv-swarm-lab'
 export const REGISTRY = '10.77.0.1:5000';
 export const SERVER_IMAGE = 'openenv-bundle-server:swarm-lab';
 export const MANAGER_IP = '10.77.0.11';
-export const LABEL_INSTANCE = 'io.openenv.bundle-server.instance';
 
 function canRunLab(): string | null {
   if (process.getuid?.() !== 0) return 'not root';
@@ -200,7 +200,7 @@ export async function footprint(
   instance: string,
   nodes: number,
 ): Promise<{ services: string[]; networks: string[]; containers: Record<string, string[]>; tasks: string[] }> {
-  const label = `${LABEL_INSTANCE}=${instance}`;
+  const label = `${LABELS.instance}=${instance}`;
   const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${label}`]));
   const networks = lines(await dk(1, ['network', 'ls', '-q', '--filter', `label=${label}`]));
   const containers: Record<string, string[]> = {};
@@ -217,10 +217,10 @@ export function runningContainers(f: { containers: Record<string, string[]> }): 
 
 /** the node each live service of the instance has its task on */
 export async function placements(instance: string): Promise<Array<{ episode: string; node: string }>> {
-  const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${LABEL_INSTANCE}=${instance}`]));
+  const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${LABELS.instance}=${instance}`]));
   const out: Array<{ episode: string; node: string }> = [];
   for (const s of services) {
-    const episode = (await dk(1, ['service', 'inspect', '--format', '{{index .Spec.Labels "io.openenv.bundle-server.episode"}}', s]).catch(() => '')).trim();
+    const episode = (await dk(1, ['service', 'inspect', '--format', `{{index .Spec.Labels "${LABELS.episode}"}}`, s]).catch(() => '')).trim();
     if (!episode) continue;
     for (const t of lines(await dk(1, ['service', 'ps', '-q', '--filter', 'desired-state=running', s]).catch(() => ''))) {
       out.push({ episode, node: (await dk(1, ['inspect', '--format', '{{.NodeID}}', t])).trim() });

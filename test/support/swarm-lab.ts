@@ -3,7 +3,8 @@
  * up (the tests fail otherwise); elsewhere, without root or the tools, the suites skip loudly.
  */
 import { describe, it } from 'vitest';
-import { LAB_PROBLEM, LABEL_INSTANCE, sock } from '../../scripts/lib/swarm-lab.js';
+import { LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
+import { LABELS } from '../../src/sandbox/sandbox.js';
 import { watchContainerLives as watchLives } from './container-lives.js';
 import { IN_CI } from './docker.js';
 
@@ -33,6 +34,6 @@ export function describeSwarm(name: string, fn: () => void): void {
  */
 export function watchContainerLives(instance: string, nodes: number): { stop: () => Promise<number> } {
   const hosts = Array.from({ length: nodes }, (_, i) => sock(i + 1));
-  const lives = watchLives(`${LABEL_INSTANCE}=${instance}`, hosts);
+  const lives = watchLives(`${LABELS.instance}=${instance}`, hosts);
   return { stop: async () => (await lives.stop()).peak };
 }
