@@ -14,18 +14,23 @@
  *      where an episode's slot time goes (deploy, run, env removal, network removal).
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
- * where. Targets are reported, never asserted.
+ * where. Targets are reported, never asserted. This file is the orchestration (the phases, the
+ * table, the figures); the parts are in scripts/bench/: baselines.ts (bare containers), server.ts
+ * (the server under test), load.ts (sustained and burst runs), stats.ts, charts.ts, context.ts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import Dockerode from 'dockerode';
 import { DEFAULT_MAX_CONCURRENT_DEPLOYS } from '../src/defaults.js';
-import { parsePrometheusText, valueOf } from './lib/prom-text.js';
-import { WsClient } from '../test/support/ws-client.js';
+import { burstBare, envImage, removeBareLeftovers, sustainedBare } from './bench/baselines.js';
+import { cdfSvg } from './bench/charts.js';
+import { benchContext } from './bench/context.js';
+import type { SustainedRate } from './bench/load.js';
+import { burstServer, finishEpisode, slotTime, startEpisode, startServer, sustainedServer, waitPool, type SlotTime } from './bench/server.js';
+import { percentile, type BurstSummary } from './bench/stats.js';
+import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 
 const { values } = parseArgs({
   options: {
@@ -34,7 +39,7 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     deploys: { type: 'string', default: '2,4,8' },
     singles: { type: 'string', default: '20' },
-    'node-image': { type: 'string', default: process.env.OPENENV_TEST_NODE_IMAGE ?? 'openenv-local/node:20' },
+    'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
   },
 });
 const BURST = Number(values.burst);
@@ -45,388 +50,31 @@ const DEPLOY_VALUES = values.deploys
   .map(Number)
   .filter((n) => n > 0);
 const SINGLES = Number(values.singles);
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BUNDLE = path.join(ROOT, 'test/fixtures/fixture-v1');
-const SERVE = path.join(ROOT, 'dist/serve.js');
-const RUN = `bench-${process.pid}`;
-const docker = new Dockerode();
-const T0 = performance.now();
-
-function progress(msg: string): void {
-  process.stderr.write(`[${((performance.now() - T0) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
-}
-
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-}
-
-const sec = (ms: number) => Number((ms / 1000).toFixed(3));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitHttp(url: string, deadline: number): Promise<void> {
-  while (Date.now() < deadline) {
-    try {
-      const r = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await r.arrayBuffer();
-      if (r.ok) return;
-    } catch {
-      // not yet
-    }
-    await new Promise((r) => setTimeout(r, 15));
-  }
-  throw new Error(`${url} not ready`);
-}
-
-interface Server {
-  url: string;
-  child: ChildProcess;
-  rssMb(): number;
-  metrics(): Promise<string>;
-  health(): Promise<{ status: string; pool?: { ready: number } }>;
-  stop(): Promise<void>;
-}
-
-async function startServer(name: string, args: string[]): Promise<Server> {
-  const port = await freePort();
-  const instance = `${RUN}-${name}`;
-  const child = spawn(
-    process.execPath,
-    [
-      SERVE,
-      BUNDLE,
-      '--port',
-      String(port),
-      '--instance',
-      instance,
-      '--build-arg',
-      `NODE_IMAGE=${values['node-image']}`,
-      '--ping-interval',
-      '0',
-      '--reset-timeout',
-      '900',
-      ...args,
-    ],
-    {
-      env: { ...process.env, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 300_000;
-  for (;;) {
-    const ok = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server ${name} did not come up`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return {
-    url,
-    child,
-    rssMb: () => Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) / 1024,
-    metrics: () => fetch(`${url}/metrics`).then((r) => r.text()),
-    health: () => fetch(`${url}/health`).then((r) => r.json() as Promise<{ status: string; pool?: { ready: number } }>),
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.on('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
-
-/** one episode as slime plays the fixture: reset, list_tools, end_turn */
-async function episode(url: string): Promise<{ resetMs: number; startedAt: number; timings: Record<string, number | boolean>; client: WsClient }> {
-  const t0 = performance.now();
-  const c = await WsClient.open(url);
-  const r = await c.reset({ task_id: 'fx-echo-0' }, 900_000);
-  if (r.type !== 'observation') throw new Error(`reset failed: ${JSON.stringify(r)}`);
-  const startedAt = performance.now();
-  return { resetMs: startedAt - t0, startedAt, timings: r.data.observation.timings, client: c };
-}
-
-async function finish(c: WsClient): Promise<void> {
-  await c.listTools();
-  const end = await c.call('end_turn', {});
-  if (!end.data.done) throw new Error(`unexpected end ${JSON.stringify(end)}`);
-  await c.close();
-}
-
-function ticker(what: string, count: () => number, total: number): () => void {
-  const t = setInterval(() => progress(`  ${what}: ${count()}/${total}`), 5000);
-  return () => clearInterval(t);
-}
-
-/** a bare container of the image: create, start, its address, readiness (the engine API, as the server uses it) */
-async function bareStart(image: string, network?: string): Promise<{ id: string; ip: string }> {
-  const c = await docker.createContainer({
-    Image: image,
-    Env: ['PORT=8000'],
-    Labels: { bench: RUN },
-    HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ...(network ? { NetworkMode: network } : {}) },
-  });
-  await c.start();
-  const info = await c.inspect();
-  const ip = Object.values(info.NetworkSettings.Networks)[0]!.IPAddress;
-  await waitHttp(`http://${ip}:8000/health`, Date.now() + 120_000);
-  return { id: c.id, ip };
-}
-
-async function bareRemove(id: string): Promise<void> {
-  await docker.getContainer(id).remove({ force: true, v: true });
-}
-
-/** the image the server itself deploys (its content-hash tag), read off an env container it started */
-async function imageTag(s: Server, instance: string): Promise<string> {
-  const c = await WsClient.open(s.url);
-  await c.reset({ task_id: 'fx-echo-0' });
-  const [ctr] = await docker.listContainers({ filters: JSON.stringify({ label: [`io.openenv.bundle-server.instance=${instance}`] }) });
-  await c.close();
-  if (!ctr) throw new Error('no env container of the probe server');
-  return ctr.Image;
-}
-
-/** one series' value in a Prometheus text (NaN when absent) */
-function prom(text: string, name: string, labels: Record<string, string> = {}): number {
-  return valueOf(parsePrometheusText(text), name, labels) ?? NaN;
-}
-
-async function sustainedServer(deploys: number): Promise<{ perS: number; wallS: number }> {
-  const s = await startServer(`sustained-${deploys}`, [
-    '--max-concurrent-envs',
-    String(CONCURRENCY),
-    '--max-concurrent-deploys',
-    String(deploys),
-    '--max-waiting',
-    '4096',
-  ]);
-  try {
-    let next = 0;
-    let done = 0;
-    const stop = ticker(`sustained, --max-concurrent-deploys ${deploys}`, () => done, EPISODES);
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next < EPISODES) {
-          next++;
-          const e = await episode(s.url);
-          await finish(e.client);
-          done++;
-        }
-      }),
-    );
-    const wall = (performance.now() - t0) / 1000;
-    stop();
-    return { perS: EPISODES / wall, wallS: wall };
-  } finally {
-    await s.stop();
-  }
-}
-
-/** bare run/rm at the same parallelism; withNetwork: each container in a fresh internal network of its own, as the server does */
-async function sustainedBare(image: string, withNetwork = false): Promise<{ perS: number; wallS: number }> {
-  let next = 0;
-  let done = 0;
-  const stop = ticker(`sustained, bare run/rm${withNetwork ? ' with a network each' : ''}`, () => done, EPISODES);
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < EPISODES) {
-        const k = next++;
-        const net = withNetwork ? await docker.createNetwork({ Name: `${RUN}-n${k}`, Driver: 'bridge', Internal: true, Labels: { bench: RUN } }) : null;
-        const { id, ip } = await bareStart(image, net?.id);
-        await fetch(`http://${ip}:8000/reset`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: '{"task_id":"fx-echo-0","data":{},"seed":null}',
-        }).then((r) => r.arrayBuffer());
-        await bareRemove(id);
-        if (net) await net.remove();
-        done++;
-      }
-    }),
-  );
-  stop();
-  const wall = (performance.now() - t0) / 1000;
-  return { perS: EPISODES / wall, wallS: wall };
-}
-
-interface BurstResult {
-  resetMs: number[];
-  p50_s: number;
-  p95_s: number;
-  max_s: number;
-  last_started_s: number;
-  pooled: number;
-  rss_live_mb?: number;
-}
-
-function summarize(resetMs: number[], lastStartedMs: number, pooled: number): BurstResult {
-  return { resetMs, p50_s: sec(pct(resetMs, 50)), p95_s: sec(pct(resetMs, 95)), max_s: sec(Math.max(...resetMs)), last_started_s: sec(lastStartedMs), pooled };
-}
-
-async function burstServer(s: Server, label: string, rss = false): Promise<BurstResult> {
-  let started = 0;
-  const stop = ticker(`${label} burst of ${BURST}`, () => started, BURST);
-  const t0 = performance.now();
-  const eps = await Promise.all(
-    Array.from({ length: BURST }, async () => {
-      const e = await episode(s.url);
-      started++;
-      return e;
-    }),
-  );
-  stop();
-  const last = Math.max(...eps.map((e) => e.startedAt)) - t0;
-  const rssLive = rss ? s.rssMb() : undefined;
-  await Promise.all(eps.map((e) => finish(e.client)));
-  const r = summarize(
-    eps.map((e) => e.resetMs),
-    last,
-    eps.filter((e) => e.timings.pooled === true).length,
-  );
-  if (rssLive !== undefined) r.rss_live_mb = rssLive;
-  return r;
-}
-
-async function burstBare(image: string): Promise<BurstResult & { remove_s: number }> {
-  let started = 0;
-  const stop = ticker(`bare burst of ${BURST}`, () => started, BURST);
-  const t0 = performance.now();
-  const runs = await Promise.all(
-    Array.from({ length: BURST }, async () => {
-      const r = await bareStart(image);
-      started++;
-      return { ...r, ms: performance.now() - t0 };
-    }),
-  );
-  stop();
-  const r0 = performance.now();
-  await Promise.all(runs.map((r) => bareRemove(r.id)));
-  return {
-    ...summarize(
-      runs.map((r) => r.ms),
-      Math.max(...runs.map((r) => r.ms)),
-      0,
-    ),
-    remove_s: sec(performance.now() - r0),
-  };
-}
-
-async function waitPool(s: Server, n: number, what: string): Promise<number> {
-  const t0 = performance.now();
-  const stop = ticker(what, () => lastReady, n);
-  let lastReady = 0;
-  try {
-    for (;;) {
-      lastReady = (await s.health()).pool?.ready ?? 0;
-      if (lastReady >= n) return (performance.now() - t0) / 1000;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  } finally {
-    stop();
-  }
-}
-
-/** CDFs of reset latency on a log time axis */
-function cdfSvg(series: { name: string; color: string; ms: number[] }[]): string {
-  const W = 860,
-    H = 480,
-    L = 70,
-    R = 20,
-    T = 40,
-    B = 60;
-  const all = series.flatMap((s) => s.ms).filter((x) => x > 0);
-  const lo = Math.log10(Math.max(1, Math.min(...all)) / 1.5);
-  const hi = Math.log10(Math.max(...all) * 1.2);
-  const x = (ms: number) => L + ((Math.log10(Math.max(ms, 1)) - lo) / (hi - lo)) * (W - L - R);
-  const y = (p: number) => T + (1 - p) * (H - T - B);
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
-    `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">Reset latency, burst of ${BURST} at once (CDF)</text>`,
-  ];
-  for (let e = Math.floor(lo); e <= Math.ceil(hi); e++) {
-    for (const m of [1, 2, 5]) {
-      const v = m * 10 ** e;
-      if (Math.log10(v) < lo || Math.log10(v) > hi) continue;
-      parts.push(`<line x1="${x(v)}" y1="${T}" x2="${x(v)}" y2="${H - B}" stroke="#ddd"/>`);
-      parts.push(`<text x="${x(v)}" y="${H - B + 16}" text-anchor="middle">${v >= 1000 ? `${v / 1000} s` : `${v} ms`}</text>`);
-    }
-  }
-  for (const p of [0, 0.25, 0.5, 0.75, 0.95, 1]) {
-    parts.push(`<line x1="${L}" y1="${y(p)}" x2="${W - R}" y2="${y(p)}" stroke="#eee"/>`);
-    parts.push(`<text x="${L - 8}" y="${y(p) + 4}" text-anchor="end">${p}</text>`);
-  }
-  parts.push(`<text x="${W / 2}" y="${H - 18}" text-anchor="middle">connect → reset observation (log scale)</text>`);
-  parts.push(`<text x="18" y="${H / 2}" transform="rotate(-90 18 ${H / 2})" text-anchor="middle">fraction of resets</text>`);
-  series.forEach((s, i) => {
-    const sorted = [...s.ms].sort((a, b) => a - b);
-    const pts = sorted.map((v, k) => `${x(v).toFixed(1)},${y((k + 1) / sorted.length).toFixed(1)}`);
-    parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${x(sorted[0]!).toFixed(1)},${y(0)} ${pts.join(' ')}"/>`);
-    parts.push(`<rect x="${L + 12}" y="${T + 8 + i * 18}" width="14" height="4" fill="${s.color}"/>`);
-    parts.push(
-      `<text x="${L + 32}" y="${T + 14 + i * 18}">${s.name} (p50 ${(pct(s.ms, 50) / 1000).toFixed(2)} s, p95 ${(pct(s.ms, 95) / 1000).toFixed(2)} s)</text>`,
-    );
-  });
-  parts.push('</svg>');
-  return parts.join('\n');
-}
-
-async function cleanup(): Promise<void> {
-  const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`bench=${RUN}`] }) });
-  await Promise.all(
-    left.map((c) =>
-      docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => undefined),
-    ),
-  );
-  const nets = await docker.listNetworks({ filters: JSON.stringify({ label: [`bench=${RUN}`] }) });
-  await Promise.all(
-    nets.map((n) =>
-      docker
-        .getNetwork(n.Id)
-        .remove()
-        .catch(() => undefined),
-    ),
-  );
-}
+const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
+const ctx = benchContext(values['node-image']);
+const { progress } = ctx;
+const LOAD = { episodes: EPISODES, concurrency: CONCURRENCY };
 
 async function main(): Promise<void> {
   progress(
     `bench: fixture env; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`,
   );
   // the first server builds the image (or finds it)
-  const probe = await startServer('probe', ['--max-concurrent-envs', '1']);
-  const image = await imageTag(probe, `${RUN}-probe`).finally(() => probe.stop());
+  const probe = await startServer(ctx, 'probe', ['--max-concurrent-envs', '1']);
+  const image = await envImage(ctx, probe).finally(() => probe.stop());
   progress(`image ${image}`);
 
   // 1. sustained
   progress('sustained: bare run/rm through the engine API');
-  const bareSustained = await sustainedBare(image);
+  const bareSustained = await sustainedBare(ctx, image, LOAD);
   progress(`  bare: ${bareSustained.perS.toFixed(2)} episodes/s`);
   progress('sustained: bare run/rm, each in a fresh network of its own (what the server does besides)');
-  const bareNetSustained = await sustainedBare(image, true);
+  const bareNetSustained = await sustainedBare(ctx, image, LOAD, true);
   progress(`  bare with networks: ${bareNetSustained.perS.toFixed(2)} episodes/s`);
-  const sustained: Record<string, { perS: number; wallS: number; vsBare: number; vsBareNet: number }> = {};
+  const sustained: Record<string, SustainedRate & { vsBare: number; vsBareNet: number }> = {};
   for (const d of DEPLOY_VALUES) {
     progress(`sustained: server, --max-concurrent-deploys ${d}`);
-    const r = await sustainedServer(d);
+    const r = await sustainedServer(ctx, d, LOAD);
     sustained[d] = { ...r, vsBare: r.perS / bareSustained.perS, vsBareNet: r.perS / bareNetSustained.perS };
     progress(
       `  ${r.perS.toFixed(2)} episodes/s (${(r.perS / bareSustained.perS).toFixed(2)}x bare, ${(r.perS / bareNetSustained.perS).toFixed(2)}x bare with networks)`,
@@ -443,42 +91,30 @@ async function main(): Promise<void> {
 
   // 2. burst: bare
   progress(`burst: ${BURST} bare container starts + readiness at once`);
-  const bare = await burstBare(image);
+  const bare = await burstBare(ctx, image, BURST);
   progress(`  bare p50 ${bare.p50_s} s p95 ${bare.p95_s} s max ${bare.max_s} s`);
 
   // cold
-  const cold = await startServer('cold', ['--max-concurrent-envs', String(BURST), '--max-concurrent-deploys', String(picked), '--max-waiting', '4096']);
-  let coldResult: BurstResult;
+  const cold = await startServer(ctx, 'cold', ['--max-concurrent-envs', String(BURST), '--max-concurrent-deploys', String(picked), '--max-waiting', '4096']);
+  let coldResult: BurstSummary & { rss_live_mb?: number };
   let rssIdle: number;
-  let slot: Record<string, number>;
+  let slot: SlotTime;
   try {
     await new Promise((r) => setTimeout(r, 1000));
     rssIdle = cold.rssMb();
     progress(`burst: cold (no pool), server RSS idle ${rssIdle.toFixed(1)} MB`);
-    coldResult = await burstServer(cold, 'cold', true);
+    coldResult = await burstServer(ctx, cold, 'cold', BURST, true);
     progress(
       `  cold p50 ${coldResult.p50_s} s p95 ${coldResult.p95_s} s max ${coldResult.max_s} s; RSS at ${BURST} live ${coldResult.rss_live_mb!.toFixed(1)} MB`,
     );
-    // wait for every teardown to finish before reading where the slot time went
-    for (let i = 0; i < 240; i++) {
-      const m = await cold.metrics();
-      if (prom(m, 'openenv_teardown_seconds_count', { outcome: 'ok' }) >= BURST) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-    const m = await cold.metrics();
-    const mean = (n: string, l: Record<string, string> = {}) => Number((prom(m, `${n}_sum`, l) / prom(m, `${n}_count`, l)).toFixed(3));
-    slot = {
-      deploy_s: mean('openenv_deploy_seconds'),
-      env_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'env_removed' }),
-      network_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'network_removed' }),
-      teardown_s: mean('openenv_teardown_seconds', { outcome: 'ok' }),
-    };
+    // every teardown finished before reading where the slot time went
+    slot = await slotTime(ctx, cold, BURST);
   } finally {
     await cold.stop();
   }
 
   // warm
-  const warm = await startServer('warm', [
+  const warm = await startServer(ctx, 'warm', [
     '--max-concurrent-envs',
     String(BURST),
     '--warm-pool',
@@ -488,36 +124,36 @@ async function main(): Promise<void> {
     '--max-waiting',
     '4096',
   ]);
-  let warmResult: BurstResult;
+  let warmResult: BurstSummary;
   let fillS: number;
   const singleMs: number[] = [];
   let singlePooled = 0;
   try {
     progress(`burst: warm, filling the pool with ${BURST}`);
-    fillS = await waitPool(warm, BURST, 'pool filling');
+    fillS = await waitPool(ctx, warm, BURST, 'pool filling');
     progress(`  pool full after ${fillS.toFixed(1)} s`);
     // one reset at a time on an idle server with a full pool (each waits for the pool to be full again)
     progress(`single warm resets: ${SINGLES}, one at a time, the pool full before each`);
     for (let i = 0; i < SINGLES; i++) {
-      const e = await episode(warm.url);
+      const e = await startEpisode(warm.url);
       singleMs.push(e.resetMs);
       if (e.timings.pooled === true) singlePooled++;
-      await finish(e.client);
-      await waitPool(warm, BURST, 'pool refilling');
+      await finishEpisode(e.client);
+      await waitPool(ctx, warm, BURST, 'pool refilling');
     }
-    progress(`  single warm reset p50 ${pct(singleMs, 50).toFixed(1)} ms (${singlePooled}/${SINGLES} pooled)`);
+    progress(`  single warm reset p50 ${percentile(singleMs, 50).toFixed(1)} ms (${singlePooled}/${SINGLES} pooled)`);
     progress(`burst: warm`);
-    warmResult = await burstServer(warm, 'warm');
+    warmResult = await burstServer(ctx, warm, 'warm', BURST);
     progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s max ${warmResult.max_s} s (${warmResult.pooled}/${BURST} pooled)`);
   } finally {
     await warm.stop();
   }
-  await cleanup();
+  await removeBareLeftovers(ctx);
 
   const rssPerEpisode = (coldResult.rss_live_mb! - rssIdle) / BURST;
   const figures = {
     when: new Date().toISOString(),
-    machine: { cpus: (await import('node:os')).cpus().length, engine: (await docker.version()).Version },
+    machine: { cpus: cpus().length, engine: (await ctx.docker.version()).Version },
     image,
     burst: {
       size: BURST,
@@ -545,7 +181,12 @@ async function main(): Promise<void> {
         warm: warmResult.resetMs.map((x) => Math.round(x)),
       },
     },
-    single_warm_reset: { n: SINGLES, pooled: singlePooled, p50_ms: Number(pct(singleMs, 50).toFixed(1)), p95_ms: Number(pct(singleMs, 95).toFixed(1)) },
+    single_warm_reset: {
+      n: SINGLES,
+      pooled: singlePooled,
+      p50_ms: Number(percentile(singleMs, 50).toFixed(1)),
+      p95_ms: Number(percentile(singleMs, 95).toFixed(1)),
+    },
     sustained: {
       episodes: EPISODES,
       concurrency: CONCURRENCY,
@@ -575,22 +216,21 @@ async function main(): Promise<void> {
     slot_time_cold_burst_mean: slot,
     targets: {
       'warm burst p95 <= 1 s': warmResult.p95_s <= 1,
-      'single warm reset p50 <= 50 ms': pct(singleMs, 50) <= 50,
+      'single warm reset p50 <= 50 ms': percentile(singleMs, 50) <= 50,
       'cold sustained >= 0.95x bare (picked value)': sustained[picked]!.vsBare >= 0.95,
       '<= 0.5 MB RSS per live episode': rssPerEpisode <= 0.5,
     },
-    total_s: Number(((performance.now() - T0) / 1000).toFixed(0)),
+    total_s: Number(((performance.now() - ctx.startedAt) / 1000).toFixed(0)),
   };
 
-  const dir = path.join(ROOT, 'bench-results');
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(RESULTS, { recursive: true });
   const stamp = figures.when.replace(/[:.]/g, '-');
-  const jsonPath = path.join(dir, `bench-${stamp}.json`);
-  const svgPath = path.join(dir, `bench-${stamp}.svg`);
+  const jsonPath = path.join(RESULTS, `bench-${stamp}.json`);
+  const svgPath = path.join(RESULTS, `bench-${stamp}.svg`);
   writeFileSync(jsonPath, JSON.stringify(figures, null, 2) + '\n');
   writeFileSync(
     svgPath,
-    cdfSvg([
+    cdfSvg(`Reset latency, burst of ${BURST} at once (CDF)`, [
       { name: `bare container start + readiness ×${BURST}`, color: '#888', ms: bare.resetMs },
       { name: 'cold (no pool)', color: '#c0392b', ms: coldResult.resetMs },
       { name: `warm (--warm-pool ${BURST})`, color: '#2471a3', ms: warmResult.resetMs },
@@ -634,6 +274,6 @@ async function main(): Promise<void> {
 
 main().catch(async (e) => {
   console.error(e);
-  await cleanup().catch(() => undefined);
+  await removeBareLeftovers(ctx).catch(() => undefined);
   process.exit(1);
 });

@@ -11,15 +11,16 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { lineSplitter } from '../src/lines.js';
+import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { parsePrometheusText, sumOf } from './lib/prom-text.js';
-import { WsClient } from '../test/support/ws-client.js';
+import { WsClient } from './lib/ws-client.js';
 
 const { values } = parseArgs({
   options: {
     episodes: { type: 'string', default: '2000' },
     concurrency: { type: 'string', default: '8' },
     seed: { type: 'string', default: '1' },
-    'node-image': { type: 'string', default: process.env.OPENENV_TEST_NODE_IMAGE ?? 'openenv-local/node:20' },
+    'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
   },
 });
 const EPISODES = Number(values.episodes);

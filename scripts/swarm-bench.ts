@@ -1,7 +1,7 @@
 /**
  * The burst benchmark of the swarm backend on the swarm lab (scripts/swarm-lab.sh), with 1 node and
  * then with 3: per configuration the lab comes up with that many nodes, the server runs as a
- * container on the manager n1 (test/support/swarm-lab.ts, as the swarm tests run it) with
+ * container on the manager n1 (scripts/lib/swarm-lab.ts, as the swarm tests run it) with
  * --max-concurrent-envs B, B resets are sent at once, every episode is deleted, and the lab goes
  * down. Needs root and the lab's tools (see the script).
  *
@@ -12,11 +12,12 @@
  * cpus 0.02), so B envs fit the nodes' reservations, and whose deploy_timeout_s is 600 s, so a
  * slow deploy is measured rather than failed. Writes bench-results/swarm-burst.json.
  */
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
+  fixtureCopy,
   footprint,
   lab,
   LAB_PROBLEM,
@@ -26,7 +27,8 @@ import {
   runningContainers,
   startServer,
   type LabServer,
-} from '../test/support/swarm-lab.js';
+} from './lib/swarm-lab.js';
+import { percentile, seconds } from './bench/stats.js';
 
 const { values } = parseArgs({ options: { burst: { type: 'string', default: '64' }, nodes: { type: 'string', default: '1,3' } } });
 const BURST = Number(values.burst);
@@ -59,20 +61,7 @@ interface Result {
   configS: number;
 }
 
-const secs = (ms: number) => Math.round(ms / 100) / 10;
-const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
-
-function benchBundle(): { dir: string; cleanup: () => void } {
-  const root = mkdtempSync(join(tmpdir(), 'openenv-swarm-bench-'));
-  const dir = join(root, 'fixture-v1');
-  cpSync(join(REPO, 'test/fixtures/fixture-v1'), dir, { recursive: true });
-  const manifest = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8'));
-  manifest.envs.echo.resources.memory_mb = 64;
-  manifest.envs.echo.resources.cpus = 0.02;
-  manifest.envs.echo.deploy_timeout_s = 600;
-  writeFileSync(join(dir, 'bundle.json'), JSON.stringify(manifest, null, 2));
-  return { dir, cleanup: () => rmSync(root, { recursive: true, force: true }) };
-}
+const secs = (ms: number) => seconds(ms, 1);
 
 async function burst(
   server: LabServer,
@@ -117,7 +106,7 @@ async function runConfig(nodes: number, bundleDir: string): Promise<Result> {
   try {
     const { results, t0 } = await burst(server, BURST);
     const ok = results.filter((r) => r.status === 201 && r.id);
-    const ms = ok.map((r) => r.ms).sort((a, b) => a - b);
+    const ms = ok.map((r) => r.ms);
     // where the tasks ran, while every episode is still live
     const f = await footprint(server.instance, nodes);
     const perNode = Object.fromEntries(Object.entries(f.containers).map(([k, v]) => [k, v.length]));
@@ -135,9 +124,9 @@ async function runConfig(nodes: number, bundleDir: string): Promise<Result> {
       burst: BURST,
       started: ok.length,
       failed: results.filter((r) => r.status !== 201).map((r) => r.reason ?? r.status),
-      resetP50Ms: ms.length ? Math.round(pct(ms, 50)) : null,
-      resetP95Ms: ms.length ? Math.round(pct(ms, 95)) : null,
-      resetMaxMs: ms.length ? Math.round(ms.at(-1)!) : null,
+      resetP50Ms: ms.length ? Math.round(percentile(ms, 50)) : null,
+      resetP95Ms: ms.length ? Math.round(percentile(ms, 95)) : null,
+      resetMaxMs: ms.length ? Math.round(Math.max(...ms)) : null,
       lastStartedS: ok.length ? secs(Math.max(...ok.map((r) => r.at)) - t0) : null,
       teardownS,
       perNode,
@@ -152,7 +141,11 @@ async function runConfig(nodes: number, bundleDir: string): Promise<Result> {
   }
 }
 
-const bundle = benchBundle();
+const bundle = fixtureCopy((manifest) => {
+  manifest.envs.echo.resources.memory_mb = 64;
+  manifest.envs.echo.resources.cpus = 0.02;
+  manifest.envs.echo.deploy_timeout_s = 600;
+});
 const out: Result[] = [];
 try {
   for (const nodes of CONFIGS) {

@@ -8,8 +8,8 @@ import { captureLog, type CapturedLog } from './support/log-capture.js';
 import { loggerHygiene } from '../src/logging.js';
 import { loggedUrl } from '../src/plugins/request-log.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
-import { waitFor } from './support/wait.js';
-import { WsClient } from './support/ws-client.js';
+import { waitFor } from '../scripts/lib/wait.js';
+import { WsClient } from '../scripts/lib/ws-client.js';
 import { http } from './routes/http.js';
 
 const TOKEN = 'tok-readable-logs-5e4d3c2b1a09';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeDocker, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from './support/docker.js';
 import { spawnServer, SERVE_JS, type ServerProcess } from './support/serve-process.js';
 import { FIXTURE_BUNDLE } from './support/docker-server.js';
-import { WsClient } from './support/ws-client.js';
+import { WsClient } from '../scripts/lib/ws-client.js';
 
 // long and unlike anything else in a log, so a leak cannot hide
 const TOKEN = 'tok-9f8e7d6c5b4a39281706f5e4d3c2b1a0-logging';

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { captureLog, type CapturedLog } from './support/log-capture.js';
 import { loggerHygiene } from '../src/logging.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
-import { waitFor } from './support/wait.js';
-import { WsClient } from './support/ws-client.js';
+import { waitFor } from '../scripts/lib/wait.js';
+import { WsClient } from '../scripts/lib/ws-client.js';
 
 const TOKEN = 'tok-3c2b1a09f8e7d6c5b4a39281706f5e4d-fast-logging';
 const EVENTS = ['queued', 'deployed', 'reset', 'ended', 'torn_down'] as const;

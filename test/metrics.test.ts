@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metrics } from '../src/metrics.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
-import { waitFor } from './support/wait.js';
-import { WsClient } from './support/ws-client.js';
+import { waitFor } from '../scripts/lib/wait.js';
+import { WsClient } from '../scripts/lib/ws-client.js';
 import { parsePrometheusText, sumOf, valueOf, type Family } from '../scripts/lib/prom-text.js';
 
 const TOKEN = 'metrics-test-token-0123456789abcdef';

@@ -6,8 +6,8 @@ import { pathTokenRewriter, PATH_TOKEN } from '../src/plugins/auth.js';
 import { logRedaction } from '../src/logging.js';
 import { captureLog } from './support/log-capture.js';
 import { startProcessServer, type ProcessServer } from './support/process-server.js';
-import { waitFor } from './support/wait.js';
-import { WsClient } from './support/ws-client.js';
+import { waitFor } from '../scripts/lib/wait.js';
+import { WsClient } from '../scripts/lib/ws-client.js';
 import { http } from './routes/http.js';
 import { validateRunningEnvironment } from './routes/openenv-validate.js';
 

@@ -1,7 +1,7 @@
 /** A transcript's call time is the server's measure of the call: a tool that sleeps 0.2 s shows at least 200 ms, within the client's round trip. */
 import { expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 const s = processSuiteServer({ maxConcurrentEnvs: 1 });
 

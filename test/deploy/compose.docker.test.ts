@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../support/docker.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { get, playEchoEpisode } from './helpers.js';
 import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 

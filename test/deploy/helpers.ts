@@ -1,9 +1,9 @@
 /**
- * What the deployment tests add to test/support/ws-client.ts: GET over https with a trusted
+ * What the deployment tests add to scripts/lib/ws-client.ts: GET over https with a trusted
  * self-signed CA, and one fixture episode played to its end.
  */
 import https from 'node:https';
-import type { WsClient } from '../support/ws-client.js';
+import type { WsClient } from '../../scripts/lib/ws-client.js';
 
 /** GET over http(s) with an optional trusted CA; the body as text */
 export function get(

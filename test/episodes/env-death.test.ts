@@ -12,8 +12,8 @@ import type { Transcript } from '../../src/protocol/console.js';
 import type { DeployRequest, EnvHandle, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 class RaceSandbox implements Sandbox {
   /** hold the first diagnosis of a dead env until its death signal has fired, and a while after */

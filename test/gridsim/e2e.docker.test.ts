@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SYSTEM_PROMPT } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 import { describeDocker, labelledResources } from '../support/docker.js';
 import { INSTANCE_LABEL, startServer, type TestServer } from '../support/docker-server.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 const BUNDLE = join(import.meta.dirname, '../../bundles/gridsim-v1');
 

@@ -1,8 +1,8 @@
 /** Stateful HTTP episodes (docs/protocol.md), with the envs as processes. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from './http.js';
 
 describe('/episodes', () => {

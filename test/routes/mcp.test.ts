@@ -5,8 +5,8 @@ import { RpcCode } from '../../src/protocol/jsonrpc.js';
 import { McpService } from '../../src/sessions/mcp-service.js';
 import type { RequestEpisodes } from '../../src/sessions/request-episodes.js';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from './http.js';
 
 let nextId = 1;

@@ -1,8 +1,8 @@
 /** The per-episode budgets: max_steps, --episode-timeout, --idle-timeout, each named where it ends an episode. */
 import { describe, expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 describe('episode budgets', () => {
   const s = processSuiteServer({ maxSteps: 3, toolTimeout: 1, episodeTimeout: 3, idleTimeout: 2 });

@@ -4,9 +4,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 import { playTwelveThroughFour } from '../support/fifo-scenario.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 describe('admission', () => {
   const s = processSuiteServer({ maxConcurrentEnvs: 4 });

@@ -9,8 +9,8 @@ import { captureLog, type CapturedLog } from '../support/log-capture.js';
 import { MAX_FRAME_BYTES } from '../../src/defaults.js';
 import { loggerHygiene } from '../../src/logging.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
 
 const TOKEN = 'tok-9f8e7d6c5b4a3921/with+odd&chars=%-and?more';

@@ -5,8 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError, type DeployRequest, type EnvHandle, type Sandbox } from '../../src/sandbox/sandbox.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 /** a real sandbox whose deploy or teardown fails on demand */
 class FaultySandbox implements Sandbox {

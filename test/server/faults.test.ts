@@ -11,8 +11,8 @@ import { LOG_TAIL_BYTES } from '../../src/defaults.js';
 import { SandboxError, type DeployRequest, type EnvHandle, type Sandbox } from '../../src/sandbox/sandbox.js';
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { processSuiteServer, startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));

@@ -2,7 +2,7 @@
 import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
 import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 describeDocker('40 concurrent episodes', () => {
   const s = suiteServer({ maxConcurrentEnvs: 40 });

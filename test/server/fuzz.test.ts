@@ -9,7 +9,7 @@ import { BadInputError } from '../../src/errors.js';
 import { parseAction, parseClientFrame, parseResetData } from '../../src/protocol/frames.js';
 import { McpService } from '../../src/sessions/mcp-service.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
 
 const KEYS = [

@@ -7,8 +7,8 @@ import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
 import { MAX_ARGUMENT_DEPTH, REQUESTS_IN_FLIGHT_PER_EPISODE, WS_PENDING_LIMIT } from '../../src/defaults.js';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
 
 const MiB = 1024 * 1024;

@@ -2,7 +2,7 @@
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 const TOKEN = 'tok-http-test-9c1e7d';
 

@@ -2,7 +2,7 @@
 import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 describe('WebSocket pings', () => {
   const s = processSuiteServer({ pingInterval: 0.3 });

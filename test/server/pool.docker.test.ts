@@ -10,7 +10,7 @@ import { LABELS } from '../../src/sandbox/sandbox.js';
 import { describeDocker, labelledContainersAsync, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../support/docker.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer } from '../support/docker-server.js';
 import { spawnServer } from '../support/serve-process.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 function serverArgs(instance: string, extra: string[] = []): string[] {
   return [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, ...extra];

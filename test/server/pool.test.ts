@@ -12,8 +12,8 @@ import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PoolStatus } from '../../src/protocol/pool.js';
 import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 async function health(s: ProcessServer): Promise<{ status: string; pool?: PoolStatus }> {
   return (await fetch(`${s.url}/health`)).json() as Promise<{ status: string; pool?: PoolStatus }>;

@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../support/docker.js';
 import { spawnServer } from '../support/serve-process.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../support/docker-server.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 const TOKEN = 'process-test-token-5f2a';
 

@@ -4,10 +4,11 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'vitest';
+import { LOCAL_NODE_IMAGE } from '../../scripts/lib/local-node-image.js';
 import { IN_FAST_LAYER } from './layer.js';
 
 export { uniqueInstance } from './instance.js';
-export { waitFor } from './wait.js';
+export { waitFor } from '../../scripts/lib/wait.js';
 
 function engineAnswers(): boolean {
   // the fast layer never asks the engine anything
@@ -23,8 +24,7 @@ function engineAnswers(): boolean {
 export const DOCKER_AVAILABLE = engineAnswers();
 export const IN_CI = Boolean(process.env.CI);
 
-/** the offline base image every test image builds FROM (see docker/make-local-node-base.sh) */
-export const LOCAL_NODE_IMAGE = process.env.OPENENV_TEST_NODE_IMAGE ?? 'openenv-local/node:20';
+export { LOCAL_NODE_IMAGE };
 export const TEST_BUILD_ARGS: Record<string, string> = { NODE_IMAGE: LOCAL_NODE_IMAGE };
 
 let warned = false;

@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { expect } from 'vitest';
-import { WsClient } from './ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 export interface FifoResult {
   /** the clients' labels, c0..c11 */

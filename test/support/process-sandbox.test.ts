@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError } from '../../src/sandbox/sandbox.js';
 import { echoSpec, post, rejection } from '../sandbox/contract.js';
 import { ProcessSandbox } from './process-sandbox.js';
-import { waitFor } from './wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 const ECHO_CONTEXT = fileURLToPath(new URL('../fixtures/fixture-v1/envs/echo', import.meta.url));
 

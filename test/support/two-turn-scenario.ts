@@ -5,7 +5,7 @@
  * Returns the episode id.
  */
 import { expect } from 'vitest';
-import { WsClient } from './ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 export async function playTwoTurnEpisode(url: string, whileRunning: (episodeId: string) => void | Promise<void> = () => {}): Promise<string> {
   const c = await WsClient.open(url);

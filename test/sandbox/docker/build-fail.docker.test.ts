@@ -12,8 +12,8 @@ import { buildApp } from '../../../src/app.js';
 import { FIXTURE_BUNDLE } from '../../support/app.js';
 import { describeDocker, labelledResources, TEST_BUILD_ARGS, uniqueInstance } from '../../support/docker.js';
 import { captureLog } from '../../support/log-capture.js';
-import { waitFor } from '../../support/wait.js';
-import { WsClient } from '../../support/ws-client.js';
+import { waitFor } from '../../../scripts/lib/wait.js';
+import { WsClient } from '../../../scripts/lib/ws-client.js';
 import { http } from '../../routes/http.js';
 
 const dirs: string[] = [];

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, waitFor } from '../../support/docker.js';
 import { suiteServer } from '../../support/docker-server.js';
-import { WsClient } from '../../support/ws-client.js';
+import { WsClient } from '../../../scripts/lib/ws-client.js';
 
 const EPISODE_LABEL = 'io.openenv.bundle-server.episode';
 /** long enough that reaching it is a failure of the test, not a race */

@@ -13,7 +13,7 @@ import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { AUTH_HEADER, envProof, newEnvSecret, NONCE_HEADER, PROOF_HEADER } from '../../../src/sandbox/env-identity.js';
 import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../../support/docker.js';
 import { INSTANCE_LABEL, startServer, type TestServer } from '../../support/docker-server.js';
-import { WsClient } from '../../support/ws-client.js';
+import { WsClient } from '../../../scripts/lib/ws-client.js';
 import { buildEcho, echoSpec } from './fixture.js';
 
 const EPISODE_LABEL = 'io.openenv.bundle-server.episode';

@@ -12,7 +12,7 @@ import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, u
 import { captureLog } from '../../support/log-capture.js';
 import { spawnServer } from '../../support/serve-process.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer } from '../../support/docker-server.js';
-import { WsClient } from '../../support/ws-client.js';
+import { WsClient } from '../../../scripts/lib/ws-client.js';
 
 const EPISODE_LABEL = 'io.openenv.bundle-server.episode';
 

@@ -9,9 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { uniqueInstance, waitFor } from '../../support/docker.js';
 import {
-  describeSwarm,
   dk,
-  fixtureWithMemory,
+  fixtureCopy,
   footprint,
   killNode,
   lab,
@@ -23,8 +22,8 @@ import {
   runningContainers,
   startServer,
   type LabServer,
-  watchContainerLives,
-} from '../../support/swarm-lab.js';
+} from '../../../scripts/lib/swarm-lab.js';
+import { describeSwarm, watchContainerLives } from '../../support/swarm-lab.js';
 
 const NODES = 3;
 const FIXTURE = join(REPO, 'test/fixtures/fixture-v1');
@@ -112,7 +111,7 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
   });
 
   it('fails a reset whose env no node can hold as unschedulable, at once and with a reason', async () => {
-    const huge = fixtureWithMemory(64 * 1024 * 1024); // 64 TB
+    const huge = fixtureCopy((m) => (m.envs.echo.resources.memory_mb = 64 * 1024 * 1024)); // 64 TB
     try {
       const server = await startServer({ instance: uniqueInstance('swarm-huge'), port: port++, bundleDir: huge.dir });
       const r = await server.call('POST', '/episodes', { task_id: 'fx-echo-0' });

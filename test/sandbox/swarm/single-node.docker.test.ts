@@ -6,18 +6,8 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { uniqueInstance, waitFor } from '../../support/docker.js';
-import {
-  describeSwarm,
-  dk,
-  footprint,
-  lab,
-  placements,
-  prepareServerImage,
-  removeServers,
-  REPO,
-  runningContainers,
-  startServer,
-} from '../../support/swarm-lab.js';
+import { dk, footprint, lab, placements, prepareServerImage, removeServers, REPO, runningContainers, startServer } from '../../../scripts/lib/swarm-lab.js';
+import { describeSwarm } from '../../support/swarm-lab.js';
 
 describeSwarm('swarm sandbox on a one-node swarm', () => {
   beforeAll(async () => {

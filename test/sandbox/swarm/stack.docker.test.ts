@@ -14,7 +14,6 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../../support/docker.js';
 import {
-  describeSwarm,
   dk,
   footprint,
   lab,
@@ -26,7 +25,8 @@ import {
   runningContainers,
   SERVER_IMAGE,
   sock,
-} from '../../support/swarm-lab.js';
+} from '../../../scripts/lib/swarm-lab.js';
+import { describeSwarm } from '../../support/swarm-lab.js';
 
 const run = promisify(execFile);
 const NAME = 'oe-swarm-manager-test';

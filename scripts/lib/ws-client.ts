@@ -1,5 +1,7 @@
 /**
- * A minimal OpenEnv-style WebSocket client for tests: one JSON frame out, the next frame in.
+ * A minimal OpenEnv-style WebSocket client for tests and scripts (the bench, the soak): one JSON
+ * frame out, the next frame in. Replies are returned as parsed JSON, untyped: each caller asserts
+ * the shape it expects next.
  */
 import WebSocket from 'ws';
 

@@ -1,0 +1,118 @@
+/**
+ * The bench's baselines, taken in the same run on the same engine: bare containers of the image
+ * the server deploys, through the engine API as the server uses it (create, start, address,
+ * readiness, removal), with no server in between. Each carries the label `bench=<run>`.
+ */
+import { LABELS } from '../../src/sandbox/sandbox.js';
+import { waitFor } from '../lib/wait.js';
+import { WsClient } from '../lib/ws-client.js';
+import type { BenchContext } from './context.js';
+import { burst, sustained, type SustainedRate } from './load.js';
+import { BENCH_TASK, type BenchServer } from './server.js';
+import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
+
+/** the image the server itself deploys (its content-hash tag), read off an env container it started */
+export async function envImage(ctx: BenchContext, s: BenchServer): Promise<string> {
+  const c = await WsClient.open(s.url);
+  await c.reset({ task_id: BENCH_TASK });
+  const [ctr] = await ctx.docker.listContainers({ filters: JSON.stringify({ label: [`${LABELS.instance}=${s.instance}`] }) });
+  await c.close();
+  if (!ctr) throw new Error(`no env container of the server ${s.instance}`);
+  return ctr.Image;
+}
+
+/** a bare container of the image: create, start, its address, readiness (the env's /health answering) */
+async function bareStart(ctx: BenchContext, image: string, network?: string): Promise<{ id: string; ip: string }> {
+  const c = await ctx.docker.createContainer({
+    Image: image,
+    Env: ['PORT=8000'],
+    Labels: { bench: ctx.run },
+    HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ...(network ? { NetworkMode: network } : {}) },
+  });
+  await c.start();
+  const info = await c.inspect();
+  const ip = Object.values(info.NetworkSettings.Networks)[0]!.IPAddress;
+  const health = `http://${ip}:8000/health`;
+  await waitFor(
+    () =>
+      fetch(health, { signal: AbortSignal.timeout(1000) }).then(
+        async (r) => {
+          await r.arrayBuffer();
+          return r.ok;
+        },
+        () => false,
+      ),
+    120_000,
+    `${health} answering`,
+    15,
+  );
+  return { id: c.id, ip };
+}
+
+async function bareRemove(ctx: BenchContext, id: string): Promise<void> {
+  await ctx.docker.getContainer(id).remove({ force: true, v: true });
+}
+
+/**
+ * Bare run/rm at the server's parallelism, each container reset once; `withNetwork`: each in a
+ * fresh internal network of its own, as the server does.
+ */
+export async function sustainedBare(
+  ctx: BenchContext,
+  image: string,
+  load: { episodes: number; concurrency: number },
+  withNetwork = false,
+): Promise<SustainedRate> {
+  return sustained(ctx, `sustained, bare run/rm${withNetwork ? ' with a network each' : ''}`, load, async (k) => {
+    const net = withNetwork ? await ctx.docker.createNetwork({ Name: `${ctx.run}-n${k}`, Driver: 'bridge', Internal: true, Labels: { bench: ctx.run } }) : null;
+    const { id, ip } = await bareStart(ctx, image, net?.id);
+    await fetch(`http://${ip}:8000/reset`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ task_id: BENCH_TASK, data: {}, seed: null }),
+    }).then((r) => r.arrayBuffer());
+    await bareRemove(ctx, id);
+    if (net) await net.remove();
+  });
+}
+
+/** `size` bare starts + readiness at once (each one's time from the start of the burst), then all removed at once */
+export async function burstBare(ctx: BenchContext, image: string, size: number): Promise<BurstSummary & { remove_s: number }> {
+  const { results: runs } = await burst(ctx, `bare burst of ${size}`, size, async (t0) => {
+    const r = await bareStart(ctx, image);
+    return { ...r, ms: performance.now() - t0 };
+  });
+  const r0 = performance.now();
+  await Promise.all(runs.map((r) => bareRemove(ctx, r.id)));
+  return {
+    ...summarizeBurst(
+      runs.map((r) => r.ms),
+      Math.max(...runs.map((r) => r.ms)),
+      0,
+    ),
+    remove_s: seconds(performance.now() - r0),
+  };
+}
+
+/** removes whatever bare container or network of this run is left (after a failure, say) */
+export async function removeBareLeftovers(ctx: BenchContext): Promise<void> {
+  const filters = JSON.stringify({ label: [`bench=${ctx.run}`] });
+  const left = await ctx.docker.listContainers({ all: true, filters });
+  await Promise.all(
+    left.map((c) =>
+      ctx.docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
+  const nets = await ctx.docker.listNetworks({ filters });
+  await Promise.all(
+    nets.map((n) =>
+      ctx.docker
+        .getNetwork(n.Id)
+        .remove()
+        .catch(() => undefined),
+    ),
+  );
+}

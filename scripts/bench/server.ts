@@ -1,0 +1,214 @@
+/**
+ * The server under test, as the bench drives it: `node dist/serve.js` on the fixture bundle as a
+ * process of its own, episodes played as slime plays them, the burst and sustained runs through
+ * it, and what it reports afterwards (the pool, where an episode's slot time went).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { parsePrometheusText, valueOf } from '../lib/prom-text.js';
+import { waitFor } from '../lib/wait.js';
+import { WsClient } from '../lib/ws-client.js';
+import { ticker, type BenchContext } from './context.js';
+import { burst, sustained, type SustainedRate } from './load.js';
+import { summarizeBurst, type BurstSummary } from './stats.js';
+
+const BUNDLE = fileURLToPath(new URL('../../test/fixtures/fixture-v1', import.meta.url));
+const SERVE = fileURLToPath(new URL('../../dist/serve.js', import.meta.url));
+
+/** the task every bench episode plays */
+export const BENCH_TASK = 'fx-echo-0';
+
+export interface BenchServer {
+  url: string;
+  /** the --instance it runs as: its envs carry it as a label */
+  instance: string;
+  child: ChildProcess;
+  rssMb(): number;
+  metrics(): Promise<string>;
+  health(): Promise<{ status: string; pool?: { ready: number } }>;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** starts the server with `args` besides the bench's own, and waits for /health (the first one builds the env image) */
+export async function startServer(ctx: BenchContext, name: string, args: string[]): Promise<BenchServer> {
+  const port = await freePort();
+  const instance = `${ctx.run}-${name}`;
+  const child = spawn(
+    process.execPath,
+    [
+      SERVE,
+      BUNDLE,
+      '--port',
+      String(port),
+      '--instance',
+      instance,
+      '--build-arg',
+      `NODE_IMAGE=${ctx.nodeImage}`,
+      '--ping-interval',
+      '0',
+      '--reset-timeout',
+      '900',
+      ...args,
+    ],
+    {
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`server ${name} exited (${child.exitCode}) before it answered /health`);
+      return fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
+    },
+    300_000,
+    `server ${name} answering /health`,
+    200,
+  );
+  return {
+    url,
+    instance,
+    child,
+    rssMb: () => Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) / 1024,
+    metrics: () => fetch(`${url}/metrics`).then((r) => r.text()),
+    health: () => fetch(`${url}/health`).then((r) => r.json() as Promise<{ status: string; pool?: { ready: number } }>),
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.on('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+export interface StartedEpisode {
+  /** connect → reset observation */
+  resetMs: number;
+  /** performance.now() at the reset observation */
+  startedAt: number;
+  timings: Record<string, number | boolean>;
+  client: WsClient;
+}
+
+/** the start of an episode as slime plays the fixture: connect, reset */
+export async function startEpisode(url: string): Promise<StartedEpisode> {
+  const t0 = performance.now();
+  const c = await WsClient.open(url);
+  const r = await c.reset({ task_id: BENCH_TASK }, 900_000);
+  if (r.type !== 'observation') throw new Error(`reset failed: ${JSON.stringify(r)}`);
+  const startedAt = performance.now();
+  return { resetMs: startedAt - t0, startedAt, timings: r.data.observation.timings, client: c };
+}
+
+/** the rest of it: list_tools, end_turn, close */
+export async function finishEpisode(c: WsClient): Promise<void> {
+  await c.listTools();
+  const end = await c.call('end_turn', {});
+  if (!end.data.done) throw new Error(`unexpected end ${JSON.stringify(end)}`);
+  await c.close();
+}
+
+/** `episodes` whole episodes, `concurrency` at a time, on a cold server (no pool) with --max-concurrent-deploys `deploys` */
+export async function sustainedServer(ctx: BenchContext, deploys: number, load: { episodes: number; concurrency: number }): Promise<SustainedRate> {
+  const s = await startServer(ctx, `sustained-${deploys}`, [
+    '--max-concurrent-envs',
+    String(load.concurrency),
+    '--max-concurrent-deploys',
+    String(deploys),
+    '--max-waiting',
+    '4096',
+  ]);
+  try {
+    return await sustained(ctx, `sustained, --max-concurrent-deploys ${deploys}`, load, async () => {
+      const e = await startEpisode(s.url);
+      await finishEpisode(e.client);
+    });
+  } finally {
+    await s.stop();
+  }
+}
+
+/** `size` resets at once; with `rss`, the server's RSS while all of them are live */
+export async function burstServer(
+  ctx: BenchContext,
+  s: BenchServer,
+  label: string,
+  size: number,
+  rss = false,
+): Promise<BurstSummary & { rss_live_mb?: number }> {
+  const { results: eps, t0 } = await burst(ctx, `${label} burst of ${size}`, size, () => startEpisode(s.url));
+  const last = Math.max(...eps.map((e) => e.startedAt)) - t0;
+  const rssLive = rss ? s.rssMb() : undefined;
+  await Promise.all(eps.map((e) => finishEpisode(e.client)));
+  const r: BurstSummary & { rss_live_mb?: number } = summarizeBurst(
+    eps.map((e) => e.resetMs),
+    last,
+    eps.filter((e) => e.timings.pooled === true).length,
+  );
+  if (rssLive !== undefined) r.rss_live_mb = rssLive;
+  return r;
+}
+
+/** waits until the warm pool holds `n` ready envs; the seconds it took */
+export async function waitPool(ctx: BenchContext, s: BenchServer, n: number, what: string): Promise<number> {
+  const t0 = performance.now();
+  let lastReady = 0;
+  const stop = ticker(ctx, what, () => lastReady, n);
+  try {
+    await waitFor(
+      async () => {
+        lastReady = (await s.health()).pool?.ready ?? 0;
+        return lastReady >= n;
+      },
+      1_800_000,
+      `${n} envs ready in the pool`,
+      250,
+    );
+    return (performance.now() - t0) / 1000;
+  } finally {
+    stop();
+  }
+}
+
+/** one series' value in a Prometheus text (NaN when absent) */
+function prom(text: string, name: string, labels: Record<string, string> = {}): number {
+  return valueOf(parsePrometheusText(text), name, labels) ?? NaN;
+}
+
+export interface SlotTime {
+  deploy_s: number;
+  env_removed_s: number;
+  network_removed_s: number;
+  teardown_s: number;
+}
+
+/** where an episode's slot time went (means from the server's histograms), once `episodes` teardowns have finished (or after 60 s) */
+export async function slotTime(ctx: BenchContext, s: BenchServer, episodes: number): Promise<SlotTime> {
+  await waitFor(async () => prom(await s.metrics(), 'openenv_teardown_seconds_count', { outcome: 'ok' }) >= episodes, 60_000, 'every teardown', 250).catch(() =>
+    ctx.progress(`  not every teardown of the ${episodes} had finished after 60 s: the means are of those that had`),
+  );
+  const m = await s.metrics();
+  const mean = (n: string, l: Record<string, string> = {}) => Number((prom(m, `${n}_sum`, l) / prom(m, `${n}_count`, l)).toFixed(3));
+  return {
+    deploy_s: mean('openenv_deploy_seconds'),
+    env_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'env_removed' }),
+    network_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'network_removed' }),
+    teardown_s: mean('openenv_teardown_seconds', { outcome: 'ok' }),
+  };
+}
