@@ -16,8 +16,8 @@ import type { PoolStatus } from '../../src/protocol/pool.js';
 import type { DeployRequest, EnvHandle, Sandbox } from '../../src/sandbox/sandbox.js';
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
-import { WsClient } from '../support/ws-client.js';
+import { waitFor } from '../../scripts/lib/wait.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 async function pool(s: ProcessServer): Promise<PoolStatus> {
   const h = (await (await fetch(`${s.url}/health`)).json()) as { pool: PoolStatus };

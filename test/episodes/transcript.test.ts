@@ -16,7 +16,7 @@ import { dailyFile, EpisodeRecorder } from '../../src/episodes/recorder.js';
 import type { Action } from '../../src/protocol/frames.js';
 import type { StepOutcome } from '../../src/protocol/observations.js';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 import { http } from '../routes/http.js';
 
 const MB = 1_000_000;

@@ -19,7 +19,7 @@ import type { EpisodeRecord } from '../../src/eval/play.js';
 import { FIXTURE_BUNDLE, processSuiteServer } from '../support/process-server.js';
 import { fixtureGolden } from '../support/fixture-policy.js';
 import { firstPrompt, startScriptedModel, usageOf, type Policy, type ScriptedModel } from '../support/scripted-model.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 const GRIDSIM = join(import.meta.dirname, '../../bundles/gridsim-v1');
 

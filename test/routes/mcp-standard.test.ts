@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, describe, expect, it } from 'vitest';
 import { MCP_PROTOCOL_VERSIONS } from '../../src/protocol/mcp-standard.js';
 import { processSuiteServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 const TOKEN = 'mcp-standard-test-token';
 const auth = { authorization: `Bearer ${TOKEN}` };

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError, type EnvSpec, type Sandbox } from '../../src/sandbox/sandbox.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 export interface ContractHarness<S extends Sandbox = Sandbox> {
   /** a sandbox of the backend; `close()` is the suite's to call */

@@ -9,9 +9,9 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import { processSuiteServer, startProcessServer } from '../support/process-server.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 import { http } from '../routes/http.js';
-import { WsClient } from '../support/ws-client.js';
+import { WsClient } from '../../scripts/lib/ws-client.js';
 
 const TOKEN = 'round-2-token';
 
