@@ -18,7 +18,7 @@ import { Rng } from '../../bundles/gridsim-v1/envs/gridsim/src/prng.js';
 import { firstPrompt, parseTaskData, seasonOf, SYSTEM_PROMPT, weekdayOf, type TaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 import { TOOLS } from '../../bundles/gridsim-v1/envs/gridsim/src/tools.js';
 import { dayPricesCents, datesBetween, FIRST_DATE, LAST_DATE, POINTS } from './prices.js';
-import { formatReport, SPIKE_USD } from './stats.js';
+import { baseline, formatReport, SPIKE_USD } from './stats.js';
 
 export const TRAIN_SIZE = 2000;
 export const SEASONS = ['winter', 'spring', 'summer', 'fall'] as const;
@@ -140,7 +140,17 @@ export function generateTasks(): Generated {
   return { train, eval: evalRows, wiring };
 }
 
-export function manifest(): Record<string, unknown> {
+/** the scores the README reports, four decimals, as the splits' baselines the console draws */
+function baselines(g: Generated): Record<string, { idle: number; greedy: number; optimum: number }> {
+  const four = (x: number) => Number(x.toFixed(4));
+  const of = (rows: readonly TaskRowOut[]) => {
+    const b = baseline(rows);
+    return { idle: four(b.idle), greedy: four(b.greedy), optimum: four(b.optimum) };
+  };
+  return { eval: of(g.eval), train: of(g.train) };
+}
+
+export function manifest(g: Generated): Record<string, unknown> {
   return {
     name: 'gridsim-v1',
     version: '1.0.0',
@@ -160,6 +170,8 @@ export function manifest(): Record<string, unknown> {
     toolsets: { gridsim: { env: 'gridsim', tools: TOOLS } },
     max_turns: 4,
     reward: 'mean',
+    groups: { battery_h: 'meta.duration_h', point: 'meta.point', season: 'meta.season' },
+    baselines: baselines(g),
   };
 }
 
@@ -212,6 +224,11 @@ actions in time order, clipped to what the charge, the power and the cycle cap a
 ${report}
 \`\`\`
 
+\`bundle.json\` declares these figures as the \`eval\` and \`train\` splits' baselines (idle, greedy, optimum), and
+three task groups read from each task's \`meta\`: \`battery_h\` (the battery's duration: 1, 2 or 4 h), \`point\` (the
+settlement point) and \`season\`. The web console draws the baselines on its reward charts and breaks rewards down
+by group.
+
 ## Prices: synthetic, ERCOT-like
 
 The prices are **synthetic**: real ERCOT data is not available offline and its redistribution falls under
@@ -258,7 +275,7 @@ export function writeBundle(outDir: string): { files: string[]; generated: Gener
     'tasks/train.jsonl': jsonl(g.train),
     'tasks/eval.jsonl': jsonl(g.eval),
     'tasks/wiring.jsonl': jsonl(g.wiring),
-    'bundle.json': JSON.stringify(manifest(), null, 2) + '\n',
+    'bundle.json': JSON.stringify(manifest(g), null, 2) + '\n',
     'README.md': readme(g),
   };
   for (const [rel, text] of Object.entries(files)) {
