@@ -1,7 +1,8 @@
 /**
  * The web console in a real browser: Debian's headless Chromium driven by playwright-core,
  * against real servers on real Docker (the fixture bundle, then GridSim). Screenshots of each
- * view go to test-artifacts/ (and the documented ones to docs/img/). In CI (CI set) a missing
+ * view go to test-artifacts/; with OPENENV_UPDATE_DOC_IMAGES=1 the documented ones are also copied
+ * to docs/img/ (tracked files: a plain run leaves them alone). In CI (CI set) a missing
  * Chromium fails; elsewhere it skips loudly.
  */
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -65,12 +66,14 @@ async function launch(): Promise<{ ctx: BrowserContext; close: () => Promise<voi
   };
 }
 
-/** a screenshot to test-artifacts/<name>.png; `docs` also copies it to docs/img/console-<docs>.png */
+const UPDATE_DOC_IMAGES = process.env.OPENENV_UPDATE_DOC_IMAGES === '1';
+
+/** a screenshot to test-artifacts/<name>.png; with `docs`, under OPENENV_UPDATE_DOC_IMAGES=1, also docs/img/console-<docs>.png */
 async function shot(page: Page, name: string, fullPage = false, docs?: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   const file = join(ARTIFACTS, `${name}.png`);
   await page.screenshot({ path: file, fullPage });
-  if (docs) copyFileSync(file, join(DOCS_IMG, `console-${docs}.png`));
+  if (docs && UPDATE_DOC_IMAGES) copyFileSync(file, join(DOCS_IMG, `console-${docs}.png`));
 }
 
 interface BarBox {
