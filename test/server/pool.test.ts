@@ -255,7 +255,7 @@ describe('warm pool', () => {
     } finally {
       await s.stop();
     }
-  });
+  }, 120_000);
 
   it('draining tears pooled envs down with the episodes', async () => {
     const s = await startProcessServer({ maxConcurrentEnvs: 3, warmPool: 2 });
