@@ -2,8 +2,9 @@
  * Every subcommand of `openenv-bundle`, in the order `--help` lists them. A new subcommand is a
  * module exporting a `Subcommand` and one line here.
  */
+import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand, checkCommand];

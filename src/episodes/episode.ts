@@ -479,7 +479,7 @@ export class Episode {
   }
 
   private settleScores(raw: unknown, reason: EndReason, phase: FailurePhase): StepOutcome<CallObservation | Ending> {
-    const checked = checkScores(raw);
+    const checked = checkScores(raw, this.deps.bundle.manifest.scores);
     if ('problem' in checked) {
       return this.fail('invalid_scores', phase, `the env reported invalid scores: ${checked.problem}`, null);
     }
