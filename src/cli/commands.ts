@@ -4,7 +4,8 @@
  */
 import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
+import { initCommand } from './init.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand, checkCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand, initCommand, checkCommand];
