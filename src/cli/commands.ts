@@ -5,7 +5,8 @@
 import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
 import { initCommand } from './init.js';
+import { packCommand } from './pack.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand, initCommand, checkCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, rowsCommand, initCommand, checkCommand, packCommand];
