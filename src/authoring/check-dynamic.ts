@@ -2,8 +2,9 @@
  * The part of `openenv-bundle check` that runs the bundle: the server's own episode machinery
  * (createRuntime: the Docker sandbox, image builds, admission, episodes), in this process, under
  * an instance name of its own. For a sample of tasks it plays the golden solution, the empty
- * solution, the golden (or empty) solution again with the same seed, and once per toolset a call
- * of each tool that violates its schema; then it tears everything down.
+ * solution, the golden (or empty) solution again with the same seed (unless the bundle declares
+ * that it ignores seeds), and once per toolset a call of each tool that violates its schema; then
+ * it tears everything down.
  */
 import { randomBytes } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
@@ -62,6 +63,8 @@ export interface EnvTimes {
 
 export interface DynamicResult {
   findings: Findings;
+  /** the instance name its containers and networks were labelled with (all removed by now) */
+  instance: string;
   /** seconds until every env image was built (or found) */
   images_s: number;
   tasks_checked: number;
@@ -232,12 +235,14 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
         }
       }
 
+      // a bundle that declares it ignores seeds is not asked to replay alike
+      if (ignoresSeed) return;
       const { play: again } = await play(rt, task, CHECK_SEED, replayOf.steps);
       note(task, again);
       const a = fingerprint(replayOf.play);
       const b = fingerprint(again);
       const at = a.findIndex((s, i) => s !== b[i]);
-      if ((at !== -1 || a.length !== b.length) && !ignoresSeed) {
+      if (at !== -1 || a.length !== b.length) {
         const i = at === -1 ? Math.min(a.length, b.length) : at;
         findings.problem(
           where,
@@ -315,5 +320,5 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     mean_s: Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000,
     max_s: Math.max(...xs),
   }));
-  return { findings, images_s: imagesS, tasks_checked: sample.length, episodes, envs, golden, empty };
+  return { findings, instance: options.instance, images_s: imagesS, tasks_checked: sample.length, episodes, envs, golden, empty };
 }
