@@ -61,7 +61,8 @@ describe('README.md subcommands', () => {
       if (sub.name === 'serve') continue;
       const flags = [...sub.usage.matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1]!).filter((f) => f !== '--help');
       expect(flags.length, `${sub.name} --help lists options`).toBeGreaterThan(0);
-      for (const flag of flags) expect(table, `README has a row for openenv-bundle ${sub.name} ${flag}`).toMatch(new RegExp(`^\\| \`${sub.name}\` \\| \`${flag}[ ,\`]`, 'm'));
+      for (const flag of flags)
+        expect(table, `README has a row for openenv-bundle ${sub.name} ${flag}`).toMatch(new RegExp(`^\\| \`${sub.name}\` \\| \`${flag}[ ,\`]`, 'm'));
     }
   });
 });

@@ -152,7 +152,15 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
         files: staticLine,
         problems: findings.filter((f) => f.level === 'problem'),
         warnings: findings.filter((f) => f.level === 'warning'),
-        played: dyn && { instance: dyn.instance, images_s: dyn.images_s, tasks: dyn.tasks_checked, episodes: dyn.episodes, golden: dyn.golden, empty: dyn.empty, envs: dyn.envs },
+        played: dyn && {
+          instance: dyn.instance,
+          images_s: dyn.images_s,
+          tasks: dyn.tasks_checked,
+          episodes: dyn.episodes,
+          golden: dyn.golden,
+          empty: dyn.empty,
+          envs: dyn.envs,
+        },
       })}\n`,
     );
   } else {
