@@ -34,6 +34,8 @@ export interface DynamicOptions {
   sandbox?: Sandbox;
   log?: Logger;
   onProgress?: (done: number, total: number, what: string) => void;
+  /** aborting stops the plays, tears every env down and rejects (Ctrl-C must leave nothing behind) */
+  signal?: AbortSignal;
 }
 
 /** One step as a model would have seen it: enough to tell two plays of a task apart. */
@@ -307,9 +309,15 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     ];
     let next = 0;
     const worker = async () => {
-      while (next < jobs.length) await (jobs[next++] as () => Promise<void>)();
+      while (next < jobs.length && !opts.signal?.aborted) await (jobs[next++] as () => Promise<void>)();
     };
-    await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+    // an abort drains at once: live episodes close, their plays fail, the workers stop
+    const onAbort = () => void rt.drain();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const settled = await Promise.allSettled(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+    opts.signal?.removeEventListener('abort', onAbort);
+    if (opts.signal?.aborted) throw new Error('interrupted: every env it deployed was removed');
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
   } finally {
     await rt.close();
   }

@@ -126,6 +126,11 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
       await b.cleanup();
       return EXIT.usage;
     }
+    // Ctrl-C or a stop: tear down what was deployed, then report
+    const interrupt = new AbortController();
+    const onSignal = () => interrupt.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
     try {
       if (!args.staticOnly && st.findings.problems.length === 0) {
         dyn = await checkDynamic(b, st.validators, {
@@ -134,12 +139,15 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
           buildArgs: args.buildArgs,
           concurrency: args.concurrency,
           onProgress: args.json ? undefined : progressBar(io),
+          signal: interrupt.signal,
         });
         findings.push(...dyn.findings.list);
       }
     } catch (e) {
       findings.push({ level: 'problem', where: 'docker', message: `the bundle could not be played: ${(e as Error).message}` });
     } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
       await b.cleanup();
     }
   }

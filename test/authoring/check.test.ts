@@ -156,3 +156,19 @@ describe('check (envs as child processes)', () => {
     expect(usage.err()).toContain('--tasks must be a whole number');
   });
 });
+
+describe('check interrupted', () => {
+  it('tears down every env it deployed and rejects, saying so', async () => {
+    const st = await checkStatic(FIXTURE_BUNDLE);
+    const sandbox = new ProcessSandbox();
+    const stop = new AbortController();
+    try {
+      const run = checkDynamic(st.bundle!, st.validators, { tasks: 'all', sandbox, signal: stop.signal, onProgress: (done) => done === 1 && stop.abort() });
+      await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
+      expect(sandbox.held()).toEqual([]);
+    } finally {
+      await sandbox.close();
+      await st.bundle?.cleanup();
+    }
+  });
+});
