@@ -142,3 +142,10 @@ export const CLOSE_GRACE_MS = 2000;
 
 /** The longest an exit waits for the instance name to be given back (one engine call or two). */
 export const SHUTDOWN_RELEASE_MS = 3000;
+/** `openenv-bundle check`: the seed of every play, and tasks played per (split, toolset) unless `--tasks` says otherwise. */
+export const CHECK_SEED = 1234;
+export const CHECK_TASKS_PER_GROUP = 3;
+/** `check`: envs it runs at once unless `--concurrency` says otherwise (a laptop's two cores). */
+export const CHECK_CONCURRENCY = 2;
+/** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
+export const SCORE_TOLERANCE = 1e-9;

@@ -51,3 +51,18 @@ describe('README.md metrics', () => {
     for (const name of names) expect(README, `README's Metrics table lists ${name}`).toContain(`| \`${name}\` |`);
   });
 });
+
+describe('README.md subcommands', () => {
+  it("has a row for every option of every openenv-bundle subcommand (serve's are the Options table)", async () => {
+    const { SUBCOMMANDS } = await import('../src/cli/commands.js');
+    const table = README.slice(README.indexOf('| command | option | what it does |'));
+    for (const sub of SUBCOMMANDS) {
+      expect(table, `README lists openenv-bundle ${sub.name}`).toContain(`| \`${sub.name}\` |`);
+      if (sub.name === 'serve') continue;
+      const flags = [...sub.usage.matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1]!).filter((f) => f !== '--help');
+      expect(flags.length, `${sub.name} --help lists options`).toBeGreaterThan(0);
+      for (const flag of flags)
+        expect(table, `README has a row for openenv-bundle ${sub.name} ${flag}`).toMatch(new RegExp(`^\\| \`${sub.name}\` \\| \`${flag}[ ,\`]`, 'm'));
+    }
+  });
+});

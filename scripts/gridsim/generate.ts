@@ -41,6 +41,8 @@ export interface TaskRowOut {
   turns: string[];
   data: TaskData;
   meta: Record<string, unknown>;
+  /** the stored optimal schedule, submitted: what `openenv-bundle check` plays and expects 1 from */
+  golden: { tool: string; arguments: Record<string, unknown> }[];
 }
 
 /** A day qualifies when its optimum is at least $0.5 per MWh of capacity (score never divides by ~0). */
@@ -84,6 +86,7 @@ export function makeTask(date: string, point: Point, battery: Battery, extraMeta
       synthetic: true,
       ...extraMeta,
     },
+    golden: [{ tool: 'submit_schedule', arguments: { schedule: opt.schedule } }],
   };
 }
 
@@ -172,6 +175,10 @@ export function manifest(g: Generated): Record<string, unknown> {
     reward: 'mean',
     groups: { battery_h: 'meta.duration_h', point: 'meta.point', season: 'meta.season' },
     baselines: baselines(g),
+    // the optimum scores 1, idling all day 0.2; ending every turn without a call submits nothing: 0
+    scores: { schedule: { min: 0, max: 1, floor: 0.2 } },
+    // a task is one fixed day: /reset's seed changes nothing
+    ignores_seed: true,
   };
 }
 
@@ -206,6 +213,9 @@ charge (buy), sell or idle. The env grades it against the day's exact optimum.
 - \`submit_schedule(schedule)\`: grades once and ends the episode with \`scores: {"schedule": s}\`; later calls
   are refused. A malformed schedule is reported as the model's error and the episode goes on.
 - An episode that ends without a submission scores 0.
+- Each task row carries its stored optimal schedule as its \`golden\` solution (one \`submit_schedule\` call), which
+  \`openenv-bundle check\` plays and expects 1 from; it is never shown to a model. \`bundle.json\` declares the score
+  \`schedule\` in [0, 1] with floor 0.2, and that the env ignores seeds (a task is one fixed day).
 
 ## Score
 

@@ -168,6 +168,45 @@ export const ToolsetSchema = closedObject({
 });
 export type Toolset = z.infer<typeof ToolsetSchema>;
 
+// ---------------------------------------------------------------------------------------------
+// Authoring: declared scores and seeds (bundle.json) and golden solutions (task rows), what
+// `openenv-bundle check` plays and the server enforces (docs/bundle-format.md, "scores").
+
+/** A declared score's range, and the most an empty solution (every turn ended, no call) may score. */
+export const ScoreDeclarationSchema = closedObject({
+  min: z.number().finite().default(0),
+  max: z.number().finite().default(1),
+  /** the most the empty solution may score; default: min */
+  floor: z.number().finite().optional(),
+}).superRefine((s, ctx) => {
+  if (s.min >= s.max) ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['max'], message: `expected max above min (${s.min})`, params: { got: true } });
+  if (s.floor !== undefined && (s.floor < s.min || s.floor > s.max)) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['floor'], message: `expected a floor within [min, max] = [${s.min}, ${s.max}]`, params: { got: true } });
+  }
+});
+export type ScoreDeclaration = z.infer<typeof ScoreDeclarationSchema>;
+
+/** The fields bundle.json gains for authoring; merged into ManifestSchema's shape below. */
+const AUTHORING_MANIFEST_FIELDS = {
+  /** score name → its range; the server fails an episode whose declared score falls outside it */
+  scores: z.record(keyName(KEY_PATTERN, 'score name'), ScoreDeclarationSchema).optional(),
+  /** the env's episodes do not depend on /reset's seed (check then skips the same-seed test) */
+  ignores_seed: z.boolean().default(false),
+};
+
+/** One step of a golden solution: a call of a toolset tool, or `end_turn`. */
+export const GoldenStepSchema = closedObject({
+  tool: z.string().min(1, 'expected the name of a tool of the task\'s toolset, or "end_turn"'),
+  arguments: jsonObject.optional(),
+});
+export type GoldenStep = z.infer<typeof GoldenStepSchema>;
+
+/** The fields a task row gains for authoring; never served to a model or a client. */
+const AUTHORING_TASK_FIELDS = {
+  /** the calls a perfect player makes, in order; `check` plays it and expects every score's max */
+  golden: z.array(GoldenStepSchema).min(1, 'expected at least one step').optional(),
+};
+
 // ---- task groups and baselines (the console's per-group views and reference lines) ----------
 
 /** Where a group's value sits in a task line: `meta.<key>` and deeper; `data` stays private. */
@@ -208,6 +247,7 @@ export const ManifestSchema = closedObject({
   // ---- task groups and baselines
   groups: GroupsSchema.default({}),
   baselines: BaselinesSchema.default({}),
+  ...AUTHORING_MANIFEST_FIELDS,
 }).superRefine((m, ctx) => {
   const splits = Object.keys(m.splits);
   if (!Object.hasOwn(m.splits, m.default_split)) {
@@ -252,6 +292,7 @@ export const TaskLineSchema = closedObject({
   data: jsonObject.default({}),
   max_turns: z.number().int().min(1).optional(),
   meta: jsonObject.optional(),
+  ...AUTHORING_TASK_FIELDS,
 }).superRefine((task, ctx) => {
   if (task.max_turns !== undefined && task.max_turns < task.turns.length) {
     ctx.addIssue({

@@ -470,9 +470,9 @@ export class Episode {
   }
 
   private settleScores(raw: unknown, reason: EndReason, phase: FailurePhase): StepOutcome<CallObservation | Ending> {
-    const checked = checkScores(raw);
+    const checked = checkScores(raw, this.deps.bundle.manifest.scores);
     if ('problem' in checked) {
-      return this.fail('invalid_scores', phase, invalidScoresMessage('not_scores', checked.problem), null);
+      return this.fail('invalid_scores', phase, invalidScoresMessage(checked.outOfRange ? 'out_of_range' : 'not_scores', checked.problem), null);
     }
     let reward: number;
     try {

@@ -7,6 +7,9 @@ export type Scores = Record<string, number>;
 export type RewardFn = (scores: Scores) => number;
 export type RewardOption = string | RewardFn | undefined;
 
+/** The reward rules that combine every score; any other `reward` names one score. */
+export const REWARD_RULES: readonly string[] = ['mean', 'sum', 'min', 'max'];
+
 export function makeReward(option: RewardOption): RewardFn {
   if (typeof option === 'function') return option;
   const values = (s: Scores) => Object.values(s);
@@ -35,12 +38,22 @@ export function makeReward(option: RewardOption): RewardFn {
   }
 }
 
-/** Scores must be an object of finite numbers; returns a message saying what is wrong, or null. */
-export function checkScores(raw: unknown): { scores: Scores } | { problem: string } {
+/** A declared score's range (bundle.json `scores`): min and max, inclusive. */
+export type DeclaredRanges = Readonly<Record<string, { min: number; max: number }>>;
+
+/**
+ * Scores must be an object of finite numbers, each declared one within its declared range;
+ * returns the scores, or a message saying what is wrong.
+ */
+export function checkScores(raw: unknown, declared: DeclaredRanges = {}): { scores: Scores } | { problem: string; outOfRange?: true } {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { problem: 'scores is not an object of named numbers' };
   const scores: Scores = {};
   for (const [k, v] of Object.entries(raw)) {
     if (typeof v !== 'number' || !Number.isFinite(v)) return { problem: `score "${k}" is ${JSON.stringify(v) ?? String(v)}, not a finite number` };
+    const range = Object.hasOwn(declared, k) ? declared[k] : undefined;
+    if (range && (v < range.min || v > range.max)) {
+      return { problem: `score "${k}" is ${v}, outside its declared range [${range.min}, ${range.max}] (bundle.json scores.${k})`, outOfRange: true };
+    }
     scores[k] = v;
   }
   if (Object.keys(scores).length === 0) return { problem: 'the env reported no score' };

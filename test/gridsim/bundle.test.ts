@@ -22,6 +22,7 @@ interface Row {
   system_prompt: string;
   turns: string[];
   data: TaskData;
+  golden: { tool: string; arguments: Record<string, unknown> }[];
   meta: Record<string, unknown>;
   max_turns?: number;
 }
@@ -76,7 +77,9 @@ describe('task rows', () => {
     for (const r of all) {
       expect(r.task_id).toBe(`dam-v1-${r.data.date}-${r.data.point}-${r.data.battery.id}`);
       expect(r.task_id).toMatch(/^dam-v1-\d{4}-\d{2}-\d{2}-(HB|LZ)_[A-Z]+-[124]h-[a-z]$/);
-      expect(Object.keys(r)).toEqual(['task_id', 'toolset', 'system_prompt', 'turns', 'data', 'meta']);
+      expect(Object.keys(r)).toEqual(['task_id', 'toolset', 'system_prompt', 'turns', 'data', 'meta', 'golden']);
+      // the golden solution submits the stored optimal schedule
+      expect(r.golden).toEqual([{ tool: 'submit_schedule', arguments: { schedule: r.data.optimal_schedule } }]);
       expect(r.toolset).toBe('gridsim');
       expect(r.system_prompt).toBe(SYSTEM_PROMPT);
       expect(r.turns).toHaveLength(1);

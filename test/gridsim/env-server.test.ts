@@ -100,6 +100,14 @@ describe('GridSim env server (child process)', () => {
       expect(r.json).toEqual({});
     });
 
+    it("refuses arguments its schema does not declare, as the model's error", async () => {
+      const extra = await call('get_situation', { verbose: true });
+      expect(extra).toMatchObject({ is_error: true, done: false });
+      expect(extra.text).toBe('unknown argument(s) "verbose": get_situation takes no arguments');
+      const typo = await call('check_schedule', { schedule: new Array(24).fill(0), hours: 24 });
+      expect(typo.text).toBe('unknown argument(s) "hours": check_schedule takes only "schedule"');
+    });
+
     it('get_situation returns the situation of the first prompt', async () => {
       const r = await call('get_situation', {});
       expect(r.is_error).toBe(false);

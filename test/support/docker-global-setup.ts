@@ -1,5 +1,5 @@
 /**
- * Before any test: make the offline Node base image the test images build FROM, and record what
+ * Before any test: make the offline Node and Python base images the test images build FROM, and record what
  * the engine holds, so engine-clean.test.ts can prove the suite left it as it found it.
  */
 import { execFileSync } from 'node:child_process';
@@ -22,6 +22,7 @@ export default function setup(): void {
     return;
   }
   execFileSync('bash', ['docker/make-local-node-base.sh'], { stdio: 'inherit' });
+  execFileSync('bash', ['docker/make-local-python-base.sh'], { stdio: 'inherit' });
   writeFileSync(
     SNAPSHOT_FILE,
     JSON.stringify({ docker: true, containers: ids(['ps', '-aq', '--no-trunc']), networks: ids(['network', 'ls', '-q', '--no-trunc']) }),

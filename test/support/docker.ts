@@ -26,6 +26,8 @@ export const IN_CI = Boolean(process.env.CI);
 
 export { LOCAL_NODE_IMAGE };
 export const TEST_BUILD_ARGS: Record<string, string> = { NODE_IMAGE: LOCAL_NODE_IMAGE };
+/** the offline Python base (docker/make-local-python-base.sh), for Python envs: not in TEST_BUILD_ARGS, whose images it would all rename */
+export const LOCAL_PYTHON_IMAGE = process.env.OPENENV_TEST_PYTHON_IMAGE ?? 'openenv-local/python:3';
 
 let warned = false;
 

@@ -77,6 +77,12 @@ export class Episode {
       return errorReply('arguments must be a JSON object, e.g. {"schedule": [0, 0, ...]}');
     }
     const a = args as Record<string, unknown>;
+    // the schemas say additionalProperties: false; a misspelt field is the model's to hear about
+    const unknown = Object.keys(a).filter((k) => name === 'get_situation' || k !== 'schedule');
+    if (unknown.length > 0) {
+      const takes = name === 'get_situation' ? 'takes no arguments' : 'takes only "schedule"';
+      return errorReply(`unknown argument(s) ${unknown.map((k) => JSON.stringify(k)).join(', ')}: ${name} ${takes}`);
+    }
     if (name === 'get_situation') {
       const text = situationText(this.task);
       return { result: { situation: text }, text, is_error: false, done: false };

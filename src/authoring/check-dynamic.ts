@@ -1,0 +1,332 @@
+/**
+ * The part of `openenv-bundle check` that runs the bundle: the server's own episode machinery
+ * (createRuntime: the Docker sandbox, image builds, admission, episodes), in this process, under
+ * an instance name of its own. For a sample of tasks it plays the golden solution, the empty
+ * solution, the golden (or empty) solution again with the same seed (unless the bundle declares
+ * that it ignores seeds), and once per toolset a call of each tool that violates its schema; then
+ * it tears everything down.
+ */
+import { randomBytes } from 'node:crypto';
+import type { ValidateFunction } from 'ajv';
+import { pino, type Logger } from 'pino';
+import { END_TURN, type LoadedBundle, type Task } from '../bundle/index.js';
+import type { GoldenStep, ScoreDeclaration } from '../bundle/schema.js';
+import { OptionsSchema } from '../config.js';
+import { CHECK_CONCURRENCY, CHECK_SEED, SCORE_TOLERANCE } from '../defaults.js';
+import { DeployFailedError } from '../errors.js';
+import type { Episode } from '../episodes/episode.js';
+import type { CallObservation, Ending, Failure } from '../protocol/observations.js';
+import { createRuntime, type OpenEnvRuntime } from '../runtime.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
+import { describeErrors, violatingArguments } from './json-schema.js';
+import { Findings } from './findings.js';
+import { taskWhere } from './check-static.js';
+
+export interface DynamicOptions {
+  /** tasks per (split, toolset); 'all' plays every task */
+  tasks: number | 'all';
+  /** only this split */
+  split?: string;
+  buildArgs?: Record<string, string>;
+  /** envs running at once */
+  concurrency?: number;
+  /** tests: another sandbox than Docker */
+  sandbox?: Sandbox;
+  log?: Logger;
+  onProgress?: (done: number, total: number, what: string) => void;
+  /** aborting stops the plays, tears every env down and rejects (Ctrl-C must leave nothing behind) */
+  signal?: AbortSignal;
+}
+
+/** One step as a model would have seen it: enough to tell two plays of a task apart. */
+interface PlayedStep {
+  tool: string;
+  text: string | null;
+  is_error: boolean;
+  error_type: string | null;
+}
+
+export interface Play {
+  steps: PlayedStep[];
+  done: boolean;
+  scores: Record<string, number> | null;
+  end_reason: string | null;
+  failure: Failure | null;
+  /** the reset's deploy time (container, readiness, /reset), seconds */
+  deploy_s: number | null;
+}
+
+export interface EnvTimes {
+  env: string;
+  deploys: number;
+  mean_s: number;
+  max_s: number;
+}
+
+export interface DynamicResult {
+  findings: Findings;
+  /** the instance name its containers and networks were labelled with (all removed by now) */
+  instance: string;
+  /** seconds until every env image was built (or found) */
+  images_s: number;
+  tasks_checked: number;
+  episodes: number;
+  envs: EnvTimes[];
+  /** golden plays that reached every score's max / all golden plays */
+  golden: { passed: number; played: number };
+  empty: { passed: number; played: number };
+}
+
+/** Evenly spread over each (split, toolset) group, first and last included; all of them for 'all'. */
+export function sampleTasks(bundle: LoadedBundle, tasks: number | 'all', split?: string): Task[] {
+  const out: Task[] = [];
+  for (const [name, list] of Object.entries(bundle.splits)) {
+    if (split !== undefined && name !== split) continue;
+    const groups = new Map<string, Task[]>();
+    for (const t of list) groups.set(t.toolset, [...(groups.get(t.toolset) ?? []), t]);
+    for (const group of groups.values()) {
+      if (tasks === 'all' || tasks >= group.length) {
+        out.push(...group);
+        continue;
+      }
+      const picked = new Set<number>();
+      for (let i = 0; i < tasks; i++) picked.add(tasks === 1 ? 0 : Math.round((i * (group.length - 1)) / (tasks - 1)));
+      for (const i of [...picked].sort((a, b) => a - b)) out.push(group[i] as Task);
+    }
+  }
+  return out;
+}
+
+const DEFAULT_RANGE = { min: 0, max: 1 };
+
+function rangeOf(declared: Record<string, ScoreDeclaration> | undefined, score: string): { min: number; max: number; floor: number } {
+  const d = declared && Object.hasOwn(declared, score) ? declared[score] : undefined;
+  const r = d ?? DEFAULT_RANGE;
+  return { min: r.min, max: r.max, floor: d?.floor ?? r.min };
+}
+
+function describeFailure(f: Failure): string {
+  const tail = f.log_tail ? `; the env's last log lines:\n      ${f.log_tail.trim().split('\n').slice(-5).join('\n      ')}` : '';
+  return `${f.reason} in phase ${f.phase}: ${f.message}${tail}`;
+}
+
+async function play(
+  rt: OpenEnvRuntime,
+  task: Task,
+  seed: number,
+  steps: readonly GoldenStep[],
+  hold = false,
+): Promise<{ play: Play; episode: Episode | null }> {
+  const result: Play = { steps: [], done: false, scores: null, end_reason: null, failure: null, deploy_s: null };
+  const data = { task_id: task.task_id, seed };
+  const ep = rt.manager.create(data, 'ws');
+  try {
+    const reset = await rt.manager.start(ep);
+    result.deploy_s = reset.observation.timings.deploy_s;
+    for (const step of steps) {
+      const out = await ep.step({ type: 'call_tool', tool_name: step.tool, arguments: step.arguments ?? {} });
+      const obs = out.observation as CallObservation & Partial<Ending>;
+      result.steps.push({
+        tool: step.tool,
+        text: obs.result?.content[0]?.text ?? null,
+        is_error: obs.result?.is_error === true,
+        error_type: obs.error?.error_type ?? null,
+      });
+      if (out.done) {
+        result.done = true;
+        result.scores = obs.scores ?? null;
+        result.end_reason = obs.end_reason ?? null;
+        result.failure = obs.failure ?? null;
+        break;
+      }
+    }
+  } catch (e) {
+    if (!(e instanceof DeployFailedError)) throw e;
+    result.failure = e.failure;
+    result.done = true;
+  }
+  if (hold && !result.done) return { play: result, episode: ep };
+  await ep.close();
+  return { play: result, episode: null };
+}
+
+/** What a play's model saw, as one comparable string per step. */
+function fingerprint(p: Play): string[] {
+  return [...p.steps.map((s) => JSON.stringify(s)), JSON.stringify({ scores: p.scores, end_reason: p.end_reason, failure: p.failure?.reason ?? null })];
+}
+
+export async function checkDynamic(bundle: LoadedBundle, validators: Map<string, Map<string, ValidateFunction>>, opts: DynamicOptions): Promise<DynamicResult> {
+  const findings = new Findings();
+  const concurrency = opts.concurrency ?? CHECK_CONCURRENCY;
+  const log = opts.log ?? pino({ level: 'silent' });
+  const options = OptionsSchema.parse({
+    instance: `check-${randomBytes(4).toString('hex')}`,
+    maxConcurrentEnvs: concurrency,
+    maxConcurrentDeploys: concurrency,
+    logLevel: 'silent',
+  });
+  const sample = sampleTasks(bundle, opts.tasks, opts.split);
+  const declared = bundle.manifest.scores;
+  const ignoresSeed = bundle.manifest.ignores_seed;
+  const deploys = new Map<string, number[]>();
+  const golden = { passed: 0, played: 0 };
+  const empty = { passed: 0, played: 0 };
+  let episodes = 0;
+
+  const imagesStarted = Date.now();
+  const rt = await createRuntime({ options, bundle, log, buildArgs: opts.buildArgs ?? {}, sandbox: opts.sandbox });
+  let imagesS: number;
+  try {
+    opts.onProgress?.(0, sample.length, 'building env images');
+    await rt.ready;
+    imagesS = (Date.now() - imagesStarted) / 1000;
+
+    const note = (task: Task, p: Play) => {
+      episodes++;
+      if (p.deploy_s === null) return;
+      const env = bundle.envOf(task).name;
+      deploys.set(env, [...(deploys.get(env) ?? []), p.deploy_s]);
+    };
+
+    const checkTask = async (task: Task) => {
+      const where = taskWhere(bundle, task);
+      const emptySteps = task.turns.map(() => ({ tool: END_TURN }));
+      let replayOf: { steps: readonly GoldenStep[]; play: Play } | null = null;
+
+      if (task.golden) {
+        golden.played++;
+        const { play: g } = await play(rt, task, CHECK_SEED, task.golden);
+        note(task, g);
+        replayOf = { steps: task.golden, play: g };
+        if (g.failure) {
+          findings.problem(where, `the golden solution failed the episode: ${describeFailure(g.failure)}`);
+        } else if (!g.done) {
+          findings.problem(
+            where,
+            `the golden solution's ${task.golden.length} step(s) did not end the episode; end it with "end_turn" on the last turn (${task.turns.length} turn(s)) or a tool answering done`,
+          );
+        } else {
+          const short = Object.entries(g.scores ?? {}).filter(([k, v]) => v < rangeOf(declared, k).max - SCORE_TOLERANCE);
+          if (short.length === 0) golden.passed++;
+          for (const [k, v] of short) {
+            findings.problem(
+              where,
+              `the golden solution scored ${k} = ${v}, expected its declared max ${rangeOf(declared, k).max}; fix the golden solution or the env's scoring`,
+            );
+          }
+        }
+      }
+
+      empty.played++;
+      const { play: e } = await play(rt, task, CHECK_SEED, emptySteps);
+      note(task, e);
+      replayOf ??= { steps: emptySteps, play: e };
+      if (e.failure) {
+        findings.problem(
+          where,
+          `the empty solution (end_turn on every turn, no tool call) failed the env: ${describeFailure(e.failure)}; an env must score doing nothing`,
+        );
+      } else {
+        const over = Object.entries(e.scores ?? {}).filter(([k, v]) => v > rangeOf(declared, k).floor + SCORE_TOLERANCE);
+        if (over.length === 0) empty.passed++;
+        for (const [k, v] of over) {
+          findings.problem(
+            where,
+            `the empty solution (no tool call) scored ${k} = ${v}, above its floor ${rangeOf(declared, k).floor}; doing nothing must not pay: fix the env's scoring or declare scores.${k}.floor`,
+          );
+        }
+      }
+
+      // a bundle that declares it ignores seeds is not asked to replay alike
+      if (ignoresSeed) return;
+      const { play: again } = await play(rt, task, CHECK_SEED, replayOf.steps);
+      note(task, again);
+      const a = fingerprint(replayOf.play);
+      const b = fingerprint(again);
+      const at = a.findIndex((s, i) => s !== b[i]);
+      if (at !== -1 || a.length !== b.length) {
+        const i = at === -1 ? Math.min(a.length, b.length) : at;
+        findings.problem(
+          where,
+          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${i < replayOf.steps.length ? `step ${i + 1}` : 'the scores'}: ${a[i] ?? 'nothing'} then ${b[i] ?? 'nothing'}); derive the env's randomness from /reset's seed, or declare "ignores_seed": true in bundle.json`,
+        );
+      }
+    };
+
+    const violations = async (task: Task) => {
+      const tools = bundle.manifest.toolsets[task.toolset]?.tools ?? [];
+      const calls: { step: GoldenStep; why: string }[] = [];
+      for (const tool of tools) {
+        const validate = validators.get(task.toolset)?.get(tool.name);
+        if (!validate) continue;
+        const args = violatingArguments(tool.input_schema, validate);
+        if (args === null) {
+          findings.warning(`tool ${tool.name} (toolset ${task.toolset})`, 'its input_schema accepts any object: check could not make a call that violates it');
+          continue;
+        }
+        validate(args);
+        calls.push({ step: { tool: tool.name, arguments: args }, why: describeErrors(validate) });
+      }
+      if (calls.length === 0) return;
+      const { play: p, episode } = await play(
+        rt,
+        task,
+        CHECK_SEED,
+        calls.map((c) => c.step),
+        true,
+      );
+      note(task, p);
+      try {
+        p.steps.forEach((s, i) => {
+          const call = calls[i];
+          if (!call || s.is_error || s.error_type !== null) return;
+          findings.problem(
+            `tool ${s.tool} (toolset ${task.toolset})`,
+            `the env accepted ${JSON.stringify(call.step.arguments)}, which violates the input_schema (${call.why}); answer 400 {"error", "message"} or is_error so the model learns`,
+          );
+        });
+        if (p.done) {
+          const last = p.steps[p.steps.length - 1]?.tool ?? 'the first call';
+          findings.problem(
+            `tool ${last} (toolset ${task.toolset})`,
+            `a call that violates the input_schema ended the episode (${p.failure ? describeFailure(p.failure) : (p.end_reason ?? 'done')}); it must be the model's error and the episode go on`,
+          );
+        }
+      } finally {
+        await episode?.close();
+      }
+    };
+
+    const firstOfToolset = new Map<string, Task>();
+    for (const t of sample) if (!firstOfToolset.has(t.toolset)) firstOfToolset.set(t.toolset, t);
+    let done = 0;
+    const jobs: (() => Promise<void>)[] = [
+      ...[...firstOfToolset.values()].map((t) => () => violations(t)),
+      ...sample.map((t) => async () => {
+        await checkTask(t);
+        opts.onProgress?.(++done, sample.length, 'playing tasks');
+      }),
+    ];
+    let next = 0;
+    const worker = async () => {
+      while (next < jobs.length && !opts.signal?.aborted) await (jobs[next++] as () => Promise<void>)();
+    };
+    // an abort drains at once: live episodes close, their plays fail, the workers stop
+    const onAbort = () => void rt.drain();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const settled = await Promise.allSettled(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+    opts.signal?.removeEventListener('abort', onAbort);
+    if (opts.signal?.aborted) throw new Error('interrupted: every env it deployed was removed');
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
+  } finally {
+    await rt.close();
+  }
+
+  const envs = [...deploys.entries()].map(([env, xs]) => ({
+    env,
+    deploys: xs.length,
+    mean_s: Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000,
+    max_s: Math.max(...xs),
+  }));
+  return { findings, instance: options.instance, images_s: imagesS, tasks_checked: sample.length, episodes, envs, golden, empty };
+}

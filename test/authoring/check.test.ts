@@ -1,0 +1,174 @@
+/**
+ * `openenv-bundle check` on envs run as child processes (the fast layer's ProcessSandbox behind
+ * the server's own runtime): a fresh node bundle passes; each broken copy fails, naming the task
+ * or tool and what to change. The same checks on real Docker: stranger.docker.test.ts.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkDynamic } from '../../src/authoring/check-dynamic.js';
+import { checkStatic } from '../../src/authoring/check-static.js';
+import type { Finding } from '../../src/authoring/findings.js';
+import { runCheck } from '../../src/cli/check.js';
+import { FIXTURE_BUNDLE } from '../support/app.js';
+import { ProcessSandbox } from '../support/process-sandbox.js';
+import { bufferIo, initTemp, type TempBundle } from './helpers.js';
+
+const made: TempBundle[] = [];
+afterEach(async () => {
+  await Promise.all(made.splice(0).map((b) => b.remove()));
+});
+
+async function fresh(): Promise<TempBundle> {
+  const b = await initTemp();
+  made.push(b);
+  return b;
+}
+
+/** static, then (when it passes) dynamic on child processes: every finding */
+async function check(dir: string, tasks: number | 'all' = 'all'): Promise<{ problems: Finding[]; warnings: Finding[]; golden?: unknown; empty?: unknown }> {
+  const st = await checkStatic(dir);
+  if (!st.bundle || st.findings.problems.length > 0) return { problems: st.findings.problems, warnings: st.findings.warnings };
+  const sandbox = new ProcessSandbox();
+  try {
+    const dyn = await checkDynamic(st.bundle, st.validators, { tasks, sandbox });
+    const all = [...st.findings.list, ...dyn.findings.list];
+    return { problems: all.filter((f) => f.level === 'problem'), warnings: all.filter((f) => f.level === 'warning'), golden: dyn.golden, empty: dyn.empty };
+  } finally {
+    await sandbox.close();
+    await st.bundle.cleanup();
+  }
+}
+
+const text = (fs: Finding[]) => fs.map((f) => `${f.where}: ${f.message}`).join('\n');
+
+describe('check (envs as child processes)', () => {
+  it('passes a bundle fresh from init: every golden solution at the max, every empty one at the floor', async () => {
+    const b = await fresh();
+    const r = await check(b.dir);
+    expect(text(r.problems)).toBe('');
+    expect(r.golden).toEqual({ passed: 5, played: 5 });
+    expect(r.empty).toEqual({ passed: 5, played: 5 });
+  });
+
+  it('finds in the fixture only its deliberately broken task: fx-bad-scores reports NaN', async () => {
+    const r = await check(FIXTURE_BUNDLE);
+    expect(r.problems).toHaveLength(1);
+    expect(text(r.problems)).toMatch(/task fx-bad-scores .*the empty solution .*failed the env: invalid_scores.*"NaN"/);
+  });
+
+  it('fails a golden solution that scores less than the max, naming the task and the score', async () => {
+    const b = await fresh();
+    await b.edit('tasks/train.jsonl', '"arguments":{"answer":"Paris"}', '"arguments":{"answer":"Lyon"}');
+    const r = await check(b.dir);
+    expect(text(r.problems)).toMatch(
+      /task probe-v1-train-0 \(tasks\/train\.jsonl line 1\): the golden solution scored correct = 0, expected its declared max 1/,
+    );
+    expect(r.problems).toHaveLength(1);
+  });
+
+  it('fails an env that ignores its seed without saying so, and accepts it once bundle.json says so', async () => {
+    const b = await fresh();
+    // a hint drawn at random on every call: the same task and seed no longer replay alike
+    await b.edit(
+      'envs/qa/server.mjs',
+      "return { text: String(episode.data.hint ?? 'No hint for this one.') };",
+      'return { text: `${episode.data.hint} (${Math.random()})` };',
+    );
+    const r = await check(b.dir);
+    expect(text(r.problems)).toMatch(
+      /task probe-v1-train-1 .*played twice with seed 1234, the golden solution gave different results \(first at step 1: .*declare "ignores_seed": true/,
+    );
+    await b.edit('bundle.json', '"reward": "correct",', '"reward": "correct",\n  "ignores_seed": true,');
+    expect(text((await check(b.dir)).problems)).toBe('');
+  });
+
+  it('fails a tool schema that does not compile, naming the tool and the field', async () => {
+    const b = await fresh();
+    await b.edit('bundle.json', '"properties": { "answer": { "type": "string"', '"properties": { "answer": { "type": "text"');
+    const r = await check(b.dir);
+    expect(text(r.problems)).toMatch(
+      /bundle\.json, field "toolsets\.qa\.tools\[1\]\.input_schema" \(tool submit_answer\): expected a JSON Schema that compiles: schema is invalid/,
+    );
+  });
+
+  it('fails an env that crashes on the empty solution, with its reason and log', async () => {
+    const b = await fresh();
+    await b.edit(
+      'envs/qa/server.mjs',
+      "if (key === 'POST /finish') {",
+      "if (key === 'POST /finish') {\n    console.log('finishing: about to fall over');\n    process.exit(3);",
+    );
+    const r = await check(b.dir, 1);
+    expect(text(r.problems)).toMatch(
+      /the empty solution \(end_turn on every turn, no tool call\) failed the env: env_crashed in phase finish.*about to fall over/s,
+    );
+  });
+
+  it('fails a score out of its declared range: the server ends the episode invalid_scores', async () => {
+    const b = await fresh();
+    await b.edit('envs/qa/server.mjs', 'return { correct };', 'return { correct: correct * 100 };');
+    const r = await check(b.dir, 1);
+    expect(text(r.problems)).toMatch(
+      /the golden solution failed the episode: invalid_scores .*score "correct" is 100, outside its declared range \[0, 1\] \(bundle\.json scores\.correct\)/,
+    );
+  });
+
+  it("fails an env that takes a call violating a tool's schema as valid", async () => {
+    const b = await fresh();
+    await b.edit(
+      'envs/qa/server.mjs',
+      'if (extra.length > 0) throw new InvalidArgs(`unknown argument(s)',
+      'if (false) throw new InvalidArgs(`unknown argument(s)',
+    );
+    await b.edit('envs/qa/server.mjs', "if (typeof args.answer !== 'string') throw new InvalidArgs('\"answer\" must be a string');", '');
+    const r = await check(b.dir, 1);
+    expect(text(r.problems)).toMatch(
+      /tool submit_answer \(toolset qa\): the env accepted \{"openenv_check_unknown_field":true\}, which violates the input_schema/,
+    );
+    expect(text(r.problems)).toMatch(/tool submit_answer \(toolset qa\): a call that violates the input_schema ended the episode/);
+  });
+
+  it('finds malformed golden solutions and an undeclared reward score without deploying anything', async () => {
+    const b = await fresh();
+    await b.edit('tasks/eval.jsonl', '"golden":[{"tool":"submit_answer","arguments":{"answer":"144"}}]', '"golden":[{"tool":"answer","arguments":{}}]');
+    await b.edit('tasks/train.jsonl', '"arguments":{"answer":"8"}', '"arguments":{"answer":8}');
+    await b.edit('bundle.json', '"reward": "correct"', '"reward": "right"');
+    const st = await checkStatic(b.dir);
+    await st.bundle?.cleanup();
+    const t = text(st.findings.problems);
+    expect(t).toMatch(
+      /task probe-v1-eval-0 \(tasks\/eval\.jsonl line 1\), field "golden\[0\]": expected a tool of toolset "qa" \(get_hint, submit_answer, end_turn\), got "answer"/,
+    );
+    expect(t).toMatch(/task probe-v1-train-1 .*field "golden\[1\]": the arguments do not match submit_answer's input_schema: \/answer must be string/);
+    expect(t).toMatch(/bundle\.json, field "reward": the reward is the score "right", which "scores" does not declare \(declared: correct\)/);
+  });
+
+  it('the command line: --static exits 0 on a good bundle, 1 on problems, 2 on a bad flag; --json for machines', async () => {
+    const b = await fresh();
+    const ok = bufferIo();
+    expect(await runCheck([b.dir, '--static', '--json'], ok.io)).toBe(0);
+    expect(JSON.parse(ok.out())).toMatchObject({ ok: true, problems: [], played: null });
+    await b.edit('bundle.json', '"floor": 0', '"floor": 2');
+    const bad = bufferIo();
+    expect(await runCheck([b.dir, '--static'], bad.io)).toBe(1);
+    expect(bad.out()).toMatch(/bundle\.json, field "scores\.correct\.floor": expected a floor within \[min, max\] = \[0, 1\], got 2/);
+    const usage = bufferIo();
+    expect(await runCheck([b.dir, '--tasks', '0'], usage.io)).toBe(2);
+    expect(usage.err()).toContain('--tasks must be a whole number');
+  });
+});
+
+describe('check interrupted', () => {
+  it('tears down every env it deployed and rejects, saying so', async () => {
+    const st = await checkStatic(FIXTURE_BUNDLE);
+    const sandbox = new ProcessSandbox();
+    const stop = new AbortController();
+    try {
+      const run = checkDynamic(st.bundle!, st.validators, { tasks: 'all', sandbox, signal: stop.signal, onProgress: (done) => done === 1 && stop.abort() });
+      await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
+      expect(sandbox.held()).toEqual([]);
+    } finally {
+      await sandbox.close();
+      await st.bundle?.cleanup();
+    }
+  });
+});
