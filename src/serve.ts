@@ -217,6 +217,9 @@ export async function serveMain(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+  // the terminal it ran in went away (a closed shell, script(1) ending): drain the same way, so
+  // its envs and its instance name are given back
+  process.on('SIGHUP', () => void stop('SIGHUP'));
 
   try {
     await app.listen({ host, port });

@@ -25,6 +25,11 @@ export default function setup(): void {
   execFileSync('bash', ['docker/make-local-python-base.sh'], { stdio: 'inherit' });
   writeFileSync(
     SNAPSHOT_FILE,
-    JSON.stringify({ docker: true, containers: ids(['ps', '-aq', '--no-trunc']), networks: ids(['network', 'ls', '-q', '--no-trunc']) }),
+    JSON.stringify({
+      docker: true,
+      containers: ids(['ps', '-aq', '--no-trunc']),
+      networks: ids(['network', 'ls', '-q', '--no-trunc']),
+      volumes: ids(['volume', 'ls', '-q']),
+    }),
   );
 }
