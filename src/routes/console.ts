@@ -34,10 +34,9 @@ import {
   type StreamMessage,
 } from '../protocol/console.js';
 import { ResetDataSchema } from '../protocol/frames.js';
-import { StepOutcomeSchema } from '../protocol/observations.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import { dropReply, withClientGone } from './client-gone.js';
-import { ErrorBodySchema } from './shapes.js';
+import { EPISODE_START_RESPONSES, ErrorBodySchema } from './shapes.js';
 
 export interface ConsoleRouteOptions {
   runtime: OpenEnvRuntime;
@@ -127,13 +126,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
         summary: "Console: start the playground's episode (POST /episodes with a tighter idle bound)",
         description: `The same episode as POST /episodes (steps, state and DELETE go to /episodes/{id}), but torn down after ${CONSOLE_EPISODE_IDLE_S} s without a request (or --idle-timeout if that is shorter): a closed tab cannot say it left. The page also ends it when it goes away.`,
         body: ResetDataSchema.optional(),
-        response: {
-          201: StepOutcomeSchema.extend({ episode_id: z.string() }).describe('the reset observation'),
-          400: ErrorBodySchema.describe('bad reset data'),
-          404: ErrorBodySchema.describe('unknown task or split'),
-          502: ErrorBodySchema.describe('the deploy failed (a failure object says why)'),
-          503: ErrorBodySchema.describe('no slot within the reset timeout (Retry-After set), or the server is shutting down'),
-        },
+        response: EPISODE_START_RESPONSES,
       },
     },
     async (req, reply) => {

@@ -11,7 +11,7 @@ import { ActionSchema, ResetDataSchema } from '../protocol/frames.js';
 import { EpisodeStateSchema, PhaseSchema, StepOutcomeSchema, TransportSchema } from '../protocol/observations.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import { dropReply, withClientGone } from './client-gone.js';
-import { ErrorBodySchema } from './shapes.js';
+import { EPISODE_START_RESPONSES, ErrorBodySchema } from './shapes.js';
 
 const IdParams = z.object({ id: z.string().describe('the episode_id') });
 
@@ -51,13 +51,7 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
       schema: {
         summary: 'Start an episode (held while it waits for a slot)',
         body: ResetDataSchema.optional(),
-        response: {
-          201: StepOutcomeSchema.extend({ episode_id: z.string() }).describe('the reset observation'),
-          400: ErrorBodySchema.describe('bad reset data'),
-          404: ErrorBodySchema.describe('unknown task or split'),
-          502: ErrorBodySchema.describe('the deploy failed (a failure object says why)'),
-          503: ErrorBodySchema.describe('no slot within the reset timeout (Retry-After set), or the server is shutting down'),
-        },
+        response: EPISODE_START_RESPONSES,
       },
     },
     async (req, reply) => {

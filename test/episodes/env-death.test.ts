@@ -9,35 +9,28 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Transcript } from '../../src/protocol/console.js';
-import type { DeployRequest, EnvHandle, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
+import type { DeployRequest, EnvHandle } from '../../src/sandbox/sandbox.js';
+import { DelegatingSandbox } from '../support/delegating-sandbox.js';
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 
-class RaceSandbox implements Sandbox {
+class RaceSandbox extends DelegatingSandbox<ProcessSandbox> {
   /** hold the first diagnosis of a dead env until its death signal has fired, and a while after */
   holdDiagnosis = false;
   private readonly gone = new Map<string, AbortController>();
-  constructor(readonly inner: ProcessSandbox) {
+  constructor(inner: ProcessSandbox) {
+    super(inner);
     inner.events.on('exit', (episodeId: string) => this.gone.get(episodeId)?.abort(new Error('the env container died')));
   }
-  ping() {
-    return this.inner.ping();
-  }
-  buildImage(r: Parameters<Sandbox['buildImage']>[0]) {
-    return this.inner.buildImage(r);
-  }
-  checkImage(ref: string) {
-    return this.inner.checkImage(ref);
-  }
-  async deploy(req: DeployRequest): Promise<EnvHandle> {
+  override async deploy(req: DeployRequest): Promise<EnvHandle> {
     const handle = await this.inner.deploy(req);
     const gone = new AbortController();
     this.gone.set(req.episodeId, gone);
     return { ...handle, gone: gone.signal };
   }
-  async diagnose(h: EnvHandle) {
+  override async diagnose(h: EnvHandle) {
     const gone = this.gone.get(h.episodeId);
     if (this.holdDiagnosis && gone) {
       this.holdDiagnosis = false;
@@ -46,21 +39,6 @@ class RaceSandbox implements Sandbox {
       await new Promise((r) => setTimeout(r, 300));
     }
     return this.inner.diagnose(h);
-  }
-  teardown(id: string, opts?: TeardownOptions) {
-    return this.inner.teardown(id, opts);
-  }
-  sweep() {
-    return this.inner.sweep();
-  }
-  listEpisodeIds() {
-    return this.inner.listEpisodeIds();
-  }
-  networksInUse() {
-    return this.inner.networksInUse();
-  }
-  close() {
-    return this.inner.close();
   }
 }
 

@@ -3,53 +3,29 @@
  * tool-call and teardown failures never leak a slot or hurt another episode.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxError, type DeployRequest, type EnvHandle, type Sandbox } from '../../src/sandbox/sandbox.js';
+import { SandboxError, type DeployRequest, type EnvHandle, type TeardownOptions } from '../../src/sandbox/sandbox.js';
+import { DelegatingSandbox } from '../support/delegating-sandbox.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 
 /** a real sandbox whose deploy or teardown fails on demand */
-class FaultySandbox implements Sandbox {
+class FaultySandbox extends DelegatingSandbox {
   failNextDeploy = false;
   failTeardowns = 0;
-  constructor(readonly inner: Sandbox) {}
-  ping() {
-    return this.inner.ping();
-  }
-  buildImage(r: Parameters<Sandbox['buildImage']>[0]) {
-    return this.inner.buildImage(r);
-  }
-  checkImage(ref: string) {
-    return this.inner.checkImage(ref);
-  }
-  async deploy(req: DeployRequest): Promise<EnvHandle> {
+  override async deploy(req: DeployRequest): Promise<EnvHandle> {
     if (this.failNextDeploy) {
       this.failNextDeploy = false;
       throw new SandboxError('engine_error', 'injected deploy failure');
     }
     return this.inner.deploy(req);
   }
-  diagnose(h: EnvHandle) {
-    return this.inner.diagnose(h);
-  }
-  async teardown(id: string) {
+  override async teardown(id: string, opts?: TeardownOptions) {
     if (this.failTeardowns > 0) {
       this.failTeardowns--;
       throw new Error('injected teardown failure');
     }
-    return this.inner.teardown(id);
-  }
-  sweep() {
-    return this.inner.sweep();
-  }
-  listEpisodeIds() {
-    return this.inner.listEpisodeIds();
-  }
-  networksInUse() {
-    return this.inner.networksInUse();
-  }
-  close() {
-    return this.inner.close();
+    return this.inner.teardown(id, opts);
   }
 }
 
