@@ -435,12 +435,14 @@ describeBrowser('the web console in Chromium', () => {
 
       // a check through the form first, then the submission
       await page.getByTestId('tool-select').selectOption('check_schedule');
+      await page.locator('[data-testid=tool-form][data-tool=check_schedule]').waitFor();
       await page.locator('#arg-schedule').fill(best.schedule.join(', '));
       await page.getByTestId('call-tool').click();
       await expect.poll(() => page.getByTestId('play-result').count()).toBe(1);
       expect(await page.getByTestId('play-result').first().textContent()).toMatch(/profit/i);
 
       await page.getByTestId('tool-select').selectOption('submit_schedule');
+      await page.locator('[data-testid=tool-form][data-tool=submit_schedule]').waitFor();
       await page.locator('#arg-schedule').fill(best.schedule.join(', '));
       await shot(page, '06-playground-form', false, 'playground');
       await page.getByTestId('call-tool').click();

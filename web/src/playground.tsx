@@ -246,7 +246,11 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
                 </select>
               </label>
               {spec && <p class="hint">{spec.description}</p>}
-              {spec && <SchemaForm tool={spec.name} schema={spec.input_schema as JsonSchema} busy={busy} onSubmit={(args) => call(spec.name, args)} />}
+              {/* keyed by the tool: choosing another mounts a fresh form, so nothing typed after the
+                  choice is wiped by a reset that runs later */}
+              {spec && (
+                <SchemaForm key={spec.name} tool={spec.name} schema={spec.input_schema as JsonSchema} busy={busy} onSubmit={(args) => call(spec.name, args)} />
+              )}
               <button type="button" class="secondary" disabled={busy} onClick={() => call('end_turn', {})} data-testid="end-turn">
                 End turn
               </button>

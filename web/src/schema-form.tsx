@@ -2,7 +2,7 @@
  * A form for a tool's arguments, made from its JSON Schema (an object of named parameters), with
  * a raw-JSON mode for anything the form does not fit.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { JsonSchema } from './types';
 
 type Values = Record<string, string | boolean>;
@@ -70,12 +70,6 @@ export function SchemaForm(props: { tool: string; schema: JsonSchema; busy: bool
   const [error, setError] = useState<string | null>(null);
   const props_ = Object.entries(props.schema.properties ?? {});
   const required = new Set(props.schema.required ?? []);
-
-  useEffect(() => {
-    setValues({});
-    setRawText('{}');
-    setError(null);
-  }, [props.tool]);
 
   const set = (name: string, v: string | boolean) => setValues({ ...values, [name]: v });
   const submit = (e: Event) => {
