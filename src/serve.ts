@@ -220,6 +220,9 @@ export async function serveMain(argv: string[]): Promise<number> {
   // the terminal it ran in went away (a closed shell, script(1) ending): drain the same way, so
   // its envs and its instance name are given back
   process.on('SIGHUP', () => void stop('SIGHUP'));
+  // a terminal that went away makes writes to it fail (EIO, EPIPE): the logs are lost, but the
+  // drain goes on and the instance name is still given back
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
 
   try {
     await app.listen({ host, port });

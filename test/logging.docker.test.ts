@@ -3,7 +3,7 @@
  * Docker: one JSON line per lifecycle event of an episode with its ids and durations, the token in
  * none of them whatever a client does with it, LOG_LEVEL honoured, and readable lines on a terminal.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { connect, createServer } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeDocker, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from './support/docker.js';
@@ -137,8 +137,18 @@ describeDocker('logs of a real server process', () => {
   });
 });
 
-/** runs serve.js on a fixed port until /health answers, then SIGTERM; returns all it printed */
-async function runUntilHealthy(cmd: string, argv: string[], env: NodeJS.ProcessEnv, port: number): Promise<{ out: string; code: number | null }> {
+/**
+ * runs serve.js on a fixed port until /health answers, then SIGTERM; returns all it printed.
+ * `wrapped`: cmd is a wrapper (script(1)) whose one child is the server: the SIGTERM goes to the
+ * server itself, as a person's shell sends it, and the wrapper ends when the server has drained.
+ */
+async function runUntilHealthy(
+  cmd: string,
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  port: number,
+  wrapped = false,
+): Promise<{ out: string; code: number | null }> {
   const child: ChildProcess = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d.toString()));
@@ -157,7 +167,15 @@ async function runUntilHealthy(cmd: string, argv: string[], env: NodeJS.ProcessE
     // the ready line follows /health by a moment
     await new Promise((r) => setTimeout(r, 300));
   } finally {
-    child.kill('SIGTERM');
+    const server = wrapped
+      ? Number(
+          execFileSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' })
+            .trim()
+            .split('\n')[0],
+        )
+      : NaN;
+    if (wrapped && Number.isInteger(server) && server > 0) process.kill(server, 'SIGTERM');
+    else child.kill('SIGTERM');
   }
   return { out, code: await exited };
 }
@@ -202,7 +220,9 @@ describeDocker('LOG_LEVEL and a terminal', () => {
     const port = await freePort();
     const cmd = [process.execPath, SERVE_JS, ...args(uniqueInstance('tty')), '--port', String(port)].map((a) => `'${a}'`).join(' ');
     // script(1) gives the server a pseudo-terminal for stdout, as a person's shell would
-    const run = await runUntilHealthy('script', ['-q', '-e', '-c', `exec ${cmd}`, '/dev/null'], { AGENTENV_TOKEN: TOKEN, LOG_LEVEL: 'info' }, port);
+    const run = await runUntilHealthy('script', ['-q', '-e', '-c', `exec ${cmd}`, '/dev/null'], { AGENTENV_TOKEN: TOKEN, LOG_LEVEL: 'info' }, port, true);
+    // the server drained and gave its instance name back (script -e passes its exit code on)
+    expect(run.code).toBe(0);
     const text = run.out.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '');
     expect(text).toMatch(/INFO.*listening on 127\.0\.0\.1:\d+/);
     expect(text.split('\n').some((l) => l.trim().startsWith('{"level"'))).toBe(false);
