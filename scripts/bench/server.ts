@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from '../lib/free-port.js';
 import { fileURLToPath } from 'node:url';
 import { parsePrometheusText, valueOf } from '../lib/prom-text.js';
 import { waitFor } from '../lib/wait.js';
@@ -29,17 +29,6 @@ export interface BenchServer {
   metrics(): Promise<string>;
   health(): Promise<{ status: string; pool?: { ready: number } }>;
   stop(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** starts the server with `args` besides the bench's own, and waits for /health (the first one builds the env image) */

@@ -3,6 +3,7 @@
  */
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { UsageError } from '../cli/command.js';
 
 /**
  * The options of how a rollout plays an episode, shared by the row writer (which records them in
@@ -93,11 +94,6 @@ const RowsArgsSchema = z.object({
 });
 
 export type RowsArgs = z.output<typeof RowsArgsSchema>;
-
-/** Thrown for a command line the user must fix (exit 2). */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
 
 export function parseRowsArgs(argv: string[]): RowsArgs | 'help' {
   let parsed;

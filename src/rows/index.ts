@@ -7,7 +7,8 @@ import { promptRow, serverSettings, type PromptRow } from './build.js';
 import { BundleServerClient, RowsError } from './server.js';
 import { prepareOut, writeAtomically, type OutFile } from './write.js';
 
-export { parseRowsArgs, ROWS_USAGE, UsageError, type RowsArgs } from './args.js';
+export { UsageError } from '../cli/command.js';
+export { parseRowsArgs, ROWS_USAGE, type RowsArgs } from './args.js';
 export { promptRow, functionTool, type PromptRow, type FunctionTool, type ServerSettings } from './build.js';
 export { BundleServerClient, RowsError, PAGE_LIMIT } from './server.js';
 export { writeAtomically, prepareOut } from './write.js';

@@ -29,7 +29,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { access, readFile } from 'node:fs/promises';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from '../../scripts/lib/free-port.js';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { abortError, throwIfAborted } from '../../src/abort.js';
@@ -101,18 +101,6 @@ function trackChild(child: ChildProcess): void {
   }
   ALL_CHILDREN.add(child);
   child.once('exit', () => ALL_CHILDREN.delete(child));
-}
-
-/** a port nothing listens on right now (another process may still take it before the env does) */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /**
