@@ -86,6 +86,14 @@ export class Metrics {
         this.set(sources.networkStock?.()?.ready ?? 0);
       },
     });
+    new Gauge({
+      name: `${prefix}network_stock_size`,
+      help: '--network-stock: episode networks the server keeps made ahead of demand (0: none)',
+      registers: [r],
+      collect() {
+        this.set(sources.networkStock?.()?.size ?? 0);
+      },
+    });
     this.resets = new Counter({
       name: `${prefix}resets_total`,
       help: 'Resets by outcome: started, invalid (no such task), capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error',

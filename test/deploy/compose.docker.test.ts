@@ -55,6 +55,19 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** waits until the server's network stock is full (no network being made) and says its size */
+async function waitForStock(url: string, token: string): Promise<number> {
+  const t = Date.now();
+  for (;;) {
+    const fams = parsePrometheusText((await get(`${url}/metrics`, { token })).body);
+    const size = valueOf(fams, 'openenv_network_stock_size');
+    const ready = valueOf(fams, 'openenv_network_stock_ready');
+    if (size !== undefined && size > 0 && ready === size) return size;
+    if (Date.now() - t > 30_000) throw new Error(`the network stock did not fill: ${ready} of ${size} ready`);
+    await sleep(200);
+  }
+}
+
 function imageExists(ref: string): boolean {
   try {
     execFileSync('docker', ['image', 'inspect', ref], { stdio: 'pipe' });
@@ -224,11 +237,16 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       const reset = await c.reset({ task_id: 'fx-echo-0' });
       expect(reset.type).toBe('observation');
       const episodeId = reset.data.observation.episode_id as string;
-      // the env's network holds the env and the server's own container
-      const nets = execFileSync('docker', ['network', 'ls', '-q', '--filter', `label=io.openenv.bundle-server.episode=${episodeId}`], { encoding: 'utf8' })
-        .trim()
-        .split('\n')
-        .filter(Boolean);
+      // the env's network (made at reset, or ahead of it by the network stock) holds the env and
+      // the server's own container
+      const envs = labelledResources(`io.openenv.bundle-server.episode=${episodeId}`).containers;
+      expect(envs).toHaveLength(1);
+      const nets = Object.values(
+        JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', envs[0]!], { encoding: 'utf8' })) as Record<
+          string,
+          { NetworkID: string }
+        >,
+      ).map((n) => n.NetworkID);
       expect(nets).toHaveLength(1);
       const members = JSON.parse(execFileSync('docker', ['network', 'inspect', '-f', '{{json .Containers}}', nets[0]!], { encoding: 'utf8' }));
       expect(Object.keys(members)).toContain(serverId);
@@ -239,9 +257,12 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       const end = await c.call('end_turn', { answer: 'done' });
       expect(end.data).toMatchObject({ done: true, reward: 0.5 });
       expect(end.data.observation.end_reason).toBe('turns_ended');
-      // torn down: the network and the env are gone, the server left the network first
-      for (let i = 0; i < 40 && labelledResources(`${LABEL_INSTANCE}=${instance}`).networks.length; i++) await sleep(250);
-      expect(labelledResources(`${LABEL_INSTANCE}=${instance}`)).toEqual({ containers: [], networks: [] });
+      // torn down: the network and the env are gone, the server left the network first (what is
+      // left of the instance is its network stock, none of it this episode's)
+      const gone = () => !execFileSync('docker', ['network', 'ls', '-q', '--no-trunc'], { encoding: 'utf8' }).includes(nets[0]!);
+      for (let i = 0; i < 40 && !gone(); i++) await sleep(250);
+      expect(gone()).toBe(true);
+      expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toEqual([]);
     } finally {
       await c.close();
     }
@@ -316,8 +337,11 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const c = await WsClient.open(plain, token);
     const reset = await c.reset({ task_id: 'fx-echo-0' });
     const episodeId = reset.data.observation.episode_id as string;
+    // the stock full again (none being made), so that what the kill leaves is known exactly: the
+    // episode's env and network, and the stock
+    const stock = await waitForStock(plain, token);
     const left = labelledResources(`${LABEL_INSTANCE}=${instance}`);
-    expect([left.containers.length, left.networks.length]).toEqual([1, 1]);
+    expect([left.containers.length, left.networks.length]).toEqual([1, 1 + stock]);
 
     execFileSync('docker', ['kill', '-s', 'KILL', serverId], { stdio: 'pipe' });
     await c.closed;
@@ -335,8 +359,15 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l));
     const sweep = lines.filter((l) => l.event === 'startup_sweep').at(-1);
-    expect(sweep).toMatchObject({ level: 40, containers: left.containers.map(() => expect.any(String)), networks: [expect.any(String)] });
-    expect(labelledResources(`${LABEL_INSTANCE}=${instance}`)).toEqual({ containers: [], networks: [] });
+    expect(sweep).toMatchObject({
+      level: 40,
+      containers: left.containers.map(() => expect.any(String)),
+      networks: left.networks.map(() => expect.any(String)),
+    });
+    // nothing the killed server left is there; what is, is the new server's own stock
+    const now = labelledResources(`${LABEL_INSTANCE}=${instance}`);
+    expect(now.containers).toEqual([]);
+    for (const n of left.networks) expect(now.networks).not.toContain(n);
     expect(labelledResources(`io.openenv.bundle-server.episode=${episodeId}`)).toEqual({ containers: [], networks: [] });
 
     // and it serves again

@@ -1,4 +1,5 @@
 /** 40 concurrent episodes on a stock engine (default address pools stop near 30 networks). */
+import { execFileSync } from 'node:child_process';
 import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
 import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
@@ -14,7 +15,14 @@ describeDocker('40 concurrent episodes', () => {
     // every one is running at the same time, each on its own network
     expect(s.app.openenv.admission.activeCount).toBe(40);
     expect(s.app.openenv.sandbox.networksInUse()).toBe(40);
-    expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`).networks).toHaveLength(40);
+    // 40 env containers on 40 networks, one each (taken from the network stock or made at reset)
+    const envs = labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers;
+    expect(envs).toHaveLength(40);
+    const nets = envs.map((id) =>
+      Object.keys(JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', id], { encoding: 'utf8' }))),
+    );
+    for (const n of nets) expect(n).toHaveLength(1);
+    expect(new Set(nets.flat()).size).toBe(40);
     // fx-echo-2 wants finish_now; the others end their one turn
     const ends = await Promise.all(clients.map((c, i) => (i % 4 === 2 ? c.call('finish_now', { score: 0.75 }) : c.call('end_turn', {}))));
     for (const e of ends) {

@@ -110,7 +110,8 @@ describeDocker('warm pool on Docker', () => {
   it('SIGTERM tears the pool down with the episodes; after SIGKILL a restart sweeps pooled leftovers', async () => {
     const instance = uniqueInstance('pool-signals');
     const label = `${INSTANCE_LABEL}=${instance}`;
-    const first = await spawnServer(serverArgs(instance, ['--max-concurrent-envs', '3', '--warm-pool', '2']));
+    // no network stock: the networks counted are the pooled envs' and the episode's
+    const first = await spawnServer(serverArgs(instance, ['--max-concurrent-envs', '3', '--warm-pool', '2', '--network-stock', '0']));
     await poolReady(first.url, 2);
     const c = await WsClient.open(first.url);
     expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
@@ -122,7 +123,7 @@ describeDocker('warm pool on Docker', () => {
     expect(left.containers).toHaveLength(3);
     expect(left.networks).toHaveLength(3);
 
-    const second = await spawnServer(serverArgs(instance, ['--max-concurrent-envs', '3', '--warm-pool', '2']));
+    const second = await spawnServer(serverArgs(instance, ['--max-concurrent-envs', '3', '--warm-pool', '2', '--network-stock', '0']));
     const sweep = second.lines().find((l) => l.event === 'startup_sweep');
     expect((sweep!.containers as string[]).length).toBe(3);
     await poolReady(second.url, 2);

@@ -1,11 +1,14 @@
 /** A real server process: SIGTERM drains and exits 0 leaving nothing; after SIGKILL a restart sweeps. */
+import { execFileSync } from 'node:child_process';
 import { expect, it } from 'vitest';
 import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../support/docker.js';
 import { spawnServer } from '../support/serve-process.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../support/docker-server.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
+import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 
 const TOKEN = 'process-test-token-5f2a';
+const EPISODE_LABEL = 'io.openenv.bundle-server.episode';
 
 function serverArgs(instance: string, extra: string[] = []): string[] {
   return [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, '--max-concurrent-envs', '2', ...extra];
@@ -43,7 +46,8 @@ describeDocker('the server process and its signals', () => {
 
   it('SIGKILL leaves labelled envs; a restart with the same instance removes them and says so', async () => {
     const instance = uniqueInstance('sigkill');
-    const first = await spawnServer(serverArgs(instance));
+    // no network stock: the networks counted are the episodes' (the stock has a test of its own below)
+    const first = await spawnServer(serverArgs(instance, ['--network-stock', '0']));
     const clients = await Promise.all([WsClient.open(first.url), WsClient.open(first.url)]);
     await Promise.all(clients.map((c) => c.reset({ task_id: 'fx-echo-0' })));
     first.child.kill('SIGKILL');
@@ -52,7 +56,7 @@ describeDocker('the server process and its signals', () => {
     expect(left.containers).toHaveLength(2);
     expect(left.networks).toHaveLength(2);
 
-    const second = await spawnServer(serverArgs(instance));
+    const second = await spawnServer(serverArgs(instance, ['--network-stock', '0']));
     const sweep = second.lines().find((l) => l.event === 'startup_sweep');
     expect(sweep).toBeDefined();
     expect((sweep!.containers as string[]).length).toBe(2);
@@ -65,6 +69,50 @@ describeDocker('the server process and its signals', () => {
     expect(await second.exited).toEqual({ code: 0, signal: null });
     await waitFor(() => labelledResources(`${INSTANCE_LABEL}=${instance}`).containers.length === 0);
     expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('the network stock: made at start and used by one episode; what SIGKILL leaves of it, a restart sweeps; SIGTERM removes it', async () => {
+    const instance = uniqueInstance('stock');
+    const label = `${INSTANCE_LABEL}=${instance}`;
+    const stockFull = async (url: string) => {
+      const m = parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
+      return valueOf(m, 'openenv_network_stock_size') === 3 && valueOf(m, 'openenv_network_stock_ready') === 3;
+    };
+    const first = await spawnServer(serverArgs(instance, ['--network-stock', '3']));
+    await waitFor(() => stockFull(first.url), 30_000, 'the stock made');
+    const stocked = labelledResources(label).networks;
+    expect(stocked).toHaveLength(3);
+    const c = await WsClient.open(first.url);
+    const episodeId = (await c.reset({ task_id: 'fx-echo-0' })).data.observation.episode_id as string;
+    const [env] = labelledResources(`${EPISODE_LABEL}=${episodeId}`).containers;
+    const envNets = Object.values(
+      JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', env!], { encoding: 'utf8' })) as Record<
+        string,
+        { NetworkID: string }
+      >,
+    ).map((n) => n.NetworkID.slice(0, 12));
+    // the episode's env sits on a network the stock had made before the reset
+    expect(envNets).toHaveLength(1);
+    expect(stocked).toContain(envNets[0]);
+    // the stock full again: nothing being made when the server is killed
+    await waitFor(() => stockFull(first.url), 30_000, 'the stock refilled');
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const left = labelledResources(label);
+    expect(left.containers).toHaveLength(1);
+    expect(left.networks).toHaveLength(4);
+
+    const second = await spawnServer(serverArgs(instance, ['--network-stock', '3']));
+    const sweep = second.lines().find((l) => l.event === 'startup_sweep');
+    expect((sweep!.networks as string[]).length).toBe(4);
+    await waitFor(() => stockFull(second.url), 30_000, "the new server's stock made");
+    const now = labelledResources(label);
+    expect(now.containers).toEqual([]);
+    expect(now.networks).toHaveLength(3);
+    for (const n of left.networks) expect(now.networks).not.toContain(n);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toEqual({ code: 0, signal: null });
+    expect(labelledResources(label)).toEqual({ containers: [], networks: [] });
   });
 
   it('a second signal exits at once', async () => {
@@ -81,8 +129,9 @@ describeDocker('the server process and its signals', () => {
     expect(exit).toEqual({ code: 1, signal: null });
     const second = srv.lines().find((l) => l.msg === 'second signal: exiting at once');
     expect(second, srv.output()).toBeDefined();
-    // whatever the second signal cut short, a restart of the same instance cleans up
-    const again = await spawnServer(serverArgs(instance));
+    // whatever the second signal cut short, a restart of the same instance cleans up (a restart
+    // without a stock of its own, so that every network left would be the first one's)
+    const again = await spawnServer(serverArgs(instance, ['--network-stock', '0']));
     expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
     again.child.kill('SIGTERM');
     expect((await again.exited).code).toBe(0);

@@ -1,6 +1,7 @@
 /** Runs `node dist/serve.js` as a real process and reads its JSON log lines. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { onTestFinished } from 'vitest';
 
 export const SERVE_JS = fileURLToPath(new URL('../../dist/serve.js', import.meta.url));
 
@@ -23,6 +24,7 @@ export async function spawnServer(args: string[], env: Record<string, string> = 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),
   );
+  stopWhenTheTestEnds(child, exited);
   const lines = () =>
     out
       .split('\n')
@@ -48,4 +50,22 @@ export async function spawnServer(args: string[], env: Record<string, string> = 
     throw new Error(`server not ready in time:\n${out}`);
   }
   return { child, url: `http://${address}`, lines, output: () => out, exited };
+}
+
+/**
+ * A server a test left running (it failed before its own kill) is drained when the test ends, so
+ * that its envs do not outlive it and trip the tests after it; SIGKILL if the drain hangs.
+ */
+function stopWhenTheTestEnds(child: ChildProcess, exited: Promise<unknown>): void {
+  const running = () => child.exitCode === null && child.signalCode === null;
+  try {
+    onTestFinished(async () => {
+      if (!running()) return;
+      child.kill('SIGTERM');
+      const drained = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 30_000).unref())]);
+      if (!drained && running()) child.kill('SIGKILL');
+    });
+  } catch {
+    // spawned outside a test (a hook): the suite stops it itself
+  }
 }

@@ -133,7 +133,11 @@ describeDocker('a stale env address taken over by another server’s episode', (
   let a: TestServer;
   let b: TestServer;
   beforeAll(async () => {
-    [a, b] = await Promise.all([startServer({ subnetPool: pool, toolTimeout: 20 }), startServer({ subnetPool: pool, toolTimeout: 20 })]);
+    // no network stock: the scenario needs B's first network on the subnet A's env had
+    [a, b] = await Promise.all([
+      startServer({ subnetPool: pool, toolTimeout: 20, networkStock: 0 }),
+      startServer({ subnetPool: pool, toolTimeout: 20, networkStock: 0 }),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

@@ -98,7 +98,8 @@ describeDocker('one live server per instance name', () => {
   it('a server killed with SIGKILL leaves the name to its successor, which sweeps what it left at once', async () => {
     execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'pipe' });
     const instance = instanceName('lock-dead');
-    const args = [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`];
+    // no network stock: the successor's own would be labelled with the name too
+    const args = [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, '--network-stock', '0'];
     const first = await spawnServer(args);
     const c = await WsClient.open(first.url);
     await c.reset({ task_id: 'fx-echo-0' });
