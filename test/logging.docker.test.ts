@@ -4,12 +4,13 @@
  * none of them whatever a client does with it, LOG_LEVEL honoured, and readable lines on a terminal.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeDocker, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from './support/docker.js';
 import { spawnServer, SERVE_JS, type ServerProcess } from './support/serve-process.js';
 import { FIXTURE_BUNDLE } from './support/docker-server.js';
 import { WsClient } from '../scripts/lib/ws-client.js';
+import { freePort } from '../scripts/lib/free-port.js';
 
 // long and unlike anything else in a log, so a leak cannot hide
 const TOKEN = 'tok-9f8e7d6c5b4a39281706f5e4d3c2b1a0-logging';
@@ -17,17 +18,6 @@ const EVENTS = ['queued', 'deployed', 'reset', 'ended', 'torn_down'] as const;
 
 function args(instance: string, extra: string[] = []): string[] {
   return [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, ...extra];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function rawRequest(port: number, text: string): Promise<string> {

@@ -10,7 +10,6 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -18,6 +17,7 @@ import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInsta
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { get, playEchoEpisode } from './helpers.js';
 import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
+import { freePort } from '../../scripts/lib/free-port.js';
 
 const ROOT = process.cwd();
 const LOCAL_NGINX_IMAGE = process.env.OPENENV_TEST_NGINX_IMAGE ?? 'openenv-local/nginx:1';
@@ -31,17 +31,6 @@ function hasCommand(cmd: string): boolean {
   } catch {
     return false;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 300_000): Promise<string> {
