@@ -33,8 +33,9 @@ import { retry, sleep } from '../engine/retry.js';
 import { LABELS } from '../sandbox.js';
 import { pushToRegistry } from './registry.js';
 import { createEnvService, createEpisodeOverlay, imageRejection, isImageRejection, removeService, serviceLogTail, stopService, swarmName } from './services.js';
+import { DeployStages } from './deploy-stages.js';
 import { TaskWatcher } from './task-watch.js';
-import { latestTask, listNodes, listTasks, LOST_NODE_STATES, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
+import { latestTask, listNodes, listTasks, LOST_NODE_STATES, NodeListing, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
 
 export interface SwarmSandboxOptions {
   /** a manager of the swarm (DOCKER_HOST or /var/run/docker.sock by default) */
@@ -78,6 +79,7 @@ export class SwarmSandbox implements Sandbox {
   /** episodes whose overlay may exist (created, or creation in doubt) and is not yet removed */
   private readonly overlays = new Set<string>();
   private readonly watcher: TaskWatcher;
+  private readonly nodes: NodeListing;
   private readonly lock: InstanceLock;
   private closed = false;
 
@@ -92,6 +94,7 @@ export class SwarmSandbox implements Sandbox {
     this.removeAttempts = opts.removeAttempts ?? REMOVAL_RETRY.attempts;
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
     this.networkRemovalMs = opts.networkRemovalMs ?? SWARM.networkRemovalMs;
+    this.nodes = new NodeListing(this.docker, SWARM.nodeListMaxAgeMs);
     this.watcher = new TaskWatcher(this.docker, this.log, opts.watchIntervalMs ?? SWARM.watchIntervalMs);
     // the instance claim is a labelled volume on the manager's engine, as on one host
     this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
@@ -156,28 +159,39 @@ export class SwarmSandbox implements Sandbox {
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
     const owner: Owner = { instance: this.instance, bundle: this.bundleName, episode: episodeId, env: env.name };
     const startedAt = Date.now();
+    // where the deploy's time goes, stage by stage (the `env ready` line carries them)
+    const stages = new DeployStages(startedAt);
+    // the server's container joining the overlay, once it has begun (awaited before any cleanup)
+    let joined: Promise<number> | null = null;
     try {
       // a task no node can ever hold would wait in "pending" forever: say so at once
-      const nodes = await listNodes(this.docker).catch((err) => {
+      const nodes = await this.nodes.get().catch((err) => {
         throw toSandboxError(err, 'listing the swarm nodes');
       });
+      stages.mark('nodes');
       const impossible = whyUnschedulable(nodes, env.resources.memoryMb, env.resources.cpus);
       if (impossible) throw new SandboxError('unschedulable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
       throwIfAborted(signal);
       const name = swarmName(owner);
       this.overlays.add(episodeId);
       const network = await createEpisodeOverlay(this.docker, owner, name);
+      stages.mark('overlay');
       throwIfAborted(signal);
-      if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
-      throwIfAborted(signal);
-      const createdAt = Date.now();
-      const deadline = createdAt + env.deployTimeoutMs;
+      // the join runs while swarm creates, schedules and starts the task: only the readiness check
+      // needs it, and the engine joins one container to its networks one at a time, so in a burst
+      // the joins queue behind each other (measured: the largest stage when it ran first)
+      joined = this.join(network.id);
+      joined.catch(() => undefined);
+      const deadline = Date.now() + env.deployTimeoutMs;
       const secret = newEnvSecret();
       const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret);
+      stages.mark('service');
       const gone = this.watcher.watch(episodeId, serviceId);
       throwIfAborted(signal);
-      const { task, ip } = await this.waitForTask(serviceId, network.id, env, deadline, signal);
-      const runningAt = Date.now();
+      const { task, ip, polls } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
+      const connectMs = await joined;
+      stages.mark('attach');
+      throwIfAborted(signal);
       const exited = new Promise<number>((resolve) => {
         if (gone.aborted) resolve(-1);
         else gone.addEventListener('abort', () => resolve(-1), { once: true });
@@ -186,6 +200,7 @@ export class SwarmSandbox implements Sandbox {
       const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
       if (outcome.kind === 'ready') {
         throwIfAborted(signal);
+        stages.mark('ready');
         this.log.info(
           {
             episode: episodeId,
@@ -194,10 +209,9 @@ export class SwarmSandbox implements Sandbox {
             task: task.ID.slice(0, 12),
             node: task.NodeID?.slice(0, 12),
             address: ip,
-            // where the deploy's time went: network and service, scheduling and start, readiness
-            createMs: createdAt - startedAt,
-            taskMs: runningAt - createdAt,
-            readyMs: Date.now() - runningAt,
+            ...stages.fields(),
+            connectMs,
+            taskPolls: polls,
             deployMs: Date.now() - startedAt,
           },
           'env ready',
@@ -218,6 +232,8 @@ export class SwarmSandbox implements Sandbox {
       );
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
+      // a join still in flight would land after the cleanup's disconnect and hold the overlay
+      await joined?.catch(() => undefined);
       try {
         await this.removeEpisode(episodeId);
       } catch (cleanupErr) {
@@ -228,6 +244,13 @@ export class SwarmSandbox implements Sandbox {
     }
   }
 
+  /** the server's container joins the overlay; resolves with how long the engine took */
+  private async join(networkId: string): Promise<number> {
+    const t = Date.now();
+    if (this.attach) await connectToNetwork(this.docker, networkId, this.attach);
+    return Date.now() - t;
+  }
+
   /** polls the service's task until it runs with an address on the overlay, ends, or the deadline passes */
   private async waitForTask(
     serviceId: string,
@@ -235,19 +258,25 @@ export class SwarmSandbox implements Sandbox {
     env: EnvSpec,
     deadline: number,
     signal: AbortSignal,
-  ): Promise<{ task: SwarmTask; ip: string }> {
+    stages: DeployStages,
+  ): Promise<{ task: SwarmTask; ip: string; polls: number }> {
     let delay = 50;
     let last: SwarmTask | undefined;
-    for (;;) {
+    for (let polls = 1; ; polls++) {
       throwIfAborted(signal);
       const tasks = await listTasks(this.docker, [serviceId]).catch((err) => {
         throw toSandboxError(err, `listing the task of env \`${env.name}\``);
       });
       last = latestTask(tasks, serviceId) ?? last;
       const state = last?.Status?.State ?? '';
+      if (last?.NodeID && !stages.has('schedule')) stages.mark('schedule');
       if (last && state === 'running') {
+        if (!stages.has('start')) stages.mark('start');
         const ip = taskAddress(last, networkId);
-        if (ip) return { task: last, ip };
+        if (ip) {
+          stages.mark('address');
+          return { task: last, ip, polls };
+        }
       }
       if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env, 'before it was ready');
       if (Date.now() >= deadline) {
