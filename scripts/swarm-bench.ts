@@ -50,6 +50,9 @@ import { percentile, seconds } from './bench/stats.js';
 import { freePort } from './lib/free-port.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { waitFor } from './lib/wait.js';
+import { parsePrometheusText, valueOf } from './lib/prom-text.js';
+import { NETWORK_STOCK } from '../src/defaults.js';
+import { STOCK_KEY_PREFIX } from '../src/sandbox/engine/network-stock.js';
 import { LABELS } from '../src/sandbox/sandbox.js';
 import { DEPLOY_STAGES } from '../src/sandbox/swarm/deploy-stages.js';
 
@@ -85,6 +88,8 @@ if (LAB_PROBLEM) {
 const began = performance.now();
 const progress = (msg: string) => process.stderr.write(`[${((performance.now() - began) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
 const secs = (ms: number) => seconds(ms, 1);
+/** the servers' --network-stock: their default (the cap, at most NETWORK_STOCK.defaultMax) */
+const STOCK = Math.min(BURST, NETWORK_STOCK.defaultMax);
 const s3 = (ms: number) => seconds(ms, 3);
 
 /** what the bench needs of a server, wherever it runs */
@@ -149,6 +154,24 @@ function figures(results: Reset[], t0: number): BurstFigures {
   };
 }
 
+/**
+ * Waits until the server's network stock holds `STOCK` networks: a cold burst is measured on a
+ * server that has had the time to make its networks ahead of demand (its envs are not deployed).
+ */
+async function stockFull(server: Target, what: string): Promise<number> {
+  const t = performance.now();
+  await waitFor(
+    async () => {
+      const m = await server.call('GET', '/metrics');
+      return (valueOf(parsePrometheusText(String(m.body)), 'openenv_network_stock_ready') ?? 0) >= STOCK;
+    },
+    900_000,
+    `${what}: ${STOCK} networks in the stock`,
+    500,
+  );
+  return secs(performance.now() - t);
+}
+
 // --- the one-host baseline --------------------------------------------------------------------
 
 async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_peak: number }> {
@@ -187,13 +210,19 @@ async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_pea
         body: body !== undefined ? JSON.stringify(body) : undefined,
       });
       const text = await res.text();
-      return { status: res.status, body: text ? JSON.parse(text) : null };
+      try {
+        return { status: res.status, body: JSON.parse(text) };
+      } catch {
+        return { status: res.status, body: text };
+      }
     },
   };
-  const left = async () => {
+  /** the instance's containers and networks on the main engine; with `stocked` false, not counting its network stock */
+  const left = async (stocked: boolean) => {
     const ps = await run('docker', ['ps', '-aq', '--filter', `label=${label}`]);
-    const nets = await run('docker', ['network', 'ls', '-q', '--filter', `label=${label}`]);
-    return (ps.stdout + nets.stdout).trim().split('\n').filter(Boolean).length;
+    const nets = await run('docker', ['network', 'ls', '--filter', `label=${label}`, '--format', `{{.Label "${LABELS.episode}"}}`]);
+    const networks = nets.stdout.split('\n').filter((e) => e && (stocked || !e.startsWith(STOCK_KEY_PREFIX)));
+    return ps.stdout.trim().split('\n').filter(Boolean).length + networks.length;
   };
   let f: BurstFigures & { cap_peak: number };
   try {
@@ -209,11 +238,12 @@ async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_pea
       'the one-host server answering /health',
       200,
     );
-    progress(`one host: ${BURST} resets at once, cold…`);
+    const stockS = await stockFull(server, 'one host');
+    progress(`one host: ${STOCK} networks stocked in ${stockS} s; ${BURST} resets at once, cold…`);
     const watch = followContainerLives(label, { host: undefined });
     const { results, t0 } = await burst(server, BURST);
     await Promise.all(results.filter((r) => r.id).map((r) => server.call('DELETE', `/episodes/${r.id}`)));
-    await waitFor(async () => (await left()) === 0, 600_000, 'every env of the one-host burst gone', 500);
+    await waitFor(async () => (await left(false)) === 0, 600_000, 'every env of the one-host burst gone', 500);
     f = { ...figures(results, t0), cap_peak: (await watch.stop()).peak };
   } finally {
     if (child.exitCode === null) {
@@ -222,7 +252,7 @@ async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_pea
       await exited;
     }
   }
-  if ((await left()) !== 0) throw new Error(`the one-host server left env containers or networks of ${instance} behind`);
+  if ((await left(true)) !== 0) throw new Error(`the one-host server left env containers or networks of ${instance} behind`);
   return f;
 }
 
@@ -266,6 +296,8 @@ function stageSummary(logs: string, results: Reset[]): StageSummary {
 }
 
 interface ColdRun extends BurstFigures {
+  /** from the server's /health to its overlay stock full */
+  stock_s: number;
   /** envs per node while every episode was live */
   per_node: Record<string, number>;
   cap_peak: number;
@@ -297,11 +329,12 @@ interface SwarmResult {
   config_s: number;
 }
 
-async function allGone(instance: string, nodes: number): Promise<void> {
+/** nothing of the instance's episodes left on any node, and at most `stocked` overlays of its stock */
+async function allGone(instance: string, nodes: number, stocked = STOCK): Promise<void> {
   const t = performance.now();
   for (;;) {
     const left = await footprint(instance, nodes);
-    if (left.services.length + left.networks.length + left.tasks.length + runningContainers(left) === 0) return;
+    if (left.services.length + left.networks.length + left.tasks.length + runningContainers(left) === 0 && left.stocked.length <= stocked) return;
     if (performance.now() - t > 600_000) throw new Error(`not everything of ${instance} gone after 600 s: ${JSON.stringify(left)}`);
     await new Promise((r) => setTimeout(r, 1000));
   }
@@ -328,7 +361,8 @@ async function coldRun(nodes: number, bundleDir: string): Promise<ColdRun> {
     args: ['--max-concurrent-envs', String(BURST), '--reset-timeout', '900', ...DEPLOY_ARGS],
   });
   const label = `${LABELS.instance}=${server.instance}`;
-  progress(`${nodes} node(s), cold: ${BURST} resets at once…`);
+  const stock_s = await stockFull(server, `${nodes} node(s)`);
+  progress(`${nodes} node(s), cold: ${STOCK} overlays stocked in ${stock_s} s; ${BURST} resets at once…`);
   const watch = followContainerLives(label, hostsOf(nodes));
   const { results, t0 } = await burst(server, BURST);
   const f = figures(results, t0);
@@ -341,7 +375,8 @@ async function coldRun(nodes: number, bundleDir: string): Promise<ColdRun> {
   const cap = await watch.stop();
   const stages = stageSummary(await server.logs(), results);
   await stopServer(server.name);
-  return { ...f, per_node, cap_peak: cap.peak, cap_peak_per_node: peaks(cap.perNode), teardown_s, stages };
+  await allGone(server.instance, nodes, 0);
+  return { ...f, stock_s, per_node, cap_peak: cap.peak, cap_peak_per_node: peaks(cap.perNode), teardown_s, stages };
 }
 
 async function poolReady(server: Target): Promise<number> {
@@ -377,7 +412,7 @@ async function warmRun(nodes: number, bundleDir: string): Promise<WarmRun> {
   const refilled_ready = await poolReady(server);
   const cap = await watch.stop();
   await stopServer(server.name);
-  await allGone(server.instance, nodes);
+  await allGone(server.instance, nodes, 0);
   return { ...f, fill_s, cap_peak: cap.peak, cap_peak_per_node: peaks(cap.perNode), refill_s, refilled_per_node, refilled_ready };
 }
 
@@ -438,7 +473,7 @@ const nodesCell = (m: Record<string, number>) =>
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
 console.log(
-  `\nSwarm burst: ${BURST} resets at once, cap ${BURST}, fixture env (memory_mb 64, cpus 0.02); ${cpus().length} CPUs, ${Math.round(totalmem() / 2 ** 30)} GiB, every node on this one machine\n`,
+  `\nSwarm burst: ${BURST} resets at once, cap ${BURST}, fixture env (memory_mb 64, cpus 0.02); ${cpus().length} CPUs, ${Math.round(totalmem() / 2 ** 30)} GiB, every node on this one machine; cold runs start once the server's network stock (${STOCK}) is full\n`,
 );
 console.log(
   row(['run', 'started', 'failed', 'reset p50', 'reset p95', 'p95 / one-host cold p95', 'last started', 'most envs alive (per node)', 'envs per node']),
@@ -514,7 +549,15 @@ const file = join(REPO, 'bench-results/swarm-burst.json');
 writeFileSync(
   file,
   JSON.stringify(
-    { date: new Date().toISOString(), cpus: cpus().length, memory_gib: Math.round(totalmem() / 2 ** 30), burst: BURST, baseline, results: out },
+    {
+      date: new Date().toISOString(),
+      cpus: cpus().length,
+      memory_gib: Math.round(totalmem() / 2 ** 30),
+      burst: BURST,
+      network_stock: STOCK,
+      baseline,
+      results: out,
+    },
     null,
     2,
   ) + '\n',

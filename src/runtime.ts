@@ -76,6 +76,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             instance: opts.instance,
             bundleName: bundle.manifest.name,
             registry: opts.registry ?? null,
+            networkStock: networkStockSize(opts),
             logger: log.child({ component: 'sandbox' }),
           })
         : await createDockerSandbox({

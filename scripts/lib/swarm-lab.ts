@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { LABELS } from '../../src/sandbox/sandbox.js';
+import { STOCK_KEY_PREFIX } from '../../src/sandbox/engine/network-stock.js';
 import { peakAlive, type LifeEvent } from '../../test/support/container-lives.js';
 import { LOCAL_NODE_IMAGE } from './local-node-image.js';
 import { waitFor } from './wait.js';
@@ -196,20 +197,30 @@ export async function removeServers(): Promise<void> {
   if (ids.length) await dk(1, ['rm', '-f', ...ids]).catch(() => '');
 }
 
-/** what the instance has on the swarm: services and networks (manager), running containers on every node */
+/**
+ * What the instance has on the swarm: services and networks (manager), running containers on every
+ * node. `networks` are the episodes' overlays; `stocked` those labelled with a network-stock key
+ * (made ahead of demand, or taken by an episode: the labels cannot tell, so a test compares their
+ * number with the stock's size while the server runs, and expects none once it has stopped).
+ */
 export async function footprint(
   instance: string,
   nodes: number,
-): Promise<{ services: string[]; networks: string[]; containers: Record<string, string[]>; tasks: string[] }> {
+): Promise<{ services: string[]; networks: string[]; stocked: string[]; containers: Record<string, string[]>; tasks: string[] }> {
   const label = `${LABELS.instance}=${instance}`;
   const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${label}`]));
-  const networks = lines(await dk(1, ['network', 'ls', '-q', '--filter', `label=${label}`]));
+  const networks: string[] = [];
+  const stocked: string[] = [];
+  for (const l of lines(await dk(1, ['network', 'ls', '--filter', `label=${label}`, '--format', `{{.ID}} {{.Label "${LABELS.episode}"}}`]))) {
+    const [id, episode] = l.split(' ');
+    (episode?.startsWith(STOCK_KEY_PREFIX) ? stocked : networks).push(id!);
+  }
   const containers: Record<string, string[]> = {};
   for (let i = 1; i <= nodes; i++) containers[`n${i}`] = lines(await dk(i, ['ps', '-q', '--filter', `label=${label}`]).catch(() => ''));
   const tasks: string[] = [];
   // a service may go between the listing and this (its task then went with it)
   for (const s of services) tasks.push(...lines(await dk(1, ['service', 'ps', '-q', '--filter', 'desired-state=running', s]).catch(() => '')));
-  return { services, networks, containers, tasks };
+  return { services, networks, stocked, containers, tasks };
 }
 
 export function runningContainers(f: { containers: Record<string, string[]> }): number {
