@@ -261,6 +261,8 @@ async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_pea
 interface StageSummary {
   /** episodes whose `env ready` line was read */
   count: number;
+  /** of those, the deploys that took an overlay from the stock */
+  stocked: number;
   /** per stage (and the sandbox's whole deploy): mean and p95 in seconds */
   stages: Record<string, { mean_s: number; p95_s: number }>;
   /** the deploy-limiter wait: the reset's deploy_s minus the sandbox's own deploy time */
@@ -270,7 +272,7 @@ interface StageSummary {
 /** the cold deploys' stages, from the server's `env ready` lines of these episodes */
 function stageSummary(logs: string, results: Reset[]): StageSummary {
   const mine = new Map(results.filter((r) => r.id).map((r) => [r.id!, r]));
-  const rows: Array<Record<string, number> & { episode?: string }> = [];
+  const rows: Array<Record<string, number> & { episode?: string; stockedOverlay?: boolean }> = [];
   for (const line of logs.split('\n')) {
     if (!line.includes('"env ready"')) continue;
     try {
@@ -292,7 +294,7 @@ function stageSummary(logs: string, results: Reset[]): StageSummary {
       return deployS === undefined ? NaN : Math.max(0, deployS * 1000 - r.deployMs!);
     })
     .filter((x) => Number.isFinite(x));
-  return { count: rows.length, stages, limiter_wait: waits.length ? sum(waits) : null };
+  return { count: rows.length, stocked: rows.filter((r) => r.stockedOverlay === true).length, stages, limiter_wait: waits.length ? sum(waits) : null };
 }
 
 interface ColdRun extends BurstFigures {
@@ -533,12 +535,12 @@ if (withStages.length) {
   console.log(
     `\nWhere a cold swarm deploy's time goes (mean / p95 per episode, seconds; deploy: the sandbox's whole deploy; connect: the server container's join, which runs beside service…address; limiter: waiting for a --max-concurrent-deploys turn)\n`,
   );
-  console.log(row(['nodes', ...keys, 'limiter wait']));
-  console.log(row(Array(keys.length + 2).fill('---')));
+  console.log(row(['nodes', 'stocked overlays', ...keys, 'limiter wait']));
+  console.log(row(Array(keys.length + 3).fill('---')));
   for (const r of withStages) {
     const st = r.cold!.stages;
     const cell = (v?: { mean_s: number; p95_s: number } | null) => (v ? `${v.mean_s.toFixed(2)} / ${v.p95_s.toFixed(2)}` : '-');
-    console.log(row([r.nodes, ...keys.map((k) => cell(st.stages[k])), cell(st.limiter_wait)]));
+    console.log(row([r.nodes, `${st.stocked}/${st.count}`, ...keys.map((k) => cell(st.stages[k])), cell(st.limiter_wait)]));
   }
 }
 const warm = out.filter((r) => r.warm);
