@@ -220,8 +220,11 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const drain = (timeoutMs = opts.shutdownTimeout * 1000) => {
     drained ??= (async () => {
       const closing = sessions.shutdownSockets();
+      // what was made ahead of demand goes while the episodes are torn down, within the same budget
+      const unprepared = sandbox.unprepare?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not remove what was made ahead of demand'));
       const result = await manager.drain(timeoutMs);
       await closing;
+      await Promise.race([unprepared, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
       return result;
     })();
     return drained;

@@ -97,6 +97,7 @@ export class SwarmSandbox implements Sandbox {
   private readonly stock: NetworkStock<EpisodeOverlay>;
   /** episode id → the key of the stocked overlay it took (labelled with the key, not the episode) */
   private readonly stockTaken = new Map<string, string>();
+  private stockClosed: Promise<void> | null = null;
   private readonly lock: InstanceLock;
   private closed = false;
 
@@ -172,6 +173,11 @@ export class SwarmSandbox implements Sandbox {
   prepare(): void {
     this.assertOpen();
     this.stock.start();
+  }
+
+  /** stops the stock and removes its overlays (the drain calls it; close() waits for the same removal) */
+  unprepare(): Promise<void> {
+    return (this.stockClosed ??= this.stock.close());
   }
 
   /**
@@ -587,7 +593,7 @@ export class SwarmSandbox implements Sandbox {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    await Promise.all([this.stock.close(), this.lifecycles.close('the swarm sandbox is closing')]);
+    await Promise.all([this.unprepare(), this.lifecycles.close('the swarm sandbox is closing')]);
     this.watcher.close();
     await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
     this.closed = true;

@@ -106,8 +106,11 @@ describe('the swarm overlay stock', () => {
     expect(s.networksInUse()).toBe(0);
     expect((await s.listEpisodeIds()).sort()).toEqual(['old-episode']);
 
+    // the drain removes the stock (close() waits for that same removal); what is no stock's stays for the sweep
+    await s.unprepare();
+    expect([...m.networks.values()].map(episodeOf)).toEqual(['old-episode']);
+    expect(s.networkStock().ready).toBe(0);
     await s.close();
-    // the stock is gone; what is no stock's stays for the sweep
     expect([...m.networks.values()].map(episodeOf)).toEqual(['old-episode']);
   });
 
