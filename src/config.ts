@@ -198,8 +198,10 @@ export type ServerOptions = z.output<typeof OptionsSchema>;
  * The network stock the server keeps: --network-stock, or its default; never more than the subnet
  * pool holds beside --max-concurrent-envs networks in use (the stock must not starve a deploy).
  */
-export function networkStockSize(o: Pick<ServerOptions, 'networkStock' | 'maxConcurrentEnvs' | 'subnetPool'>): number {
+export function networkStockSize(o: Pick<ServerOptions, 'networkStock' | 'maxConcurrentEnvs' | 'subnetPool'> & { sandbox?: ServerOptions['sandbox'] }): number {
   const wanted = o.networkStock ?? Math.min(o.maxConcurrentEnvs, NETWORK_STOCK.defaultMax);
+  // swarm's overlays take their subnets from the swarm's own pool, not from --subnet-pool
+  if (o.sandbox === 'swarm') return wanted;
   const pool = parseCidr(o.subnetPool);
   if ('problem' in pool) return 0;
   const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);

@@ -67,9 +67,10 @@ export const MAX_ARGUMENT_DEPTH = 64;
 /**
  * The swarm backend (--sandbox swarm): how often a deploy looks at its task until it runs (the
  * delay grows to taskPollMaxMs), how often the deployed envs' tasks and nodes are checked for a
- * death or a lost node, and how long removing an overlay waits for its service's tasks to go.
+ * death or a lost node, how long removing an overlay waits for its service's tasks to go, and how
+ * long one node listing serves the deploys that check their env against it.
  */
-export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000 } as const;
+export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000, nodeListMaxAgeMs: 1000 } as const;
 
 /**
  * --max-concurrent-deploys' default: envs starting at once. Measured, not guessed: `npm run bench`'s

@@ -76,6 +76,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             instance: opts.instance,
             bundleName: bundle.manifest.name,
             registry: opts.registry ?? null,
+            networkStock: networkStockSize(opts),
             logger: log.child({ component: 'sandbox' }),
           })
         : await createDockerSandbox({
@@ -219,8 +220,11 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const drain = (timeoutMs = opts.shutdownTimeout * 1000) => {
     drained ??= (async () => {
       const closing = sessions.shutdownSockets();
+      // what was made ahead of demand goes while the episodes are torn down, within the same budget
+      const unprepared = sandbox.unprepare?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not remove what was made ahead of demand'));
       const result = await manager.drain(timeoutMs);
       await closing;
+      await Promise.race([unprepared, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
       return result;
     })();
     return drained;

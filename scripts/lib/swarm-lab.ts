@@ -5,12 +5,14 @@
  * main engine, whose state the lab never touches. What only the tests need (a `describe` that
  * skips or fails without the lab, exact container counts) is in test/support/swarm-lab.ts.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { LABELS } from '../../src/sandbox/sandbox.js';
+import { STOCK_KEY_PREFIX } from '../../src/sandbox/engine/network-stock.js';
+import { peakAlive, type LifeEvent } from '../../test/support/container-lives.js';
 import { LOCAL_NODE_IMAGE } from './local-node-image.js';
 import { waitFor } from './wait.js';
 
@@ -195,20 +197,30 @@ export async function removeServers(): Promise<void> {
   if (ids.length) await dk(1, ['rm', '-f', ...ids]).catch(() => '');
 }
 
-/** what the instance has on the swarm: services and networks (manager), running containers on every node */
+/**
+ * What the instance has on the swarm: services and networks (manager), running containers on every
+ * node. `networks` are the episodes' overlays; `stocked` those labelled with a network-stock key
+ * (made ahead of demand, or taken by an episode: the labels cannot tell, so a test compares their
+ * number with the stock's size while the server runs, and expects none once it has stopped).
+ */
 export async function footprint(
   instance: string,
   nodes: number,
-): Promise<{ services: string[]; networks: string[]; containers: Record<string, string[]>; tasks: string[] }> {
+): Promise<{ services: string[]; networks: string[]; stocked: string[]; containers: Record<string, string[]>; tasks: string[] }> {
   const label = `${LABELS.instance}=${instance}`;
   const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${label}`]));
-  const networks = lines(await dk(1, ['network', 'ls', '-q', '--filter', `label=${label}`]));
+  const networks: string[] = [];
+  const stocked: string[] = [];
+  for (const l of lines(await dk(1, ['network', 'ls', '--filter', `label=${label}`, '--format', `{{.ID}} {{.Label "${LABELS.episode}"}}`]))) {
+    const [id, episode] = l.split(' ');
+    (episode?.startsWith(STOCK_KEY_PREFIX) ? stocked : networks).push(id!);
+  }
   const containers: Record<string, string[]> = {};
   for (let i = 1; i <= nodes; i++) containers[`n${i}`] = lines(await dk(i, ['ps', '-q', '--filter', `label=${label}`]).catch(() => ''));
   const tasks: string[] = [];
   // a service may go between the listing and this (its task then went with it)
   for (const s of services) tasks.push(...lines(await dk(1, ['service', 'ps', '-q', '--filter', 'desired-state=running', s]).catch(() => '')));
-  return { services, networks, containers, tasks };
+  return { services, networks, stocked, containers, tasks };
 }
 
 export function runningContainers(f: { containers: Record<string, string[]> }): number {
@@ -238,4 +250,61 @@ export function fixtureCopy(edit: (manifest: any) => void): { dir: string; clean
   edit(manifest);
   writeFileSync(join(dir, 'bundle.json'), JSON.stringify(manifest, null, 2));
   return { dir, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+/**
+ * Every start and die of containers carrying `label` on these engines, read live from their event
+ * streams from now until `stop()`. A bounded query afterwards (`docker events --since --until`)
+ * replays only what the engine still buffers (its last 256 events, swarm's and networks' included),
+ * which a burst of dozens of envs overflows: the early starts are lost and the peak comes out low.
+ */
+export function followContainerLives(
+  label: string,
+  hosts: Record<string, string | undefined>,
+): { stop: () => Promise<{ peak: number; starts: number; perNode: Record<string, { peak: number; starts: number }> }> } {
+  const sinceS = (Date.now() / 1000).toFixed(3);
+  const streams = Object.entries(hosts).map(([name, host]) => {
+    const events: LifeEvent[] = [];
+    const child = spawn(
+      'docker',
+      [
+        ...(host ? ['-H', host] : []),
+        'events',
+        '--since',
+        sinceS,
+        '--filter',
+        'type=container',
+        '--filter',
+        `label=${label}`,
+        '--filter',
+        'event=start',
+        '--filter',
+        'event=die',
+        '--format',
+        '{{.Action}} {{.TimeNano}}',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let buf = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      buf += chunk;
+      const lines = buf.split('\n');
+      buf = lines.pop() ?? '';
+      for (const line of lines) {
+        const [action, t] = line.trim().split(' ');
+        if (!t) continue;
+        events.push({ t: BigInt(t), delta: action === 'start' ? 1 : -1 });
+      }
+    });
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    return { name, events, child, exited };
+  });
+  return {
+    async stop() {
+      for (const s of streams) s.child.kill('SIGTERM');
+      await Promise.all(streams.map((s) => s.exited));
+      const all = peakAlive(streams.flatMap((s) => s.events));
+      return { ...all, perNode: Object.fromEntries(streams.map((s) => [s.name, peakAlive(s.events)])) };
+    },
+  };
 }

@@ -150,6 +150,13 @@ export interface Sandbox {
    * start sweep is done, which would remove them. Optional: a sandbox without a stock needs none.
    */
   prepare?(): void;
+  /**
+   * Stops making resources ahead of demand and removes what prepare() made that nobody took.
+   * Called when the drain begins, so that removing them falls within --shutdown-timeout rather
+   * than in close()'s short budget (a swarm's stocked overlays each need the server's container
+   * to leave them first, one at a time). Optional; close() removes them too.
+   */
+  unprepare?(): Promise<void>;
   /** the figures of what prepare() keeps made (the Docker sandbox's network stock) */
   networkStock?(): { size: number; ready: number; making: number; made: number; taken: number; missed: number };
   /**

@@ -3,9 +3,8 @@
  * up (the tests fail otherwise); elsewhere, without root or the tools, the suites skip loudly.
  */
 import { describe, it } from 'vitest';
-import { LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
+import { followContainerLives, LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
-import { watchContainerLives as watchLives } from './container-lives.js';
 import { IN_CI } from './docker.js';
 
 /** `describe` for suites that need the swarm lab: fails in CI when it cannot run, skips loudly elsewhere */
@@ -27,13 +26,14 @@ export function describeSwarm(name: string, fn: () => void): void {
 }
 
 /**
- * Every container start and die of an instance on every node, read from the nodes' own events
- * (all nodes share this machine's clock), so the most envs ever running at once is exact:
+ * Every container start and die of an instance on every node, read live from the nodes' own event
+ * streams (all nodes share this machine's clock), so the most envs ever running at once is exact:
  * sampling the nodes one after another can count a container that just died on one node beside
- * one that just started on another. `stop()` resolves with that most.
+ * one that just started on another, and a bounded query afterwards replays only the last 256
+ * events a node buffered. `stop()` resolves with that most.
  */
 export function watchContainerLives(instance: string, nodes: number): { stop: () => Promise<number> } {
-  const hosts = Array.from({ length: nodes }, (_, i) => sock(i + 1));
-  const lives = watchLives(`${LABELS.instance}=${instance}`, hosts);
+  const hosts = Object.fromEntries(Array.from({ length: nodes }, (_, i) => [`n${i + 1}`, sock(i + 1)]));
+  const lives = followContainerLives(`${LABELS.instance}=${instance}`, hosts);
   return { stop: async () => (await lives.stop()).peak };
 }

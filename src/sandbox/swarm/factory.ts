@@ -12,6 +12,8 @@ export interface SwarmSandboxFactoryOptions {
   instance: string;
   bundleName: string;
   registry: string | null;
+  /** overlays made (and joined) ahead of demand */
+  networkStock: number;
   logger: SandboxLogger;
 }
 
@@ -40,7 +42,15 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
       );
     }
   }
-  const sandbox = new SwarmSandbox({ docker, instance: o.instance, bundleName: o.bundleName, attachContainer: own, registry: o.registry, logger: o.logger });
+  const sandbox = new SwarmSandbox({
+    docker,
+    instance: o.instance,
+    bundleName: o.bundleName,
+    attachContainer: own,
+    registry: o.registry,
+    networkStock: o.networkStock,
+    logger: o.logger,
+  });
   return { sandbox, attachedTo: own };
 }
 

@@ -32,9 +32,21 @@ import { waitForHttp } from '../engine/readiness.js';
 import { retry, sleep } from '../engine/retry.js';
 import { LABELS } from '../sandbox.js';
 import { pushToRegistry } from './registry.js';
-import { createEnvService, createEpisodeOverlay, imageRejection, isImageRejection, removeService, serviceLogTail, stopService, swarmName } from './services.js';
+import { NetworkStock } from '../engine/network-stock.js';
+import {
+  createEnvService,
+  createEpisodeOverlay,
+  type EpisodeOverlay,
+  imageRejection,
+  isImageRejection,
+  removeService,
+  serviceLogTail,
+  stopService,
+  swarmName,
+} from './services.js';
+import { DeployStages } from './deploy-stages.js';
 import { TaskWatcher } from './task-watch.js';
-import { latestTask, listNodes, listTasks, LOST_NODE_STATES, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
+import { latestTask, listNodes, listTasks, LOST_NODE_STATES, NodeListing, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
 
 export interface SwarmSandboxOptions {
   /** a manager of the swarm (DOCKER_HOST or /var/run/docker.sock by default) */
@@ -55,6 +67,8 @@ export interface SwarmSandboxOptions {
   networkRemovalMs?: number;
   /** how often the deployed envs' tasks and nodes are checked */
   watchIntervalMs?: number;
+  /** overlays kept made, and joined by the server's container, once prepare() was called (default 0: none) */
+  networkStock?: number;
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
 }
 
@@ -78,6 +92,12 @@ export class SwarmSandbox implements Sandbox {
   /** episodes whose overlay may exist (created, or creation in doubt) and is not yet removed */
   private readonly overlays = new Set<string>();
   private readonly watcher: TaskWatcher;
+  private readonly nodes: NodeListing;
+  /** overlays made and joined ahead of demand; each is handed to one deploy and removed with its episode */
+  private readonly stock: NetworkStock<EpisodeOverlay>;
+  /** episode id → the key of the stocked overlay it took (labelled with the key, not the episode) */
+  private readonly stockTaken = new Map<string, string>();
+  private stockClosed: Promise<void> | null = null;
   private readonly lock: InstanceLock;
   private closed = false;
 
@@ -92,6 +112,14 @@ export class SwarmSandbox implements Sandbox {
     this.removeAttempts = opts.removeAttempts ?? REMOVAL_RETRY.attempts;
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
     this.networkRemovalMs = opts.networkRemovalMs ?? SWARM.networkRemovalMs;
+    this.nodes = new NodeListing(this.docker, SWARM.nodeListMaxAgeMs);
+    this.stock = new NetworkStock<EpisodeOverlay>({
+      size: opts.networkStock ?? 0,
+      what: 'overlay',
+      log: this.log,
+      create: (key) => this.makeStockedOverlay(key),
+      remove: (key) => this.removeEpisode(key),
+    });
     this.watcher = new TaskWatcher(this.docker, this.log, opts.watchIntervalMs ?? SWARM.watchIntervalMs);
     // the instance claim is a labelled volume on the manager's engine, as on one host
     this.lock = new InstanceLock(this.docker, { ...opts.instanceLock, instance: this.instance, logger: this.log });
@@ -131,8 +159,43 @@ export class SwarmSandbox implements Sandbox {
     await checkImage(this.docker, ref);
   }
 
+  /** overlays held by episodes (deploying, live or being removed); the stock's are not counted */
   networksInUse(): number {
     return this.overlays.size;
+  }
+
+  /** the overlay stock's figures (for /metrics) */
+  networkStock(): ReturnType<NetworkStock<EpisodeOverlay>['stats']> {
+    return this.stock.stats();
+  }
+
+  /** begins making overlays ahead of demand; after the start sweep, which would remove them */
+  prepare(): void {
+    this.assertOpen();
+    this.stock.start();
+  }
+
+  /** stops the stock and removes its overlays (the drain calls it; close() waits for the same removal) */
+  unprepare(): Promise<void> {
+    return (this.stockClosed ??= this.stock.close());
+  }
+
+  /**
+   * An overlay for the stock, joined by the server's container: the join is the costly part of an
+   * overlay (the engine joins one container to its networks one at a time), and a stocked overlay
+   * has it done before any reset waits on it. A join that fails removes the overlay.
+   */
+  private async makeStockedOverlay(key: string): Promise<EpisodeOverlay> {
+    const owner: Owner = { instance: this.instance, bundle: this.bundleName, episode: key, env: '' };
+    const network = await createEpisodeOverlay(this.docker, owner, swarmName(owner));
+    try {
+      await this.join(network.id);
+    } catch (err) {
+      // labelled with the key: the start sweep or the reconciler removes it if this fails too
+      await this.removeEpisode(key).catch(() => undefined);
+      throw err;
+    }
+    return network;
   }
 
   async claimInstance(): Promise<void> {
@@ -156,28 +219,41 @@ export class SwarmSandbox implements Sandbox {
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
     const owner: Owner = { instance: this.instance, bundle: this.bundleName, episode: episodeId, env: env.name };
     const startedAt = Date.now();
+    // where the deploy's time goes, stage by stage (the `env ready` line carries them)
+    const stages = new DeployStages(startedAt);
+    // the server's container joining the overlay, once it has begun (awaited before any cleanup)
+    let joined: Promise<number> | null = null;
     try {
       // a task no node can ever hold would wait in "pending" forever: say so at once
-      const nodes = await listNodes(this.docker).catch((err) => {
+      const nodes = await this.nodes.get().catch((err) => {
         throw toSandboxError(err, 'listing the swarm nodes');
       });
+      stages.mark('nodes');
       const impossible = whyUnschedulable(nodes, env.resources.memoryMb, env.resources.cpus);
       if (impossible) throw new SandboxError('unschedulable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
       throwIfAborted(signal);
-      const name = swarmName(owner);
       this.overlays.add(episodeId);
-      const network = await createEpisodeOverlay(this.docker, owner, name);
+      const stocked = this.stock.take();
+      if (stocked) this.stockTaken.set(episodeId, stocked.key);
+      const network = stocked?.net ?? (await createEpisodeOverlay(this.docker, owner, swarmName(owner)));
+      stages.mark('overlay');
       throwIfAborted(signal);
-      if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
-      throwIfAborted(signal);
-      const createdAt = Date.now();
-      const deadline = createdAt + env.deployTimeoutMs;
+      // a stocked overlay is joined already; otherwise the join runs while swarm creates, schedules
+      // and starts the task: only the readiness check needs it, and the engine joins one container
+      // to its networks one at a time, so in a burst the joins queue behind each other (measured:
+      // the largest stage when it ran first)
+      joined = stocked ? Promise.resolve(0) : this.join(network.id);
+      joined.catch(() => undefined);
+      const deadline = Date.now() + env.deployTimeoutMs;
       const secret = newEnvSecret();
       const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret);
+      stages.mark('service');
       const gone = this.watcher.watch(episodeId, serviceId);
       throwIfAborted(signal);
-      const { task, ip } = await this.waitForTask(serviceId, network.id, env, deadline, signal);
-      const runningAt = Date.now();
+      const { task, ip, polls } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
+      const connectMs = await joined;
+      stages.mark('attach');
+      throwIfAborted(signal);
       const exited = new Promise<number>((resolve) => {
         if (gone.aborted) resolve(-1);
         else gone.addEventListener('abort', () => resolve(-1), { once: true });
@@ -186,6 +262,7 @@ export class SwarmSandbox implements Sandbox {
       const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
       if (outcome.kind === 'ready') {
         throwIfAborted(signal);
+        stages.mark('ready');
         this.log.info(
           {
             episode: episodeId,
@@ -194,10 +271,10 @@ export class SwarmSandbox implements Sandbox {
             task: task.ID.slice(0, 12),
             node: task.NodeID?.slice(0, 12),
             address: ip,
-            // where the deploy's time went: network and service, scheduling and start, readiness
-            createMs: createdAt - startedAt,
-            taskMs: runningAt - createdAt,
-            readyMs: Date.now() - runningAt,
+            stockedOverlay: stocked !== null,
+            ...stages.fields(),
+            connectMs,
+            taskPolls: polls,
             deployMs: Date.now() - startedAt,
           },
           'env ready',
@@ -218,6 +295,8 @@ export class SwarmSandbox implements Sandbox {
       );
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
+      // a join still in flight would land after the cleanup's disconnect and hold the overlay
+      await joined?.catch(() => undefined);
       try {
         await this.removeEpisode(episodeId);
       } catch (cleanupErr) {
@@ -228,6 +307,13 @@ export class SwarmSandbox implements Sandbox {
     }
   }
 
+  /** the server's container joins the overlay; resolves with how long the engine took */
+  private async join(networkId: string): Promise<number> {
+    const t = Date.now();
+    if (this.attach) await connectToNetwork(this.docker, networkId, this.attach);
+    return Date.now() - t;
+  }
+
   /** polls the service's task until it runs with an address on the overlay, ends, or the deadline passes */
   private async waitForTask(
     serviceId: string,
@@ -235,19 +321,25 @@ export class SwarmSandbox implements Sandbox {
     env: EnvSpec,
     deadline: number,
     signal: AbortSignal,
-  ): Promise<{ task: SwarmTask; ip: string }> {
+    stages: DeployStages,
+  ): Promise<{ task: SwarmTask; ip: string; polls: number }> {
     let delay = 50;
     let last: SwarmTask | undefined;
-    for (;;) {
+    for (let polls = 1; ; polls++) {
       throwIfAborted(signal);
       const tasks = await listTasks(this.docker, [serviceId]).catch((err) => {
         throw toSandboxError(err, `listing the task of env \`${env.name}\``);
       });
       last = latestTask(tasks, serviceId) ?? last;
       const state = last?.Status?.State ?? '';
+      if (last?.NodeID && !stages.has('schedule')) stages.mark('schedule');
       if (last && state === 'running') {
+        if (!stages.has('start')) stages.mark('start');
         const ip = taskAddress(last, networkId);
-        if (ip) return { task: last, ip };
+        if (ip) {
+          stages.mark('address');
+          return { task: last, ip, polls };
+        }
       }
       if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env, 'before it was ready');
       if (Date.now() >= deadline) {
@@ -344,12 +436,17 @@ export class SwarmSandbox implements Sandbox {
     return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId, opts.onEnvRemoved), opts.onEnvRemoved);
   }
 
+  /** removes the episode's labelled resources, and the stocked overlay it took (labelled with that overlay's key) */
   private async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
     this.watcher.forget(episodeId);
+    const key = this.stockTaken.get(episodeId);
     const owned = await this.list(episodeId);
+    // under the episode's id, so that its service's node is known when the overlay is removed
+    if (key) owned.networks.push(...(await this.list(key)).networks.map((n) => ({ ...n, episode: episodeId })));
     const failed = await this.remove(owned, onEnvRemoved);
     if (failed.length > 0) throw this.removalError(failed, `episode ${episodeId}`);
     this.overlays.delete(episodeId);
+    this.stockTaken.delete(episodeId);
   }
 
   async sweep(): Promise<SweepResult> {
@@ -368,10 +465,16 @@ export class SwarmSandbox implements Sandbox {
     return removed;
   }
 
+  /** a stocked overlay nobody took is no episode's; one an episode took is reported as that episode's */
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    return [...new Set([...owned.services, ...owned.networks].map((r) => r.episode).filter(Boolean))];
+    const takenBy = new Map([...this.stockTaken].map(([episode, key]) => [key, episode]));
+    const ids = [...owned.services, ...owned.networks]
+      .map((r) => r.episode)
+      .filter((id) => id && !this.stock.holds(id))
+      .map((id) => takenBy.get(id) ?? id);
+    return [...new Set(ids)];
   }
 
   private async list(episodeId?: string): Promise<Owned> {
@@ -490,7 +593,7 @@ export class SwarmSandbox implements Sandbox {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    await this.lifecycles.close('the swarm sandbox is closing');
+    await Promise.all([this.unprepare(), this.lifecycles.close('the swarm sandbox is closing')]);
     this.watcher.close();
     await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
     this.closed = true;

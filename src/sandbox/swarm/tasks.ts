@@ -87,6 +87,33 @@ export async function listNodes(docker: Dockerode): Promise<SwarmNode[]> {
   }));
 }
 
+/**
+ * The node listing a deploy checks its env against, shared by the deploys of a burst: one listing
+ * in flight at a time, its answer reused for `maxAgeMs` (a node lost meanwhile is the task
+ * watcher's to see), a failed one not kept.
+ */
+export class NodeListing {
+  private cached: { at: number; nodes: Promise<SwarmNode[]> } | null = null;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly maxAgeMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get(): Promise<SwarmNode[]> {
+    const c = this.cached;
+    if (c && this.now() - c.at < this.maxAgeMs) return c.nodes;
+    const nodes = listNodes(this.docker);
+    const entry = { at: this.now(), nodes };
+    this.cached = entry;
+    nodes.catch(() => {
+      if (this.cached === entry) this.cached = null;
+    });
+    return nodes;
+  }
+}
+
 /** the nodes a new task can land on */
 export function schedulableNodes(nodes: SwarmNode[]): SwarmNode[] {
   return nodes.filter((n) => n.state === 'ready' && n.availability === 'active');
