@@ -9,12 +9,12 @@ export interface SustainedRate {
   wallS: number;
 }
 
-/** `episodes` runs of `one`, `concurrency` at a time; `one` gets the run's number */
+/** `episodes` runs of `one`, `concurrency` at a time; `one` gets the run's number and its worker slot (0 to concurrency - 1) */
 export async function sustained(
   ctx: BenchContext,
   what: string,
   { episodes, concurrency }: { episodes: number; concurrency: number },
-  one: (k: number) => Promise<void>,
+  one: (k: number, slot: number) => Promise<void>,
 ): Promise<SustainedRate> {
   let next = 0;
   let done = 0;
@@ -22,9 +22,9 @@ export async function sustained(
   const t0 = performance.now();
   try {
     await Promise.all(
-      Array.from({ length: concurrency }, async () => {
+      Array.from({ length: concurrency }, async (_, slot) => {
         while (next < episodes) {
-          await one(next++);
+          await one(next++, slot);
           done++;
         }
       }),

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { cdfSvg } from '../../scripts/bench/charts.js';
 import { benchContext } from '../../scripts/bench/context.js';
 import { burst, sustained } from '../../scripts/bench/load.js';
+import { statsMemoryBytes } from '../../scripts/bench/engine.js';
 import { percentile, summarizeBurst } from '../../scripts/bench/stats.js';
 
 const ctx = { ...benchContext('unused'), progress: () => undefined };
@@ -95,5 +96,32 @@ describe('the bench loads', () => {
         if (k === 3) throw new Error('episode 3 failed');
       }),
     ).rejects.toThrow('episode 3 failed');
+  });
+});
+
+describe('the sustained worker slots', () => {
+  it('gives each run a slot below the concurrency that no other run holds at the same time', async () => {
+    const busy = new Set<number>();
+    const slots = new Set<number>();
+    await sustained(ctx, 'test', { episodes: 40, concurrency: 5 }, async (_k, slot) => {
+      expect(slot).toBeGreaterThanOrEqual(0);
+      expect(slot).toBeLessThan(5);
+      expect(busy.has(slot)).toBe(false);
+      busy.add(slot);
+      slots.add(slot);
+      await new Promise((r) => setImmediate(r));
+      busy.delete(slot);
+    });
+    expect([...slots].sort()).toEqual([0, 1, 2, 3, 4]);
+  });
+});
+
+describe("docker stats' memory figure", () => {
+  it('is usage less the inactive file cache, on cgroup v1 and v2 alike', () => {
+    expect(statsMemoryBytes({ memory_stats: { usage: 50_000_000, stats: { total_inactive_file: 8_000_000, inactive_file: 1 } } })).toBe(42_000_000);
+    expect(statsMemoryBytes({ memory_stats: { usage: 30_000_000, stats: { inactive_file: 5_000_000 } } })).toBe(25_000_000);
+    expect(statsMemoryBytes({ memory_stats: { usage: 1000 } })).toBe(1000);
+    // a container that stopped meanwhile answers with no memory figures
+    expect(statsMemoryBytes({})).toBe(0);
   });
 });
