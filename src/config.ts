@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
-import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, SUBNET_POOL } from './defaults.js';
+import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
 
 const seconds = (def: number) => z.coerce.number().positive().finite().default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
@@ -39,6 +39,14 @@ export const OptionsSchema = z
     maxConcurrentDeploys: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS).describe(
       'envs starting at once (network, container, readiness), for resets and pool refills alike; refills yield to waiting resets',
     ),
+    networkStock: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        `episode networks made ahead of demand, each used by one episode and removed after it; they count against nothing (default: --max-concurrent-envs, at most ${NETWORK_STOCK.defaultMax}; 0: each deploy makes its network)`,
+      ),
     maxWaiting: z.coerce.number().int().min(0).default(1024).describe('resets allowed to wait; past it a reset gets CAPACITY_REACHED at once'),
     resetTimeout: seconds(600).describe('seconds a reset waits for a slot (a reset may ask for less)'),
     toolTimeout: seconds(60).describe('seconds one tool call may take'),
@@ -185,6 +193,18 @@ export const OptionsSchema = z
   });
 
 export type ServerOptions = z.output<typeof OptionsSchema>;
+
+/**
+ * The network stock the server keeps: --network-stock, or its default; never more than the subnet
+ * pool holds beside --max-concurrent-envs networks in use (the stock must not starve a deploy).
+ */
+export function networkStockSize(o: Pick<ServerOptions, 'networkStock' | 'maxConcurrentEnvs' | 'subnetPool'>): number {
+  const wanted = o.networkStock ?? Math.min(o.maxConcurrentEnvs, NETWORK_STOCK.defaultMax);
+  const pool = parseCidr(o.subnetPool);
+  if ('problem' in pool) return 0;
+  const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
+  return Math.max(0, Math.min(wanted, networks - o.maxConcurrentEnvs));
+}
 export type ServerOptionsInput = z.input<typeof OptionsSchema>;
 
 export const OPTION_NAMES = Object.keys(OptionsSchema.innerType().shape) as (keyof ServerOptions)[];

@@ -80,6 +80,14 @@ export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemoval
  */
 export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 8;
 
+/**
+ * Episode networks made ahead of demand (--network-stock, src/sandbox/engine/network-stock.ts).
+ * Unset, the stock is min(--max-concurrent-envs, defaultMax): a burst of resets up to the cap
+ * finds its networks made. Refills run `parallel` at a time, so they never crowd the deploys; a
+ * failed creation pauses them (backoffBaseMs, doubling up to backoffMaxMs).
+ */
+export const NETWORK_STOCK = { defaultMax: 64, parallel: 1, backoffBaseMs: 1000, backoffMaxMs: 60_000 } as const;
+
 /** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
 export const DEPLOY_JITTER_MS = 20;
 

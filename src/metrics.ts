@@ -13,6 +13,8 @@ export interface GaugeSources {
   /** deploys running, and waiting for a turn (--max-concurrent-deploys) */
   deploysInFlight?(): number;
   deploysWaiting?(): number;
+  /** the network stock (--network-stock), when the sandbox keeps one */
+  networkStock?(): { size: number; ready: number } | null;
   /** the warm pool, when there is one */
   pool?(): { ready: number; deploying: number; target: number; refilling: boolean } | null;
 }
@@ -74,6 +76,14 @@ export class Metrics {
       registers: [r],
       collect() {
         this.set(sources.networks());
+      },
+    });
+    new Gauge({
+      name: `${prefix}network_stock_ready`,
+      help: '--network-stock: episode networks made ahead of demand and ready for a deploy',
+      registers: [r],
+      collect() {
+        this.set(sources.networkStock?.()?.ready ?? 0);
       },
     });
     this.resets = new Counter({

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
-import { buildArgRecord, type ServerOptions } from './config.js';
+import { buildArgRecord, networkStockSize, type ServerOptions } from './config.js';
 import { DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/admission.js';
 import { DeployLimiter } from './episodes/deploy-limiter.js';
@@ -83,6 +83,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             bundleName: bundle.manifest.name,
             subnetPool: opts.subnetPool,
             inContainer: opts.inContainer,
+            networkStock: networkStockSize(opts),
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;
@@ -116,6 +117,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     waiting: () => admission.waitingCount,
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
+    networkStock: () => sandbox.networkStock?.() ?? null,
   });
   const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
   const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
@@ -164,6 +166,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
         log.info({ event: 'startup_sweep', instance: opts.instance }, 'nothing left behind by a previous run');
       }
     }
+    // networks are made ahead of demand while the images build
+    if (!manager.isDraining) sandbox.prepare?.();
     await catalog.buildAll();
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {

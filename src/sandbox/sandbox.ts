@@ -143,8 +143,15 @@ export interface Sandbox {
   sweep(): Promise<SweepResult>;
   /** episode ids that still own labelled resources on the engine (for the reconciler) */
   listEpisodeIds(): Promise<string[]>;
-  /** episode networks this sandbox currently holds */
+  /** episode networks this sandbox currently holds for episodes (not those made ahead of demand) */
   networksInUse(): number;
+  /**
+   * Begins making resources ahead of demand (the Docker sandbox's network stock). Called once the
+   * start sweep is done, which would remove them. Optional: a sandbox without a stock needs none.
+   */
+  prepare?(): void;
+  /** the figures of what prepare() keeps made (the Docker sandbox's network stock) */
+  networkStock?(): { size: number; ready: number; making: number; made: number; taken: number; missed: number };
   /**
    * Claims this server's instance name on the engine before anything is swept: rejects (naming
    * the holder) while another live server holds it; a name a dead server left is taken over.

@@ -106,6 +106,13 @@ describe('every socket has a deadline', () => {
     await c.close();
     await waitFor(() => s.app.openenv.manager.list().length === 0, 20_000, 'the episode torn down');
   });
+});
+
+describe('at --max-connections', () => {
+  // a headers timeout far longer than the test: only the bound can close a connection here (with
+  // 1 s, a loop stalled past it on a loaded machine closed a socket before its client had seen it
+  // connect, and the test got ECONNRESET)
+  const s = processSuiteServer({ headersTimeout: 120, requestTimeout: 240, maxConnections: 40, maxConcurrentEnvs: 1 });
 
   it('past --max-connections slow clients make room (the oldest goes); /health answers; the open count stays at the bound', async () => {
     const max = s.app.connections.max;

@@ -1,6 +1,7 @@
 /**
  * The Docker implementation of Sandbox: one internal bridge network per episode on a subnet of
- * our own pool, one env container on it, readiness over HTTP, teardown and sweep by label.
+ * our own pool (made ahead of demand when the network stock has one), one env container on it,
+ * readiness over HTTP, teardown and sweep by label.
  * The only module of the server that knows dockerode.
  */
 import Dockerode from 'dockerode';
@@ -28,7 +29,8 @@ import { InstanceLock, type InstanceLockOptions } from '../engine/instance-lock.
 import type { Owner } from '../engine/labels.js';
 import { silentLogger, type SandboxLogger } from '../engine/logger.js';
 import { connectToNetwork } from '../engine/networks.js';
-import { createEpisodeNetwork } from './bridge-network.js';
+import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
+import { NetworkStock, STOCK_KEY_PREFIX } from '../engine/network-stock.js';
 import { waitForHttp } from '../engine/readiness.js';
 import { retry } from '../engine/retry.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -57,6 +59,8 @@ export interface DockerSandboxOptions {
   removeBaseDelayMs?: number;
   /** heartbeat of the instance claim (claimInstance) */
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
+  /** episode networks kept made ahead of demand once prepare() was called (default 0: none) */
+  networkStock?: number;
 }
 
 export class DockerSandbox implements Sandbox {
@@ -76,6 +80,10 @@ export class DockerSandbox implements Sandbox {
   private readonly watcher: EnvWatcher;
   private readonly lock: InstanceLock;
   private readonly lostListeners: ((why: string) => void)[] = [];
+  /** networks made ahead of demand; each is handed to one deploy and removed with its episode */
+  private readonly stock: NetworkStock<EpisodeNetwork>;
+  /** episode id → the key of the stocked network it took (labelled with the key, not the episode) */
+  private readonly stockTaken = new Map<string, string>();
 
   constructor(opts: DockerSandboxOptions) {
     if (!opts.instance) throw new Error('DockerSandbox needs an instance id');
@@ -88,6 +96,13 @@ export class DockerSandbox implements Sandbox {
     this.removeAttempts = opts.removeAttempts ?? REMOVAL_RETRY.attempts;
     this.removeBaseDelayMs = opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs;
     this.watcher = new EnvWatcher(this.docker, this.log);
+    this.stock = new NetworkStock<EpisodeNetwork>({
+      size: opts.networkStock ?? 0,
+      what: 'episode network',
+      log: this.log,
+      create: (key) => this.makeNetwork({ instance: this.instance, bundle: this.bundleName, episode: key, env: '' }),
+      remove: (key) => this.removeEpisode(key),
+    });
     this.lock = new InstanceLock(this.docker, {
       ...opts.instanceLock,
       instance: this.instance,
@@ -136,8 +151,35 @@ export class DockerSandbox implements Sandbox {
     await checkImage(this.docker, ref);
   }
 
+  /** episode networks held by episodes (deploying, live or being removed); the stock's are not counted */
   networksInUse(): number {
-    return this.pool.inUse;
+    return this.pool.inUse - this.stock.held;
+  }
+
+  /** the network stock's figures (for /metrics) */
+  networkStock(): ReturnType<NetworkStock<EpisodeNetwork>['stats']> {
+    return this.stock.stats();
+  }
+
+  /** begins making networks ahead of demand; after the start sweep, which would remove them */
+  prepare(): void {
+    this.assertOpen();
+    this.stock.start();
+  }
+
+  /** an episode network on a fresh subnet, joined by the server's container when it has one */
+  private async makeNetwork(owner: Owner): Promise<EpisodeNetwork> {
+    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });
+    if (this.attach) {
+      try {
+        await connectToNetwork(this.docker, network.id, this.attach);
+      } catch (err) {
+        // the network is labelled: whoever cleans up the owner's id removes it
+        if (owner.episode.startsWith(STOCK_KEY_PREFIX)) await this.removeEpisode(owner.episode).catch(() => {});
+        throw err;
+      }
+    }
+    return network;
   }
 
   async claimInstance(): Promise<void> {
@@ -157,7 +199,7 @@ export class DockerSandbox implements Sandbox {
     this.assertOpen();
     return this.lifecycles.deploy(
       req,
-      (id) => this.pool.holds(id),
+      (id) => this.pool.holds(id) || this.stockTaken.has(id),
       (signal) => this.runDeploy(req.episodeId, req.env, signal),
     );
   }
@@ -169,9 +211,9 @@ export class DockerSandbox implements Sandbox {
       throwIfAborted(signal);
       // Creation steps are not interrupted mid-call: an engine call cut off may still complete
       // on the engine's side, and its resource would then escape this deploy's cleanup.
-      const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });
-      throwIfAborted(signal);
-      if (this.attach) await connectToNetwork(this.docker, network.id, this.attach);
+      const stocked = this.stock.take();
+      if (stocked) this.stockTaken.set(episodeId, stocked.key);
+      const network = stocked?.net ?? (await this.makeNetwork(owner));
       throwIfAborted(signal);
       // listening before the container exists, so no death of it goes unseen
       await this.watcher.start();
@@ -212,6 +254,7 @@ export class DockerSandbox implements Sandbox {
               env: env.name,
               container: container.id.slice(0, 12),
               subnet: network.subnet.cidr,
+              stockedNetwork: stocked !== null,
               // where the deploy's time went: network, container create, start, readiness
               networkMs: createdAt - startedAt,
               createMs: startAt - createdAt,
@@ -275,14 +318,23 @@ export class DockerSandbox implements Sandbox {
     return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId, opts.onEnvRemoved), opts.onEnvRemoved);
   }
 
-  /** removes the episode's labelled resources; its subnet goes back once no network of it is left */
+  /**
+   * Removes the episode's labelled resources, and the stocked network it took (labelled with that
+   * network's key); each subnet goes back once no network of it is left.
+   */
   private async removeEpisode(episodeId: string, onContainersRemoved?: () => void): Promise<void> {
     // its own removal is no death to report
     this.watcher.forget(episodeId);
+    const key = this.stockTaken.get(episodeId);
     const owned = await this.list(episodeId);
+    if (key) owned.networks.push(...(await this.list(key)).networks);
     const result = await this.remove(owned, onContainersRemoved);
     if (result.failed.length > 0) throw this.removalError(result, `episode ${episodeId}`);
     this.pool.release(episodeId);
+    if (key) {
+      this.pool.release(key);
+      this.stockTaken.delete(episodeId);
+    }
   }
 
   async sweep(): Promise<SweepResult> {
@@ -297,10 +349,16 @@ export class DockerSandbox implements Sandbox {
     return removed;
   }
 
+  /** a stocked network nobody took is no episode's; one an episode took is reported as that episode's */
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    return [...new Set([...owned.containers, ...owned.networks].map((r) => r.episode).filter(Boolean))];
+    const takenBy = new Map([...this.stockTaken].map(([episode, key]) => [key, episode]));
+    const ids = [...owned.containers, ...owned.networks]
+      .map((r) => r.episode)
+      .filter((id) => id && !this.stock.holds(id))
+      .map((id) => takenBy.get(id) ?? id);
+    return [...new Set(ids)];
   }
 
   private async list(episodeId?: string): Promise<Owned> {
@@ -335,7 +393,7 @@ export class DockerSandbox implements Sandbox {
   /** stops deploys in flight (they remove what they created), waits for teardowns, then refuses further calls */
   async close(): Promise<void> {
     if (this.closed) return;
-    await this.lifecycles.close('the Docker sandbox is closing');
+    await Promise.all([this.stock.close(), this.lifecycles.close('the Docker sandbox is closing')]);
     this.watcher.close();
     await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
     this.closed = true;

@@ -10,6 +10,8 @@ export interface DockerSandboxFactoryOptions {
   bundleName: string;
   subnetPool: string;
   inContainer: 'auto' | 'always' | 'never';
+  /** episode networks made ahead of demand */
+  networkStock: number;
   logger: SandboxLogger;
 }
 
@@ -29,6 +31,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     bundleName: o.bundleName,
     subnetPool: o.subnetPool,
     attachContainer: own,
+    networkStock: o.networkStock,
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

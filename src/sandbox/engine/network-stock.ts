@@ -1,0 +1,165 @@
+/**
+ * Episode networks made ahead of demand (--network-stock N). A network holds nothing of an
+ * episode until the episode's env is attached to it, so it can be made before the reset arrives:
+ * a deploy that finds one ready skips the network's creation. Each stocked network is handed to
+ * exactly one deploy and removed with that episode, never returned or reused.
+ *
+ * - Keys: a stocked network is made under a key of its own, `net-<uuid>`, labelled on it as its
+ *   episode label, so the start sweep and the reconciler find it like any labelled resource. The
+ *   sandbox that takes one records which episode took which key.
+ * - Refills run one at a time (`parallel`), so the stock never crowds the engine while deploys run;
+ *   a failed creation pauses the refills with a doubling backoff instead of retrying in a loop.
+ * - The stock counts against nothing a user sees: not the env cap, not the networks in use.
+ * - close(): no refill starts after it; creations in flight finish and, like every ready network,
+ *   are removed.
+ */
+import { randomUUID } from 'node:crypto';
+import { NETWORK_STOCK } from '../../defaults.js';
+import type { SandboxLogger } from './logger.js';
+
+export const STOCK_KEY_PREFIX = 'net-';
+
+export interface NetworkStockOptions<N> {
+  /** networks kept ready; 0 turns the stock off */
+  size: number;
+  /** makes one network labelled with `key` as its episode; on failure leaves nothing (or only labelled leftovers) */
+  create: (key: string) => Promise<N>;
+  /** removes a network the stock made that nobody took */
+  remove: (key: string, net: N) => Promise<void>;
+  log: SandboxLogger;
+  /** what the log calls one, e.g. "bridge" or "overlay" */
+  what: string;
+  /** creations at once (default NETWORK_STOCK.parallel) */
+  parallel?: number;
+  /** first pause after a failed creation, doubling up to backoffMaxMs (defaults: NETWORK_STOCK) */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+}
+
+export interface Stocked<N> {
+  key: string;
+  net: N;
+}
+
+export class NetworkStock<N> {
+  readonly size: number;
+  private readonly opts: NetworkStockOptions<N>;
+  private readonly parallel: number;
+  private readonly readyNets: Stocked<N>[] = [];
+  /** keys whose creation is in flight */
+  private readonly making = new Map<string, Promise<void>>();
+  private started = false;
+  private closed = false;
+  private failures = 0;
+  private pausedUntil = 0;
+  private resumeTimer: NodeJS.Timeout | null = null;
+  private madeCount = 0;
+  private takenCount = 0;
+  private missedCount = 0;
+
+  constructor(opts: NetworkStockOptions<N>) {
+    if (!Number.isInteger(opts.size) || opts.size < 0) throw new Error(`network stock size must be a whole number >= 0, got ${opts.size}`);
+    this.size = opts.size;
+    this.opts = opts;
+    this.parallel = Math.max(1, opts.parallel ?? NETWORK_STOCK.parallel);
+  }
+
+  /** begins filling; call after the start sweep (which would remove what the stock made) */
+  start(): void {
+    if (this.started || this.closed) return;
+    this.started = true;
+    this.fill();
+  }
+
+  /** a ready network, handed over for good, or null: the deploy makes its own */
+  take(): Stocked<N> | null {
+    if (this.closed) return null;
+    const got = this.readyNets.shift() ?? null;
+    if (got) this.takenCount++;
+    else if (this.size > 0) this.missedCount++;
+    this.fill();
+    return got;
+  }
+
+  /** the key is a stocked network, ready or being made (nobody's episode yet) */
+  holds(key: string): boolean {
+    return this.making.has(key) || this.readyNets.some((s) => s.key === key);
+  }
+
+  get ready(): number {
+    return this.readyNets.length;
+  }
+
+  /** stocked networks that exist or may exist on the engine, ready or being made */
+  get held(): number {
+    return this.readyNets.length + this.making.size;
+  }
+
+  stats(): { size: number; ready: number; making: number; made: number; taken: number; missed: number } {
+    return { size: this.size, ready: this.readyNets.length, making: this.making.size, made: this.madeCount, taken: this.takenCount, missed: this.missedCount };
+  }
+
+  private fill(): void {
+    if (!this.started || this.closed) return;
+    if (Date.now() < this.pausedUntil) return;
+    while (this.readyNets.length + this.making.size < this.size && this.making.size < this.parallel) {
+      const key = `${STOCK_KEY_PREFIX}${randomUUID()}`;
+      const made = this.opts.create(key).then(
+        (net) => {
+          this.making.delete(key);
+          this.madeCount++;
+          this.failures = 0;
+          if (this.closed) return this.discard({ key, net });
+          this.readyNets.push({ key, net });
+          this.fill();
+        },
+        (err: unknown) => {
+          this.making.delete(key);
+          this.failures++;
+          const pauseMs = Math.min(
+            (this.opts.backoffBaseMs ?? NETWORK_STOCK.backoffBaseMs) * 2 ** (this.failures - 1),
+            this.opts.backoffMaxMs ?? NETWORK_STOCK.backoffMaxMs,
+          );
+          this.opts.log.warn(
+            { key, failures: this.failures, pause_ms: pauseMs, err: (err as Error).message },
+            `could not make a ${this.opts.what} ahead of demand; deploys make their own, the stock retries in ${Math.round(pauseMs / 1000)} s`,
+          );
+          this.pause(pauseMs);
+        },
+      );
+      this.making.set(key, made);
+    }
+  }
+
+  private pause(ms: number): void {
+    if (this.closed) return;
+    this.pausedUntil = Date.now() + ms;
+    if (this.resumeTimer) clearTimeout(this.resumeTimer);
+    this.resumeTimer = setTimeout(() => {
+      this.resumeTimer = null;
+      this.pausedUntil = 0;
+      this.fill();
+    }, ms);
+    this.resumeTimer.unref?.();
+  }
+
+  private async discard(s: Stocked<N>): Promise<void> {
+    try {
+      await this.opts.remove(s.key, s.net);
+    } catch (err) {
+      this.opts.log.warn({ key: s.key, err: (err as Error).message }, `could not remove a stocked ${this.opts.what}; the next start sweep removes it`);
+    }
+  }
+
+  /** stops refilling, waits for creations in flight, removes every network nobody took */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.resumeTimer) clearTimeout(this.resumeTimer);
+    this.resumeTimer = null;
+    // a creation finishing after this point removes its own network (see fill)
+    await Promise.all([...this.making.values()]);
+    const left = this.readyNets.splice(0);
+    await Promise.all(left.map((s) => this.discard(s)));
+  }
+}

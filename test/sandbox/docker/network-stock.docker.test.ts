@@ -1,0 +1,120 @@
+/**
+ * The Docker sandbox's network stock on a real engine: networks made ahead of demand, each taken by
+ * exactly one deploy and removed with its episode; never counted as an episode's; removed at close;
+ * what a killed server's stock left is found by label.
+ */
+import Dockerode from 'dockerode';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { LABELS, SandboxError } from '../../../src/sandbox/sandbox.js';
+import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
+import { STOCK_KEY_PREFIX } from '../../../src/sandbox/engine/network-stock.js';
+import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../../support/docker.js';
+import { buildEcho, echoSpec } from './fixture.js';
+import { rejection } from '../contract.js';
+
+describeDocker('DockerSandbox network stock', () => {
+  const docker = new Dockerode();
+  const instance = uniqueInstance('stock');
+  const sandboxes: DockerSandbox[] = [];
+  const make = (networkStock: number) => {
+    const s = new DockerSandbox({ instance, bundleName: 'fixture-v1', networkStock });
+    sandboxes.push(s);
+    return s;
+  };
+  let image = '';
+
+  /** this instance's networks on the engine: full id → episode label */
+  const networks = async () =>
+    new Map(
+      (await docker.listNetworks({ filters: JSON.stringify({ label: [`${LABELS.instance}=${instance}`] }) })).map((n) => [
+        n.Id,
+        n.Labels?.[LABELS.episode] ?? '',
+      ]),
+    );
+  const stockedIds = async () => [...(await networks())].filter(([, ep]) => ep.startsWith(STOCK_KEY_PREFIX)).map(([id]) => id);
+
+  beforeAll(async () => {
+    image = await buildEcho(make(0));
+  });
+
+  afterAll(async () => {
+    for (const s of sandboxes) await s.close();
+    const s = new DockerSandbox({ instance, bundleName: 'fixture-v1' });
+    await s.sweep();
+    await s.close();
+  });
+
+  it('a deploy takes a stocked network, the stock refills with fresh ones, the teardown removes it', async () => {
+    const sandbox = make(2);
+    sandbox.prepare();
+    await waitFor(() => sandbox.networkStock().ready === 2, 30_000, 'the stock full');
+    const before = await stockedIds();
+    expect(before).toHaveLength(2);
+    // the stock is nobody's episode and no network in use
+    expect(await sandbox.listEpisodeIds()).toEqual([]);
+    expect(sandbox.networksInUse()).toBe(0);
+
+    const handle = await sandbox.deploy({ episodeId: 'ep-a', env: echoSpec(image) });
+    expect(before).toContain(handle.networkId);
+    expect((await fetch(`${handle.baseUrl}/health`)).status).toBe(200);
+    expect(await sandbox.listEpisodeIds()).toEqual(['ep-a']);
+    expect(sandbox.networksInUse()).toBe(1);
+
+    await waitFor(() => sandbox.networkStock().ready === 2, 30_000, 'the stock refilled');
+    const after = await stockedIds();
+    // labelled with its key still, but the episode's now: never handed out again
+    expect(after).toHaveLength(3);
+    const b = await sandbox.deploy({ episodeId: 'ep-b', env: echoSpec(image) });
+    expect(b.networkId).not.toBe(handle.networkId);
+    expect(after).toContain(b.networkId);
+
+    await sandbox.teardown('ep-a');
+    expect((await networks()).has(handle.networkId)).toBe(false);
+    expect(labelledResources(`${LABELS.episode}=ep-a`)).toEqual({ containers: [], networks: [] });
+    expect(await sandbox.listEpisodeIds()).toEqual(['ep-b']);
+    await sandbox.teardown('ep-b');
+    expect((await networks()).has(b.networkId)).toBe(false);
+    expect(sandbox.networksInUse()).toBe(0);
+    expect(sandbox.networkStock()).toMatchObject({ size: 2, taken: 2 });
+
+    await sandbox.close();
+    // close removes the stock: nothing of the instance is left
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('a failed deploy on a stocked network removes that network too', async () => {
+    const sandbox = make(1);
+    sandbox.prepare();
+    await waitFor(() => sandbox.networkStock().ready === 1, 30_000, 'the stock full');
+    const [stocked] = await stockedIds();
+    // its ready path never answers 200: the deploy times out and cleans up
+    const err = await rejection(sandbox.deploy({ episodeId: 'ep-bad', env: echoSpec(image, { readyPath: '/never-ready', deployTimeoutMs: 1500 }) }));
+    expect(err).toBeInstanceOf(SandboxError);
+    expect((err as SandboxError).reason).toBe('deploy_timeout');
+    expect((await networks()).has(stocked!)).toBe(false);
+    expect(labelledResources(`${LABELS.episode}=ep-bad`)).toEqual({ containers: [], networks: [] });
+    expect(sandbox.networksInUse()).toBe(0);
+    await sandbox.close();
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it("a killed server's stock is found by label: reported as strays, and swept", async () => {
+    const killed = make(2);
+    killed.prepare();
+    await waitFor(() => killed.networkStock().ready === 2, 30_000, 'the stock full');
+    const left = await stockedIds();
+    // a new process with the same instance id and no memory of that stock
+    const restarted = make(0);
+    const ids = await restarted.listEpisodeIds();
+    expect(ids).toHaveLength(2);
+    for (const id of ids) expect(id.startsWith(STOCK_KEY_PREFIX)).toBe(true);
+    // the reconciler tears a stray down by its id
+    await restarted.teardown(ids[0]!);
+    expect((await stockedIds()).length).toBe(1);
+    const swept = await restarted.sweep();
+    expect(swept.networks.length + 1).toBe(left.length);
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+    // the killed one's close finds nothing left to remove, and says nothing failed
+    await killed.close();
+  });
+});

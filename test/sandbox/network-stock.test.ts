@@ -1,0 +1,174 @@
+/** The network stock's bookkeeping, over fake networks: fill, hand-out, refill, backoff, close. */
+import { describe, expect, it } from 'vitest';
+import { NetworkStock, STOCK_KEY_PREFIX } from '../../src/sandbox/engine/network-stock.js';
+import { silentLogger } from '../../src/sandbox/engine/logger.js';
+import { waitFor } from '../support/docker.js';
+
+/** fake engine: networks it holds by key; creations can be held back or made to fail */
+function fakeEngine() {
+  const exists = new Set<string>();
+  const created: string[] = [];
+  const removed: string[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let failNext = 0;
+  let gate: Promise<void> | null = null;
+  return {
+    exists,
+    created,
+    removed,
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    failNext(n: number) {
+      failNext = n;
+    },
+    hold(): () => void {
+      let open!: () => void;
+      gate = new Promise<void>((r) => (open = r));
+      return () => {
+        gate = null;
+        open();
+      };
+    },
+    create: async (key: string) => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      try {
+        if (gate) await gate;
+        await new Promise((r) => setImmediate(r));
+        if (failNext > 0) {
+          failNext--;
+          throw new Error('engine said no');
+        }
+        exists.add(key);
+        created.push(key);
+        return { id: `id-${key}` };
+      } finally {
+        inFlight--;
+      }
+    },
+    remove: async (key: string) => {
+      exists.delete(key);
+      removed.push(key);
+    },
+  };
+}
+
+function stockOver(engine: ReturnType<typeof fakeEngine>, size: number, extra: { backoffBaseMs?: number } = {}) {
+  return new NetworkStock<{ id: string }>({ size, what: 'network', log: silentLogger, create: engine.create, remove: engine.remove, ...extra });
+}
+
+describe('NetworkStock', () => {
+  it('fills to its size one network at a time, only once started', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 3);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toEqual([]);
+    expect(stock.take()).toBeNull();
+    stock.start();
+    await waitFor(() => stock.ready === 3, 5000, 'the stock full');
+    expect(engine.created).toHaveLength(3);
+    expect(engine.maxInFlight).toBe(1);
+    for (const key of engine.created) {
+      expect(key.startsWith(STOCK_KEY_PREFIX)).toBe(true);
+      expect(stock.holds(key)).toBe(true);
+    }
+    await stock.close();
+  });
+
+  it('hands each network out once, never back, and refills behind the hand-outs', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 2);
+    stock.start();
+    await waitFor(() => stock.ready === 2, 5000, 'the stock full');
+    const a = stock.take()!;
+    const b = stock.take()!;
+    expect(a.key).not.toBe(b.key);
+    expect(a.net).toEqual({ id: `id-${a.key}` });
+    // taken: no longer the stock's, so the sandbox reports it under its episode
+    expect(stock.holds(a.key)).toBe(false);
+    expect(stock.holds(b.key)).toBe(false);
+    await waitFor(() => stock.ready === 2, 5000, 'the stock refilled');
+    const refilled = engine.created.slice(2);
+    expect(refilled).toHaveLength(2);
+    expect(refilled).not.toContain(a.key);
+    expect(refilled).not.toContain(b.key);
+    expect(stock.stats()).toMatchObject({ size: 2, ready: 2, made: 4, taken: 2, missed: 0 });
+    await stock.close();
+    // the taken ones are their episodes' to remove, not the stock's
+    expect(engine.removed.sort()).toEqual(refilled.sort());
+    expect(engine.exists).toEqual(new Set([a.key, b.key]));
+  });
+
+  it('counts a hand-out that found the stock empty', async () => {
+    const engine = fakeEngine();
+    const release = engine.hold();
+    const stock = stockOver(engine, 1);
+    stock.start();
+    expect(stock.take()).toBeNull();
+    expect(stock.stats()).toMatchObject({ ready: 0, making: 1, missed: 1 });
+    release();
+    await waitFor(() => stock.ready === 1, 5000, 'the stock full');
+    await stock.close();
+  });
+
+  it('pauses after a failed creation, then fills again', async () => {
+    const engine = fakeEngine();
+    engine.failNext(2);
+    const warnings: object[] = [];
+    const stock = new NetworkStock<{ id: string }>({
+      size: 2,
+      what: 'network',
+      log: { ...silentLogger, warn: (o) => warnings.push(o) },
+      create: engine.create,
+      remove: engine.remove,
+      backoffBaseMs: 30,
+    });
+    stock.start();
+    await waitFor(() => stock.ready === 2, 5000, 'the stock full after the failures');
+    expect(warnings).toHaveLength(2);
+    // doubling pauses: the second failure waited twice the first
+    expect(warnings.map((w) => (w as { pause_ms: number }).pause_ms)).toEqual([30, 60]);
+    expect(engine.created).toHaveLength(2);
+    await stock.close();
+  });
+
+  it('close removes every ready network and one still being made, and makes no more', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 2);
+    stock.start();
+    await waitFor(() => stock.ready === 2, 5000, 'the stock full');
+    const release = engine.hold();
+    stock.take();
+    // the refills now wait on the engine
+    await waitFor(() => stock.stats().making === 1, 5000, 'a refill in flight');
+    const closing = stock.close();
+    release();
+    await closing;
+    const taken = engine.created[0]!;
+    expect(engine.exists).toEqual(new Set([taken]));
+    const made = engine.created.length;
+    expect(stock.take()).toBeNull();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toHaveLength(made);
+    expect(stock.held).toBe(0);
+  });
+
+  it('size 0 is off: nothing made, nothing missed', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 0);
+    stock.start();
+    expect(stock.take()).toBeNull();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toEqual([]);
+    expect(stock.stats().missed).toBe(0);
+    await stock.close();
+  });
+
+  it('refuses a size that is not a whole number', () => {
+    const engine = fakeEngine();
+    expect(() => stockOver(engine, -1)).toThrow(/whole number/);
+    expect(() => stockOver(engine, 1.5)).toThrow(/whole number/);
+  });
+});
