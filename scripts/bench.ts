@@ -32,7 +32,8 @@ import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DEFAULT_MAX_CONCURRENT_DEPLOYS } from '../src/defaults.js';
+import { networkStockSize } from '../src/config.js';
+import { DEFAULT_MAX_CONCURRENT_DEPLOYS, SUBNET_POOL } from '../src/defaults.js';
 import { burstBare, envImage, sustainedBare, type BareNetworks } from './bench/baselines.js';
 import { cdfSvg } from './bench/charts.js';
 import { benchContext } from './bench/context.js';
@@ -45,8 +46,8 @@ import {
   startEpisode,
   startServer,
   sustainedServer,
+  waitNetworkStock,
   waitPool,
-  type BenchServer,
   type ServerBurst,
   type SlotTime,
 } from './bench/server.js';
@@ -82,6 +83,9 @@ const { progress } = ctx;
 const LOAD = { episodes: EPISODES, concurrency: CONCURRENCY };
 /** the server's network stock off: every deploy makes its episode's network on the reset path */
 const STOCK_OFF = ['--network-stock', '0'];
+/** the networks a server with `maxConcurrentEnvs` keeps ready: its default stock, or none */
+const stockSize = (maxConcurrentEnvs: number, off: boolean) =>
+  networkStockSize({ networkStock: off ? 0 : undefined, maxConcurrentEnvs, subnetPool: SUBNET_POOL });
 
 const round = (x: number, d = 3) => Number(x.toFixed(d));
 
@@ -89,7 +93,7 @@ interface SustainedFigures {
   episodes: number;
   concurrency: number;
   bare_per_s: Record<BareNetworks, number>;
-  server: Record<string, { deploys: number; network_stock: 'default' | 0; per_s: number; vs_bare_premade: number; vs_bare_fresh: number; wall_s: number }>;
+  server: Record<string, { deploys: number; network_stock: number; per_s: number; vs_bare_premade: number; vs_bare_fresh: number; wall_s: number }>;
   best: number;
   picked: number;
 }
@@ -108,10 +112,11 @@ async function sustainedPhase(image: string): Promise<SustainedFigures> {
   const server: SustainedFigures['server'] = {};
   const run = async (key: string, deploys: number, stockOff: boolean) => {
     progress(`sustained: server, --max-concurrent-deploys ${deploys}${stockOff ? ', --network-stock 0' : ''}`);
-    const r: SustainedRate = await sustainedServer(ctx, `sustained-${key}`, deploys, LOAD, stockOff ? STOCK_OFF : []);
+    const stock = stockSize(LOAD.concurrency, stockOff);
+    const r: SustainedRate = await sustainedServer(ctx, `sustained-${key}`, deploys, LOAD, { args: stockOff ? STOCK_OFF : [], stock });
     server[key] = {
       deploys,
-      network_stock: stockOff ? 0 : 'default',
+      network_stock: stock,
       per_s: round(r.perS),
       vs_bare_premade: round(r.perS / bare.premade),
       vs_bare_fresh: round(r.perS / bare.fresh),
@@ -177,22 +182,22 @@ async function coldBurst(picked: number, stockOff: boolean) {
     ...(stockOff ? STOCK_OFF : []),
   ]);
   try {
-    await settle(s);
-    progress(`burst: cold${stockOff ? ', --network-stock 0' : " (the server's network stock)"}; server RSS idle ${s.rssMb().toFixed(1)} MB`);
+    const stock = stockSize(BURST, stockOff);
+    const stockFillS = await waitNetworkStock(ctx, s, stock);
+    // a moment for the server to finish settling after its start (its sweep, the stock's last creation)
+    await new Promise((r) => setTimeout(r, 1000));
+    progress(
+      `burst: cold, ${stockOff ? '--network-stock 0' : `a network stock of ${stock} (the default; made in ${stockFillS.toFixed(1)} s)`}; server RSS idle ${s.rssMb().toFixed(1)} MB`,
+    );
     const r = await burstServer(ctx, s, name, BURST);
     progress(
       `  p50 ${r.p50_s} s p95 ${r.p95_s} s all up ${r.last_started_s} s; ${r.live.answered}/${BURST} answered while all live; all torn down in ${r.teardown_all_s} s`,
     );
     const slot: SlotTime = await slotTime(ctx, s, BURST);
-    return { r, slot };
+    return { r, slot, stock, stockFillS };
   } finally {
     await s.stop();
   }
-}
-
-/** lets a fresh server finish starting (its sweep, its network stock) before it is measured */
-async function settle(_s: BenchServer): Promise<void> {
-  await new Promise((r) => setTimeout(r, 2000));
 }
 
 async function burstPhase(image: string, picked: number) {
@@ -232,6 +237,7 @@ async function burstPhase(image: string, picked: number) {
     }
     progress(`  single warm reset p50 ${percentile(singleMs, 50).toFixed(1)} ms (${singlePooled}/${SINGLES} pooled)`);
     progress(`burst: warm`);
+    await waitNetworkStock(ctx, warm, stockSize(BURST, false));
     warmResult = await burstServer(ctx, warm, 'warm', BURST);
     progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s all up ${warmResult.last_started_s} s (${warmResult.pooled}/${BURST} pooled)`);
   } finally {
@@ -246,7 +252,7 @@ async function burstPhase(image: string, picked: number) {
       max_concurrent_envs: BURST,
       max_concurrent_deploys: picked,
       bare: { p50_s: bare.p50_s, p95_s: bare.p95_s, max_s: bare.max_s, all_up_s: bare.last_started_s, remove_all_s: bare.remove_s },
-      cold: { ...burstFigures(cold.r, bare), network_stock: 'default', slot_time_mean: cold.slot },
+      cold: { ...burstFigures(cold.r, bare), network_stock: cold.stock, network_stock_fill_s: round(cold.stockFillS, 1), slot_time_mean: cold.slot },
       cold_stock_off: { ...burstFigures(coldOff.r, bare), network_stock: 0, slot_time_mean: coldOff.slot },
       warm: { ...burstFigures(warmResult, bare), pool_fill_s: round(fillS, 1) },
       single_warm_reset: {
@@ -266,7 +272,7 @@ async function burstPhase(image: string, picked: number) {
     },
     chart: cdfSvg(`Reset latency, burst of ${BURST} at once (CDF)`, [
       { name: `bare container start + readiness ×${BURST}`, color: '#888', ms: bare.resetMs },
-      { name: "cold (the server's network stock)", color: '#c0392b', ms: cold.r.resetMs },
+      { name: `cold, network stock ${cold.stock} (the default)`, color: '#c0392b', ms: cold.r.resetMs },
       { name: 'cold, --network-stock 0', color: '#e59866', ms: coldOff.r.resetMs },
       { name: `warm (--warm-pool ${BURST})`, color: '#2471a3', ms: warmResult.resetMs },
     ]),
@@ -353,7 +359,7 @@ function printBurst(b: BurstOut): void {
   console.log('| run                            |      p50 |      p95 |      max |   all up | p95/bare | up/bare | answered | all torn down |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   console.log(row('bare start + readiness', b.bare, ['1x', '1x', '', `${b.bare.remove_all_s} (rm)`]));
-  console.log(row("cold (the server's stock)", b.cold, server(b.cold)));
+  console.log(row(`cold, network stock ${b.cold.network_stock}`, b.cold, server(b.cold)));
   console.log(row('cold, --network-stock 0', b.cold_stock_off, server(b.cold_stock_off)));
   console.log(row(`warm (--warm-pool ${b.size})`, b.warm, server(b.warm)));
   console.log(`warm: ${b.warm.pooled}/${b.size} pooled; pool filled in ${b.warm.pool_fill_s} s; warm p95 / cold p95 ${round(b.warm.p95_s / b.cold.p95_s, 4)}x`);
@@ -391,7 +397,7 @@ function printSustained(s: SustainedFigures): void {
   );
   for (const r of Object.values(s.server))
     console.log(
-      `| server, --max-concurrent-deploys ${r.deploys}${r.network_stock === 0 ? ', --network-stock 0' : ''} | ${r.per_s} | ${r.vs_bare_premade}x | ${r.vs_bare_fresh}x |`,
+      `| server, --max-concurrent-deploys ${r.deploys}, network stock ${r.network_stock}${r.network_stock === 0 ? ' (off)' : ''} | ${r.per_s} | ${r.vs_bare_premade}x | ${r.vs_bare_fresh}x |`,
     );
   console.log(`best ${s.best}; picked ${s.picked} (the smallest within 3% of the best; server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
 }

@@ -116,14 +116,14 @@ export async function finishEpisode(c: WsClient): Promise<void> {
 
 /**
  * `episodes` whole episodes, `concurrency` at a time, on a cold server (no pool) with
- * --max-concurrent-deploys `deploys` and `args` besides
+ * --max-concurrent-deploys `deploys` and `args` besides, once its network stock holds `stock`
  */
 export async function sustainedServer(
   ctx: BenchContext,
   name: string,
   deploys: number,
   load: { episodes: number; concurrency: number },
-  args: string[] = [],
+  { args, stock }: { args: string[]; stock: number },
 ): Promise<SustainedRate> {
   const s = await startServer(ctx, name, [
     '--max-concurrent-envs',
@@ -135,6 +135,7 @@ export async function sustainedServer(
     ...args,
   ]);
   try {
+    await waitNetworkStock(ctx, s, stock);
     return await sustained(ctx, name, load, async () => {
       const e = await startEpisode(s.url);
       await finishEpisode(e.client);
@@ -228,6 +229,14 @@ export async function waitPool(ctx: BenchContext, s: BenchServer, n: number, wha
   } finally {
     stop();
   }
+}
+
+/** waits until the server's network stock holds `n` ready networks (as a server that started well before its trainer would); the seconds it took */
+export async function waitNetworkStock(ctx: BenchContext, s: BenchServer, n: number): Promise<number> {
+  const t0 = performance.now();
+  if (n === 0) return 0;
+  await waitFor(async () => prom(await s.metrics(), 'openenv_network_stock_ready') >= n, 300_000, `${n} networks in the stock`, 100);
+  return (performance.now() - t0) / 1000;
 }
 
 /** one series' value in a Prometheus text (NaN when absent) */
