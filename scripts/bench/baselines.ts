@@ -7,7 +7,7 @@ import { LABELS } from '../../src/sandbox/sandbox.js';
 import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
 import type { BenchContext } from './context.js';
-import { burst, sustained, type SustainedRate } from './load.js';
+import { atMost, burst, sustained, type SustainedRate } from './load.js';
 import { BENCH_TASK, type BenchServer } from './server.js';
 import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
 
@@ -67,18 +67,26 @@ function bareNetwork(ctx: BenchContext, name: string) {
   return ctx.docker.createNetwork({ Name: `${ctx.run}-${name}`, Driver: 'bridge', Internal: true, Labels: { bench: ctx.run } });
 }
 
-/** Bare run/rm at the server's parallelism, each container reset once, on `networks` */
+/**
+ * Bare run/rm at the server's parallelism, each container reset once, on `networks`; with
+ * `startsAtOnce`, at most that many containers between create and readiness at a time (what the
+ * server's --max-concurrent-deploys does to its deploys: on a busy engine fewer starts at once can
+ * go faster, so the bench takes both and compares the server with the faster)
+ */
 export async function sustainedBare(
   ctx: BenchContext,
   image: string,
   load: { episodes: number; concurrency: number },
   networks: BareNetworks,
+  startsAtOnce = Infinity,
 ): Promise<SustainedRate> {
+  const starting = atMost(startsAtOnce);
   const premade = networks === 'premade' ? await Promise.all(Array.from({ length: load.concurrency }, (_, slot) => bareNetwork(ctx, `slot${slot}`))) : [];
   try {
-    return await sustained(ctx, `sustained, bare run/rm (${networks})`, load, async (k, slot) => {
+    const what = `sustained, bare run/rm (${networks}${startsAtOnce < Infinity ? `, ${startsAtOnce} starts at once` : ''})`;
+    return await sustained(ctx, what, load, async (k, slot) => {
       const fresh = networks === 'fresh' ? await bareNetwork(ctx, `n${k}`) : null;
-      const { id, ip } = await bareStart(ctx, image, fresh?.id ?? premade[slot]?.id);
+      const { id, ip } = await starting(() => bareStart(ctx, image, fresh?.id ?? premade[slot]?.id));
       await fetch(`http://${ip}:8000/reset`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
