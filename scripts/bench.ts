@@ -385,7 +385,7 @@ function printBurst(b: BurstOut): void {
     `with ${b.size} live (cold): ${c.containers_running} env containers running; server RSS ${c.server_rss_mb.before} -> ${c.server_rss_mb.live} MB = ${b.server_rss_mb_per_live_episode} MB per live episode`,
   );
   console.log(
-    `  env containers' memory (engine stats, as docker stats shows it) ${c.env_containers_mb} MB = ${c.env_container_mb_each} MB each; engine processes (dockerd + containerd + ${c.engine_processes_mb.shims_live} shims) RSS ${c.engine_processes_mb.before} -> ${c.engine_processes_mb.live} MB = ${b.engine_processes_mb_per_live_env} MB per live env`,
+    `  env containers' memory (engine stats, as docker stats shows it) ${c.env_containers_mb} MB = ${c.env_container_mb_each} MB each; engine processes (dockerd + containerd + ${c.engine_processes_mb.shims_live} shims) PSS ${c.engine_processes_mb.before} -> ${c.engine_processes_mb.live} MB = ${b.engine_processes_mb_per_live_env} MB per live env`,
   );
   for (const [name, r] of [
     ['cold', b.cold],

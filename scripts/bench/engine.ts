@@ -101,8 +101,8 @@ export async function envContainersMemory(ctx: BenchContext, instance: string): 
   return { containers: list.length, mb: bytes / 2 ** 20 };
 }
 
-/** the engine's own processes (same names as `ps` shows), their resident memory in MB */
-export interface EngineRss {
+/** the engine's own processes (by the names `ps` shows), their proportional set size in MB */
+export interface EngineMemory {
   dockerd_mb: number;
   containerd_mb: number;
   /** one containerd-shim per running container */
@@ -112,28 +112,40 @@ export interface EngineRss {
 }
 
 /**
- * The resident memory of dockerd, containerd and the containerd shims on this machine, read from
- * /proc (the engine runs here). It counts every engine process on the machine, so the bench reads
+ * The memory of dockerd, containerd and the containerd shims on this machine (the engine runs
+ * here), as PSS from /proc/<pid>/smaps_rollup: a page shared by N processes counts 1/N to each, so
+ * the shims' common binary is counted once, not once per shim as a sum of RSS would (VmRSS where
+ * smaps_rollup cannot be read). It counts every engine process on the machine, so the bench reads
  * it idle and with all envs live and reports the difference.
  */
-export function engineRss(): EngineRss {
+export function engineMemory(): EngineMemory {
   const r = { dockerd_mb: 0, containerd_mb: 0, shims: 0, shims_mb: 0, total_mb: 0 };
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    let status: string;
+    let name: string;
+    let kb: number;
     try {
-      status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      name = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      if (name !== 'dockerd' && name !== 'containerd' && !name.startsWith('containerd-shim')) continue;
+      kb = pssKb(pid);
     } catch {
       continue; // gone meanwhile
     }
-    const name = /^Name:\s+(\S+)/m.exec(status)?.[1] ?? '';
-    const mb = Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0) / 1024;
+    const mb = kb / 1024;
     if (name === 'dockerd') r.dockerd_mb += mb;
     else if (name === 'containerd') r.containerd_mb += mb;
-    else if (name.startsWith('containerd-shim')) {
+    else {
       r.shims++;
       r.shims_mb += mb;
-    } else continue;
+    }
     r.total_mb += mb;
   }
   return r;
+}
+
+function pssKb(pid: string): number {
+  try {
+    return Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
+  } catch {
+    return Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+  }
 }

@@ -12,7 +12,7 @@ import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
 import { ticker, type BenchContext } from './context.js';
 import { burst, sustained, type SustainedRate } from './load.js';
-import { engineRss, envContainersMemory, type EngineRss } from './engine.js';
+import { engineMemory, envContainersMemory, type EngineMemory } from './engine.js';
 import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
 
 const BUNDLE = fileURLToPath(new URL('../../test/fixtures/fixture-v1', import.meta.url));
@@ -154,12 +154,12 @@ export interface LiveFigures {
   server_rss_mb: number;
   /** the instance's running env containers' memory, summed from the engine's stats */
   env_containers_mb: number;
-  engine: EngineRss;
+  engine: EngineMemory;
 }
 
 export interface ServerBurst extends BurstSummary {
   /** read just before the burst */
-  before: { server_rss_mb: number; engine: EngineRss };
+  before: { server_rss_mb: number; engine: EngineMemory };
   live: LiveFigures;
   /** from ending every episode at once until the server had finished every teardown (env and network removed) */
   teardown_all_s: number;
@@ -171,7 +171,7 @@ export interface ServerBurst extends BurstSummary {
  * bench waits for the server's teardowns (its teardown histogram's count).
  */
 export async function burstServer(ctx: BenchContext, s: BenchServer, label: string, size: number): Promise<ServerBurst> {
-  const before = { server_rss_mb: s.rssMb(), engine: engineRss() };
+  const before = { server_rss_mb: s.rssMb(), engine: engineMemory() };
   const { results: eps, t0 } = await burst(ctx, `${label} burst of ${size}`, size, () => startEpisode(s.url));
   const last = Math.max(...eps.map((e) => e.startedAt)) - t0;
   const answers = await Promise.all(
@@ -188,7 +188,7 @@ export async function burstServer(ctx: BenchContext, s: BenchServer, label: stri
     containers_running: env.containers,
     server_rss_mb: s.rssMb(),
     env_containers_mb: env.mb,
-    engine: engineRss(),
+    engine: engineMemory(),
   };
   const tornDown = await teardownCount(s);
   const e0 = performance.now();

@@ -5,7 +5,7 @@
  */
 import { afterAll, expect, it } from 'vitest';
 import { benchContext } from '../../scripts/bench/context.js';
-import { countRunLeftovers, engineRss, envContainersMemory, removeRunLeftovers } from '../../scripts/bench/engine.js';
+import { countRunLeftovers, engineMemory, envContainersMemory, removeRunLeftovers } from '../../scripts/bench/engine.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { LOCK_LABELS } from '../../src/sandbox/engine/instance-lock.js';
 import { describeDocker, LOCAL_NODE_IMAGE, uniqueInstance } from '../support/docker.js';
@@ -42,9 +42,10 @@ describeDocker('the bench on the engine', () => {
     const mem = await envContainersMemory(ctx, instance);
     expect(mem.containers).toBe(1);
     expect(mem.mb).toBeGreaterThan(1);
-    const rss = engineRss();
-    expect(rss.dockerd_mb).toBeGreaterThan(0);
-    expect(rss.shims).toBeGreaterThanOrEqual(1);
+    const engine = engineMemory();
+    expect(engine.dockerd_mb).toBeGreaterThan(0);
+    expect(engine.shims).toBeGreaterThanOrEqual(1);
+    expect(engine.shims_mb).toBeGreaterThan(0);
 
     // a running container on a network of its own: removed before its network, so both go
     await removeRunLeftovers(ctx);
