@@ -1,8 +1,8 @@
 /**
  * `npm run bench`: how the server deploys envs under a trainer's load, each figure against a
  * baseline taken in the same run on the same engine (fixture env; needs a Docker engine and the
- * offline base image, docker/make-local-node-base.sh). About eleven minutes on a 2-core machine
- * at the defaults, and as long again with --burst 256 (256 live envs).
+ * offline base image, docker/make-local-node-base.sh). About seven minutes on a 2-core machine
+ * at the defaults, about eleven with --burst 256 (256 live envs).
  *
  *   1. Sustained (--phases sustained): --episodes (128) episodes, --concurrency (16) at a time, each
  *      reset + list_tools + end_turn, cold (no pool), for each --max-concurrent-deploys value in

@@ -96,7 +96,9 @@ export async function sustainedBare(
       if (fresh) await fresh.remove();
     });
   } finally {
-    await Promise.all(premade.map((n) => n.remove()));
+    // a failed run may leave a container on its slot's network: the run's leftovers sweep removes
+    // both, and the run's own error is the one to see
+    await Promise.all(premade.map((n) => n.remove().catch(() => undefined)));
   }
 }
 
