@@ -1,34 +1,58 @@
 /**
  * `npm run bench`: how the server deploys envs under a trainer's load, each figure against a
  * baseline taken in the same run on the same engine (fixture env; needs a Docker engine and the
- * offline base image, docker/make-local-node-base.sh). About ten minutes on a 2-core machine.
+ * offline base image, docker/make-local-node-base.sh). About seven minutes on a 2-core machine
+ * at the defaults, about eleven with --burst 256 (256 live envs).
  *
- *   1. Sustained: --episodes (128) episodes, --concurrency (16) at a time, each reset + list_tools
- *      + end_turn, cold (no pool), for each --max-concurrent-deploys value in --deploys (2,4,8),
- *      vs bare create/start/readiness/rm throughput through the same engine API at the same
- *      parallelism. The best value is the one the burst runs with (and the default's evidence).
- *   2. Burst: --burst (64; 128 and 256 accepted) resets at once with --max-concurrent-envs B:
- *      reset latency p50/p95/max and the time until the last episode started, cold (no pool) vs
- *      warm (--warm-pool B, full before the burst), vs B bare container starts + readiness at once.
- *      Single warm resets one at a time on a full pool (p50) come first; server RSS at 0 and at B live episodes, and
- *      where an episode's slot time goes (deploy, run, env removal, network removal).
+ *   1. Sustained (--phases sustained): --episodes (128) episodes, --concurrency (16) at a time, each
+ *      reset + list_tools + end_turn, cold (no pool), for each --max-concurrent-deploys value in
+ *      --deploys (4,8), and once more at the best value with the network stock off
+ *      (--network-stock 0). Baselines: bare create/start/readiness/rm through the same engine API
+ *      at the same parallelism, (a) on an internal network per worker slot made before the clock
+ *      starts, all 16 starting at once and again at most the picked deploy value at once (the
+ *      server is compared with the faster: the engine's best pace on ready networks), (b) in a
+ *      fresh internal network each, (c) on Docker's default bridge. The best value is the one the
+ *      burst runs with (and the default's evidence).
+ *   2. Burst (--phases burst): --burst B (64) resets at once with --max-concurrent-envs B, against
+ *      B bare container starts + readiness at once: cold with the server's network stock, cold
+ *      with --network-stock 0, and warm (--warm-pool B, full before the burst; single warm resets
+ *      one at a time first). For each: reset latency p50/p95/max, the time until all B were up,
+ *      every episode answering an echo call while all are up, the server's RSS and the engine's
+ *      memory with all live, and the time until every teardown had finished. Cold runs also say
+ *      where an episode's slot time went (deploy, env removal, network removal).
+ *   3. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
  * where. Targets are reported, never asserted. This file is the orchestration (the phases, the
- * table, the figures); the parts are in scripts/bench/: baselines.ts (bare containers), server.ts
- * (the server under test), load.ts (sustained and burst runs), stats.ts, charts.ts, context.ts.
+ * tables, the figures); the parts are in scripts/bench/: baselines.ts (bare containers), server.ts
+ * (the server under test), engine.ts (memory and leftovers on the engine), load.ts (sustained and
+ * burst runs), stats.ts, charts.ts, context.ts.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DEFAULT_MAX_CONCURRENT_DEPLOYS } from '../src/defaults.js';
-import { burstBare, envImage, removeBareLeftovers, sustainedBare } from './bench/baselines.js';
+import { networkStockSize } from '../src/config.js';
+import { DEFAULT_MAX_CONCURRENT_DEPLOYS, SUBNET_POOL } from '../src/defaults.js';
+import { burstBare, envImage, sustainedBare, type BareNetworks } from './bench/baselines.js';
 import { cdfSvg } from './bench/charts.js';
 import { benchContext } from './bench/context.js';
+import { countRunLeftovers, removeRunLeftovers } from './bench/engine.js';
 import type { SustainedRate } from './bench/load.js';
-import { burstServer, finishEpisode, slotTime, startEpisode, startServer, sustainedServer, waitPool, type SlotTime } from './bench/server.js';
+import {
+  burstServer,
+  finishEpisode,
+  slotTime,
+  startEpisode,
+  startServer,
+  sustainedServer,
+  waitNetworkStock,
+  waitPool,
+  type ServerBurst,
+  type SlotTime,
+} from './bench/server.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 
@@ -37,83 +61,167 @@ const { values } = parseArgs({
     burst: { type: 'string', default: '64' },
     episodes: { type: 'string', default: '128' },
     concurrency: { type: 'string', default: '16' },
-    deploys: { type: 'string', default: '2,4,8' },
+    deploys: { type: 'string', default: '4,8' },
     singles: { type: 'string', default: '20' },
+    phases: { type: 'string', default: 'sustained,burst' },
     'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
   },
 });
-const BURST = Number(values.burst);
-const EPISODES = Number(values.episodes);
-const CONCURRENCY = Number(values.concurrency);
-const DEPLOY_VALUES = values.deploys
-  .split(',')
-  .map(Number)
-  .filter((n) => n > 0);
-const SINGLES = Number(values.singles);
+function positive(name: string, v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, not ${JSON.stringify(v)}`);
+  return n;
+}
+const BURST = positive('burst', values.burst);
+const EPISODES = positive('episodes', values.episodes);
+const CONCURRENCY = positive('concurrency', values.concurrency);
+const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d));
+const SINGLES = positive('singles', values.singles);
+const PHASES = new Set(values.phases.split(','));
+for (const p of PHASES) if (p !== 'sustained' && p !== 'burst') throw new Error(`--phases takes sustained and/or burst, not ${JSON.stringify(p)}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
 const ctx = benchContext(values['node-image']);
 const { progress } = ctx;
 const LOAD = { episodes: EPISODES, concurrency: CONCURRENCY };
+/** the server's network stock off: every deploy makes its episode's network on the reset path */
+const STOCK_OFF = ['--network-stock', '0'];
+/** the networks a server with `maxConcurrentEnvs` keeps ready: its default stock, or none */
+const stockSize = (maxConcurrentEnvs: number, off: boolean) =>
+  networkStockSize({ networkStock: off ? 0 : undefined, maxConcurrentEnvs, subnetPool: SUBNET_POOL });
 
-async function main(): Promise<void> {
-  progress(
-    `bench: fixture env; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`,
-  );
-  // the first server builds the image (or finds it)
-  const probe = await startServer(ctx, 'probe', ['--max-concurrent-envs', '1']);
-  const image = await envImage(ctx, probe).finally(() => probe.stop());
-  progress(`image ${image}`);
+const round = (x: number, d = 3) => Number(x.toFixed(d));
 
-  // 1. sustained
-  progress('sustained: bare run/rm through the engine API');
-  const bareSustained = await sustainedBare(ctx, image, LOAD);
-  progress(`  bare: ${bareSustained.perS.toFixed(2)} episodes/s`);
-  progress('sustained: bare run/rm, each in a fresh network of its own (what the server does besides)');
-  const bareNetSustained = await sustainedBare(ctx, image, LOAD, true);
-  progress(`  bare with networks: ${bareNetSustained.perS.toFixed(2)} episodes/s`);
-  const sustained: Record<string, SustainedRate & { vsBare: number; vsBareNet: number }> = {};
-  for (const d of DEPLOY_VALUES) {
-    progress(`sustained: server, --max-concurrent-deploys ${d}`);
-    const r = await sustainedServer(ctx, d, LOAD);
-    sustained[d] = { ...r, vsBare: r.perS / bareSustained.perS, vsBareNet: r.perS / bareNetSustained.perS };
-    progress(
-      `  ${r.perS.toFixed(2)} episodes/s (${(r.perS / bareSustained.perS).toFixed(2)}x bare, ${(r.perS / bareNetSustained.perS).toFixed(2)}x bare with networks)`,
-    );
-  }
-  const best = Number(Object.entries(sustained).sort((a, b) => b[1].perS - a[1].perS)[0]![0]);
+interface SustainedFigures {
+  episodes: number;
+  concurrency: number;
+  bare_per_s: Record<BareNetworks, number> & { premade_capped: number; premade_best: number };
+  /** the starts at once of the capped premade baseline: the picked --max-concurrent-deploys */
+  bare_premade_capped_starts: number;
+  server: Record<string, { deploys: number; network_stock: number; per_s: number; vs_bare_premade: number; vs_bare_fresh: number; wall_s: number }>;
+  best: number;
+  picked: number;
+}
+
+async function sustainedPhase(image: string): Promise<SustainedFigures> {
+  const bare = {} as Record<BareNetworks | 'premade_capped', number>;
+  const bareRun = async (key: BareNetworks | 'premade_capped', what: string, startsAtOnce = Infinity) => {
+    progress(`sustained: bare run/rm ${what}`);
+    bare[key] = (await sustainedBare(ctx, image, LOAD, key === 'premade_capped' ? 'premade' : key, startsAtOnce)).perS;
+    progress(`  ${bare[key].toFixed(2)} episodes/s`);
+  };
+  await bareRun('premade', 'on an internal network per worker slot, made beforehand');
+  await bareRun('fresh', 'in a fresh internal network each (what the server does without a stock)');
+  await bareRun('default-bridge', "on Docker's default bridge");
+  const rates: Record<string, { deploys: number; stock: number; r: SustainedRate }> = {};
+  const run = async (key: string, deploys: number, stockOff: boolean) => {
+    progress(`sustained: server, --max-concurrent-deploys ${deploys}${stockOff ? ', --network-stock 0' : ''}`);
+    const stock = stockSize(LOAD.concurrency, stockOff);
+    const r = await sustainedServer(ctx, `sustained-${key}`, deploys, LOAD, { args: stockOff ? STOCK_OFF : [], stock });
+    rates[key] = { deploys, stock, r };
+    progress(`  ${r.perS.toFixed(2)} episodes/s`);
+  };
+  for (const d of DEPLOY_VALUES) await run(String(d), d, false);
+  const byDeploys = DEPLOY_VALUES.map((d) => rates[String(d)]!);
+  const best = byDeploys.reduce((a, b) => (b.r.perS > a.r.perS ? b : a)).deploys;
   // the smallest value within 3% of the best: more deploys at once only crowd the engine
-  const picked = Math.min(
-    ...Object.entries(sustained)
-      .filter(([, r]) => r.perS >= sustained[best]!.perS * 0.97)
-      .map(([d]) => Number(d)),
-  );
+  const picked = Math.min(...byDeploys.filter((x) => x.r.perS >= rates[String(best)]!.r.perS * 0.97).map((x) => x.deploys));
   progress(`sustained: best ${best}; picked ${picked} (smallest within 3% of the best)`);
+  await run(`${picked}-stock-off`, picked, true);
+  await bareRun('premade_capped', `on an internal network per worker slot, made beforehand, ${picked} starts at once (as the server's deploy cap)`, picked);
+  // the server is compared with the faster of the two premade baselines: the engine's best pace
+  const premadeBest = Math.max(bare.premade, bare.premade_capped);
+  const server: SustainedFigures['server'] = {};
+  for (const [key, { deploys, stock, r }] of Object.entries(rates))
+    server[key] = {
+      deploys,
+      network_stock: stock,
+      per_s: round(r.perS),
+      vs_bare_premade: round(r.perS / premadeBest),
+      vs_bare_fresh: round(r.perS / bare.fresh),
+      wall_s: round(r.wallS, 1),
+    };
+  return {
+    episodes: EPISODES,
+    concurrency: CONCURRENCY,
+    bare_per_s: {
+      premade: round(bare.premade),
+      premade_capped: round(bare.premade_capped),
+      premade_best: round(premadeBest),
+      fresh: round(bare.fresh),
+      'default-bridge': round(bare['default-bridge']),
+    },
+    bare_premade_capped_starts: picked,
+    server,
+    best,
+    picked,
+  };
+}
 
-  // 2. burst: bare
+function burstFigures(r: ServerBurst, bare: BurstSummary) {
+  const live = r.live;
+  return {
+    p50_s: r.p50_s,
+    p95_s: r.p95_s,
+    max_s: r.max_s,
+    all_up_s: r.last_started_s,
+    pooled: r.pooled,
+    p95_vs_bare: round(r.p95_s / bare.p95_s),
+    all_up_vs_bare: round(r.last_started_s / bare.last_started_s),
+    answered_while_all_live: live.answered,
+    containers_running: live.containers_running,
+    server_rss_mb: { before: round(r.before.server_rss_mb, 1), live: round(live.server_rss_mb, 1) },
+    env_containers_mb: round(live.env_containers_mb, 1),
+    env_container_mb_each: round(live.env_containers_mb / Math.max(1, live.containers_running), 1),
+    engine_processes_mb: {
+      before: round(r.before.engine.total_mb, 1),
+      live: round(live.engine.total_mb, 1),
+      shims_live: live.engine.shims,
+      dockerd_live: round(live.engine.dockerd_mb, 1),
+      containerd_live: round(live.engine.containerd_mb, 1),
+    },
+    teardown_all_s: r.teardown_all_s,
+  };
+}
+
+/** a cold burst on a fresh server; `stockOff`: with --network-stock 0 */
+async function coldBurst(picked: number, stockOff: boolean) {
+  const name = stockOff ? 'cold-stock-off' : 'cold';
+  const s = await startServer(ctx, name, [
+    '--max-concurrent-envs',
+    String(BURST),
+    '--max-concurrent-deploys',
+    String(picked),
+    '--max-waiting',
+    '4096',
+    ...(stockOff ? STOCK_OFF : []),
+  ]);
+  try {
+    const stock = stockSize(BURST, stockOff);
+    const stockFillS = await waitNetworkStock(ctx, s, stock);
+    // a moment for the server to finish settling after its start (its sweep, the stock's last creation)
+    await new Promise((r) => setTimeout(r, 1000));
+    progress(
+      `burst: cold, ${stockOff ? '--network-stock 0' : `a network stock of ${stock} (the default; made in ${stockFillS.toFixed(1)} s)`}; server RSS idle ${s.rssMb().toFixed(1)} MB`,
+    );
+    const r = await burstServer(ctx, s, name, BURST);
+    progress(
+      `  p50 ${r.p50_s} s p95 ${r.p95_s} s all up ${r.last_started_s} s; ${r.live.answered}/${BURST} answered while all live; all torn down in ${r.teardown_all_s} s`,
+    );
+    const slot: SlotTime = await slotTime(ctx, s, BURST);
+    return { r, slot, stock, stockFillS };
+  } finally {
+    await s.stop();
+  }
+}
+
+async function burstPhase(image: string, picked: number) {
   progress(`burst: ${BURST} bare container starts + readiness at once`);
   const bare = await burstBare(ctx, image, BURST);
-  progress(`  bare p50 ${bare.p50_s} s p95 ${bare.p95_s} s max ${bare.max_s} s`);
+  progress(`  bare p50 ${bare.p50_s} s p95 ${bare.p95_s} s all up ${bare.last_started_s} s; removed in ${bare.remove_s} s`);
 
-  // cold
-  const cold = await startServer(ctx, 'cold', ['--max-concurrent-envs', String(BURST), '--max-concurrent-deploys', String(picked), '--max-waiting', '4096']);
-  let coldResult: BurstSummary & { rss_live_mb?: number };
-  let rssIdle: number;
-  let slot: SlotTime;
-  try {
-    await new Promise((r) => setTimeout(r, 1000));
-    rssIdle = cold.rssMb();
-    progress(`burst: cold (no pool), server RSS idle ${rssIdle.toFixed(1)} MB`);
-    coldResult = await burstServer(ctx, cold, 'cold', BURST, true);
-    progress(
-      `  cold p50 ${coldResult.p50_s} s p95 ${coldResult.p95_s} s max ${coldResult.max_s} s; RSS at ${BURST} live ${coldResult.rss_live_mb!.toFixed(1)} MB`,
-    );
-    // every teardown finished before reading where the slot time went
-    slot = await slotTime(ctx, cold, BURST);
-  } finally {
-    await cold.stop();
-  }
+  const cold = await coldBurst(picked, false);
+  const coldOff = await coldBurst(picked, true);
 
-  // warm
   const warm = await startServer(ctx, 'warm', [
     '--max-concurrent-envs',
     String(BURST),
@@ -124,7 +232,7 @@ async function main(): Promise<void> {
     '--max-waiting',
     '4096',
   ]);
-  let warmResult: BurstSummary;
+  let warmResult: ServerBurst;
   let fillS: number;
   const singleMs: number[] = [];
   let singlePooled = 0;
@@ -143,137 +251,173 @@ async function main(): Promise<void> {
     }
     progress(`  single warm reset p50 ${percentile(singleMs, 50).toFixed(1)} ms (${singlePooled}/${SINGLES} pooled)`);
     progress(`burst: warm`);
+    await waitNetworkStock(ctx, warm, stockSize(BURST, false));
     warmResult = await burstServer(ctx, warm, 'warm', BURST);
-    progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s max ${warmResult.max_s} s (${warmResult.pooled}/${BURST} pooled)`);
+    progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s all up ${warmResult.last_started_s} s (${warmResult.pooled}/${BURST} pooled)`);
   } finally {
     await warm.stop();
   }
-  await removeBareLeftovers(ctx);
 
-  const rssPerEpisode = (coldResult.rss_live_mb! - rssIdle) / BURST;
-  const figures = {
-    when: new Date().toISOString(),
-    machine: { cpus: cpus().length, engine: (await ctx.docker.version()).Version },
-    image,
-    burst: {
+  const rssPerEpisode = (cold.r.live.server_rss_mb - cold.r.before.server_rss_mb) / BURST;
+  const enginePerEpisode = (cold.r.live.engine.total_mb - cold.r.before.engine.total_mb) / BURST;
+  return {
+    figures: {
       size: BURST,
       max_concurrent_envs: BURST,
       max_concurrent_deploys: picked,
-      bare: { p50_s: bare.p50_s, p95_s: bare.p95_s, max_s: bare.max_s, last_started_s: bare.last_started_s, remove_all_s: bare.remove_s },
-      cold: { p50_s: coldResult.p50_s, p95_s: coldResult.p95_s, max_s: coldResult.max_s, last_started_s: coldResult.last_started_s },
-      warm: {
-        p50_s: warmResult.p50_s,
-        p95_s: warmResult.p95_s,
-        max_s: warmResult.max_s,
-        last_started_s: warmResult.last_started_s,
-        pooled: warmResult.pooled,
-        pool_fill_s: Number(fillS.toFixed(1)),
+      bare: { p50_s: bare.p50_s, p95_s: bare.p95_s, max_s: bare.max_s, all_up_s: bare.last_started_s, remove_all_s: bare.remove_s },
+      cold: { ...burstFigures(cold.r, bare), network_stock: cold.stock, network_stock_fill_s: round(cold.stockFillS, 1), slot_time_mean: cold.slot },
+      cold_stock_off: { ...burstFigures(coldOff.r, bare), network_stock: 0, slot_time_mean: coldOff.slot },
+      warm: { ...burstFigures(warmResult, bare), pool_fill_s: round(fillS, 1) },
+      single_warm_reset: {
+        n: SINGLES,
+        pooled: singlePooled,
+        p50_ms: round(percentile(singleMs, 50), 1),
+        p95_ms: round(percentile(singleMs, 95), 1),
       },
-      ratios: {
-        cold_p95_vs_bare: Number((coldResult.p95_s / bare.p95_s).toFixed(2)),
-        warm_p95_vs_bare: Number((warmResult.p95_s / bare.p95_s).toFixed(3)),
-        warm_p95_vs_cold: Number((warmResult.p95_s / coldResult.p95_s).toFixed(4)),
-        cold_last_started_vs_bare: Number((coldResult.last_started_s / bare.last_started_s).toFixed(2)),
-      },
+      server_rss_mb_per_live_episode: round(rssPerEpisode),
+      engine_processes_mb_per_live_env: round(enginePerEpisode, 2),
       reset_ms: {
-        bare: bare.resetMs.map((x) => Math.round(x)),
-        cold: coldResult.resetMs.map((x) => Math.round(x)),
-        warm: warmResult.resetMs.map((x) => Math.round(x)),
+        bare: bare.resetMs.map(Math.round),
+        cold: cold.r.resetMs.map(Math.round),
+        cold_stock_off: coldOff.r.resetMs.map(Math.round),
+        warm: warmResult.resetMs.map(Math.round),
       },
     },
-    single_warm_reset: {
-      n: SINGLES,
-      pooled: singlePooled,
-      p50_ms: Number(percentile(singleMs, 50).toFixed(1)),
-      p95_ms: Number(percentile(singleMs, 95).toFixed(1)),
-    },
-    sustained: {
-      episodes: EPISODES,
-      concurrency: CONCURRENCY,
-      bare_per_s: Number(bareSustained.perS.toFixed(3)),
-      bare_with_networks_per_s: Number(bareNetSustained.perS.toFixed(3)),
-      by_max_concurrent_deploys: Object.fromEntries(
-        Object.entries(sustained).map(([d, r]) => [
-          d,
-          {
-            per_s: Number(r.perS.toFixed(3)),
-            vs_bare: Number(r.vsBare.toFixed(3)),
-            vs_bare_with_networks: Number(r.vsBareNet.toFixed(3)),
-            wall_s: Number(r.wallS.toFixed(1)),
-          },
-        ]),
-      ),
-      best: best,
-      picked,
-      server_default: DEFAULT_MAX_CONCURRENT_DEPLOYS,
-    },
-    rss: {
-      idle_mb: Number(rssIdle.toFixed(1)),
-      live_mb: Number(coldResult.rss_live_mb!.toFixed(1)),
-      live_episodes: BURST,
-      mb_per_live_episode: Number(rssPerEpisode.toFixed(3)),
-    },
-    slot_time_cold_burst_mean: slot,
-    targets: {
-      'warm burst p95 <= 1 s': warmResult.p95_s <= 1,
-      'single warm reset p50 <= 50 ms': percentile(singleMs, 50) <= 50,
-      'cold sustained >= 0.95x bare (picked value)': sustained[picked]!.vsBare >= 0.95,
-      '<= 0.5 MB RSS per live episode': rssPerEpisode <= 0.5,
-    },
-    total_s: Number(((performance.now() - ctx.startedAt) / 1000).toFixed(0)),
+    chart: cdfSvg(`Reset latency, burst of ${BURST} at once (CDF)`, [
+      { name: `bare container start + readiness ×${BURST}`, color: '#888', ms: bare.resetMs },
+      { name: `cold, network stock ${cold.stock} (the default)`, color: '#c0392b', ms: cold.r.resetMs },
+      { name: 'cold, --network-stock 0', color: '#e59866', ms: coldOff.r.resetMs },
+      { name: `warm (--warm-pool ${BURST})`, color: '#2471a3', ms: warmResult.resetMs },
+    ]),
+  };
+}
+
+async function main(): Promise<void> {
+  progress(
+    `bench: fixture env; phases ${[...PHASES].join(', ')}; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`,
+  );
+  // the first server builds the image (or finds it)
+  const probe = await startServer(ctx, 'probe', ['--max-concurrent-envs', '1']);
+  const image = await envImage(ctx, probe).finally(() => probe.stop());
+  progress(`image ${image}`);
+
+  const sustainedFigures = PHASES.has('sustained') ? await sustainedPhase(image) : null;
+  // without a sustained phase: the one --deploys value given, or the server's default
+  const picked = sustainedFigures?.picked ?? (DEPLOY_VALUES.length === 1 ? DEPLOY_VALUES[0]! : DEFAULT_MAX_CONCURRENT_DEPLOYS);
+  const burstResult = PHASES.has('burst') ? await burstPhase(image, picked) : null;
+
+  // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
+  const left = await countRunLeftovers(ctx);
+  await removeRunLeftovers(ctx);
+  const b = burstResult?.figures;
+  const s = sustainedFigures;
+  const targets: Record<string, boolean> = {};
+  if (s)
+    targets[`cold sustained >= 0.95x bare run/rm on premade networks (${s.picked} deploys, the server's network stock)`] =
+      s.server[String(s.picked)]!.vs_bare_premade >= 0.95;
+  if (b) {
+    targets[`cold burst of ${BURST} p95 <= 1.0x bare starts`] = b.cold.p95_vs_bare <= 1;
+    targets[`cold burst of ${BURST} all up <= 1.0x bare starts`] = b.cold.all_up_vs_bare <= 1;
+    targets[`warm burst of ${BURST} p95 <= 1 s`] = b.warm.p95_s <= 1;
+    targets['single warm reset p50 <= 50 ms'] = b.single_warm_reset.p50_ms <= 50;
+    targets['<= 0.5 MB server RSS per live episode'] = b.server_rss_mb_per_live_episode <= 0.5;
+    targets['every episode answered a tool call while all were live'] = [b.cold, b.cold_stock_off, b.warm].every((r) => r.answered_while_all_live === BURST);
+  }
+  targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
+  const figures = {
+    when: new Date().toISOString(),
+    machine: { cpus: cpus().length, memory_gib: round(totalmem() / 2 ** 30, 1), engine: (await ctx.docker.version()).Version },
+    image,
+    server_default_max_concurrent_deploys: DEFAULT_MAX_CONCURRENT_DEPLOYS,
+    sustained: s,
+    burst: b ?? null,
+    left_on_engine: left,
+    targets,
+    total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
   };
 
   mkdirSync(RESULTS, { recursive: true });
   const stamp = figures.when.replace(/[:.]/g, '-');
   const jsonPath = path.join(RESULTS, `bench-${stamp}.json`);
-  const svgPath = path.join(RESULTS, `bench-${stamp}.svg`);
   writeFileSync(jsonPath, JSON.stringify(figures, null, 2) + '\n');
-  writeFileSync(
-    svgPath,
-    cdfSvg(`Reset latency, burst of ${BURST} at once (CDF)`, [
-      { name: `bare container start + readiness ×${BURST}`, color: '#888', ms: bare.resetMs },
-      { name: 'cold (no pool)', color: '#c0392b', ms: coldResult.resetMs },
-      { name: `warm (--warm-pool ${BURST})`, color: '#2471a3', ms: warmResult.resetMs },
-    ]),
-  );
+  const svgPath = burstResult ? path.join(RESULTS, `bench-${stamp}.svg`) : null;
+  if (svgPath) writeFileSync(svgPath, burstResult!.chart);
 
-  const b = figures.burst;
-  const row = (name: string, r: { p50_s: number; p95_s: number; max_s: number; last_started_s: number }) =>
-    `| ${name.padEnd(28)} | ${String(r.p50_s).padStart(8)} | ${String(r.p95_s).padStart(8)} | ${String(r.max_s).padStart(8)} | ${String(r.last_started_s).padStart(14)} |`;
   console.log('');
-  console.log(`Burst of ${BURST} resets at once, --max-concurrent-envs ${BURST}, --max-concurrent-deploys ${picked} (seconds)`);
-  console.log('| run                          |      p50 |      p95 |      max | last started   |');
-  console.log('|---|---|---|---|---|');
-  console.log(row('bare start + readiness', b.bare));
-  console.log(row('cold (no pool)', b.cold));
-  console.log(row(`warm (--warm-pool ${BURST})`, b.warm));
-  console.log(
-    `ratios: cold p95 / bare ${b.ratios.cold_p95_vs_bare}x; warm p95 / bare ${b.ratios.warm_p95_vs_bare}x; warm p95 / cold ${b.ratios.warm_p95_vs_cold}x; pool filled in ${b.warm.pool_fill_s} s`,
-  );
-  console.log(`single warm reset: p50 ${figures.single_warm_reset.p50_ms} ms, p95 ${figures.single_warm_reset.p95_ms} ms (${singlePooled}/${SINGLES} pooled)`);
+  console.log(`bench of ${figures.when}: ${figures.machine.cpus} cores, ${figures.machine.memory_gib} GiB, Docker ${figures.machine.engine}`);
+  if (b) printBurst(b);
+  if (s) printSustained(s);
   console.log('');
-  console.log(
-    `Sustained: ${EPISODES} episodes, ${CONCURRENCY} at a time; bare run/rm ${figures.sustained.bare_per_s} episodes/s; bare run/rm with a network each ${figures.sustained.bare_with_networks_per_s} episodes/s`,
-  );
-  for (const [d, r] of Object.entries(figures.sustained.by_max_concurrent_deploys))
-    console.log(`  --max-concurrent-deploys ${d.padStart(2)}: ${r.per_s} episodes/s = ${r.vs_bare}x bare, ${r.vs_bare_with_networks}x bare with networks`);
-  console.log(`  picked ${picked} (server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
-  console.log('');
-  console.log(
-    `Server RSS: ${figures.rss.idle_mb} MB idle, ${figures.rss.live_mb} MB at ${BURST} live episodes = ${figures.rss.mb_per_live_episode} MB per live episode`,
-  );
-  console.log(
-    `Slot time per cold episode (mean): deploy ${slot.deploy_s} s; teardown ${slot.teardown_s} s = env removed ${slot.env_removed_s} s (slot freed) + network ${slot.network_removed_s} s (off the slot)`,
-  );
-  console.log('');
-  for (const [t, ok] of Object.entries(figures.targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
+  console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
+  for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
   console.log('');
   console.log(`figures: ${jsonPath}`);
-  console.log(`chart:   ${svgPath}`);
+  if (svgPath) console.log(`chart:   ${svgPath}`);
+}
+
+type BurstOut = Awaited<ReturnType<typeof burstPhase>>['figures'];
+
+function printBurst(b: BurstOut): void {
+  const cell = (v: string | number, w = 8) => String(v).padStart(w);
+  const row = (name: string, r: { p50_s: number; p95_s: number; max_s: number; all_up_s: number }, more: string[]) =>
+    `| ${name.padEnd(30)} | ${cell(r.p50_s)} | ${cell(r.p95_s)} | ${cell(r.max_s)} | ${cell(r.all_up_s)} | ${more.map((m) => cell(m)).join(' | ')} |`;
+  const server = (r: ReturnType<typeof burstFigures>) => [
+    `${r.p95_vs_bare}x`,
+    `${r.all_up_vs_bare}x`,
+    `${r.answered_while_all_live}/${b.size}`,
+    String(r.teardown_all_s),
+  ];
+  console.log('');
+  console.log(`Burst of ${b.size} resets at once, --max-concurrent-envs ${b.size}, --max-concurrent-deploys ${b.max_concurrent_deploys} (seconds)`);
+  console.log('| run                            |      p50 |      p95 |      max |   all up | p95/bare | up/bare | answered | all torn down |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log(row('bare start + readiness', b.bare, ['1x', '1x', '', `${b.bare.remove_all_s} (rm)`]));
+  console.log(row(`cold, network stock ${b.cold.network_stock}`, b.cold, server(b.cold)));
+  console.log(row('cold, --network-stock 0', b.cold_stock_off, server(b.cold_stock_off)));
+  console.log(row(`warm (--warm-pool ${b.size})`, b.warm, server(b.warm)));
+  console.log(`warm: ${b.warm.pooled}/${b.size} pooled; pool filled in ${b.warm.pool_fill_s} s; warm p95 / cold p95 ${round(b.warm.p95_s / b.cold.p95_s, 4)}x`);
+  console.log(
+    `single warm reset: p50 ${b.single_warm_reset.p50_ms} ms, p95 ${b.single_warm_reset.p95_ms} ms (${b.single_warm_reset.pooled}/${b.single_warm_reset.n} pooled)`,
+  );
+  const c = b.cold;
+  console.log(
+    `with ${b.size} live (cold): ${c.containers_running} env containers running; server RSS ${c.server_rss_mb.before} -> ${c.server_rss_mb.live} MB = ${b.server_rss_mb_per_live_episode} MB per live episode`,
+  );
+  console.log(
+    `  env containers' memory (engine stats, as docker stats shows it) ${c.env_containers_mb} MB = ${c.env_container_mb_each} MB each; engine processes (dockerd + containerd + ${c.engine_processes_mb.shims_live} shims) PSS ${c.engine_processes_mb.before} -> ${c.engine_processes_mb.live} MB = ${b.engine_processes_mb_per_live_env} MB per live env`,
+  );
+  for (const [name, r] of [
+    ['cold', b.cold],
+    ['cold, --network-stock 0', b.cold_stock_off],
+  ] as const) {
+    const t = r.slot_time_mean;
+    console.log(
+      `slot time per episode, ${name} (mean): deploy ${t.deploy_s} s; teardown ${t.teardown_s} s = env removed ${t.env_removed_s} s (slot freed) + network ${t.network_removed_s} s (off the slot)`,
+    );
+  }
+}
+
+function printSustained(s: SustainedFigures): void {
+  const bp = s.bare_per_s;
+  console.log('');
+  console.log(`Sustained: ${s.episodes} episodes, ${s.concurrency} at a time, cold (episodes/s)`);
+  console.log(`| run | episodes/s | vs bare, premade networks (best of the two: ${bp.premade_best}/s) | vs bare, a fresh network each |`);
+  console.log('|---|---|---|---|');
+  const bareRow = (name: string, v: number) => console.log(`| ${name} | ${v} | ${round(v / bp.premade_best)}x | ${round(v / bp.fresh)}x |`);
+  bareRow(`bare run/rm, an internal network per slot made beforehand, ${s.concurrency} starts at once`, bp.premade);
+  bareRow(`bare run/rm, an internal network per slot made beforehand, ${s.bare_premade_capped_starts} starts at once`, bp.premade_capped);
+  bareRow('bare run/rm, a fresh internal network each', bp.fresh);
+  bareRow("bare run/rm, Docker's default bridge", bp['default-bridge']);
+  for (const r of Object.values(s.server))
+    console.log(
+      `| server, --max-concurrent-deploys ${r.deploys}, network stock ${r.network_stock}${r.network_stock === 0 ? ' (off)' : ''} | ${r.per_s} | ${r.vs_bare_premade}x | ${r.vs_bare_fresh}x |`,
+    );
+  console.log(`best ${s.best}; picked ${s.picked} (the smallest within 3% of the best; server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
 }
 
 main().catch(async (e) => {
   console.error(e);
-  await removeBareLeftovers(ctx).catch(() => undefined);
+  await removeRunLeftovers(ctx).catch(() => undefined);
   process.exit(1);
 });

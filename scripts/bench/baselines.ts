@@ -7,7 +7,7 @@ import { LABELS } from '../../src/sandbox/sandbox.js';
 import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
 import type { BenchContext } from './context.js';
-import { burst, sustained, type SustainedRate } from './load.js';
+import { atMost, burst, sustained, type SustainedRate } from './load.js';
 import { BENCH_TASK, type BenchServer } from './server.js';
 import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
 
@@ -54,26 +54,52 @@ async function bareRemove(ctx: BenchContext, id: string): Promise<void> {
 }
 
 /**
- * Bare run/rm at the server's parallelism, each container reset once; `withNetwork`: each in a
- * fresh internal network of its own, as the server does.
+ * Where a sustained baseline's containers run: `default-bridge`, Docker's own; `premade`, an
+ * internal bridge per worker slot made before the clock starts and removed after it stops (so
+ * concurrent containers never share a bridge, as the server's episodes never do, but no network
+ * is made or removed on the timed path: what a stock of networks made ahead aims at); `fresh`, a
+ * new internal bridge per container, made before it starts and removed after it, as the server
+ * does without a stock.
+ */
+export type BareNetworks = 'default-bridge' | 'premade' | 'fresh';
+
+function bareNetwork(ctx: BenchContext, name: string) {
+  return ctx.docker.createNetwork({ Name: `${ctx.run}-${name}`, Driver: 'bridge', Internal: true, Labels: { bench: ctx.run } });
+}
+
+/**
+ * Bare run/rm at the server's parallelism, each container reset once, on `networks`; with
+ * `startsAtOnce`, at most that many containers between create and readiness at a time (what the
+ * server's --max-concurrent-deploys does to its deploys: on a busy engine fewer starts at once can
+ * go faster, so the bench takes both and compares the server with the faster)
  */
 export async function sustainedBare(
   ctx: BenchContext,
   image: string,
   load: { episodes: number; concurrency: number },
-  withNetwork = false,
+  networks: BareNetworks,
+  startsAtOnce = Infinity,
 ): Promise<SustainedRate> {
-  return sustained(ctx, `sustained, bare run/rm${withNetwork ? ' with a network each' : ''}`, load, async (k) => {
-    const net = withNetwork ? await ctx.docker.createNetwork({ Name: `${ctx.run}-n${k}`, Driver: 'bridge', Internal: true, Labels: { bench: ctx.run } }) : null;
-    const { id, ip } = await bareStart(ctx, image, net?.id);
-    await fetch(`http://${ip}:8000/reset`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ task_id: BENCH_TASK, data: {}, seed: null }),
-    }).then((r) => r.arrayBuffer());
-    await bareRemove(ctx, id);
-    if (net) await net.remove();
-  });
+  const starting = atMost(startsAtOnce);
+  const premade = networks === 'premade' ? await Promise.all(Array.from({ length: load.concurrency }, (_, slot) => bareNetwork(ctx, `slot${slot}`))) : [];
+  try {
+    const what = `sustained, bare run/rm (${networks}${startsAtOnce < Infinity ? `, ${startsAtOnce} starts at once` : ''})`;
+    return await sustained(ctx, what, load, async (k, slot) => {
+      const fresh = networks === 'fresh' ? await bareNetwork(ctx, `n${k}`) : null;
+      const { id, ip } = await starting(() => bareStart(ctx, image, fresh?.id ?? premade[slot]?.id));
+      await fetch(`http://${ip}:8000/reset`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ task_id: BENCH_TASK, data: {}, seed: null }),
+      }).then((r) => r.arrayBuffer());
+      await bareRemove(ctx, id);
+      if (fresh) await fresh.remove();
+    });
+  } finally {
+    // a failed run may leave a container on its slot's network: the run's leftovers sweep removes
+    // both, and the run's own error is the one to see
+    await Promise.all(premade.map((n) => n.remove().catch(() => undefined)));
+  }
 }
 
 /** `size` bare starts + readiness at once (each one's time from the start of the burst), then all removed at once */
@@ -92,27 +118,4 @@ export async function burstBare(ctx: BenchContext, image: string, size: number):
     ),
     remove_s: seconds(performance.now() - r0),
   };
-}
-
-/** removes whatever bare container or network of this run is left (after a failure, say) */
-export async function removeBareLeftovers(ctx: BenchContext): Promise<void> {
-  const filters = JSON.stringify({ label: [`bench=${ctx.run}`] });
-  const left = await ctx.docker.listContainers({ all: true, filters });
-  await Promise.all(
-    left.map((c) =>
-      ctx.docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => undefined),
-    ),
-  );
-  const nets = await ctx.docker.listNetworks({ filters });
-  await Promise.all(
-    nets.map((n) =>
-      ctx.docker
-        .getNetwork(n.Id)
-        .remove()
-        .catch(() => undefined),
-    ),
-  );
 }

@@ -9,12 +9,12 @@ export interface SustainedRate {
   wallS: number;
 }
 
-/** `episodes` runs of `one`, `concurrency` at a time; `one` gets the run's number */
+/** `episodes` runs of `one`, `concurrency` at a time; `one` gets the run's number and its worker slot (0 to concurrency - 1) */
 export async function sustained(
   ctx: BenchContext,
   what: string,
   { episodes, concurrency }: { episodes: number; concurrency: number },
-  one: (k: number) => Promise<void>,
+  one: (k: number, slot: number) => Promise<void>,
 ): Promise<SustainedRate> {
   let next = 0;
   let done = 0;
@@ -22,9 +22,9 @@ export async function sustained(
   const t0 = performance.now();
   try {
     await Promise.all(
-      Array.from({ length: concurrency }, async () => {
+      Array.from({ length: concurrency }, async (_, slot) => {
         while (next < episodes) {
-          await one(next++);
+          await one(next++, slot);
           done++;
         }
       }),
@@ -53,4 +53,25 @@ export async function burst<T>(ctx: BenchContext, what: string, size: number, on
   } finally {
     stop();
   }
+}
+
+/**
+ * At most `n` runs of the returned function's argument at once, the others waiting in arrival
+ * order (as the server's --max-concurrent-deploys holds deploys); `n` = Infinity: no bound.
+ */
+export function atMost(n: number): <T>(f: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (f) => {
+    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running++;
+    try {
+      return await f();
+    } finally {
+      // the turn passes straight to the next waiter, so a newcomer cannot jump the queue
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
 }

@@ -12,7 +12,8 @@ import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
 import { ticker, type BenchContext } from './context.js';
 import { burst, sustained, type SustainedRate } from './load.js';
-import { summarizeBurst, type BurstSummary } from './stats.js';
+import { engineMemory, envContainersMemory, type EngineMemory } from './engine.js';
+import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
 
 const BUNDLE = fileURLToPath(new URL('../../test/fixtures/fixture-v1', import.meta.url));
 const SERVE = fileURLToPath(new URL('../../dist/serve.js', import.meta.url));
@@ -113,18 +114,29 @@ export async function finishEpisode(c: WsClient): Promise<void> {
   await c.close();
 }
 
-/** `episodes` whole episodes, `concurrency` at a time, on a cold server (no pool) with --max-concurrent-deploys `deploys` */
-export async function sustainedServer(ctx: BenchContext, deploys: number, load: { episodes: number; concurrency: number }): Promise<SustainedRate> {
-  const s = await startServer(ctx, `sustained-${deploys}`, [
+/**
+ * `episodes` whole episodes, `concurrency` at a time, on a cold server (no pool) with
+ * --max-concurrent-deploys `deploys` and `args` besides, once its network stock holds `stock`
+ */
+export async function sustainedServer(
+  ctx: BenchContext,
+  name: string,
+  deploys: number,
+  load: { episodes: number; concurrency: number },
+  { args, stock }: { args: string[]; stock: number },
+): Promise<SustainedRate> {
+  const s = await startServer(ctx, name, [
     '--max-concurrent-envs',
     String(load.concurrency),
     '--max-concurrent-deploys',
     String(deploys),
     '--max-waiting',
     '4096',
+    ...args,
   ]);
   try {
-    return await sustained(ctx, `sustained, --max-concurrent-deploys ${deploys}`, load, async () => {
+    await waitNetworkStock(ctx, s, stock);
+    return await sustained(ctx, name, load, async () => {
       const e = await startEpisode(s.url);
       await finishEpisode(e.client);
     });
@@ -133,25 +145,69 @@ export async function sustainedServer(ctx: BenchContext, deploys: number, load: 
   }
 }
 
-/** `size` resets at once; with `rss`, the server's RSS while all of them are live */
-export async function burstServer(
-  ctx: BenchContext,
-  s: BenchServer,
-  label: string,
-  size: number,
-  rss = false,
-): Promise<BurstSummary & { rss_live_mb?: number }> {
+/** what the bench reads while every episode of a burst is live */
+export interface LiveFigures {
+  /** episodes whose echo call came back with its own text */
+  answered: number;
+  /** the instance's env containers running (pooled ones included) */
+  containers_running: number;
+  server_rss_mb: number;
+  /** the instance's running env containers' memory, summed from the engine's stats */
+  env_containers_mb: number;
+  engine: EngineMemory;
+}
+
+export interface ServerBurst extends BurstSummary {
+  /** read just before the burst */
+  before: { server_rss_mb: number; engine: EngineMemory };
+  live: LiveFigures;
+  /** from ending every episode at once until the server had finished every teardown (env and network removed) */
+  teardown_all_s: number;
+}
+
+/**
+ * `size` resets at once; once all are live, each episode calls `echo` (all at once) while the
+ * bench reads the server's and the engine's memory; then every episode ends at once and the
+ * bench waits for the server's teardowns (its teardown histogram's count).
+ */
+export async function burstServer(ctx: BenchContext, s: BenchServer, label: string, size: number): Promise<ServerBurst> {
+  const before = { server_rss_mb: s.rssMb(), engine: engineMemory() };
   const { results: eps, t0 } = await burst(ctx, `${label} burst of ${size}`, size, () => startEpisode(s.url));
   const last = Math.max(...eps.map((e) => e.startedAt)) - t0;
-  const rssLive = rss ? s.rssMb() : undefined;
-  await Promise.all(eps.map((e) => finishEpisode(e.client)));
-  const r: BurstSummary & { rss_live_mb?: number } = summarizeBurst(
-    eps.map((e) => e.resetMs),
-    last,
-    eps.filter((e) => e.timings.pooled === true).length,
+  const answers = await Promise.all(
+    eps.map((e, i) =>
+      e.client.call('echo', { text: `live-${i}` }).then(
+        (r) => r?.data?.observation?.result?.data?.text === `live-${i}`,
+        () => false,
+      ),
+    ),
   );
-  if (rssLive !== undefined) r.rss_live_mb = rssLive;
-  return r;
+  const env = await envContainersMemory(ctx, s.instance);
+  const live: LiveFigures = {
+    answered: answers.filter(Boolean).length,
+    containers_running: env.containers,
+    server_rss_mb: s.rssMb(),
+    env_containers_mb: env.mb,
+    engine: engineMemory(),
+  };
+  const tornDown = await teardownCount(s);
+  const e0 = performance.now();
+  await Promise.all(eps.map((e) => finishEpisode(e.client)));
+  await waitFor(async () => (await teardownCount(s)) >= tornDown + size, 600_000, `${label}: every teardown`, 100);
+  return {
+    ...summarizeBurst(
+      eps.map((e) => e.resetMs),
+      last,
+      eps.filter((e) => e.timings.pooled === true).length,
+    ),
+    before,
+    live,
+    teardown_all_s: seconds(performance.now() - e0),
+  };
+}
+
+async function teardownCount(s: BenchServer): Promise<number> {
+  return prom(await s.metrics(), 'openenv_teardown_seconds_count', { outcome: 'ok' }) || 0;
 }
 
 /** waits until the warm pool holds `n` ready envs; the seconds it took */
@@ -173,6 +229,14 @@ export async function waitPool(ctx: BenchContext, s: BenchServer, n: number, wha
   } finally {
     stop();
   }
+}
+
+/** waits until the server's network stock holds `n` ready networks (as a server that started well before its trainer would); the seconds it took */
+export async function waitNetworkStock(ctx: BenchContext, s: BenchServer, n: number): Promise<number> {
+  const t0 = performance.now();
+  if (n === 0) return 0;
+  await waitFor(async () => prom(await s.metrics(), 'openenv_network_stock_ready') >= n, 300_000, `${n} networks in the stock`, 100);
+  return (performance.now() - t0) / 1000;
 }
 
 /** one series' value in a Prometheus text (NaN when absent) */
