@@ -167,6 +167,11 @@ export class DockerSandbox implements Sandbox {
     this.stock.start();
   }
 
+  /** stops the stock and removes the networks nobody took (the drain calls it first; close() does it too) */
+  async unprepare(): Promise<void> {
+    await this.stock.close();
+  }
+
   /** an episode network on a fresh subnet, joined by the server's container when it has one */
   private async makeNetwork(owner: Owner): Promise<EpisodeNetwork> {
     const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });

@@ -7,7 +7,8 @@
  * - Keys: a stocked network is made under a key of its own, `net-<uuid>`, labelled on it as its
  *   episode label, so the start sweep and the reconciler find it like any labelled resource. The
  *   sandbox that takes one records which episode took which key.
- * - Refills run one at a time (`parallel`), so the stock never crowds the engine while deploys run;
+ * - Refills run one at a time (`parallel`), so the stock adds one network operation at a time to the
+ *   engine's load (in a burst larger than the stock, that still competes with the deploys);
  *   a failed creation pauses the refills with a doubling backoff instead of retrying in a loop.
  * - The stock counts against nothing a user sees: not the env cap, not the networks in use.
  * - close(): no refill starts after it; creations in flight finish and, like every ready network,
