@@ -30,7 +30,7 @@ import type { Owner } from '../engine/labels.js';
 import { silentLogger, type SandboxLogger } from '../engine/logger.js';
 import { connectToNetwork } from '../engine/networks.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
-import { NetworkStock, STOCK_KEY_PREFIX } from '../engine/network-stock.js';
+import { episodeIdsOf, NetworkStock, STOCK_KEY_PREFIX } from '../engine/network-stock.js';
 import { waitForHttp } from '../engine/readiness.js';
 import { retry } from '../engine/retry.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -358,12 +358,11 @@ export class DockerSandbox implements Sandbox {
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    const takenBy = new Map([...this.stockTaken].map(([episode, key]) => [key, episode]));
-    const ids = [...owned.containers, ...owned.networks]
-      .map((r) => r.episode)
-      .filter((id) => id && !this.stock.holds(id))
-      .map((id) => takenBy.get(id) ?? id);
-    return [...new Set(ids)];
+    return episodeIdsOf(
+      [...owned.containers, ...owned.networks].map((r) => r.episode),
+      this.stock,
+      this.stockTaken,
+    );
   }
 
   private async list(episodeId?: string): Promise<Owned> {

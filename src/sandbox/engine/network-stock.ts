@@ -37,6 +37,16 @@ export interface NetworkStockOptions<N> {
   backoffMaxMs?: number;
 }
 
+/**
+ * The episode ids behind the episode labels of a sandbox's resources: a stocked key nobody took is
+ * no episode's, one an episode took (`taken`: episode id → key) is reported as that episode's.
+ */
+export function episodeIdsOf(labels: string[], stock: { holds(key: string): boolean }, taken: ReadonlyMap<string, string>): string[] {
+  const takenBy = new Map([...taken].map(([episode, key]) => [key, episode]));
+  const ids = labels.filter((id) => id && !stock.holds(id)).map((id) => takenBy.get(id) ?? id);
+  return [...new Set(ids)];
+}
+
 export interface Stocked<N> {
   key: string;
   net: N;

@@ -32,7 +32,7 @@ import { waitForHttp } from '../engine/readiness.js';
 import { retry, sleep } from '../engine/retry.js';
 import { LABELS } from '../sandbox.js';
 import { pushToRegistry } from './registry.js';
-import { NetworkStock } from '../engine/network-stock.js';
+import { episodeIdsOf, NetworkStock } from '../engine/network-stock.js';
 import {
   createEnvService,
   createEpisodeOverlay,
@@ -469,12 +469,11 @@ export class SwarmSandbox implements Sandbox {
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    const takenBy = new Map([...this.stockTaken].map(([episode, key]) => [key, episode]));
-    const ids = [...owned.services, ...owned.networks]
-      .map((r) => r.episode)
-      .filter((id) => id && !this.stock.holds(id))
-      .map((id) => takenBy.get(id) ?? id);
-    return [...new Set(ids)];
+    return episodeIdsOf(
+      [...owned.services, ...owned.networks].map((r) => r.episode),
+      this.stock,
+      this.stockTaken,
+    );
   }
 
   private async list(episodeId?: string): Promise<Owned> {
