@@ -1,7 +1,7 @@
 /** What a killed server leaves behind is found by label and removed; other instances are left alone; foreign subnets are skipped. */
 import { execFileSync } from 'node:child_process';
 import Dockerode from 'dockerode';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, onTestFinished } from 'vitest';
 import { LABELS, SandboxError, type EnvHandle } from '../../../src/sandbox/sandbox.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { describeDocker, labelledResources, uniqueInstance } from '../../support/docker.js';
@@ -15,6 +15,11 @@ describeDocker('DockerSandbox sweep', () => {
   const docker = new Dockerode();
   const instance = uniqueInstance('sweep');
   const otherInstance = uniqueInstance('bystander');
+  const sweeperInstance = uniqueInstance('sweeper');
+  // The killed and the restarted instance share a range of their own: a network another server on
+  // this engine holds in the default pool (or a run that was killed before its sweep) cannot be
+  // among the subnets the restarted instance must skip.
+  const killedPool = { subnetPool: '10.214.32.0/24', subnetPrefix: 28 };
   const foreignLabel = `io.openenv.test.foreign=${instance}`;
   const sandboxes: DockerSandbox[] = [];
   const make = (inst: string, extra: Partial<ConstructorParameters<typeof DockerSandbox>[0]> = {}) => {
@@ -29,7 +34,7 @@ describeDocker('DockerSandbox sweep', () => {
   });
 
   afterAll(async () => {
-    for (const inst of [instance, otherInstance]) {
+    for (const inst of [instance, otherInstance, sweeperInstance]) {
       const s = new DockerSandbox({ instance: inst, bundleName: 'fixture-v1' });
       await s.sweep();
       await s.close();
@@ -38,8 +43,17 @@ describeDocker('DockerSandbox sweep', () => {
     for (const s of sandboxes) await s.close();
   });
 
+  const sweepAfterward = (inst: string) =>
+    onTestFinished(async () => {
+      // what a failed assertion left must not fail the next test
+      const s = new DockerSandbox({ instance: inst, bundleName: 'fixture-v1' });
+      await s.sweep();
+      await s.close();
+    });
+
   it('removes what a killed instance left, a half-created episode included', async () => {
-    const killed = make(instance);
+    sweepAfterward(instance);
+    const killed = make(instance, killedPool);
     const left: EnvHandle[] = await Promise.all([0, 1, 2].map((i) => killed.deploy({ episodeId: `left-${i}`, env: echoSpec(image) })));
     // an episode whose deploy was cut off after its network was created
     const half = await docker.createNetwork({
@@ -56,7 +70,7 @@ describeDocker('DockerSandbox sweep', () => {
       error: noop,
       debug: (o: object, msg?: string) => msg?.includes('another network') && skipped.push((o as { subnet: string }).subnet),
     };
-    const restarted = make(instance, { logger });
+    const restarted = make(instance, { ...killedPool, logger });
     expect((await restarted.listEpisodeIds()).sort()).toEqual(['left-0', 'left-1', 'left-2', 'left-half']);
 
     // Its subnet pool starts empty, but the killed instance's networks still hold their subnets:
@@ -80,7 +94,8 @@ describeDocker('DockerSandbox sweep', () => {
   it('leaves other instances alone', async () => {
     const bystander = make(otherInstance);
     const h = await bystander.deploy({ episodeId: 'b-0', env: echoSpec(image) });
-    const sweeper = make(instance);
+    // a sweep by an instance of its own, so that what the first test may have left cannot count
+    const sweeper = make(sweeperInstance);
     expect(await sweeper.sweep()).toEqual({ containers: [], networks: [] });
     expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
     expect(await bystander.listEpisodeIds()).toEqual(['b-0']);
