@@ -77,7 +77,7 @@ export const OptionsSchema = z
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'expected letters, digits, _ . - (at most 63)')
       .default('default')
       .describe('name labelled on every container and network; a restart with the same name removes what a killed run left'),
-    shutdownTimeout: seconds(30).describe('seconds SIGTERM waits for episodes to be torn down'),
+    shutdownTimeout: seconds(30).describe('seconds SIGTERM waits for episodes (and the network stock) to be torn down'),
     headersTimeout: seconds(30).describe(
       "seconds a connection may take to send a request's headers (from connecting, or from the request's first byte); past it the connection is closed",
     ),

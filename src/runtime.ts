@@ -217,15 +217,34 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   };
 
   let drained: Promise<{ tornDown: number; timedOut: boolean }> | null = null;
+  /**
+   * Refuses new episodes and tears every live one down, with what was made ahead of demand (the
+   * sandbox's unprepare), all within one budget: `timedOut` when either was still going at its end.
+   */
   const drain = (timeoutMs = opts.shutdownTimeout * 1000) => {
     drained ??= (async () => {
+      const deadline = Date.now() + timeoutMs;
       const closing = sessions.shutdownSockets();
-      // what was made ahead of demand goes while the episodes are torn down, within the same budget
-      const unprepared = sandbox.unprepare?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not remove what was made ahead of demand'));
+      const unprepared = (sandbox.unprepare?.() ?? Promise.resolve()).then(
+        () => true,
+        (e: unknown) => {
+          log.warn({ err: (e as Error).message }, 'could not remove what was made ahead of demand');
+          return true;
+        },
+      );
       const result = await manager.drain(timeoutMs);
       await closing;
-      await Promise.race([unprepared, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
-      return result;
+      let budget: NodeJS.Timeout | undefined;
+      const inTime = await Promise.race([
+        unprepared,
+        new Promise<false>((r) => {
+          budget = setTimeout(() => r(false), Math.max(0, deadline - Date.now()));
+          budget.unref();
+        }),
+      ]);
+      clearTimeout(budget);
+      if (!inTime) log.warn('what was made ahead of demand was not all removed within the drain budget');
+      return { tornDown: result.tornDown, timedOut: result.timedOut || !inTime };
     })();
     return drained;
   };

@@ -208,7 +208,7 @@ export async function serveMain(argv: string[]): Promise<number> {
     if (result.timedOut) {
       log.error(
         { episodes: result.tornDown },
-        `episodes were not all torn down within --shutdown-timeout (${o.shutdownTimeout} s); the next start with --instance ${o.instance} removes what is left`,
+        `not everything was torn down within --shutdown-timeout (${o.shutdownTimeout} s); the next start with --instance ${o.instance} removes what is left`,
       );
       return exit(1);
     }
