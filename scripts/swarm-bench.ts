@@ -30,9 +30,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { followContainerLives } from './lib/container-lives.js';
 import {
+  bearerJsonCall,
   fixtureCopy,
-  followContainerLives,
   footprint,
   lab,
   LAB_PROBLEM,
@@ -202,21 +203,7 @@ async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_pea
     { env: { ...process.env, LOG_LEVEL: 'warn', AGENTENV_TOKEN: token }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const url = `http://127.0.0.1:${port}`;
-  const server: Target = {
-    async call(method, path, body) {
-      const res = await fetch(`${url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-        body: body !== undefined ? JSON.stringify(body) : undefined,
-      });
-      const text = await res.text();
-      try {
-        return { status: res.status, body: JSON.parse(text) };
-      } catch {
-        return { status: res.status, body: text };
-      }
-    },
-  };
+  const server: Target = { call: bearerJsonCall(url, token) };
   /** the instance's containers and networks on the main engine; with `stocked` false, not counting its network stock */
   const left = async (stocked: boolean) => {
     const ps = await run('docker', ['ps', '-aq', '--filter', `label=${label}`]);

@@ -5,14 +5,13 @@
  * main engine, whose state the lab never touches. What only the tests need (a `describe` that
  * skips or fails without the lab, exact container counts) is in test/support/swarm-lab.ts.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { STOCK_KEY_PREFIX } from '../../src/sandbox/engine/network-stock.js';
-import { peakAlive, type LifeEvent } from '../../test/support/container-lives.js';
 import { LOCAL_NODE_IMAGE } from './local-node-image.js';
 import { waitFor } from './wait.js';
 
@@ -95,6 +94,23 @@ export async function nodeIds(count: number): Promise<Map<string, number>> {
   return out;
 }
 
+/** An HTTP call to a server with its bearer token: the body sent and read as JSON (as text when it is not JSON). */
+export function bearerJsonCall(url: string, token: string): LabServer['call'] {
+  return async (method, path, body) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body !== undefined ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    try {
+      return { status: res.status, body: JSON.parse(text) as unknown };
+    } catch {
+      return { status: res.status, body: text };
+    }
+  };
+}
+
 export interface LabServer {
   name: string;
   url: string;
@@ -158,21 +174,7 @@ export async function startServer(spec: ServerSpec): Promise<LabServer> {
     url,
     token,
     instance: spec.instance,
-    async call(method, path, body) {
-      const res = await fetch(`${url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-        body: body !== undefined ? JSON.stringify(body) : undefined,
-      });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        // not JSON
-      }
-      return { status: res.status, body: parsed };
-    },
+    call: bearerJsonCall(url, token),
     logs: async () => {
       const { stdout, stderr } = await run('docker', ['-H', sock(1), 'logs', name], { maxBuffer: 64 * 1024 * 1024 });
       return stdout + stderr;
@@ -250,61 +252,4 @@ export function fixtureCopy(edit: (manifest: any) => void): { dir: string; clean
   edit(manifest);
   writeFileSync(join(dir, 'bundle.json'), JSON.stringify(manifest, null, 2));
   return { dir, cleanup: () => rmSync(root, { recursive: true, force: true }) };
-}
-
-/**
- * Every start and die of containers carrying `label` on these engines, read live from their event
- * streams from now until `stop()`. A bounded query afterwards (`docker events --since --until`)
- * replays only what the engine still buffers (its last 256 events, swarm's and networks' included),
- * which a burst of dozens of envs overflows: the early starts are lost and the peak comes out low.
- */
-export function followContainerLives(
-  label: string,
-  hosts: Record<string, string | undefined>,
-): { stop: () => Promise<{ peak: number; starts: number; perNode: Record<string, { peak: number; starts: number }> }> } {
-  const sinceS = (Date.now() / 1000).toFixed(3);
-  const streams = Object.entries(hosts).map(([name, host]) => {
-    const events: LifeEvent[] = [];
-    const child = spawn(
-      'docker',
-      [
-        ...(host ? ['-H', host] : []),
-        'events',
-        '--since',
-        sinceS,
-        '--filter',
-        'type=container',
-        '--filter',
-        `label=${label}`,
-        '--filter',
-        'event=start',
-        '--filter',
-        'event=die',
-        '--format',
-        '{{.Action}} {{.TimeNano}}',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let buf = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      buf += chunk;
-      const lines = buf.split('\n');
-      buf = lines.pop() ?? '';
-      for (const line of lines) {
-        const [action, t] = line.trim().split(' ');
-        if (!t) continue;
-        events.push({ t: BigInt(t), delta: action === 'start' ? 1 : -1 });
-      }
-    });
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    return { name, events, child, exited };
-  });
-  return {
-    async stop() {
-      for (const s of streams) s.child.kill('SIGTERM');
-      await Promise.all(streams.map((s) => s.exited));
-      const all = peakAlive(streams.flatMap((s) => s.events));
-      return { ...all, perNode: Object.fromEntries(streams.map((s) => [s.name, peakAlive(s.events)])) };
-    },
-  };
 }

@@ -3,7 +3,7 @@
  * events (capacity.test.ts covers admission with the envs as processes).
  */
 import { expect, it } from 'vitest';
-import { watchContainerLives } from '../support/container-lives.js';
+import { followContainerLives } from '../../scripts/lib/container-lives.js';
 import { describeDocker, waitFor } from '../support/docker.js';
 import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';
 import { playTwelveThroughFour } from '../support/fifo-scenario.js';
@@ -12,7 +12,7 @@ describeDocker('admission on real Docker', () => {
   const s = suiteServer({ maxConcurrentEnvs: 4 });
 
   it('12 concurrent resets with 4 slots: all complete, in arrival order, never more than 4 env containers', async () => {
-    const lives = watchContainerLives(`${INSTANCE_LABEL}=${s.instance}`);
+    const lives = followContainerLives(`${INSTANCE_LABEL}=${s.instance}`);
     const fifo = await playTwelveThroughFour(s.app, s.url);
     await waitFor(() => s.app.openenv.admission.activeCount === 0);
     const { peak, starts } = await lives.stop();

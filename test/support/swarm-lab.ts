@@ -3,7 +3,8 @@
  * up (the tests fail otherwise); elsewhere, without root or the tools, the suites skip loudly.
  */
 import { describe, it } from 'vitest';
-import { followContainerLives, LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
+import { followContainerLives } from '../../scripts/lib/container-lives.js';
+import { LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { IN_CI } from './docker.js';
 
