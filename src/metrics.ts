@@ -139,7 +139,7 @@ export class Metrics {
     });
     new Gauge({
       name: `${prefix}deploys_in_flight`,
-      help: 'Env deploys running (--max-concurrent-deploys caps it), pool refills included',
+      help: 'Env deploys running (--max-concurrent-deploys caps it), pool refills and network-stock refills included',
       registers: [r],
       collect() {
         this.set(sources.deploysInFlight?.() ?? 0);
@@ -147,7 +147,7 @@ export class Metrics {
     });
     new Gauge({
       name: `${prefix}deploys_waiting`,
-      help: 'Env deploys waiting for a turn under --max-concurrent-deploys',
+      help: 'Env deploys waiting for a turn under --max-concurrent-deploys, pool refills and network-stock refills included',
       registers: [r],
       collect() {
         this.set(sources.deploysWaiting?.() ?? 0);

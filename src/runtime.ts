@@ -167,8 +167,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
         log.info({ event: 'startup_sweep', instance: opts.instance }, 'nothing left behind by a previous run');
       }
     }
-    // networks are made ahead of demand while the images build
-    if (!manager.isDraining) sandbox.prepare?.();
+    // networks are made ahead of demand while the images build, each in a refill turn of
+    // --max-concurrent-deploys: resets go first, so a burst larger than the stock is not slowed
+    // by its refills
+    if (!manager.isDraining) sandbox.prepare?.((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
     await catalog.buildAll();
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {

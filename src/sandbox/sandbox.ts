@@ -120,6 +120,13 @@ export interface ImageBuildRequest {
   onProgress?: (line: string) => void;
 }
 
+/**
+ * Runs one creation of what a sandbox makes ahead of demand when the engine can spare it, or
+ * rejects with an AbortError if `signal` aborts first. The server's: a refill turn of
+ * --max-concurrent-deploys. Without one, creations run at once.
+ */
+export type StockTurn = <T>(fn: () => Promise<T>, signal: AbortSignal) => Promise<T>;
+
 export interface Sandbox {
   /** resolves when the engine answers; rejects with a SandboxError('engine_error') otherwise */
   ping(): Promise<void>;
@@ -146,10 +153,12 @@ export interface Sandbox {
   /** episode networks this sandbox currently holds for episodes (not those made ahead of demand) */
   networksInUse(): number;
   /**
-   * Begins making resources ahead of demand (the Docker sandbox's network stock). Called once the
-   * start sweep is done, which would remove them. Optional: a sandbox without a stock needs none.
+   * Begins making resources ahead of demand (the Docker sandbox's network stock), each creation in
+   * a `turn` when given (the server's: a refill turn of --max-concurrent-deploys, so that resets go
+   * first). Called once the start sweep is done, which would remove them. Optional: a sandbox
+   * without a stock needs none.
    */
-  prepare?(): void;
+  prepare?(turn?: StockTurn): void;
   /**
    * Stops making resources ahead of demand and removes what prepare() made that nobody took.
    * Called when the drain begins, so that removing them falls within --shutdown-timeout rather

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { NetworkStock, STOCK_KEY_PREFIX } from '../../src/sandbox/engine/network-stock.js';
 import { silentLogger } from '../../src/sandbox/engine/logger.js';
+import { DeployLimiter } from '../../src/episodes/deploy-limiter.js';
 import { waitFor } from '../support/docker.js';
 
 /** fake engine: networks it holds by key; creations can be held back or made to fail */
@@ -164,6 +165,59 @@ describe('NetworkStock', () => {
     expect(engine.created).toEqual([]);
     expect(stock.stats().missed).toBe(0);
     await stock.close();
+  });
+
+  it("in the server's turns (refill turns of --max-concurrent-deploys), each refill waits while a reset waits", async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 2);
+    const deploys = new DeployLimiter({ limit: 1 });
+    // a reset deploying, and another waiting for its turn
+    let endFirst!: () => void;
+    const first = deploys.run(() => new Promise<void>((r) => (endFirst = r)), { priority: 'reset' });
+    let secondRan = false;
+    let endSecond!: () => void;
+    const second = deploys.run(
+      () =>
+        new Promise<void>((r) => {
+          secondRan = true;
+          endSecond = r;
+        }),
+      { priority: 'reset' },
+    );
+    stock.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toEqual([]);
+    // waiting for a turn is nothing on the engine: not held, not counted as making
+    expect(stock.held).toBe(0);
+    endFirst();
+    await first;
+    // the freed turn went to the waiting reset, not to the refill queued before it ended
+    await waitFor(() => secondRan, 5000, 'the second reset ran');
+    expect(engine.created).toEqual([]);
+    endSecond();
+    await second;
+    await waitFor(() => stock.ready === 2, 5000, 'the stock full once no reset waits');
+    expect(deploys.peak).toBe(1);
+    await stock.close();
+  });
+
+  it('closed while a refill waits for its turn: that refill makes nothing and is no failure', async () => {
+    const engine = fakeEngine();
+    const logged: string[] = [];
+    const log = { ...silentLogger, warn: (_o: object, msg?: string) => void logged.push(msg ?? '') };
+    const stock = new NetworkStock<{ id: string }>({ size: 1, what: 'network', log, create: engine.create, remove: engine.remove });
+    const deploys = new DeployLimiter({ limit: 1 });
+    let end!: () => void;
+    const busy = deploys.run(() => new Promise<void>((r) => (end = r)), { priority: 'reset' });
+    stock.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
+    await new Promise((r) => setTimeout(r, 20));
+    await stock.close();
+    end();
+    await busy;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toEqual([]);
+    expect(logged).toEqual([]);
+    expect(deploys.waiting).toBe(0);
   });
 
   it('refuses a size that is not a whole number', () => {

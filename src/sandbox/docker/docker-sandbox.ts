@@ -13,6 +13,7 @@ import {
   type EnvSpec,
   type ImageBuildRequest,
   type Sandbox,
+  type StockTurn,
   type SweepResult,
   type TeardownOptions,
 } from '../sandbox.js';
@@ -162,9 +163,9 @@ export class DockerSandbox implements Sandbox {
   }
 
   /** begins making networks ahead of demand; after the start sweep, which would remove them */
-  prepare(): void {
+  prepare(turn?: StockTurn): void {
     this.assertOpen();
-    this.stock.start();
+    this.stock.start(turn);
   }
 
   /** stops the stock and removes the networks nobody took (the drain calls it first; close() does it too) */

@@ -7,15 +7,17 @@
  * - Keys: a stocked network is made under a key of its own, `net-<uuid>`, labelled on it as its
  *   episode label, so the start sweep and the reconciler find it like any labelled resource. The
  *   sandbox that takes one records which episode took which key.
- * - Refills run one at a time (`parallel`), so the stock adds one network operation at a time to the
- *   engine's load (in a burst larger than the stock, that still competes with the deploys);
- *   a failed creation pauses the refills with a doubling backoff instead of retrying in a loop.
+ * - Refills run one at a time (`parallel`), each in a turn the server gives (`start(turn)`: a refill
+ *   turn of --max-concurrent-deploys, which waits while any reset waits), so in a burst larger than
+ *   the stock the refills wait for the burst instead of competing with its deploys; a failed
+ *   creation pauses the refills with a doubling backoff instead of retrying in a loop.
  * - The stock counts against nothing a user sees: not the env cap, not the networks in use.
  * - close(): no refill starts after it; creations in flight finish and, like every ready network,
  *   are removed.
  */
 import { randomUUID } from 'node:crypto';
 import { NETWORK_STOCK } from '../../defaults.js';
+import type { StockTurn } from '../sandbox.js';
 import type { SandboxLogger } from './logger.js';
 
 export const STOCK_KEY_PREFIX = 'net-';
@@ -47,6 +49,8 @@ export function episodeIdsOf(labels: string[], stock: { holds(key: string): bool
   return [...new Set(ids)];
 }
 
+const atOnce: StockTurn = (fn) => fn();
+
 export interface Stocked<N> {
   key: string;
   net: N;
@@ -57,8 +61,12 @@ export class NetworkStock<N> {
   private readonly opts: NetworkStockOptions<N>;
   private readonly parallel: number;
   private readonly readyNets: Stocked<N>[] = [];
-  /** keys whose creation is in flight */
+  /** keys whose creation waits for its turn or is in flight */
   private readonly making = new Map<string, Promise<void>>();
+  /** of those, the keys still waiting for a turn (nothing of them on the engine yet) */
+  private readonly waitingTurn = new Set<string>();
+  private turn: StockTurn = atOnce;
+  private readonly stopping = new AbortController();
   private started = false;
   private closed = false;
   private failures = 0;
@@ -75,10 +83,11 @@ export class NetworkStock<N> {
     this.parallel = Math.max(1, opts.parallel ?? NETWORK_STOCK.parallel);
   }
 
-  /** begins filling; call after the start sweep (which would remove what the stock made) */
-  start(): void {
+  /** begins filling, each creation in a `turn` (default: at once); call after the start sweep, which would remove what the stock made */
+  start(turn?: StockTurn): void {
     if (this.started || this.closed) return;
     this.started = true;
+    if (turn) this.turn = turn;
     this.fill();
   }
 
@@ -101,9 +110,9 @@ export class NetworkStock<N> {
     return this.readyNets.length;
   }
 
-  /** stocked networks that exist or may exist on the engine, ready or being made */
+  /** stocked networks that exist or may exist on the engine, ready or being made (not those waiting for a turn) */
   get held(): number {
-    return this.readyNets.length + this.making.size;
+    return this.readyNets.length + this.making.size - this.waitingTurn.size;
   }
 
   stats(): { size: number; ready: number; making: number; made: number; taken: number; missed: number } {
@@ -115,7 +124,11 @@ export class NetworkStock<N> {
     if (Date.now() < this.pausedUntil) return;
     while (this.readyNets.length + this.making.size < this.size && this.making.size < this.parallel) {
       const key = `${STOCK_KEY_PREFIX}${randomUUID()}`;
-      const made = this.opts.create(key).then(
+      this.waitingTurn.add(key);
+      const made = this.turn(() => {
+        this.waitingTurn.delete(key);
+        return this.opts.create(key);
+      }, this.stopping.signal).then(
         (net) => {
           this.making.delete(key);
           this.madeCount++;
@@ -126,6 +139,8 @@ export class NetworkStock<N> {
         },
         (err: unknown) => {
           this.making.delete(key);
+          // closed while it waited for its turn: nothing was made
+          if (this.waitingTurn.delete(key) && this.closed) return;
           this.failures++;
           const pauseMs = Math.min(
             (this.opts.backoffBaseMs ?? NETWORK_STOCK.backoffBaseMs) * 2 ** (this.failures - 1),
@@ -166,9 +181,10 @@ export class NetworkStock<N> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.stopping.abort(new Error('the network stock is closing'));
     if (this.resumeTimer) clearTimeout(this.resumeTimer);
     this.resumeTimer = null;
-    // a creation finishing after this point removes its own network (see fill)
+    // a creation waiting for its turn gives it up; one finishing after this point removes its own network (see fill)
     await Promise.all([...this.making.values()]);
     const left = this.readyNets.splice(0);
     await Promise.all(left.map((s) => this.discard(s)));

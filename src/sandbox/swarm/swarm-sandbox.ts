@@ -14,6 +14,7 @@ import {
   type EnvSpec,
   type ImageBuildRequest,
   type Sandbox,
+  type StockTurn,
   type SweepResult,
   type TeardownOptions,
 } from '../sandbox.js';
@@ -170,9 +171,9 @@ export class SwarmSandbox implements Sandbox {
   }
 
   /** begins making overlays ahead of demand; after the start sweep, which would remove them */
-  prepare(): void {
+  prepare(turn?: StockTurn): void {
     this.assertOpen();
-    this.stock.start();
+    this.stock.start(turn);
   }
 
   /** stops the stock and removes its overlays (the drain calls it; close() waits for the same removal) */
