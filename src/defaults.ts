@@ -84,8 +84,9 @@ export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 8;
 /**
  * Episode networks made ahead of demand (--network-stock, src/sandbox/engine/network-stock.ts).
  * Unset, the stock is min(--max-concurrent-envs, defaultMax): a burst of resets up to the cap
- * finds its networks made. Refills run `parallel` at a time, one network operation beside the deploys; a
- * failed creation pauses them (backoffBaseMs, doubling up to backoffMaxMs).
+ * finds its networks made. Refills run `parallel` at a time, each in a refill turn of
+ * --max-concurrent-deploys (resets go first); a failed creation pauses them (backoffBaseMs,
+ * doubling up to backoffMaxMs).
  */
 export const NETWORK_STOCK = { defaultMax: 64, parallel: 1, backoffBaseMs: 1000, backoffMaxMs: 60_000 } as const;
 

@@ -7,7 +7,8 @@ import { LABELS } from '../../src/sandbox/sandbox.js';
 import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
 import type { BenchContext } from './context.js';
-import { atMost, burst, sustained, type SustainedRate } from './load.js';
+import { DeployLimiter } from '../../src/episodes/deploy-limiter.js';
+import { burst, sustained, type SustainedRate } from './load.js';
 import { BENCH_TASK, type BenchServer } from './server.js';
 import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
 
@@ -80,13 +81,14 @@ export async function sustainedBare(
   networks: BareNetworks,
   startsAtOnce = Infinity,
 ): Promise<SustainedRate> {
-  const starting = atMost(startsAtOnce);
+  // the server's own deploy limiter, so the baseline holds its starts as the server holds its deploys
+  const starts = new DeployLimiter({ limit: startsAtOnce });
   const premade = networks === 'premade' ? await Promise.all(Array.from({ length: load.concurrency }, (_, slot) => bareNetwork(ctx, `slot${slot}`))) : [];
   try {
     const what = `sustained, bare run/rm (${networks}${startsAtOnce < Infinity ? `, ${startsAtOnce} starts at once` : ''})`;
     return await sustained(ctx, what, load, async (k, slot) => {
       const fresh = networks === 'fresh' ? await bareNetwork(ctx, `n${k}`) : null;
-      const { id, ip } = await starting(() => bareStart(ctx, image, fresh?.id ?? premade[slot]?.id));
+      const { id, ip } = await starts.run(() => bareStart(ctx, image, fresh?.id ?? premade[slot]?.id), { priority: 'reset' });
       await fetch(`http://${ip}:8000/reset`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

@@ -54,24 +54,3 @@ export async function burst<T>(ctx: BenchContext, what: string, size: number, on
     stop();
   }
 }
-
-/**
- * At most `n` runs of the returned function's argument at once, the others waiting in arrival
- * order (as the server's --max-concurrent-deploys holds deploys); `n` = Infinity: no bound.
- */
-export function atMost(n: number): <T>(f: () => Promise<T>) => Promise<T> {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  return async (f) => {
-    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
-    else running++;
-    try {
-      return await f();
-    } finally {
-      // the turn passes straight to the next waiter, so a newcomer cannot jump the queue
-      const next = waiting.shift();
-      if (next) next();
-      else running--;
-    }
-  };
-}

@@ -95,3 +95,58 @@ describe('DeployLimiter', () => {
     expect(lim.peak).toBe(3);
   });
 });
+
+describe('DeployLimiter as the bench baseline uses it (one priority, FIFO)', () => {
+  const atMost = (n: number) => {
+    const lim = new DeployLimiter({ limit: n });
+    return <T>(f: () => Promise<T>) => lim.run(f, { priority: 'reset' });
+  };
+
+  it('runs at most n at once, the others in arrival order, and passes results and errors through', async () => {
+    const limit = atMost(2);
+    let live = 0;
+    let peak = 0;
+    const began: number[] = [];
+    const gates = Array.from({ length: 5 }, () => {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      return { promise, resolve };
+    });
+    const runs = gates.map((g, i) =>
+      limit(async () => {
+        began.push(i);
+        peak = Math.max(peak, ++live);
+        await g.promise;
+        live--;
+        if (i === 3) throw new Error('run 3 failed');
+        return i;
+      }),
+    );
+    await new Promise((r) => setImmediate(r));
+    expect(began).toEqual([0, 1]);
+    gates[1]!.resolve();
+    await new Promise((r) => setImmediate(r));
+    expect(began).toEqual([0, 1, 2]);
+    for (const g of gates) g.resolve();
+    const settled = await Promise.allSettled(runs);
+    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual([0, 1, 2, 'run 3 failed', 4]);
+    expect(began).toEqual([0, 1, 2, 3, 4]);
+    expect(peak).toBe(2);
+  });
+
+  it('with Infinity, bounds nothing', async () => {
+    const limit = atMost(Infinity);
+    let live = 0;
+    let peak = 0;
+    await Promise.all(
+      Array.from({ length: 20 }, () =>
+        limit(async () => {
+          peak = Math.max(peak, ++live);
+          await new Promise((r) => setImmediate(r));
+          live--;
+        }),
+      ),
+    );
+    expect(peak).toBe(20);
+  });
+});

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { cdfSvg } from '../../scripts/bench/charts.js';
 import { benchContext } from '../../scripts/bench/context.js';
-import { atMost, burst, sustained } from '../../scripts/bench/load.js';
+import { burst, sustained } from '../../scripts/bench/load.js';
 import { statsMemoryBytes } from '../../scripts/bench/engine.js';
 import { percentile, summarizeBurst } from '../../scripts/bench/stats.js';
 
@@ -123,55 +123,5 @@ describe("docker stats' memory figure", () => {
     expect(statsMemoryBytes({ memory_stats: { usage: 1000 } })).toBe(1000);
     // a container that stopped meanwhile answers with no memory figures
     expect(statsMemoryBytes({})).toBe(0);
-  });
-});
-
-describe('atMost', () => {
-  it('runs at most n at once, the others in arrival order, and passes results and errors through', async () => {
-    const limit = atMost(2);
-    let live = 0;
-    let peak = 0;
-    const began: number[] = [];
-    const gates = Array.from({ length: 5 }, () => {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => (resolve = r));
-      return { promise, resolve };
-    });
-    const runs = gates.map((g, i) =>
-      limit(async () => {
-        began.push(i);
-        peak = Math.max(peak, ++live);
-        await g.promise;
-        live--;
-        if (i === 3) throw new Error('run 3 failed');
-        return i;
-      }),
-    );
-    await new Promise((r) => setImmediate(r));
-    expect(began).toEqual([0, 1]);
-    gates[1]!.resolve();
-    await new Promise((r) => setImmediate(r));
-    expect(began).toEqual([0, 1, 2]);
-    for (const g of gates) g.resolve();
-    const settled = await Promise.allSettled(runs);
-    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual([0, 1, 2, 'run 3 failed', 4]);
-    expect(began).toEqual([0, 1, 2, 3, 4]);
-    expect(peak).toBe(2);
-  });
-
-  it('with Infinity, bounds nothing', async () => {
-    const limit = atMost(Infinity);
-    let live = 0;
-    let peak = 0;
-    await Promise.all(
-      Array.from({ length: 20 }, () =>
-        limit(async () => {
-          peak = Math.max(peak, ++live);
-          await new Promise((r) => setImmediate(r));
-          live--;
-        }),
-      ),
-    );
-    expect(peak).toBe(20);
   });
 });

@@ -169,8 +169,8 @@ export class DockerSandbox implements Sandbox {
   }
 
   /** stops the stock and removes the networks nobody took (the drain calls it first; close() does it too) */
-  async unprepare(): Promise<void> {
-    await this.stock.close();
+  unprepare(): Promise<void> {
+    return this.stock.close();
   }
 
   /** an episode network on a fresh subnet, joined by the server's container when it has one */

@@ -13,7 +13,7 @@
  *   creation pauses the refills with a doubling backoff instead of retrying in a loop.
  * - The stock counts against nothing a user sees: not the env cap, not the networks in use.
  * - close(): no refill starts after it; creations in flight finish and, like every ready network,
- *   are removed.
+ *   are removed; a second close() waits for the same removal.
  */
 import { randomUUID } from 'node:crypto';
 import { NETWORK_STOCK } from '../../defaults.js';
@@ -69,6 +69,7 @@ export class NetworkStock<N> {
   private readonly stopping = new AbortController();
   private started = false;
   private closed = false;
+  private closing: Promise<void> | null = null;
   private failures = 0;
   private pausedUntil = 0;
   private resumeTimer: NodeJS.Timeout | null = null;
@@ -112,11 +113,16 @@ export class NetworkStock<N> {
 
   /** stocked networks that exist or may exist on the engine, ready or being made (not those waiting for a turn) */
   get held(): number {
-    return this.readyNets.length + this.making.size - this.waitingTurn.size;
+    return this.readyNets.length + this.creating;
+  }
+
+  /** creations past their turn, on the engine now */
+  private get creating(): number {
+    return this.making.size - this.waitingTurn.size;
   }
 
   stats(): { size: number; ready: number; making: number; made: number; taken: number; missed: number } {
-    return { size: this.size, ready: this.readyNets.length, making: this.making.size, made: this.madeCount, taken: this.takenCount, missed: this.missedCount };
+    return { size: this.size, ready: this.readyNets.length, making: this.creating, made: this.madeCount, taken: this.takenCount, missed: this.missedCount };
   }
 
   private fill(): void {
@@ -177,9 +183,15 @@ export class NetworkStock<N> {
     }
   }
 
-  /** stops refilling, waits for creations in flight, removes every network nobody took */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Stops refilling, waits for creations in flight, removes every network nobody took. Every call
+   * (the drain's, then the sandbox's close) waits for that same removal.
+   */
+  close(): Promise<void> {
+    return (this.closing ??= this.removeAll());
+  }
+
+  private async removeAll(): Promise<void> {
     this.closed = true;
     this.stopping.abort(new Error('the network stock is closing'));
     if (this.resumeTimer) clearTimeout(this.resumeTimer);

@@ -98,7 +98,6 @@ export class SwarmSandbox implements Sandbox {
   private readonly stock: NetworkStock<EpisodeOverlay>;
   /** episode id → the key of the stocked overlay it took (labelled with the key, not the episode) */
   private readonly stockTaken = new Map<string, string>();
-  private stockClosed: Promise<void> | null = null;
   private readonly lock: InstanceLock;
   private closed = false;
 
@@ -178,7 +177,7 @@ export class SwarmSandbox implements Sandbox {
 
   /** stops the stock and removes its overlays (the drain calls it; close() waits for the same removal) */
   unprepare(): Promise<void> {
-    return (this.stockClosed ??= this.stock.close());
+    return this.stock.close();
   }
 
   /**
