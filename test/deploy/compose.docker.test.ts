@@ -13,11 +13,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../support/docker.js';
+import { containerNetworkIds, describeDocker, IN_CI, LOCAL_NODE_IMAGE, labelledResources, uniqueInstance } from '../support/docker.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { get, playEchoEpisode } from './helpers.js';
 import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 import { freePort } from '../../scripts/lib/free-port.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 const ROOT = process.cwd();
 const LOCAL_NGINX_IMAGE = process.env.OPENENV_TEST_NGINX_IMAGE ?? 'openenv-local/nginx:1';
@@ -46,15 +47,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** waits until the server's network stock is full (no network being made) and says its size */
 async function waitForStock(url: string, token: string): Promise<number> {
-  const t = Date.now();
-  for (;;) {
-    const fams = parsePrometheusText((await get(`${url}/metrics`, { token })).body);
-    const size = valueOf(fams, 'openenv_network_stock_size');
-    const ready = valueOf(fams, 'openenv_network_stock_ready');
-    if (size !== undefined && size > 0 && ready === size) return size;
-    if (Date.now() - t > 30_000) throw new Error(`the network stock did not fill: ${ready} of ${size} ready`);
-    await sleep(200);
-  }
+  let size: number | undefined;
+  await waitFor(
+    async () => {
+      const fams = parsePrometheusText((await get(`${url}/metrics`, { token })).body);
+      size = valueOf(fams, 'openenv_network_stock_size');
+      return size !== undefined && size > 0 && valueOf(fams, 'openenv_network_stock_ready') === size;
+    },
+    30_000,
+    'the network stock full',
+    200,
+  );
+  return size!;
 }
 
 function imageExists(ref: string): boolean {
@@ -230,12 +234,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       // the server's own container
       const envs = labelledResources(`io.openenv.bundle-server.episode=${episodeId}`).containers;
       expect(envs).toHaveLength(1);
-      const nets = Object.values(
-        JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', envs[0]!], { encoding: 'utf8' })) as Record<
-          string,
-          { NetworkID: string }
-        >,
-      ).map((n) => n.NetworkID);
+      const nets = containerNetworkIds(envs[0]!);
       expect(nets).toHaveLength(1);
       const members = JSON.parse(execFileSync('docker', ['network', 'inspect', '-f', '{{json .Containers}}', nets[0]!], { encoding: 'utf8' }));
       expect(Object.keys(members)).toContain(serverId);
@@ -249,8 +248,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       // torn down: the network and the env are gone, the server left the network first (what is
       // left of the instance is its network stock, none of it this episode's)
       const gone = () => !execFileSync('docker', ['network', 'ls', '-q', '--no-trunc'], { encoding: 'utf8' }).includes(nets[0]!);
-      for (let i = 0; i < 40 && !gone(); i++) await sleep(250);
-      expect(gone()).toBe(true);
+      await waitFor(gone, 10_000, "the episode's network removed", 250);
       expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toEqual([]);
     } finally {
       await c.close();

@@ -1,7 +1,6 @@
 /** A real server process: SIGTERM drains and exits 0 leaving nothing; after SIGKILL a restart sweeps. */
-import { execFileSync } from 'node:child_process';
 import { expect, it } from 'vitest';
-import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../support/docker.js';
+import { containerNetworkIds, describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../support/docker.js';
 import { spawnServer } from '../support/serve-process.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../support/docker-server.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
@@ -85,12 +84,7 @@ describeDocker('the server process and its signals', () => {
     const c = await WsClient.open(first.url);
     const episodeId = (await c.reset({ task_id: 'fx-echo-0' })).data.observation.episode_id as string;
     const [env] = labelledResources(`${EPISODE_LABEL}=${episodeId}`).containers;
-    const envNets = Object.values(
-      JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', env!], { encoding: 'utf8' })) as Record<
-        string,
-        { NetworkID: string }
-      >,
-    ).map((n) => n.NetworkID.slice(0, 12));
+    const envNets = containerNetworkIds(env!).map((id) => id.slice(0, 12));
     // the episode's env sits on a network the stock had made before the reset
     expect(envNets).toHaveLength(1);
     expect(stocked).toContain(envNets[0]);

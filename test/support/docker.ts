@@ -73,6 +73,15 @@ export function labelledResources(label: string): { containers: string[]; networ
   };
 }
 
+/** the full ids of the networks a container is attached to */
+export function containerNetworkIds(containerId: string): string[] {
+  const nets = JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .NetworkSettings.Networks}}', containerId], { encoding: 'utf8' })) as Record<
+    string,
+    { NetworkID: string }
+  >;
+  return Object.values(nets).map((n) => n.NetworkID);
+}
+
 /** container ids labelled `label`, without blocking the event loop (the server under test shares it) */
 export async function labelledContainersAsync(label: string): Promise<string[]> {
   const { execFile } = await import('node:child_process');
