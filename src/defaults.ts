@@ -155,6 +155,11 @@ export const SHUTDOWN_RELEASE_MS = 3000;
 /** `openenv-bundle check`: the seed of every play, and tasks played per (split, toolset) unless `--tasks` says otherwise. */
 export const CHECK_SEED = 1234;
 export const CHECK_TASKS_PER_GROUP = 3;
+/**
+ * `check`: every run claims a fresh instance name with this prefix; each run's start-up removes
+ * what dead runs under such names left (a killed check's envs, networks and lock marker).
+ */
+export const CHECK_INSTANCE_PREFIX = 'check-';
 /** `check`: envs it runs at once unless `--concurrency` says otherwise (a laptop's two cores). */
 export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */

@@ -5,9 +5,8 @@
  * prompt rows (see src/rows/). Exit 0 when written, 1 when the server or OUT fails (one line
  * says why), 2 for a command line to fix.
  */
-import { realpathSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 import { parseRowsArgs, ROWS_USAGE, RowsError, ttyProgress, UsageError, writeRows } from './rows/index.js';
+import { isEntryPoint, runAsProcess } from './cli/process-entry.js';
 
 export interface RowsIo {
   stdout: { write(s: string): unknown };
@@ -45,8 +44,4 @@ export async function main(argv: string[], io: RowsIo): Promise<number> {
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
-  void main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
-    process.exitCode = code;
-  });
-}
+if (isEntryPoint(import.meta.url)) runAsProcess(() => main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }));

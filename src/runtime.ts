@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, networkStockSize, type ServerOptions } from './config.js';
-import { DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
+import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/admission.js';
 import { DeployLimiter } from './episodes/deploy-limiter.js';
 import { WarmPool } from './episodes/pool.js';
@@ -157,6 +157,14 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // before anything is swept: refuses to start while a live server holds this instance name
     await sandbox.claimInstance?.();
     if (ro.sweepOnStart !== false) {
+      // `check` runs under a fresh name each time: what a killed one left is nobody's to sweep but ours
+      const abandoned = await sandbox.sweepAbandoned?.(CHECK_INSTANCE_PREFIX);
+      if (abandoned && abandoned.instances.length > 0) {
+        log.warn(
+          { event: 'abandoned_sweep', ...abandoned },
+          `removed ${abandoned.containers.length} container(s) and ${abandoned.networks.length} network(s) that dead runs of ${abandoned.instances.join(', ')} left behind`,
+        );
+      }
       const swept = await sandbox.sweep();
       if (swept.containers.length || swept.networks.length) {
         log.warn(

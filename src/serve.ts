@@ -5,8 +5,7 @@
  * drains (no new episodes, waiting resets told why, every episode torn down) and exits 0.
  * The only file that listens.
  */
-import { readFileSync, realpathSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -15,6 +14,7 @@ import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSch
 import { checkRecordDir } from './episodes/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from './defaults.js';
 import { loggerHygiene } from './logging.js';
+import { exitWith, isEntryPoint, runAsProcess } from './cli/process-entry.js';
 
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
 const MULTIPLE = new Set(['buildArg']);
@@ -184,7 +184,7 @@ export async function serveMain(argv: string[]): Promise<number> {
   const exit = async (code: number): Promise<never> => {
     const released = app.openenv.sandbox.releaseInstance?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not release the instance name'));
     await Promise.race([released, new Promise((r) => setTimeout(r, SHUTDOWN_RELEASE_MS).unref())]);
-    process.exit(code);
+    exitWith(code);
   };
 
   let stopping = false;
@@ -254,8 +254,4 @@ export async function serveMain(argv: string[]): Promise<number> {
 }
 
 // run only as the entry point (tests import parseCli and helpText)
-if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
-  void serveMain(process.argv.slice(2)).then((code) => {
-    process.exitCode = code;
-  });
-}
+if (isEntryPoint(import.meta.url)) runAsProcess(() => serveMain(process.argv.slice(2)));

@@ -12,7 +12,7 @@ import { pino, type Logger } from 'pino';
 import { END_TURN, type LoadedBundle, type Task } from '../bundle/index.js';
 import type { GoldenStep, ScoreDeclaration } from '../bundle/schema.js';
 import { OptionsSchema } from '../config.js';
-import { CHECK_CONCURRENCY, CHECK_SEED, SCORE_TOLERANCE } from '../defaults.js';
+import { CHECK_CONCURRENCY, CHECK_INSTANCE_PREFIX, CHECK_SEED, SCORE_TOLERANCE } from '../defaults.js';
 import { DeployFailedError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { CallObservation, Ending, Failure } from '../protocol/observations.js';
@@ -160,7 +160,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   const concurrency = opts.concurrency ?? CHECK_CONCURRENCY;
   const log = opts.log ?? pino({ level: 'silent' });
   const options = OptionsSchema.parse({
-    instance: `check-${randomBytes(4).toString('hex')}`,
+    instance: `${CHECK_INSTANCE_PREFIX}${randomBytes(4).toString('hex')}`,
     maxConcurrentEnvs: concurrency,
     maxConcurrentDeploys: concurrency,
     logLevel: 'silent',

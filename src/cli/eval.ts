@@ -8,6 +8,7 @@ import { EVAL_USAGE, parseEvalArgs } from '../eval/args.js';
 import { EvalError, runEval, ttyEvalProgress } from '../eval/run.js';
 import { formatSummary } from '../eval/summary.js';
 import { EXIT, UsageError, type CliIo, type Subcommand } from './command.js';
+import { exitWith } from './process-entry.js';
 
 export interface EvalRunOptions {
   /** aborts the run as Ctrl-C does (tests); the process's SIGINT is listened to besides */
@@ -31,7 +32,7 @@ export async function evalMain(argv: string[], io: CliIo, opts: EvalRunOptions =
   }
   const stop = new AbortController();
   const onSigint = () => {
-    if (stop.signal.aborted) process.exit(130);
+    if (stop.signal.aborted) exitWith(130);
     io.stderr.write('\ninterrupted: closing the episodes in play and writing what finished (Ctrl-C again to leave at once)\n');
     stop.abort(new Error('interrupted'));
   };

@@ -4,10 +4,9 @@
  * bundles. `openenv-bundle --help` lists the subcommands; `openenv-bundle NAME --help` prints one's
  * options. Exit codes: 0 ok, 1 problems found, 2 a command line to fix.
  */
-import { realpathSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 import { EXIT, processIo, type CliIo } from './command.js';
 import { SUBCOMMANDS } from './commands.js';
+import { isEntryPoint, runAsProcess } from './process-entry.js';
 
 export function overview(): string {
   const width = Math.max(...SUBCOMMANDS.map((c) => c.name.length)) + 2;
@@ -47,8 +46,4 @@ export async function cli(argv: string[], io: CliIo): Promise<number> {
   return sub.run(rest, io);
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
-  void cli(process.argv.slice(2), processIo()).then((code) => {
-    process.exitCode = code;
-  });
-}
+if (isEntryPoint(import.meta.url)) runAsProcess(() => cli(process.argv.slice(2), processIo()));

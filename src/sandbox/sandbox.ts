@@ -87,6 +87,13 @@ export interface SweepResult {
   networks: string[];
 }
 
+/** What sweepAbandoned removed: the instance names, and their containers and networks. */
+export interface AbandonedSweep {
+  instances: string[];
+  containers: string[];
+  networks: string[];
+}
+
 export type SandboxFailureReason =
   | 'deploy_timeout'
   | 'image_unavailable'
@@ -174,6 +181,12 @@ export interface Sandbox {
    * Held until close(). Optional: sandboxes without shared state need none.
    */
   claimInstance?(): Promise<void>;
+  /**
+   * Removes what dead servers under instance names starting with `prefix` left behind (each
+   * `openenv-bundle check` runs under a fresh name: a killed one's envs and lock are found this
+   * way), sparing names a live server holds. Optional.
+   */
+  sweepAbandoned?(prefix: string): Promise<AbandonedSweep>;
   /** gives the instance name back (close() does it too) */
   releaseInstance?(): Promise<void>;
   /** `fn(why)` once another server turns out to have held the instance name first: stop serving */

@@ -6,7 +6,9 @@
  */
 import Dockerode from 'dockerode';
 import {
+  LABELS,
   SandboxError,
+  type AbandonedSweep,
   type DeployRequest,
   type EnvDiagnosis,
   type EnvHandle,
@@ -26,7 +28,7 @@ import { fmtS } from '../../time.js';
 import { EnvWatcher } from './env-watch.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
 import { buildEnvImage, checkImage } from '../engine/image-build.js';
-import { InstanceLock, type InstanceLockOptions } from '../engine/instance-lock.js';
+import { abandonedInstances, InstanceLock, removeLockMarkers, type InstanceLockOptions } from '../engine/instance-lock.js';
 import type { Owner } from '../engine/labels.js';
 import { silentLogger, type SandboxLogger } from '../engine/logger.js';
 import { connectToNetwork } from '../engine/networks.js';
@@ -353,6 +355,35 @@ export class DockerSandbox implements Sandbox {
     if (removed.containers.length + removed.networks.length > 0) this.log.info({ instance: this.instance, ...removed }, 'swept leftover env resources');
     if (result.failed.length > 0) throw this.removalError(result, `instance ${this.instance}`);
     return removed;
+  }
+
+  /**
+   * Removes what dead servers of instance names starting with `prefix` left (containers, networks,
+   * lock markers), sparing every name a live server holds and this sandbox's own.
+   */
+  async sweepAbandoned(prefix: string): Promise<AbandonedSweep> {
+    this.assertOpen();
+    const filters = JSON.stringify({ label: [`${LABELS.managed}=1`] });
+    let found;
+    try {
+      const [containers, networks] = await Promise.all([this.docker.listContainers({ all: true, filters }), this.docker.listNetworks({ filters })]);
+      const seen = [...containers, ...networks].map((r) => r.Labels?.[LABELS.instance]).filter((i): i is string => typeof i === 'string');
+      found = (await abandonedInstances(this.docker, prefix, seen)).filter((a) => a.instance !== this.instance);
+    } catch (err) {
+      throw toSandboxError(err, `looking for what dead "${prefix}*" instances left`);
+    }
+    const out: AbandonedSweep = { instances: [], containers: [], networks: [] };
+    for (const { instance, markers } of found) {
+      const owned = await retry(() => listOwned(this.docker, instance), { attempts: 3, baseDelayMs: this.removeBaseDelayMs });
+      const result = await this.remove(owned);
+      if (result.failed.length > 0) throw this.removalError(result, `abandoned instance ${instance}`);
+      await removeLockMarkers(this.docker, markers);
+      out.instances.push(instance);
+      out.containers.push(...result.removed.containers.map((c) => c.id));
+      out.networks.push(...result.removed.networks.map((n) => n.id));
+    }
+    if (out.instances.length > 0) this.log.info({ ...out }, 'removed what dead servers left under instance names nobody holds');
+    return out;
   }
 
   /** a stocked network nobody took is no episode's; one an episode took is reported as that episode's */

@@ -113,7 +113,92 @@ function processGone(pid: number): boolean {
   }
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
+/** a wait the claim's caller awaits: it keeps the process alive (a command may have nothing else to wait on) */
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A holder whose newest beat is older than `missedBeats` of its own intervals. */
+function isStaleHolder(h: Pick<HolderInfo, 'heartbeat' | 'interval'>, missedBeats: number): boolean {
+  return Date.now() - h.heartbeat > h.interval * missedBeats;
+}
+
+/** A holder on this host, in this pid namespace, whose process is gone. */
+function isProvablyDead(h: Pick<HolderInfo, 'holder' | 'host' | 'pid' | 'pidns'>, host: string, pidns: string): boolean {
+  if (h.host !== host || !h.pidns || h.pidns !== pidns || !(h.pid > 0)) return false;
+  if (h.pid === process.pid) return !liveHolders.has(h.holder);
+  return processGone(h.pid);
+}
+
+/** Every holder of every instance name whose markers are on the engine, by instance, each by its newest marker. */
+async function holdersByInstance(docker: Dockerode, label: string): Promise<Map<string, HolderInfo[]>> {
+  const res = (await docker.listVolumes({ filters: JSON.stringify({ label: [label] }) })) as {
+    Volumes?: Array<{ Name: string; Labels?: Record<string, string> | null }> | null;
+  };
+  const byInstance = new Map<string, Map<string, HolderInfo>>();
+  for (const v of res.Volumes ?? []) {
+    const l = v.Labels ?? {};
+    const instance = l[LOCK_LABELS.lock];
+    if (instance === undefined) continue;
+    const holder = l[LOCK_LABELS.holder] ?? v.Name;
+    const info: HolderInfo = {
+      holder,
+      host: l[LOCK_LABELS.host] ?? '?',
+      pid: Number(l[LOCK_LABELS.pid] ?? 0),
+      pidns: l[LOCK_LABELS.pidns] ?? '',
+      heartbeat: Number(l[LOCK_LABELS.heartbeat] ?? 0) || 0,
+      interval: Number(l[LOCK_LABELS.interval] ?? 0) || 0,
+      since: Number(l[LOCK_LABELS.since] ?? 0) || 0,
+      markers: [v.Name],
+    };
+    const holders = byInstance.get(instance) ?? new Map<string, HolderInfo>();
+    byInstance.set(instance, holders);
+    const prev = holders.get(holder);
+    if (!prev) holders.set(holder, info);
+    else if (info.heartbeat > prev.heartbeat) holders.set(holder, { ...info, markers: [...prev.markers, v.Name] });
+    else prev.markers.push(v.Name);
+  }
+  return new Map([...byInstance].map(([i, h]) => [i, [...h.values()]]));
+}
+
+/** An instance name nobody alive holds, and the lock markers its dead holders left. */
+export interface AbandonedInstance {
+  instance: string;
+  markers: string[];
+}
+
+/**
+ * The instance names starting with `prefix` that no live server holds, among those with markers
+ * on the engine and `alsoSeen` (names read off labelled containers and networks: a resource whose
+ * instance has no marker at all is abandoned too). A holder is dead as the lock judges it: stale
+ * (missed `missedBeats` of its beats) or, on this host and pid namespace, its process gone.
+ * `openenv-bundle check` runs under a fresh name each time; this is how a later run finds what a
+ * killed one left.
+ */
+export async function abandonedInstances(docker: Dockerode, prefix: string, alsoSeen: Iterable<string> = [], missedBeats = 3): Promise<AbandonedInstance[]> {
+  const host = hostname();
+  const pidns = ownPidNamespace();
+  const holders = await holdersByInstance(docker, LOCK_LABELS.lock);
+  const names = new Set([...holders.keys(), ...alsoSeen].filter((i) => i.startsWith(prefix)));
+  const out: AbandonedInstance[] = [];
+  for (const instance of names) {
+    const hs = holders.get(instance) ?? [];
+    const alive = hs.some((h) => !(isStaleHolder({ heartbeat: h.heartbeat, interval: h.interval || 5_000 }, missedBeats) || isProvablyDead(h, host, pidns)));
+    if (!alive) out.push({ instance, markers: hs.flatMap((h) => h.markers) });
+  }
+  return out.sort((a, b) => a.instance.localeCompare(b.instance));
+}
+
+/** Removes lock markers by name; one already gone (or being removed) is success. */
+export async function removeLockMarkers(docker: Dockerode, names: string[]): Promise<void> {
+  await Promise.all(
+    names.map(async (n) => {
+      try {
+        await docker.getVolume(n).remove();
+      } catch (err) {
+        if (!isNotFound(err) && !isConflict(err)) throw err;
+      }
+    }),
+  );
+}
 
 export class InstanceLock {
   readonly holderId = randomBytes(6).toString('hex');
@@ -349,38 +434,16 @@ export class InstanceLock {
 
   /** every other holder, by its newest marker */
   private async otherHolders(): Promise<HolderInfo[]> {
-    const byHolder = new Map<string, HolderInfo>();
-    for (const m of await this.listMarkers()) {
-      const l = m.labels;
-      const holder = l[LOCK_LABELS.holder] ?? m.name;
-      if (holder === this.holderId) continue;
-      const info: HolderInfo = {
-        holder,
-        host: l[LOCK_LABELS.host] ?? '?',
-        pid: Number(l[LOCK_LABELS.pid] ?? 0),
-        pidns: l[LOCK_LABELS.pidns] ?? '',
-        heartbeat: Number(l[LOCK_LABELS.heartbeat] ?? 0) || 0,
-        interval: Number(l[LOCK_LABELS.interval] ?? 0) || this.heartbeatMs,
-        since: Number(l[LOCK_LABELS.since] ?? 0) || 0,
-        markers: [m.name],
-      };
-      const prev = byHolder.get(holder);
-      if (!prev) byHolder.set(holder, info);
-      else if (info.heartbeat > prev.heartbeat) byHolder.set(holder, { ...info, markers: [...prev.markers, m.name] });
-      else prev.markers.push(m.name);
-    }
-    return [...byHolder.values()];
+    const holders = (await holdersByInstance(this.docker, `${LOCK_LABELS.lock}=${this.opts.instance}`)).get(this.opts.instance) ?? [];
+    return holders.filter((h) => h.holder !== this.holderId).map((h) => ({ ...h, interval: h.interval || this.heartbeatMs }));
   }
 
   private isStale(h: HolderInfo): boolean {
-    return Date.now() - h.heartbeat > h.interval * this.missedBeats;
+    return isStaleHolder(h, this.missedBeats);
   }
 
-  /** a holder on this host, in this pid namespace, whose process is gone */
   private provablyDead(h: HolderInfo): boolean {
-    if (h.host !== this.host || !h.pidns || h.pidns !== this.pidns || !(h.pid > 0)) return false;
-    if (h.pid === process.pid) return !liveHolders.has(h.holder);
-    return processGone(h.pid);
+    return isProvablyDead(h, this.host, this.pidns);
   }
 
   /** removes the markers of dead holders; returns the others */
@@ -400,15 +463,7 @@ export class InstanceLock {
     return live;
   }
 
-  private async removeMarkers(names: string[]): Promise<void> {
-    await Promise.all(
-      names.map(async (n) => {
-        try {
-          await this.docker.getVolume(n).remove();
-        } catch (err) {
-          if (!isNotFound(err) && !isConflict(err)) throw err;
-        }
-      }),
-    );
+  private removeMarkers(names: string[]): Promise<void> {
+    return removeLockMarkers(this.docker, names);
   }
 }
