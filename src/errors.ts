@@ -1,8 +1,10 @@
 /**
- * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`) to WebSocket
- * error codes and HTTP statuses. Expected failures carry messages a person can act on. Why an env
- * failed (a Failure's reason) is decided in failures.ts.
+ * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`, `toRpcError`)
+ * to WebSocket error codes, HTTP statuses and JSON-RPC errors (both MCP flavours). Expected failures
+ * carry messages a person can act on. Why an env failed (a Failure's reason) is decided in
+ * failures.ts.
  */
+import { RpcCode, rpcError, type RpcError, type RpcId } from './protocol/jsonrpc.js';
 import type { Failure } from './protocol/observations.js';
 
 export type WsErrorCode = 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR' | 'EXECUTION_ERROR' | 'CAPACITY_REACHED' | 'SESSION_ERROR';
@@ -142,6 +144,17 @@ export class OwnedBySessionError extends ServerError {
   }
 }
 
+/** An answer as a JSON-RPC error, with its own code; thrown inside an MCP method, caught once (toRpcError). */
+export class RpcFailure extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
 /** WS `{"type":"error","data":{...}}`; anything unexpected becomes a message without internals. */
 export function toWsError(err: unknown): { type: 'error'; data: { code: WsErrorCode; message: string; [detail: string]: unknown } } {
   if (err instanceof ServerError) {
@@ -155,4 +168,24 @@ export function toHttpError(err: unknown): { status: number; body: Record<string
     return { status: err.httpStatus, body: { error: err.httpCode, message: err.message, ...err.details() } };
   }
   return { status: 500, body: { error: 'internal_error', message: 'internal error; see the server log' } };
+}
+
+/**
+ * A method's failure as a JSON-RPC error, for both MCP flavours: an RpcFailure as it says, bad
+ * input -32602, the server's refusals (capacity, shutting down, a failed deploy, an ended episode)
+ * -32000 with their details, anything else -32603 (logged to `log`, never shown).
+ */
+export function toRpcError(id: RpcId, e: unknown, method: string, log: { error(obj: object, msg?: string): void }): RpcError {
+  if (e instanceof RpcFailure) return rpcError(id, e.code, e.message, e.data);
+  if (e instanceof BadInputError || e instanceof NotFoundError) {
+    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${e.message}`, { error: e.httpCode });
+  }
+  if (e instanceof ServerError) {
+    // capacity, shutting down, a failed deploy, a step on an ended episode
+    const data = { error: e.httpCode, ...e.details() };
+    if (e instanceof CapacityError) Object.assign(data, { retry_after_s: e.capacity.retry_after_s });
+    return rpcError(id, RpcCode.SERVER_ERROR, e.message, data);
+  }
+  log.error({ err: e, method }, 'mcp request failed');
+  return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
 }

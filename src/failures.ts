@@ -1,12 +1,15 @@
 /**
  * Every failure reason, decided here and mapped once: what each means, whether a retry of the
  * episode may succeed, and the OpenEnv ToolErrorType a call gets when the failure cut it short.
- * The backends report what they saw (an exit state, a lost node, a readiness timeout); the episode
- * reports what its call got (no answer, a timeout, a bad reply); the verdicts below turn those into
- * a reason, in one place. A table test (test/failures.test.ts) goes over every reason.
+ * The sandboxes report what they saw, as facts in their own words (an exit state, a lost node, a
+ * readiness wait that ran out, an image the engine cannot get: SANDBOX_FACTS); the episode reports
+ * what its call got (no answer, a timeout, a bad reply); the verdicts below turn those into a
+ * reason, in one place. A table test (test/failures.test.ts) goes over every reason and fact.
+ *
+ * A ground-floor module: it imports the wire shapes and nothing of the sandbox, which imports it.
  */
-import type { EnvDiagnosis } from './sandbox/sandbox.js';
 import { FailureReasonSchema, type Failure, type FailurePhase, type FailureReason, type ToolErrorType } from './protocol/observations.js';
+import { fmtS } from './time.js';
 
 export interface ReasonMapping {
   /** a new episode of the same task may succeed (the env's or the server's trouble, not the task's) */
@@ -58,9 +61,82 @@ export function toolErrorType(f: Failure | null): ToolErrorType {
   return f ? FAILURE_REASONS[f.reason].toolErrorType : 'execution_error';
 }
 
-/** an env container that stopped: killed for its memory, or exited on its own */
-export function exitReason(state: { oomKilled: boolean }): 'env_oom' | 'env_crashed' {
-  return state.oomKilled ? 'env_oom' : 'env_crashed';
+/**
+ * What a sandbox saw go wrong, in its own words: a SandboxError carries one, and its reason is the
+ * one this table decides (a sandbox never names a reason).
+ */
+export const SANDBOX_FACTS = {
+  /** the env stopped on its own */
+  exited: 'env_crashed',
+  /** the kernel killed the env for reaching its memory limit */
+  oom_killed: 'env_oom',
+  /** the env was not ready, or its task had not even started, by its deploy timeout */
+  not_ready_in_time: 'deploy_timeout',
+  /** the engine has no image for the env and could not build, push or pull one */
+  no_image: 'image_unavailable',
+  /** no node of the cluster can ever hold the env (it asks for more than the largest has, or none is up) */
+  unplaceable: 'unschedulable',
+  /** the node the env ran on left the cluster */
+  node_gone: 'node_lost',
+  /** the engine failed a call or cannot be reached, or the sandbox is closed */
+  engine_failed: 'engine_error',
+} as const satisfies Record<string, FailureReason>;
+
+export type SandboxFact = keyof typeof SANDBOX_FACTS;
+/** the reasons a sandbox's facts decide */
+export type SandboxFailureReason = (typeof SANDBOX_FACTS)[SandboxFact];
+
+export function sandboxReason(fact: SandboxFact): SandboxFailureReason {
+  return SANDBOX_FACTS[fact];
+}
+
+/** How the wait for an env's readiness ended when the env did not get ready: facts, for notReadyVerdict. */
+export type NotReady =
+  /** it stopped: its exit code, and whether the kernel killed it for its memory (null: this engine cannot tell) */
+  | { kind: 'exited'; exitCode: number | null; oomKilled: boolean | null }
+  /** its deploy timeout passed while it ran: what GET <readyPath> last got (null: the wait never got to ask) */
+  | { kind: 'timeout'; lastAnswer: string | null };
+
+export interface NotReadyContext {
+  env: { name: string; port: number; readyPath: string; deployTimeoutMs: number; resources: { memoryMb: number } };
+  /** what runs the env, as the message calls it: container, task, process */
+  runs: string;
+  /** the address the ready path was asked at, when the message names it */
+  at?: string;
+}
+
+/**
+ * The deploy verdict of an env that was started and never got ready, for every sandbox: killed for
+ * its memory, exited, or not ready within its deploy timeout, with the message a person acts on.
+ */
+export function notReadyVerdict(outcome: NotReady, c: NotReadyContext): { fact: SandboxFact; message: string } {
+  const { env } = c;
+  if (outcome.kind === 'exited') {
+    if (outcome.oomKilled) {
+      return { fact: 'oom_killed', message: `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready` };
+    }
+    // an engine that cannot see the kill (the container ran on another node) can still read the code
+    const hint = outcome.oomKilled === null && outcome.exitCode === 137 ? ' (137: killed by SIGKILL, e.g. for reaching its memory limit)' : '';
+    return { fact: 'exited', message: `env \`${env.name}\` exited with code ${outcome.exitCode ?? '?'}${hint} before it was ready` };
+  }
+  return {
+    fact: 'not_ready_in_time',
+    message:
+      `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
+      (outcome.lastAnswer === null
+        ? `its ${c.runs} took the whole budget to start, before GET ${env.readyPath} could be tried`
+        : `GET ${env.readyPath} on port ${env.port}${c.at ? ` of ${c.at}` : ''} last got ${outcome.lastAnswer}`),
+  };
+}
+
+/** What a sandbox's look at an env says (its EnvDiagnosis), as envVerdict reads it. */
+export interface EnvLook {
+  running: boolean;
+  exitCode: number | null;
+  oomKilled: boolean;
+  logTail: string;
+  /** set when the node the env ran on is gone: what is known of it */
+  nodeGone?: string;
 }
 
 export interface EnvVerdict {
@@ -74,13 +150,18 @@ export interface EnvVerdict {
  * Why an env stopped answering, from the sandbox's look at it (null: the sandbox could not say):
  * its node lost, OOM-killed, exited, or (still running, or no word) unreachable.
  */
-export function envVerdict(d: EnvDiagnosis | null): EnvVerdict {
+export function envVerdict(d: EnvLook | null): EnvVerdict {
   if (!d) return { reason: 'env_unreachable', what: 'the env is unreachable', extra: {} };
-  if (d.failureReason === 'node_lost') return { reason: 'node_lost', what: `the env's node was lost: ${d.detail}`, extra: {} };
+  if (d.nodeGone !== undefined) return { reason: 'node_lost', what: `the env's node was lost: ${d.nodeGone}`, extra: {} };
   const extra = { exit_code: d.exitCode, log_tail: d.logTail };
   if (d.oomKilled) return { reason: 'env_oom', what: 'the env was killed for running out of memory', extra };
   if (d.running) return { reason: 'env_unreachable', what: 'the env is unreachable', extra };
   return { reason: 'env_crashed', what: `the env exited (code ${d.exitCode})`, extra };
+}
+
+/** the env is gone (exited, killed for its memory, its node lost), not merely silent: envVerdict says more than unreachable */
+export function envGone(d: EnvLook | null): boolean {
+  return d !== null && envVerdict(d).reason !== 'env_unreachable';
 }
 
 /** how a call to the env ended that got no usable answer, as env-client.ts's EnvCallError kinds say */
@@ -103,6 +184,11 @@ export function callVerdict(kind: CallErrorKind | null, envExited: boolean): { t
  */
 export function resetCallVerdict(kind: CallErrorKind): { reason: 'deploy_timeout' } | 'ask_env' {
   return kind === 'timeout' ? { reason: 'deploy_timeout' } : 'ask_env';
+}
+
+/** a deploy that threw what no sandbox fact explains (a bug, most likely): counted as the engine's, so a retry may succeed */
+export function unexplainedDeployFailure(e: unknown, ids: { episode_id: string; task_id: string }): Failure {
+  return makeFailure('engine_error', 'deploy', `deploy failed: ${(e as Error)?.message ?? String(e)}`, ids);
 }
 
 /**

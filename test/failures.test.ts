@@ -7,14 +7,19 @@ import { describe, expect, it } from 'vitest';
 import {
   ALL_FAILURE_REASONS,
   FAILURE_REASONS,
+  SANDBOX_FACTS,
   callVerdict,
+  envGone,
   envVerdict,
-  exitReason,
   invalidScoresMessage,
   makeFailure,
+  notReadyVerdict,
   resetCallVerdict,
+  sandboxReason,
   toolErrorType,
+  unexplainedDeployFailure,
 } from '../src/failures.js';
+import { SandboxError } from '../src/sandbox/sandbox.js';
 import { FailureSchema, type FailureReason, type ToolErrorType } from '../src/protocol/observations.js';
 
 const ids = { episode_id: 'e1', task_id: 't1' };
@@ -69,13 +74,30 @@ describe('verdicts', () => {
     // OOM-killed wins even if the engine still says running (it marks the exit a moment later)
     expect(envVerdict({ ...base, running: true, oomKilled: true }).reason).toBe('env_oom');
     expect(envVerdict({ ...base, running: true, exitCode: null }).reason).toBe('env_unreachable');
-    expect(envVerdict({ ...base, failureReason: 'node_lost', detail: 'node n2 is down' })).toEqual({
+    expect(envVerdict({ ...base, nodeGone: 'node n2 is down' })).toEqual({
       reason: 'node_lost',
       what: "the env's node was lost: node n2 is down",
       extra: {},
     });
-    expect(exitReason({ oomKilled: true })).toBe('env_oom');
-    expect(exitReason({ oomKilled: false })).toBe('env_crashed');
+  });
+
+  it('an env is gone when it exited, was OOM-killed or lost its node; one that runs, or no word, is not', () => {
+    const running = { running: true, exitCode: null, oomKilled: false, logTail: '' };
+    expect(envGone(null)).toBe(false);
+    expect(envGone(running)).toBe(false);
+    expect(envGone({ ...running, running: false, exitCode: 1 })).toBe(true);
+    expect(envGone({ ...running, oomKilled: true })).toBe(true);
+    expect(envGone({ ...running, nodeGone: 'node n2 is down' })).toBe(true);
+  });
+
+  it('a deploy that threw what no sandbox fact explains: engine_error, retryable, with its message', () => {
+    expect(unexplainedDeployFailure(new Error('oops'), ids)).toEqual({
+      reason: 'engine_error',
+      phase: 'deploy',
+      retryable: true,
+      message: 'deploy failed: oops',
+      ...ids,
+    });
   });
 
   it('a failed call: too large is the tool error (the episode goes on), a timeout of a running env is tool_timeout, the rest asks the env', () => {
@@ -97,5 +119,59 @@ describe('verdicts', () => {
     expect(invalidScoresMessage('not_scores', 'score "a" is "x"')).toContain('score "a" is "x"');
     expect(invalidScoresMessage('no_reward', '{"a":1}: no score b')).toContain('no reward from the scores');
     expect(invalidScoresMessage('out_of_range', 'a = 2 (0..1)')).toContain('a = 2 (0..1)');
+  });
+});
+
+describe("a sandbox's facts", () => {
+  it('each fact decides one reason of the wire schema, and a SandboxError carries the reason its fact decides', () => {
+    expect(SANDBOX_FACTS).toEqual({
+      exited: 'env_crashed',
+      oom_killed: 'env_oom',
+      not_ready_in_time: 'deploy_timeout',
+      no_image: 'image_unavailable',
+      unplaceable: 'unschedulable',
+      node_gone: 'node_lost',
+      engine_failed: 'engine_error',
+    });
+    for (const [fact, reason] of Object.entries(SANDBOX_FACTS)) {
+      expect(ALL_FAILURE_REASONS).toContain(reason);
+      const err = new SandboxError(fact as keyof typeof SANDBOX_FACTS, 'it happened');
+      expect(err).toMatchObject({ fact, reason, message: 'it happened' });
+      expect(sandboxReason(fact as keyof typeof SANDBOX_FACTS)).toBe(reason);
+    }
+  });
+
+  const env = { name: 'echo', port: 8000, readyPath: '/health', deployTimeoutMs: 2500, resources: { memoryMb: 128 } };
+
+  it('an env that never got ready: killed for its memory, exited (137 explained where the kill cannot be seen), or not ready in time', () => {
+    expect(notReadyVerdict({ kind: 'exited', exitCode: 137, oomKilled: true }, { env, runs: 'container' })).toEqual({
+      fact: 'oom_killed',
+      message: 'env `echo` ran out of memory (limit 128 MB) and was killed before it was ready',
+    });
+    expect(notReadyVerdict({ kind: 'exited', exitCode: 7, oomKilled: false }, { env, runs: 'container' })).toEqual({
+      fact: 'exited',
+      message: 'env `echo` exited with code 7 before it was ready',
+    });
+    // the engine saw no OOM kill: 137 is somebody's SIGKILL, said as it is
+    expect(notReadyVerdict({ kind: 'exited', exitCode: 137, oomKilled: false }, { env, runs: 'container' }).message).toBe(
+      'env `echo` exited with code 137 before it was ready',
+    );
+    expect(notReadyVerdict({ kind: 'exited', exitCode: 137, oomKilled: null }, { env, runs: 'task' })).toEqual({
+      fact: 'exited',
+      message: 'env `echo` exited with code 137 (137: killed by SIGKILL, e.g. for reaching its memory limit) before it was ready',
+    });
+    expect(notReadyVerdict({ kind: 'exited', exitCode: null, oomKilled: null }, { env, runs: 'task' }).message).toBe(
+      'env `echo` exited with code ? before it was ready',
+    );
+    expect(notReadyVerdict({ kind: 'timeout', lastAnswer: 'HTTP 503' }, { env, runs: 'task', at: '10.0.3.5' })).toEqual({
+      fact: 'not_ready_in_time',
+      message: 'env `echo` was not ready within its deploy timeout (2.5 s): GET /health on port 8000 of 10.0.3.5 last got HTTP 503',
+    });
+    expect(notReadyVerdict({ kind: 'timeout', lastAnswer: 'ECONNREFUSED' }, { env, runs: 'container' }).message).toBe(
+      'env `echo` was not ready within its deploy timeout (2.5 s): GET /health on port 8000 last got ECONNREFUSED',
+    );
+    expect(notReadyVerdict({ kind: 'timeout', lastAnswer: null }, { env, runs: 'process' }).message).toBe(
+      'env `echo` was not ready within its deploy timeout (2.5 s): its process took the whole budget to start, before GET /health could be tried',
+    );
   });
 });

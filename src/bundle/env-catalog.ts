@@ -60,11 +60,11 @@ export class EnvCatalog {
     try {
       await this.gateP;
     } catch (e) {
-      throw new SandboxError('image_unavailable', `the server could not prepare its env images: ${(e as Error).message}`);
+      throw new SandboxError('no_image', `the server could not prepare its env images: ${(e as Error).message}`);
     }
     const image = this.images.get(envName);
     const env = this.bundle.manifest.envs[envName];
-    if (!image || !env) throw new SandboxError('image_unavailable', `no image for env "${envName}"`);
+    if (!image || !env) throw new SandboxError('no_image', `no image for env "${envName}"`);
     return {
       name: envName,
       image,

@@ -11,7 +11,17 @@ import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle
 import { isPlainObject } from '../bundle/schema.js';
 import { DIAGNOSE_RETRY, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
-import { callVerdict, envVerdict, invalidScoresMessage, makeFailure, resetCallVerdict, toolErrorType, type FailureExtra } from '../failures.js';
+import {
+  callVerdict,
+  envGone,
+  envVerdict,
+  invalidScoresMessage,
+  makeFailure,
+  resetCallVerdict,
+  toolErrorType,
+  unexplainedDeployFailure,
+  type FailureExtra,
+} from '../failures.js';
 import type { Metrics } from '../metrics.js';
 import { jsonDepthExceeds, type Action } from '../protocol/frames.js';
 import type {
@@ -285,8 +295,7 @@ export class Episode {
   private async pooledEnvDied(e: unknown): Promise<boolean> {
     if (!this.lease.pooled || this.abort.signal.aborted || !(e instanceof EnvCallError) || e.status !== undefined) return false;
     if (this.lease.handle?.gone?.aborted) return true;
-    const d = await this.diagnose();
-    return d !== null && (!d.running || d.oomKilled || d.failureReason !== undefined);
+    return envGone(await this.diagnose());
   }
 
   /** the env's own /reset call may take as long as a tool call or its deploy, whichever is longer */
@@ -634,7 +643,7 @@ export class Episode {
       return makeFailure(v.reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, v.extra);
     }
     this.log.error({ err: e }, 'unexpected deploy error');
-    return makeFailure('engine_error', 'deploy', `deploy failed: ${(e as Error)?.message ?? String(e)}`, this.ids);
+    return unexplainedDeployFailure(e, this.ids);
   }
 }
 

@@ -2,6 +2,9 @@
  * What the episode machinery needs from wherever envs run. Only `sandbox/docker` knows dockerode;
  * the Docker-free test layer runs the same interface over child processes (test/support).
  */
+import { sandboxReason, type SandboxFact, type SandboxFailureReason } from '../failures.js';
+
+export type { SandboxFact, SandboxFailureReason };
 
 export interface EnvResources {
   memoryMb: number;
@@ -76,10 +79,8 @@ export interface EnvDiagnosis {
   oomKilled: boolean;
   /** the last lines of the env's log (stdout and stderr) */
   logTail: string;
-  /** set when the sandbox knows better than running/exit code, e.g. the env's node is gone (swarm) */
-  failureReason?: 'node_lost';
-  /** what happened, for the failure's message */
-  detail?: string;
+  /** set when the node the env ran on is gone (swarm): what is known of it, for the failure's message */
+  nodeGone?: string;
 }
 
 export interface SweepResult {
@@ -94,26 +95,20 @@ export interface AbandonedSweep {
   networks: string[];
 }
 
-export type SandboxFailureReason =
-  | 'deploy_timeout'
-  | 'image_unavailable'
-  | 'env_crashed'
-  | 'env_oom'
-  | 'engine_error'
-  /** no node of a cluster can ever hold the env (it asks for more than the largest has) */
-  | 'unschedulable'
-  /** the node the env ran on left the cluster (down, disconnected) */
-  | 'node_lost';
-
-/** A deploy or engine failure, with what a person needs to act on it. */
+/**
+ * A deploy or engine failure, with what a person needs to act on it: the sandbox says what it saw
+ * (`fact`), and failures.ts decides the failure reason that fact means.
+ */
 export class SandboxError extends Error {
   override readonly name = 'SandboxError';
+  readonly reason: SandboxFailureReason;
   constructor(
-    readonly reason: SandboxFailureReason,
+    readonly fact: SandboxFact,
     message: string,
     readonly details: { exitCode?: number | null; logTail?: string } = {},
   ) {
     super(message);
+    this.reason = sandboxReason(fact);
   }
 }
 
@@ -135,14 +130,14 @@ export interface ImageBuildRequest {
 export type StockTurn = <T>(fn: () => Promise<T>, signal: AbortSignal) => Promise<T>;
 
 export interface Sandbox {
-  /** resolves when the engine answers; rejects with a SandboxError('engine_error') otherwise */
+  /** resolves when the engine answers; rejects with a SandboxError (engine_failed) otherwise */
   ping(): Promise<void>;
   /**
    * Builds the env image from its context unless an image with the content-hash tag
    * `openenv-bundle/<bundle>-<env>:<12 hex>` already exists. Returns the tag.
    */
   buildImage(req: ImageBuildRequest): Promise<string>;
-  /** rejects with SandboxError('image_unavailable') when the engine does not have it */
+  /** rejects with a SandboxError (no_image) when the engine does not have it */
   checkImage(ref: string): Promise<void>;
   /** network, container, readiness; a failed deploy leaves nothing behind */
   deploy(req: DeployRequest): Promise<EnvHandle>;

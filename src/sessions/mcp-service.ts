@@ -7,23 +7,12 @@
 import type { Logger } from 'pino';
 import type { LoadedBundle, ToolSpec } from '../bundle/index.js';
 import { isPlainObject } from '../bundle/schema.js';
-import { BadInputError, CapacityError, NotFoundError, ServerError } from '../errors.js';
+import { RpcFailure, toRpcError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { StepOutcome } from '../protocol/observations.js';
 import { parseResetData } from '../protocol/frames.js';
-import { MCP_METHODS, McpMethodSchema, RpcCode, rpcError, type McpMethod, type RpcError, type RpcId, type RpcResponse } from '../protocol/jsonrpc.js';
+import { MCP_METHODS, McpMethodSchema, RpcCode, rpcError, type McpMethod, type RpcId, type RpcResponse } from '../protocol/jsonrpc.js';
 import type { RequestEpisodes } from './request-episodes.js';
-
-/** An answer as a JSON-RPC error; thrown inside a method, caught once. */
-export class RpcFailure extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: Record<string, unknown>,
-  ) {
-    super(message);
-  }
-}
 
 /** How a call reaches the service: over HTTP (aborted when the client leaves) or from a /ws session. */
 export interface McpContext {
@@ -230,24 +219,4 @@ export class McpService {
     await this.deps.requests.close(ep);
     return { session_id: sid, closed: true };
   }
-}
-
-/**
- * A method's failure as a JSON-RPC error, for both MCP flavours: bad input is -32602, the server's
- * refusals (capacity, shutting down, a failed deploy, an ended episode) -32000 with their details,
- * anything else -32603 (logged, never shown).
- */
-export function toRpcError(id: RpcId, e: unknown, method: string, log: Logger): RpcError {
-  if (e instanceof RpcFailure) return rpcError(id, e.code, e.message, e.data);
-  if (e instanceof BadInputError || e instanceof NotFoundError) {
-    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${e.message}`, { error: e.httpCode });
-  }
-  if (e instanceof ServerError) {
-    // capacity, shutting down, a failed deploy, a step on an ended episode
-    const data = { error: e.httpCode, ...e.details() };
-    if (e instanceof CapacityError) Object.assign(data, { retry_after_s: e.capacity.retry_after_s });
-    return rpcError(id, RpcCode.SERVER_ERROR, e.message, data);
-  }
-  log.error({ err: e, method }, 'mcp request failed');
-  return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
 }

@@ -30,7 +30,8 @@ import {
   type StandardTool,
 } from '../protocol/mcp-standard.js';
 import type { ResetObservation, StepOutcome } from '../protocol/observations.js';
-import { callResult, RpcFailure, toRpcError } from './mcp-service.js';
+import { RpcFailure, toRpcError } from '../errors.js';
+import { callResult } from './mcp-service.js';
 import type { RequestEpisodes } from './request-episodes.js';
 
 /** What the route sends: a status, headers, and a JSON body or none. */

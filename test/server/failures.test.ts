@@ -16,7 +16,7 @@ class FaultySandbox extends DelegatingSandbox {
   override async deploy(req: DeployRequest): Promise<EnvHandle> {
     if (this.failNextDeploy) {
       this.failNextDeploy = false;
-      throw new SandboxError('engine_error', 'injected deploy failure');
+      throw new SandboxError('engine_failed', 'injected deploy failure');
     }
     return this.inner.deploy(req);
   }

@@ -136,7 +136,7 @@ class EngineRestartSandbox implements Sandbox {
   down = false;
   constructor(readonly inner: ProcessSandbox) {}
   private check(): void {
-    if (this.down) throw new SandboxError('engine_error', 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?');
+    if (this.down) throw new SandboxError('engine_failed', 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?');
   }
   /** dockerd stops: its containers are killed with it */
   goDown(): void {

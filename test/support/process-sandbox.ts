@@ -34,7 +34,7 @@ import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { abortError, throwIfAborted } from '../../src/abort.js';
 import { lastLines } from '../../src/sandbox/engine/logs.js';
-import { fmtS } from '../../src/time.js';
+import { notReadyVerdict } from '../../src/failures.js';
 import { waitForHttp } from '../../src/sandbox/engine/readiness.js';
 import {
   SandboxError,
@@ -202,7 +202,7 @@ export class ProcessSandbox implements Sandbox {
   }
 
   /**
-   * Deploys for which `fault` returns a message fail at once with SandboxError('engine_error',
+   * Deploys for which `fault` returns a message fail at once with SandboxError('engine_failed',
    * message), starting nothing (null: every deploy runs). E.g. only the warm pool's refills:
    * `(id) => (id.startsWith('pool-') ? 'no' : null)`.
    */
@@ -230,7 +230,7 @@ export class ProcessSandbox implements Sandbox {
   // --- Sandbox -------------------------------------------------------------------------------
 
   private assertOpen(): void {
-    if (this.closed) throw new SandboxError('engine_error', 'the process sandbox is closed');
+    if (this.closed) throw new SandboxError('engine_failed', 'the process sandbox is closed');
   }
 
   async ping(): Promise<void> {
@@ -250,7 +250,7 @@ export class ProcessSandbox implements Sandbox {
     try {
       content = await readFile(script);
     } catch {
-      throw new SandboxError('image_unavailable', `the process sandbox cannot run env \`${req.envName}\`: its build context ${req.contextDir} has no ${entry}`);
+      throw new SandboxError('no_image', `the process sandbox cannot run env \`${req.envName}\`: its build context ${req.contextDir} has no ${entry}`);
     }
     const hash = createHash('sha256').update(content);
     for (const [k, v] of Object.entries(req.buildArgs).sort(([a], [b]) => a.localeCompare(b))) hash.update(`\0${k}=${v}`);
@@ -264,12 +264,11 @@ export class ProcessSandbox implements Sandbox {
   async checkImage(ref: string): Promise<void> {
     this.assertOpen();
     const script = this.images.get(ref);
-    if (!script)
-      throw new SandboxError('image_unavailable', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
+    if (!script) throw new SandboxError('no_image', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
     try {
       await access(script);
     } catch {
-      throw new SandboxError('image_unavailable', `image ${ref}: ${script} is gone`);
+      throw new SandboxError('no_image', `image ${ref}: ${script} is gone`);
     }
   }
 
@@ -280,7 +279,7 @@ export class ProcessSandbox implements Sandbox {
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
     const fault = this.deployFault?.(req.episodeId);
-    if (fault) throw new SandboxError('engine_error', fault);
+    if (fault) throw new SandboxError('engine_failed', fault);
     return this.lifecycles.deploy(
       req,
       (id) => this.envs.has(id),
@@ -298,7 +297,7 @@ export class ProcessSandbox implements Sandbox {
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
     const script = this.images.get(env.image);
-    if (!script) throw new SandboxError('image_unavailable', `the process sandbox has no image ${env.image} for env \`${env.name}\``);
+    if (!script) throw new SandboxError('no_image', `the process sandbox has no image ${env.image} for env \`${env.name}\``);
     if (this.nextEnvironment) {
       env = { ...env, environment: { ...env.environment, ...this.nextEnvironment } };
       this.nextEnvironment = null;
@@ -327,32 +326,16 @@ export class ProcessSandbox implements Sandbox {
         if (outcome.kind === 'ready') {
           return { episodeId, baseUrl: `http://127.0.0.1:${port}`, containerId: proc.containerId, networkId: proc.networkId };
         }
-        if (outcome.kind === 'exited') {
-          await proc.closed;
-          const logTail = tailOf(proc);
-          if (proc.oomKilled) {
-            throw new SandboxError('env_oom', `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`, {
-              exitCode: proc.exitCode,
-              logTail,
-            });
-          }
-          if (/EADDRINUSE/.test(logTail) && attempt < PORT_ATTEMPTS) {
-            this.envs.delete(episodeId);
-            continue;
-          }
-          throw new SandboxError('env_crashed', `env \`${env.name}\` exited with code ${proc.exitCode} before it was ready`, {
-            exitCode: proc.exitCode,
-            logTail,
-          });
+        if (outcome.kind === 'exited') await proc.closed;
+        const logTail = tailOf(proc);
+        if (outcome.kind === 'exited' && !proc.oomKilled && /EADDRINUSE/.test(logTail) && attempt < PORT_ATTEMPTS) {
+          this.envs.delete(episodeId);
+          continue;
         }
-        throw new SandboxError(
-          'deploy_timeout',
-          `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
-            (outcome.lastAnswer === null
-              ? `its process took the whole budget to start, before GET ${env.readyPath} could be tried`
-              : `GET ${env.readyPath} on port ${port} last got ${outcome.lastAnswer}`),
-          { exitCode: null, logTail: tailOf(proc) },
-        );
+        const seen = outcome.kind === 'exited' ? { kind: 'exited' as const, exitCode: proc.exitCode, oomKilled: proc.oomKilled } : outcome;
+        // the same verdict as the engine sandboxes', on the port this env was given
+        const verdict = notReadyVerdict(seen, { env: { ...env, port }, runs: 'process' });
+        throw new SandboxError(verdict.fact, verdict.message, { exitCode: seen.kind === 'exited' ? seen.exitCode : null, logTail });
       } catch (err) {
         await this.kill(proc);
         if (this.envs.get(episodeId) === proc) this.envs.delete(episodeId);

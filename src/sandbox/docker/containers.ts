@@ -48,7 +48,7 @@ export async function createEnvContainer(
     });
   } catch (err) {
     if (isNotFound(err) && /no such image/i.test(engineMessage(err))) {
-      throw new SandboxError('image_unavailable', `the Docker engine has no image ${env.image} for env \`${env.name}\`: build or pull it first`);
+      throw new SandboxError('no_image', `the Docker engine has no image ${env.image} for env \`${env.name}\`: build or pull it first`);
     }
     throw toSandboxError(err, `creating the container of env \`${env.name}\` from image ${env.image}`);
   }

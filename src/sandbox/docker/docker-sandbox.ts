@@ -23,8 +23,7 @@ import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, REMOVAL_RETRY, SUBNET_POOL } from '../../defaults.js';
-import { exitReason } from '../../failures.js';
-import { fmtS } from '../../time.js';
+import { notReadyVerdict } from '../../failures.js';
 import { EnvWatcher } from './env-watch.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
 import { buildEnvImage, checkImage } from '../engine/image-build.js';
@@ -124,7 +123,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new SandboxError('engine_error', 'the Docker sandbox is closed');
+    if (this.closed) throw new SandboxError('engine_failed', 'the Docker sandbox is closed');
   }
 
   async ping(): Promise<void> {
@@ -136,7 +135,7 @@ export class DockerSandbox implements Sandbox {
         // the server runs as a non-root user (the image's uid 1000): it needs the socket's group
         const who = typeof process.getgid === 'function' ? `uid ${process.getuid?.()}, groups ${process.getgroups?.().join(',')}` : 'this user';
         throw new SandboxError(
-          'engine_error',
+          'engine_failed',
           `permission denied on the Docker socket (${who}): run the server in the socket's group (compose: DOCKER_GID=$(stat -c %g /var/run/docker.sock); docker run: --group-add <that gid>)`,
         );
       }
@@ -247,7 +246,7 @@ export class DockerSandbox implements Sandbox {
           throw toSandboxError(err, `inspecting the container of env \`${env.name}\``);
         });
         if (!state.ip && state.running) {
-          throw new SandboxError('engine_error', `the container of env \`${env.name}\` got no address on its episode network`);
+          throw new SandboxError('engine_failed', `the container of env \`${env.name}\` got no address on its episode network`);
         }
         const baseUrl = `http://${state.ip}:${env.port}`;
         const outcome = state.ip
@@ -275,26 +274,14 @@ export class DockerSandbox implements Sandbox {
           return { episodeId, baseUrl, containerId: container.id, networkId: network.id, secret, gone };
         }
         const tail = await logTail(this.docker, container.id);
-        if (outcome.kind === 'exited') {
-          const after = await inspectState(this.docker, container.id).catch(() => null);
-          const exitCode = after?.exitCode ?? outcome.exitCode;
-          const reason = exitReason({ oomKilled: after?.oomKilled === true });
-          throw new SandboxError(
-            reason,
-            reason === 'env_oom'
-              ? `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed before it was ready`
-              : `env \`${env.name}\` exited with code ${exitCode} before it was ready`,
-            { exitCode, logTail: tail },
-          );
-        }
-        throw new SandboxError(
-          'deploy_timeout',
-          `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
-            (outcome.lastAnswer === null
-              ? `its container took the whole budget to start, before GET ${env.readyPath} could be tried`
-              : `GET ${env.readyPath} on port ${env.port} last got ${outcome.lastAnswer}`),
-          { exitCode: null, logTail: tail },
-        );
+        // once it stopped, the engine says its exit code and whether the kernel killed it for its memory
+        const after = outcome.kind === 'exited' ? await inspectState(this.docker, container.id).catch(() => null) : null;
+        const seen =
+          outcome.kind === 'exited'
+            ? { kind: 'exited' as const, exitCode: after?.exitCode ?? outcome.exitCode, oomKilled: after ? after.oomKilled : null }
+            : outcome;
+        const verdict = notReadyVerdict(seen, { env, runs: 'container' });
+        throw new SandboxError(verdict.fact, verdict.message, { exitCode: seen.kind === 'exited' ? seen.exitCode : null, logTail: tail });
       } finally {
         stopWaiting.abort();
       }
@@ -423,7 +410,7 @@ export class DockerSandbox implements Sandbox {
       { failed: result.failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) },
       `could not remove every resource of ${what}`,
     );
-    return new SandboxError('engine_error', `the Docker engine did not remove every resource of ${what} after ${this.removeAttempts} attempts: ${details}`);
+    return new SandboxError('engine_failed', `the Docker engine did not remove every resource of ${what} after ${this.removeAttempts} attempts: ${details}`);
   }
 
   /** stops deploys in flight (they remove what they created), waits for teardowns, then refuses further calls */

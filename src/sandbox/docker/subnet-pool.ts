@@ -82,7 +82,7 @@ export class SubnetPool {
       return this.subnet(index);
     }
     throw new SandboxError(
-      'engine_error',
+      'engine_failed',
       `the subnet pool ${this.description} has no free subnet: ${this.held.size} held by episodes, ` +
         `${this.foreignUntil.size} used by other networks on the engine; widen --subnet-pool or lower max_concurrent_envs`,
     );

@@ -49,12 +49,12 @@ export function toSandboxError(err: unknown, doing: string): SandboxError {
   if (err instanceof SandboxError) return err;
   const code = typeof err === 'object' && err !== null ? (err as EngineErrorShape).code : undefined;
   if (code !== undefined && UNREACHABLE.has(code)) {
-    return new SandboxError('engine_error', `the Docker engine is unreachable (${code}) while ${doing}: is it running, and is its socket mounted?`);
+    return new SandboxError('engine_failed', `the Docker engine is unreachable (${code}) while ${doing}: is it running, and is its socket mounted?`);
   }
   const status = statusOf(err);
   const msg = engineMessage(err);
   if (status === 404 && /no such image|pull access denied|repository does not exist/i.test(msg)) {
-    return new SandboxError('image_unavailable', `the Docker engine has no image for ${doing}: ${msg}`);
+    return new SandboxError('no_image', `the Docker engine has no image for ${doing}: ${msg}`);
   }
-  return new SandboxError('engine_error', `the Docker engine failed ${doing}${status ? ` (HTTP ${status})` : ''}: ${msg}`);
+  return new SandboxError('engine_failed', `the Docker engine failed ${doing}${status ? ` (HTTP ${status})` : ''}: ${msg}`);
 }

@@ -24,7 +24,7 @@ interface ContextEntry {
 }
 
 function buildFailure(req: ImageBuildRequest, what: string): SandboxError {
-  return new SandboxError('image_unavailable', `cannot build the image of env \`${req.envName}\` from ${req.contextDir}: ${what}`);
+  return new SandboxError('no_image', `cannot build the image of env \`${req.envName}\` from ${req.contextDir}: ${what}`);
 }
 
 /**
@@ -127,7 +127,7 @@ export async function imageExists(docker: Dockerode, ref: string): Promise<boole
 
 export async function checkImage(docker: Dockerode, ref: string): Promise<void> {
   if (!(await imageExists(docker, ref))) {
-    throw new SandboxError('image_unavailable', `the Docker engine has no image ${ref}: build or pull it first`);
+    throw new SandboxError('no_image', `the Docker engine has no image ${ref}: build or pull it first`);
   }
 }
 

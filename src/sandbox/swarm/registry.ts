@@ -66,16 +66,16 @@ export async function pushToRegistry(docker: Dockerode, localRef: string, regist
     // an empty auth: the registry is anonymous (put credentials in the engine's own config otherwise)
     stream = (await docker.getImage(remote).push({ authconfig: {} } as object)) as NodeJS.ReadableStream;
   } catch (err) {
-    throw new SandboxError('image_unavailable', `cannot push ${remote} to the registry ${registry}: ${engineMessage(err)}`);
+    throw new SandboxError('no_image', `cannot push ${remote} to the registry ${registry}: ${engineMessage(err)}`);
   }
   const { digest, error } = await followPush(stream, onProgress);
   if (error !== null) {
     throw new SandboxError(
-      'image_unavailable',
+      'no_image',
       `cannot push ${remote} to the registry ${registry}: ${error}` +
         (/http response to HTTPS client|certificate/i.test(error) ? ` (a registry without TLS must be in the engine's insecure-registries)` : ''),
     );
   }
-  if (digest === null) throw new SandboxError('image_unavailable', `the registry ${registry} did not report a digest for ${remote}`);
+  if (digest === null) throw new SandboxError('no_image', `the registry ${registry} did not report a digest for ${remote}`);
   return `${remote}@${digest}`;
 }

@@ -136,7 +136,7 @@ export function isImageRejection(err: string): boolean {
 
 export function imageRejection(env: EnvSpec, image: string, err: string): SandboxError {
   return new SandboxError(
-    'image_unavailable',
+    'no_image',
     `the node chosen for env \`${env.name}\` could not get image ${image}: ${err}` +
       (image.includes('@') ? '' : ' (without --registry, only the manager has the env images: pass --registry HOST:PORT so every node can pull them)'),
   );

@@ -21,7 +21,7 @@ import {
 import { newEnvSecret } from '../env-identity.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import { REMOVAL_RETRY, SWARM } from '../../defaults.js';
-import { exitReason } from '../../failures.js';
+import { notReadyVerdict } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { abortError, engineMessage, isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
 import { buildEnvImage, checkImage } from '../engine/image-build.js';
@@ -126,7 +126,7 @@ export class SwarmSandbox implements Sandbox {
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new SandboxError('engine_error', 'the swarm sandbox is closed');
+    if (this.closed) throw new SandboxError('engine_failed', 'the swarm sandbox is closed');
   }
 
   /** the engine answers and is a manager of an active swarm */
@@ -141,7 +141,7 @@ export class SwarmSandbox implements Sandbox {
     const state = info.Swarm?.LocalNodeState ?? 'inactive';
     if (state !== 'active' || !info.Swarm?.ControlAvailable) {
       throw new SandboxError(
-        'engine_error',
+        'engine_failed',
         `--sandbox swarm needs the engine of a swarm manager, and this one is ${state === 'active' ? 'a worker' : `not in a swarm (state: ${state})`}: run the server on a manager node`,
       );
     }
@@ -230,7 +230,7 @@ export class SwarmSandbox implements Sandbox {
       });
       stages.mark('nodes');
       const impossible = whyUnschedulable(nodes, env.resources.memoryMb, env.resources.cpus);
-      if (impossible) throw new SandboxError('unschedulable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
+      if (impossible) throw new SandboxError('unplaceable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
       throwIfAborted(signal);
       this.overlays.add(episodeId);
       const stocked = this.stock.take();
@@ -283,16 +283,10 @@ export class SwarmSandbox implements Sandbox {
       }
       if (outcome.kind === 'exited') {
         const latest = latestTask(await listTasks(this.docker, [serviceId]).catch(() => []), serviceId) ?? task;
-        throw await this.endedError(latest, serviceId, env, 'before it was ready');
+        throw await this.endedError(latest, serviceId, env);
       }
-      throw new SandboxError(
-        'deploy_timeout',
-        `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
-          (outcome.lastAnswer === null
-            ? `its task took the whole budget to start`
-            : `GET ${env.readyPath} on port ${env.port} of ${ip} last got ${outcome.lastAnswer}`),
-        { exitCode: null, logTail: await serviceLogTail(this.docker, serviceId) },
-      );
+      const verdict = notReadyVerdict(outcome, { env, runs: 'task', at: ip });
+      throw new SandboxError(verdict.fact, verdict.message, { exitCode: null, logTail: await serviceLogTail(this.docker, serviceId) });
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
       // a join still in flight would land after the cleanup's disconnect and hold the overlay
@@ -341,12 +335,12 @@ export class SwarmSandbox implements Sandbox {
           return { task: last, ip, polls };
         }
       }
-      if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env, 'before it was ready');
+      if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env);
       if (Date.now() >= deadline) {
         const err = last?.Status?.Err;
         const where = last?.NodeID ? ` on node ${last.NodeID.slice(0, 12)}` : '';
         throw new SandboxError(
-          'deploy_timeout',
+          'not_ready_in_time',
           `env \`${env.name}\` did not start within its deploy timeout (${fmtS(env.deployTimeoutMs)}): its task is still ${state || 'unscheduled'}${where}` +
             (state === 'pending' && err ? ` (the scheduler says: ${err}; every node may be full of other reservations)` : err ? `: ${err}` : '') +
             (state === 'preparing' ? ' (pulling the image)' : ''),
@@ -357,32 +351,25 @@ export class SwarmSandbox implements Sandbox {
     }
   }
 
-  /** what a task that ended (or whose node went away) means for the episode */
-  private async endedError(task: SwarmTask, serviceId: string, env: EnvSpec, when: string): Promise<SandboxError> {
+  /** what swarm says of a task that ended (or whose node went away) before the env was ready */
+  private async endedError(task: SwarmTask, serviceId: string, env: EnvSpec): Promise<SandboxError> {
     const state = task.Status?.State ?? '';
     const err = task.Status?.Err ?? task.Status?.Message ?? '';
     const node = await this.nodeOf(task);
     if (node && LOST_NODE_STATES.has(node.state)) {
-      return new SandboxError('node_lost', `the node env \`${env.name}\` ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state} ${when}`);
+      return new SandboxError('node_gone', `the node env \`${env.name}\` ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state} before it was ready`);
     }
     if (state === 'rejected') {
       if (isImageRejection(err)) return imageRejection(env, env.image, err);
-      return new SandboxError('engine_error', `the node ${task.NodeID?.slice(0, 12) ?? '?'} rejected the task of env \`${env.name}\`: ${err}`);
+      return new SandboxError('engine_failed', `the node ${task.NodeID?.slice(0, 12) ?? '?'} rejected the task of env \`${env.name}\`: ${err}`);
     }
     const logTail = await serviceLogTail(this.docker, serviceId);
     const exitCode = task.Status?.ContainerStatus?.ExitCode ?? null;
     if (state === 'failed' || state === 'complete') {
-      const reason = exitReason({ oomKilled: await this.oomKilledHere(task) });
-      const hint = exitCode === 137 ? ' (137: killed by SIGKILL, e.g. for reaching its memory limit)' : '';
-      return new SandboxError(
-        reason,
-        reason === 'env_oom'
-          ? `env \`${env.name}\` ran out of memory (limit ${env.resources.memoryMb} MB) and was killed ${when}`
-          : `env \`${env.name}\` exited with code ${exitCode ?? '?'}${hint} ${when}`,
-        { exitCode, logTail },
-      );
+      const verdict = notReadyVerdict({ kind: 'exited', exitCode, oomKilled: await this.oomKilledHere(task) }, { env, runs: 'task' });
+      return new SandboxError(verdict.fact, verdict.message, { exitCode, logTail });
     }
-    return new SandboxError('engine_error', `the task of env \`${env.name}\` is ${state} ${when}${err ? `: ${err}` : ''}`, { exitCode, logTail });
+    return new SandboxError('engine_failed', `the task of env \`${env.name}\` is ${state} before it was ready${err ? `: ${err}` : ''}`, { exitCode, logTail });
   }
 
   private async nodeOf(task: SwarmTask): Promise<{ id: string; state: string; addr: string } | null> {
@@ -391,14 +378,14 @@ export class SwarmSandbox implements Sandbox {
     return nodes.find((n) => n.id === task.NodeID) ?? null;
   }
 
-  /** OOM is visible only on the node that ran the container: known when that node is this manager */
-  private async oomKilledHere(task: SwarmTask): Promise<boolean> {
+  /** OOM is visible only on the node that ran the container: known when that node is this manager (null: not known) */
+  private async oomKilledHere(task: SwarmTask): Promise<boolean | null> {
     const id = task.Status?.ContainerStatus?.ContainerID;
-    if (!id) return false;
+    if (!id) return null;
     try {
       return Boolean((await this.docker.getContainer(id).inspect()).State.OOMKilled);
     } catch {
-      return false;
+      return null;
     }
   }
 
@@ -421,14 +408,13 @@ export class SwarmSandbox implements Sandbox {
         exitCode: null,
         oomKilled: false,
         logTail: '',
-        failureReason: 'node_lost',
-        detail: `the node it ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`,
+        nodeGone: `the node it ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`,
       };
     }
     const state = task.Status?.State ?? '';
     const running = state === 'running';
     const exitCode = running ? null : (task.Status?.ContainerStatus?.ExitCode ?? null);
-    const oomKilled = !running && (await this.oomKilledHere(task));
+    const oomKilled = !running && (await this.oomKilledHere(task)) === true;
     return { running, exitCode, oomKilled, logTail: await serviceLogTail(this.docker, serviceId) };
   }
 
@@ -587,7 +573,7 @@ export class SwarmSandbox implements Sandbox {
       { failed: failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) },
       `could not remove every resource of ${what}`,
     );
-    return new SandboxError('engine_error', `the swarm did not remove every resource of ${what}: ${details}`);
+    return new SandboxError('engine_failed', `the swarm did not remove every resource of ${what}: ${details}`);
   }
 
   async close(): Promise<void> {

@@ -12,7 +12,7 @@ import { latestTask, listNodes, listTasks, LOST_NODE_STATES, TERMINAL_STATES } f
 export class EnvLostError extends Error {
   override readonly name = 'EnvLostError';
   constructor(
-    readonly kind: 'node_lost' | 'task_ended' | 'service_gone',
+    readonly kind: 'node_gone' | 'task_ended' | 'service_gone',
     message: string,
   ) {
     super(message);
@@ -85,7 +85,7 @@ export class TaskWatcher {
         }
         const node = task.NodeID ? nodeById.get(task.NodeID) : undefined;
         if (node && LOST_NODE_STATES.has(node.state)) {
-          this.fire(w, new EnvLostError('node_lost', `the node the env ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`));
+          this.fire(w, new EnvLostError('node_gone', `the node the env ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`));
           continue;
         }
         const state = task.Status?.State ?? '';
