@@ -66,7 +66,7 @@ describe('NetworkStock', () => {
     const stock = stockOver(engine, 3);
     await new Promise((r) => setTimeout(r, 20));
     expect(engine.created).toEqual([]);
-    expect(stock.take()).toBeNull();
+    expect(stock.take('ep')).toBeNull();
     stock.start();
     await waitFor(() => stock.ready === 3, 5000, 'the stock full');
     expect(engine.created).toHaveLength(3);
@@ -83,13 +83,20 @@ describe('NetworkStock', () => {
     const stock = stockOver(engine, 2);
     stock.start();
     await waitFor(() => stock.ready === 2, 5000, 'the stock full');
-    const a = stock.take()!;
-    const b = stock.take()!;
+    const a = stock.take('ep-a')!;
+    const b = stock.take('ep-b')!;
     expect(a.key).not.toBe(b.key);
     expect(a.net).toEqual({ id: `id-${a.key}` });
-    // taken: no longer the stock's, so the sandbox reports it under its episode
+    // taken: no longer the stock's; the stock says who took it, and reports it under that episode
     expect(stock.holds(a.key)).toBe(false);
     expect(stock.holds(b.key)).toBe(false);
+    expect([stock.keyTakenBy('ep-a'), stock.keyTakenBy('ep-b'), stock.keyTakenBy('ep-c')]).toEqual([a.key, b.key, undefined]);
+    const readyKey = engine.created.find((k) => stock.holds(k));
+    expect(stock.episodeIdsOf([a.key, b.key, 'stray', ...(readyKey ? [readyKey] : []), ''])).toEqual(['ep-a', 'ep-b', 'stray']);
+    // once the episode's removal is done, the key is nobody's any more
+    stock.forget('ep-a');
+    expect(stock.keyTakenBy('ep-a')).toBeUndefined();
+    expect(stock.episodeIdsOf([a.key])).toEqual([a.key]);
     await waitFor(() => stock.ready === 2, 5000, 'the stock refilled');
     const refilled = engine.created.slice(2);
     expect(refilled).toHaveLength(2);
@@ -107,7 +114,7 @@ describe('NetworkStock', () => {
     const release = engine.hold();
     const stock = stockOver(engine, 1);
     stock.start();
-    expect(stock.take()).toBeNull();
+    expect(stock.take('ep')).toBeNull();
     expect(stock.stats()).toMatchObject({ ready: 0, making: 1, missed: 1 });
     release();
     await waitFor(() => stock.ready === 1, 5000, 'the stock full');
@@ -141,7 +148,7 @@ describe('NetworkStock', () => {
     stock.start();
     await waitFor(() => stock.ready === 2, 5000, 'the stock full');
     const release = engine.hold();
-    stock.take();
+    stock.take('ep');
     // the refills now wait on the engine
     await waitFor(() => stock.stats().making === 1, 5000, 'a refill in flight');
     const closing = stock.close();
@@ -150,7 +157,7 @@ describe('NetworkStock', () => {
     const taken = engine.created[0]!;
     expect(engine.exists).toEqual(new Set([taken]));
     const made = engine.created.length;
-    expect(stock.take()).toBeNull();
+    expect(stock.take('ep')).toBeNull();
     await new Promise((r) => setTimeout(r, 20));
     expect(engine.created).toHaveLength(made);
     expect(stock.held).toBe(0);
@@ -160,7 +167,7 @@ describe('NetworkStock', () => {
     const engine = fakeEngine();
     const stock = stockOver(engine, 0);
     stock.start();
-    expect(stock.take()).toBeNull();
+    expect(stock.take('ep')).toBeNull();
     await new Promise((r) => setTimeout(r, 20));
     expect(engine.created).toEqual([]);
     expect(stock.stats().missed).toBe(0);

@@ -32,7 +32,7 @@ import type { Owner } from '../engine/labels.js';
 import { silentLogger, type SandboxLogger } from '../engine/logger.js';
 import { connectToNetwork } from '../engine/networks.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
-import { episodeIdsOf, NetworkStock, STOCK_KEY_PREFIX } from '../engine/network-stock.js';
+import { NetworkStock, STOCK_KEY_PREFIX } from '../engine/network-stock.js';
 import { waitForHttp } from '../engine/readiness.js';
 import { retry } from '../engine/retry.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -84,8 +84,6 @@ export class DockerSandbox implements Sandbox {
   private readonly lostListeners: ((why: string) => void)[] = [];
   /** networks made ahead of demand; each is handed to one deploy and removed with its episode */
   private readonly stock: NetworkStock<EpisodeNetwork>;
-  /** episode id → the key of the stocked network it took (labelled with the key, not the episode) */
-  private readonly stockTaken = new Map<string, string>();
 
   constructor(opts: DockerSandboxOptions) {
     if (!opts.instance) throw new Error('DockerSandbox needs an instance id');
@@ -206,7 +204,7 @@ export class DockerSandbox implements Sandbox {
     this.assertOpen();
     return this.lifecycles.deploy(
       req,
-      (id) => this.pool.holds(id) || this.stockTaken.has(id),
+      (id) => this.pool.holds(id) || this.stock.keyTakenBy(id) !== undefined,
       (signal) => this.runDeploy(req.episodeId, req.env, signal),
     );
   }
@@ -218,8 +216,7 @@ export class DockerSandbox implements Sandbox {
       throwIfAborted(signal);
       // Creation steps are not interrupted mid-call: an engine call cut off may still complete
       // on the engine's side, and its resource would then escape this deploy's cleanup.
-      const stocked = this.stock.take();
-      if (stocked) this.stockTaken.set(episodeId, stocked.key);
+      const stocked = this.stock.take(episodeId);
       const network = stocked?.net ?? (await this.makeNetwork(owner));
       throwIfAborted(signal);
       // listening before the container exists, so no death of it goes unseen
@@ -320,7 +317,7 @@ export class DockerSandbox implements Sandbox {
   private async removeEpisode(episodeId: string, onContainersRemoved?: () => void): Promise<void> {
     // its own removal is no death to report
     this.watcher.forget(episodeId);
-    const key = this.stockTaken.get(episodeId);
+    const key = this.stock.keyTakenBy(episodeId);
     const owned = await this.list(episodeId);
     if (key) owned.networks.push(...(await this.list(key)).networks);
     const result = await this.remove(owned, onContainersRemoved);
@@ -328,7 +325,7 @@ export class DockerSandbox implements Sandbox {
     this.pool.release(episodeId);
     if (key) {
       this.pool.release(key);
-      this.stockTaken.delete(episodeId);
+      this.stock.forget(episodeId);
     }
   }
 
@@ -377,11 +374,7 @@ export class DockerSandbox implements Sandbox {
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    return episodeIdsOf(
-      [...owned.containers, ...owned.networks].map((r) => r.episode),
-      this.stock,
-      this.stockTaken,
-    );
+    return this.stock.episodeIdsOf([...owned.containers, ...owned.networks].map((r) => r.episode));
   }
 
   private async list(episodeId?: string): Promise<Owned> {

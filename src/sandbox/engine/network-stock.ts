@@ -6,7 +6,7 @@
  *
  * - Keys: a stocked network is made under a key of its own, `net-<uuid>`, labelled on it as its
  *   episode label, so the start sweep and the reconciler find it like any labelled resource. The
- *   sandbox that takes one records which episode took which key.
+ *   stock records which episode took which key, until that episode's removal is done (`forget`).
  * - Refills run one at a time (`parallel`), each in a turn the server gives (`start(turn)`: a refill
  *   turn of --max-concurrent-deploys, which waits while any reset waits), so in a burst larger than
  *   the stock the refills wait for the burst instead of competing with its deploys; a failed
@@ -39,16 +39,6 @@ export interface NetworkStockOptions<N> {
   backoffMaxMs?: number;
 }
 
-/**
- * The episode ids behind the episode labels of a sandbox's resources: a stocked key nobody took is
- * no episode's, one an episode took (`taken`: episode id → key) is reported as that episode's.
- */
-export function episodeIdsOf(labels: string[], stock: { holds(key: string): boolean }, taken: ReadonlyMap<string, string>): string[] {
-  const takenBy = new Map([...taken].map(([episode, key]) => [key, episode]));
-  const ids = labels.filter((id) => id && !stock.holds(id)).map((id) => takenBy.get(id) ?? id);
-  return [...new Set(ids)];
-}
-
 const atOnce: StockTurn = (fn) => fn();
 
 export interface Stocked<N> {
@@ -61,6 +51,8 @@ export class NetworkStock<N> {
   private readonly opts: NetworkStockOptions<N>;
   private readonly parallel: number;
   private readonly readyNets: Stocked<N>[] = [];
+  /** episode id → the key of the network it took (labelled with the key, not the episode) */
+  private readonly taken = new Map<string, string>();
   /** keys whose creation waits for its turn or is in flight */
   private readonly making = new Map<string, Promise<void>>();
   /** of those, the keys still waiting for a turn (nothing of them on the engine yet) */
@@ -92,14 +84,36 @@ export class NetworkStock<N> {
     this.fill();
   }
 
-  /** a ready network, handed over for good, or null: the deploy makes its own */
-  take(): Stocked<N> | null {
+  /** a ready network, handed to `episodeId` for good (recorded until `forget`), or null: the deploy makes its own */
+  take(episodeId: string): Stocked<N> | null {
     if (this.closed) return null;
     const got = this.readyNets.shift() ?? null;
-    if (got) this.takenCount++;
-    else if (this.size > 0) this.missedCount++;
+    if (got) {
+      this.takenCount++;
+      this.taken.set(episodeId, got.key);
+    } else if (this.size > 0) this.missedCount++;
     this.fill();
     return got;
+  }
+
+  /** the key of the network `episodeId` took, if it took one whose removal is not done */
+  keyTakenBy(episodeId: string): string | undefined {
+    return this.taken.get(episodeId);
+  }
+
+  /** the episode's removal is done, its taken network with it */
+  forget(episodeId: string): void {
+    this.taken.delete(episodeId);
+  }
+
+  /**
+   * The episode ids behind the episode labels of a sandbox's resources: a stocked key nobody took
+   * is no episode's, one an episode took is reported as that episode's.
+   */
+  episodeIdsOf(labels: string[]): string[] {
+    const takenBy = new Map([...this.taken].map(([episode, key]) => [key, episode]));
+    const ids = labels.filter((id) => id && !this.holds(id)).map((id) => takenBy.get(id) ?? id);
+    return [...new Set(ids)];
   }
 
   /** the key is a stocked network, ready or being made (nobody's episode yet) */

@@ -33,7 +33,7 @@ import { waitForHttp } from '../engine/readiness.js';
 import { retry, sleep } from '../engine/retry.js';
 import { LABELS } from '../sandbox.js';
 import { pushToRegistry } from './registry.js';
-import { episodeIdsOf, NetworkStock } from '../engine/network-stock.js';
+import { NetworkStock } from '../engine/network-stock.js';
 import {
   createEnvService,
   createEpisodeOverlay,
@@ -96,8 +96,6 @@ export class SwarmSandbox implements Sandbox {
   private readonly nodes: NodeListing;
   /** overlays made and joined ahead of demand; each is handed to one deploy and removed with its episode */
   private readonly stock: NetworkStock<EpisodeOverlay>;
-  /** episode id → the key of the stocked overlay it took (labelled with the key, not the episode) */
-  private readonly stockTaken = new Map<string, string>();
   private readonly lock: InstanceLock;
   private closed = false;
 
@@ -233,8 +231,7 @@ export class SwarmSandbox implements Sandbox {
       if (impossible) throw new SandboxError('unplaceable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
       throwIfAborted(signal);
       this.overlays.add(episodeId);
-      const stocked = this.stock.take();
-      if (stocked) this.stockTaken.set(episodeId, stocked.key);
+      const stocked = this.stock.take(episodeId);
       const network = stocked?.net ?? (await createEpisodeOverlay(this.docker, owner, swarmName(owner)));
       stages.mark('overlay');
       throwIfAborted(signal);
@@ -425,14 +422,14 @@ export class SwarmSandbox implements Sandbox {
   /** removes the episode's labelled resources, and the stocked overlay it took (labelled with that overlay's key) */
   private async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
     this.watcher.forget(episodeId);
-    const key = this.stockTaken.get(episodeId);
+    const key = this.stock.keyTakenBy(episodeId);
     const owned = await this.list(episodeId);
     // under the episode's id, so that its service's node is known when the overlay is removed
     if (key) owned.networks.push(...(await this.list(key)).networks.map((n) => ({ ...n, episode: episodeId })));
     const failed = await this.remove(owned, onEnvRemoved);
     if (failed.length > 0) throw this.removalError(failed, `episode ${episodeId}`);
     this.overlays.delete(episodeId);
-    this.stockTaken.delete(episodeId);
+    this.stock.forget(episodeId);
   }
 
   async sweep(): Promise<SweepResult> {
@@ -455,11 +452,7 @@ export class SwarmSandbox implements Sandbox {
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    return episodeIdsOf(
-      [...owned.services, ...owned.networks].map((r) => r.episode),
-      this.stock,
-      this.stockTaken,
-    );
+    return this.stock.episodeIdsOf([...owned.services, ...owned.networks].map((r) => r.episode));
   }
 
   private async list(episodeId?: string): Promise<Owned> {
