@@ -1,7 +1,8 @@
 /** The Docker backend's episode network: an internal bridge on a subnet of the server's own pool. */
 import type Dockerode from 'dockerode';
 import { isPoolOverlap, toSandboxError } from '../engine/errors.js';
-import { ownerLabels, resourceName, type Owner } from '../engine/labels.js';
+import { resourceName, type Owner } from '../engine/labels.js';
+import { createOwnedNetwork } from '../engine/networks.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { Subnet, SubnetPool } from './subnet-pool.js';
 
@@ -29,20 +30,16 @@ export async function createEpisodeNetwork(
     const subnet = pool.acquire(owner.episode);
     const name = resourceName(owner.bundle, owner.env, owner.episode);
     try {
-      const network = await docker.createNetwork({
-        Name: name,
+      const id = await createOwnedNetwork(docker, owner, name, {
         Driver: 'bridge',
-        Internal: true,
-        CheckDuplicate: true,
         IPAM: { Driver: 'default', Config: [{ Subnet: subnet.cidr, Gateway: subnet.gateway }] },
-        Labels: ownerLabels(owner),
         // An internal bridge still gives the host the gateway address, and the env a default
         // route to it: the env can reach every service listening on the host's addresses. When
         // the server reaches envs from a container attached to the network, the host needs no
         // address there, and without one the env can reach nothing but its own network.
         ...(opts.hostless ? { Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true' } } : {}),
       });
-      return { id: network.id, name, subnet };
+      return { id, name, subnet };
     } catch (err) {
       if (isPoolOverlap(err)) {
         log.debug({ subnet: subnet.cidr, episode: owner.episode }, 'subnet used by another network on the engine; trying the next');

@@ -1,11 +1,11 @@
 import type Dockerode from 'dockerode';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
-import { engineMessage, isConflict, isNotFound, toSandboxError } from '../engine/errors.js';
+import { engineMessage, isConflict, isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
 import { ownerLabels, resourceName, type Owner } from '../engine/labels.js';
 import type { EpisodeNetwork } from './bridge-network.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
-import { demuxLog, lastLines } from '../engine/logs.js';
+import { logTailOf } from '../engine/logs.js';
 
 /**
  * The env's container: on the episode network only, no published port, bounded memory, CPU and
@@ -55,13 +55,8 @@ export async function createEnvContainer(
 }
 
 /** resolves once the container is gone; 404 (already gone) and 409 (removal in progress) count as done */
-export async function removeContainer(docker: Dockerode, containerId: string): Promise<void> {
-  try {
-    await docker.getContainer(containerId).remove({ force: true, v: true });
-  } catch (err) {
-    if (isNotFound(err) || isConflict(err)) return;
-    throw err;
-  }
+export function removeContainer(docker: Dockerode, containerId: string): Promise<void> {
+  return removeOrGone(() => docker.getContainer(containerId).remove({ force: true, v: true }), isConflict);
 }
 
 /**
@@ -71,9 +66,7 @@ export async function removeContainer(docker: Dockerode, containerId: string): P
  */
 export async function logTail(docker: Dockerode, containerId: string, lines = LOG_TAIL_LINES): Promise<string> {
   try {
-    const raw: unknown = await docker.getContainer(containerId).logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false });
-    const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
-    return lastLines(demuxLog(buf), lines);
+    return logTailOf(await docker.getContainer(containerId).logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false }), lines);
   } catch {
     return '';
   }

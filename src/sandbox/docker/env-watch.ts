@@ -10,22 +10,9 @@
  */
 import type Dockerode from 'dockerode';
 import { lineSplitter } from '../../lines.js';
+import { EnvGoneError } from '../engine/env-gone.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import { sleep } from '../engine/retry.js';
-
-export type GoneEvent = 'die' | 'destroy' | 'disconnect';
-
-/** why an env can no longer be reached; the reason of a handle's `gone` signal */
-export class EnvGoneError extends Error {
-  override readonly name = 'EnvGoneError';
-  constructor(
-    readonly event: GoneEvent,
-    readonly exitCode: number | null,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 interface Watched {
   episodeId: string;
@@ -194,16 +181,16 @@ export class EnvWatcher {
         if (w)
           this.fire(
             w,
-            new EnvGoneError('die', Number.isFinite(code) ? code : null, `the env's container exited${Number.isFinite(code) ? ` with code ${code}` : ''}`),
+            new EnvGoneError('die', `the env's container exited${Number.isFinite(code) ? ` with code ${code}` : ''}`, Number.isFinite(code) ? code : null),
           );
       } else if (action === 'destroy' && w) {
-        this.fire(w, new EnvGoneError('destroy', this.exitCodeOf(id), "the env's container was removed from the engine"));
+        this.fire(w, new EnvGoneError('destroy', "the env's container was removed from the engine", this.exitCodeOf(id)));
       }
     } else if (e.Type === 'network') {
       const w = this.byNetwork.get(id);
       if (!w) return;
       if (action === 'destroy' || (action === 'disconnect' && attrs.container === w.containerId)) {
-        this.fire(w, new EnvGoneError('disconnect', null, "the env's container left its episode network"));
+        this.fire(w, new EnvGoneError('disconnect', "the env's container left its episode network"));
       }
     }
   }
@@ -229,11 +216,11 @@ export class EnvWatcher {
           const info = await this.docker.getContainer(w.containerId).inspect();
           if (!info.State.Running) {
             this.remember(w.containerId, info.State.ExitCode);
-            this.fire(w, new EnvGoneError('die', info.State.ExitCode, `the env's container exited with code ${info.State.ExitCode}`));
+            this.fire(w, new EnvGoneError('die', `the env's container exited with code ${info.State.ExitCode}`, info.State.ExitCode));
           }
         } catch (err) {
           if ((err as { statusCode?: number }).statusCode === 404) {
-            this.fire(w, new EnvGoneError('destroy', this.exitCodeOf(w.containerId), "the env's container was removed from the engine"));
+            this.fire(w, new EnvGoneError('destroy', "the env's container was removed from the engine", this.exitCodeOf(w.containerId)));
           }
         }
       }),

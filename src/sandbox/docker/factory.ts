@@ -3,7 +3,9 @@
  * its own container (it runs in one, with the engine's socket mounted).
  */
 import Dockerode from 'dockerode';
-import { DockerSandbox, detectOwnContainerId, type SandboxLogger } from './index.js';
+import { DockerSandbox } from './docker-sandbox.js';
+import { detectOwnContainerId } from '../engine/own-container.js';
+import type { SandboxLogger } from '../engine/logger.js';
 
 export interface DockerSandboxFactoryOptions {
   instance: string;

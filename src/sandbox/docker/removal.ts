@@ -1,83 +1,48 @@
 /**
- * Finding and removing labelled resources: one episode's (teardown), or everything of a server
- * instance (sweep at start, reconciler). Found by label rather than remembered ids, so a resource
- * whose creation was interrupted, or that a killed process left behind, is found all the same.
+ * Removing what a Docker sandbox owns (engine/owned.ts): one episode's (teardown), or everything
+ * of a server instance (sweep at start, reconciler). Containers first (a network with an endpoint
+ * cannot go), then networks.
  */
 import type Dockerode from 'dockerode';
-import { LABELS } from '../sandbox.js';
-import { removeContainer } from './containers.js';
-import { labelFilters } from '../engine/labels.js';
-import { disconnectFromNetwork, removeNetwork } from '../engine/networks.js';
-import type { SandboxLogger } from '../engine/logger.js';
+import { leaveAndRemoveNetwork } from '../engine/networks.js';
+import type { ListEnvs, Owned, RemovalSettings, RemoveResult } from '../engine/owned.js';
 import { retry } from '../engine/retry.js';
+import { removeContainer } from './containers.js';
 
-export interface Labelled {
-  id: string;
-  episode: string;
+/** an instance's containers, stopped ones too, by label */
+export function listContainers(docker: Dockerode): ListEnvs {
+  return async (filters) => (await docker.listContainers({ all: true, filters })).map((c) => ({ id: c.Id, labels: c.Labels }));
 }
 
-export interface Owned {
-  containers: Labelled[];
-  networks: Labelled[];
+export interface RemoveOptions extends RemovalSettings {
+  /** called between the containers and the networks, when every container was removed (a network runs no env) */
+  onEnvRemoved?: () => void;
 }
 
-export async function listOwned(docker: Dockerode, instance: string, episode?: string): Promise<Owned> {
-  const filters = JSON.stringify(labelFilters(instance, episode));
-  const [containers, networks] = await Promise.all([docker.listContainers({ all: true, filters }), docker.listNetworks({ filters })]);
-  return {
-    containers: containers.map((c) => ({ id: c.Id, episode: c.Labels?.[LABELS.episode] ?? '' })),
-    networks: networks.map((n) => ({ id: n.Id, episode: n.Labels?.[LABELS.episode] ?? '' })),
-  };
-}
-
-export interface RemoveOptions {
-  /** the server's own container, disconnected from each network before it is removed */
-  attachContainer: string | null;
-  attempts: number;
-  baseDelayMs: number;
-  signal?: AbortSignal;
-  log: SandboxLogger;
-  /** called between the containers and the networks, when every container was removed */
-  onContainersRemoved?: () => void;
-}
-
-export interface RemoveResult {
-  removed: Owned;
-  /** what could not be removed after every retry, with the last error */
-  failed: Array<Labelled & { kind: 'container' | 'network'; error: unknown }>;
-}
-
-/**
- * Containers first (a network with an endpoint cannot go), then networks. Every removal is retried
- * with backoff; one that still fails is reported, never silently dropped.
- */
+/** Every removal is retried with backoff; one that still fails is reported. */
 export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveOptions): Promise<RemoveResult> {
-  const result: RemoveResult = { removed: { containers: [], networks: [] }, failed: [] };
+  const result: RemoveResult = { removed: { envs: [], networks: [] }, failed: [] };
   const attempt = <T>(what: string, fn: () => Promise<T>) =>
     retry(fn, {
       attempts: opts.attempts,
       baseDelayMs: opts.baseDelayMs,
-      signal: opts.signal,
       onRetry: (err, n) => opts.log.debug({ err, attempt: n }, `retrying removal of ${what}`),
     });
   await Promise.all(
-    owned.containers.map(async (c) => {
+    owned.envs.map(async (c) => {
       try {
         await attempt(`container ${c.id.slice(0, 12)}`, () => removeContainer(docker, c.id));
-        result.removed.containers.push(c);
+        result.removed.envs.push(c);
       } catch (error) {
         result.failed.push({ ...c, kind: 'container', error });
       }
     }),
   );
-  if (result.failed.length === 0) opts.onContainersRemoved?.();
+  if (result.failed.length === 0) opts.onEnvRemoved?.();
   await Promise.all(
     owned.networks.map(async (n) => {
       try {
-        await attempt(`network ${n.id.slice(0, 12)}`, async () => {
-          if (opts.attachContainer) await disconnectFromNetwork(docker, n.id, opts.attachContainer);
-          await removeNetwork(docker, n.id);
-        });
+        await attempt(`network ${n.id.slice(0, 12)}`, () => leaveAndRemoveNetwork(docker, n.id, opts.attachContainer));
         result.removed.networks.push(n);
       } catch (error) {
         result.failed.push({ ...n, kind: 'network', error });

@@ -36,6 +36,16 @@ export function isConflict(err: unknown): boolean {
   return statusOf(err) === 409;
 }
 
+/** runs a removal; "not found" (and what `alsoDone` accepts) means it is gone already, which is what was wanted */
+export async function removeOrGone(remove: () => Promise<unknown>, alsoDone: (err: unknown) => boolean = () => false): Promise<void> {
+  try {
+    await remove();
+  } catch (err) {
+    if (isNotFound(err) || alsoDone(err)) return;
+    throw err;
+  }
+}
+
 export function isPoolOverlap(err: unknown): boolean {
   return /pool overlaps/i.test(engineMessage(err));
 }

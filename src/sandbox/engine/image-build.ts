@@ -10,9 +10,9 @@ import { Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
-import { forEachLine } from '../../lines.js';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
 import { engineMessage, isNotFound, toSandboxError } from './errors.js';
+import { forEachProgressLine, progressFailure, type ProgressLine } from './progress.js';
 
 interface ContextEntry {
   /** posix path relative to the context */
@@ -131,33 +131,16 @@ export async function checkImage(docker: Dockerode, ref: string): Promise<void> 
   }
 }
 
-interface BuildLine {
-  stream?: string;
-  status?: string;
-  progress?: string;
-  error?: string;
-  errorDetail?: { message?: string; code?: number };
-  aux?: unknown;
-}
-
 /**
  * Reads the engine's build output (JSON objects, one a line). A failed step arrives as a line with
  * `error`/`errorDetail` on a stream that otherwise ends normally: returns its message, or null.
  */
 export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (line: string) => void): Promise<string | null> {
   let failure: string | null = null;
-  const handle = (raw: string) => {
-    const text = raw.trim();
-    if (!text) return;
-    let msg: BuildLine;
-    try {
-      msg = JSON.parse(text) as BuildLine;
-    } catch {
-      onLine(text);
-      return;
-    }
-    if (msg.error !== undefined || msg.errorDetail !== undefined) {
-      failure ??= (msg.errorDetail?.message ?? msg.error ?? 'unknown build error').trim();
+  const onMessage = (msg: ProgressLine) => {
+    const failed = progressFailure(msg, 'unknown build error');
+    if (failed !== null) {
+      failure ??= failed;
       onLine(`ERROR: ${failure}`);
       return;
     }
@@ -165,7 +148,7 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
     if (out === undefined) return;
     for (const line of out.split(/\r?\n/)) if (line.trim()) onLine(line.trimEnd());
   };
-  await forEachLine(stream, handle);
+  await forEachProgressLine(stream, onMessage, onLine);
   return failure;
 }
 

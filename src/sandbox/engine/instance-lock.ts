@@ -31,7 +31,7 @@ import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type Dockerode from 'dockerode';
 import { LABELS } from '../sandbox.js';
-import { isConflict, isNotFound } from './errors.js';
+import { isConflict, removeOrGone } from './errors.js';
 import type { SandboxLogger } from './logger.js';
 import { silentLogger } from './logger.js';
 
@@ -189,15 +189,7 @@ export async function abandonedInstances(docker: Dockerode, prefix: string, also
 
 /** Removes lock markers by name; one already gone (or being removed) is success. */
 export async function removeLockMarkers(docker: Dockerode, names: string[]): Promise<void> {
-  await Promise.all(
-    names.map(async (n) => {
-      try {
-        await docker.getVolume(n).remove();
-      } catch (err) {
-        if (!isNotFound(err) && !isConflict(err)) throw err;
-      }
-    }),
-  );
+  await Promise.all(names.map((n) => removeOrGone(() => docker.getVolume(n).remove(), isConflict)));
 }
 
 export class InstanceLock {

@@ -23,6 +23,11 @@ export function demuxLog(buf: Buffer): string {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** the tail of a log as the engine answered it (a Buffer, multiplexed or not): its last `lines` lines */
+export function logTailOf(raw: unknown, lines: number): string {
+  return lastLines(demuxLog(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw))), lines);
+}
+
 /** the last `n` lines of `text`, and of those at most the last `maxBytes` bytes (LOG_TAIL_BYTES) */
 export function lastLines(text: string, n: number, maxBytes = LOG_TAIL_BYTES): string {
   const lines = text.replace(/\n+$/, '').split('\n');

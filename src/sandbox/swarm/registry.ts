@@ -6,7 +6,7 @@
 import type Dockerode from 'dockerode';
 import { SandboxError } from '../sandbox.js';
 import { engineMessage, toSandboxError } from '../engine/errors.js';
-import { forEachLine } from '../../lines.js';
+import { forEachProgressLine, progressFailure } from '../engine/progress.js';
 
 /** "openenv-bundle/x-y:abc" → { repo: "openenv-bundle/x-y", tag: "abc" } */
 export function splitTag(ref: string): { repo: string; tag: string } {
@@ -16,34 +16,18 @@ export function splitTag(ref: string): { repo: string; tag: string } {
   return { repo: ref, tag: 'latest' };
 }
 
-interface PushLine {
-  status?: string;
-  error?: string;
-  errorDetail?: { message?: string };
-  aux?: { Tag?: string; Digest?: string; Size?: number };
-}
-
 /** reads a push's progress stream: the digest the registry gave, or the error it ended with */
 async function followPush(stream: NodeJS.ReadableStream, onLine?: (line: string) => void): Promise<{ digest: string | null; error: string | null }> {
   let digest: string | null = null;
   let error: string | null = null;
-  const handle = (raw: string) => {
-    const text = raw.trim();
-    if (!text) return;
-    let msg: PushLine;
-    try {
-      msg = JSON.parse(text) as PushLine;
-    } catch {
-      return;
-    }
-    if (msg.error !== undefined || msg.errorDetail !== undefined) error ??= (msg.errorDetail?.message ?? msg.error ?? 'unknown push error').trim();
+  await forEachProgressLine(stream, (msg) => {
+    error ??= progressFailure(msg, 'unknown push error');
     if (msg.aux?.Digest) digest = msg.aux.Digest;
     if (msg.status && /digest: sha256:/.test(msg.status)) {
       onLine?.(msg.status);
       digest ??= /(sha256:[0-9a-f]{64})/.exec(msg.status)?.[1] ?? null;
     }
-  };
-  await forEachLine(stream, handle);
+  });
   return { digest, error };
 }
 

@@ -5,9 +5,10 @@
 import type Dockerode from 'dockerode';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
-import { demuxLog, lastLines } from '../engine/logs.js';
-import { isNotFound, toSandboxError } from '../engine/errors.js';
+import { logTailOf } from '../engine/logs.js';
+import { isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
 import { ownerLabels, type Owner } from '../engine/labels.js';
+import { createOwnedNetwork } from '../engine/networks.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
 
 /**
@@ -33,15 +34,7 @@ export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name
   try {
     // no subnet given: swarm allocates one from its own pool (`swarm init --default-addr-pool`),
     // cluster-wide, so no two overlays ever overlap, whichever server created them
-    const network = await docker.createNetwork({
-      Name: name,
-      Driver: 'overlay',
-      Internal: true,
-      Attachable: true,
-      CheckDuplicate: true,
-      Labels: ownerLabels(owner),
-    });
-    return { id: network.id, name };
+    return { id: await createOwnedNetwork(docker, owner, name, { Driver: 'overlay', Attachable: true }), name };
   } catch (err) {
     throw toSandboxError(err, `creating the overlay network of episode ${owner.episode}`);
   }
@@ -88,7 +81,6 @@ export async function createEnvService(docker: Dockerode, owner: Owner, env: Env
   }
 }
 
-/** resolves once swarm accepted the removal; 404 means it is gone already */
 /**
  * Scales the service to no replica: its task is shut down on its node, and the node reports the
  * task's end once its container has stopped (a removed service's tasks vanish from the manager's
@@ -106,24 +98,19 @@ export async function stopService(docker: Dockerode, serviceId: string): Promise
   }
 }
 
-export async function removeService(docker: Dockerode, serviceId: string): Promise<void> {
-  try {
-    await docker.getService(serviceId).remove();
-  } catch (err) {
-    if (isNotFound(err)) return;
-    throw err;
-  }
+/** resolves once swarm accepted the removal; gone already is done */
+export function removeService(docker: Dockerode, serviceId: string): Promise<void> {
+  return removeOrGone(() => docker.getService(serviceId).remove());
 }
 
 /** the last lines of the service's log, from whichever node its task ran on; '' when they cannot be had in time */
 export async function serviceLogTail(docker: Dockerode, serviceId: string, timeoutMs = 3000, lines = LOG_TAIL_LINES): Promise<string> {
   const signal = AbortSignal.timeout(timeoutMs);
   try {
-    const raw: unknown = await docker
-      .getService(serviceId)
-      .logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false, abortSignal: signal } as object);
-    const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
-    return lastLines(demuxLog(buf), lines);
+    return logTailOf(
+      await docker.getService(serviceId).logs({ stdout: true, stderr: true, follow: false, tail: lines, timestamps: false, abortSignal: signal } as object),
+      lines,
+    );
   } catch {
     return '';
   }

@@ -6,18 +6,9 @@
  * nothing of a node that vanished, so polling is the dependable way here.
  */
 import type Dockerode from 'dockerode';
+import { EnvGoneError } from '../engine/env-gone.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import { latestTask, listNodes, listTasks, LOST_NODE_STATES, TERMINAL_STATES } from './tasks.js';
-
-export class EnvLostError extends Error {
-  override readonly name = 'EnvLostError';
-  constructor(
-    readonly kind: 'node_gone' | 'task_ended' | 'service_gone',
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 interface Watched {
   episodeId: string;
@@ -80,12 +71,12 @@ export class TaskWatcher {
         if (this.watched.get(w.episodeId) !== w) continue;
         const task = latestTask(tasks, w.serviceId);
         if (!task) {
-          this.fire(w, new EnvLostError('service_gone', "the env's service has no task any more (it was removed)"));
+          this.fire(w, new EnvGoneError('service_gone', "the env's service has no task any more (it was removed)"));
           continue;
         }
         const node = task.NodeID ? nodeById.get(task.NodeID) : undefined;
         if (node && LOST_NODE_STATES.has(node.state)) {
-          this.fire(w, new EnvLostError('node_gone', `the node the env ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`));
+          this.fire(w, new EnvGoneError('node_gone', `the node the env ran on (${node.id.slice(0, 12)}, ${node.addr}) is ${node.state}`));
           continue;
         }
         const state = task.Status?.State ?? '';
@@ -93,9 +84,10 @@ export class TaskWatcher {
           const code = task.Status?.ContainerStatus?.ExitCode;
           this.fire(
             w,
-            new EnvLostError(
+            new EnvGoneError(
               'task_ended',
               `the env's task is ${state}${code !== undefined ? ` (exit code ${code})` : ''}${task.Status?.Err ? `: ${task.Status.Err}` : ''}`,
+              code ?? null,
             ),
           );
         }
@@ -107,9 +99,9 @@ export class TaskWatcher {
     }
   }
 
-  private fire(w: Watched, reason: EnvLostError): void {
+  private fire(w: Watched, reason: EnvGoneError): void {
     this.watched.delete(w.episodeId);
-    this.log.warn({ episode: w.episodeId, service: w.serviceId.slice(0, 12), kind: reason.kind }, reason.message);
+    this.log.warn({ episode: w.episodeId, service: w.serviceId.slice(0, 12), event: reason.event }, reason.message);
     w.controller.abort(reason);
   }
 }

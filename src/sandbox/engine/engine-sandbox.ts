@@ -1,0 +1,330 @@
+/**
+ * The skeleton of a Sandbox on a Docker engine, once for both backends: the open check, env images
+ * (built on the engine, published by the backend), the instance claim and its loss, the stock of
+ * networks made ahead of demand, deploys (one per id at a time, a failed one cleaned up), teardown,
+ * the start sweep, the reconciler's listing and close(). A backend (docker/docker-sandbox.ts,
+ * swarm/swarm-sandbox.ts) says only what differs: how the engine answers a ping, how an episode's
+ * network and env are made and looked at, and how what it owns is listed and removed.
+ */
+import Dockerode from 'dockerode';
+import { REMOVAL_RETRY } from '../../defaults.js';
+import { EnvLifecycles } from '../env-lifecycles.js';
+import {
+  SandboxError,
+  type DeployRequest,
+  type EnvDiagnosis,
+  type EnvHandle,
+  type EnvSpec,
+  type ImageBuildRequest,
+  type Sandbox,
+  type StockTurn,
+  type SweepResult,
+  type TeardownOptions,
+} from '../sandbox.js';
+import { abortError, engineMessage, toSandboxError } from './errors.js';
+import { buildEnvImage, checkImage } from './image-build.js';
+import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
+import type { Owner } from './labels.js';
+import { silentLogger, type SandboxLogger } from './logger.js';
+import { NetworkStock } from './network-stock.js';
+import { connectToNetwork } from './networks.js';
+import { listOwned, type ListEnvs, type Owned, type RemovalFailure, type RemovalSettings, type RemoveResult } from './owned.js';
+import { retry } from './retry.js';
+
+export interface EngineSandboxOptions {
+  /** the engine (a swarm's manager); defaults to the local one (DOCKER_HOST or /var/run/docker.sock) */
+  docker?: Dockerode;
+  /** this server instance: labels every resource, scopes sweep and listEpisodeIds */
+  instance: string;
+  bundleName: string;
+  logger?: SandboxLogger;
+  /** attempts per removal, and the first backoff delay (doubling) */
+  removeAttempts?: number;
+  removeBaseDelayMs?: number;
+  /**
+   * The server's own container when it reaches envs from one (the engine's socket mounted): it
+   * joins each episode network (see detectOwnContainerId). null: it reaches them from the host.
+   */
+  attachContainer?: string | null;
+  /** heartbeat of the instance claim (claimInstance) */
+  instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
+  /** episode networks kept made ahead of demand once prepare() was called (default 0: none) */
+  networkStock?: number;
+}
+
+/** how a backend's messages and logs name it */
+export interface BackendNames {
+  /** "the Docker sandbox" */
+  sandbox: string;
+  /** "the Docker engine", "the swarm" */
+  engine: string;
+  /** what it stocks: "episode network", "overlay" */
+  network: string;
+}
+
+/** what watches a backend's deployed envs; an env's own removal is no death to report */
+export interface EnvWatch {
+  forget(episodeId: string): void;
+  close(): void;
+}
+
+export abstract class EngineSandbox<N> implements Sandbox {
+  readonly instance: string;
+  readonly bundleName: string;
+  protected readonly docker: Dockerode;
+  protected readonly log: SandboxLogger;
+  protected readonly attach: string | null;
+  /** how what the backend owns is removed */
+  protected readonly removal: RemovalSettings;
+  /** networks made ahead of demand; each is handed to one deploy, which it records, and removed with that episode */
+  protected readonly networks: NetworkStock<N>;
+  private readonly names: BackendNames;
+  private readonly lifecycles = new EnvLifecycles();
+  private readonly builds = new Map<string, Promise<string>>();
+  private readonly lock: InstanceLock;
+  private readonly lostListeners: ((why: string) => void)[] = [];
+  private closed = false;
+  private failedRemovals = 0;
+
+  /** what watches the deployed envs (the engine's events, the swarm's tasks) */
+  protected abstract readonly watcher: EnvWatch;
+
+  constructor(opts: EngineSandboxOptions, names: BackendNames) {
+    if (!opts.instance) throw new Error(`${names.sandbox} needs an instance id`);
+    this.instance = opts.instance;
+    this.bundleName = opts.bundleName;
+    this.names = names;
+    this.docker = opts.docker ?? new Dockerode();
+    this.log = opts.logger ?? silentLogger;
+    this.attach = opts.attachContainer ?? null;
+    this.removal = {
+      attachContainer: this.attach,
+      attempts: opts.removeAttempts ?? REMOVAL_RETRY.attempts,
+      baseDelayMs: opts.removeBaseDelayMs ?? REMOVAL_RETRY.baseDelayMs,
+      log: this.log,
+    };
+    this.networks = new NetworkStock<N>({
+      size: opts.networkStock ?? 0,
+      what: names.network,
+      log: this.log,
+      create: async (key) => {
+        try {
+          return await this.makeStockedNetwork(this.ownerOf(key, ''));
+        } catch (err) {
+          // labelled with the key: removed now, or by the start sweep or the reconciler if this fails too
+          await this.removeEpisode(key).catch(() => undefined);
+          throw err;
+        }
+      },
+      remove: (key) => this.removeEpisode(key),
+    });
+    // the instance claim is a labelled volume on the engine (a swarm's manager), as on one host
+    this.lock = new InstanceLock(this.docker, {
+      ...opts.instanceLock,
+      instance: this.instance,
+      logger: this.log,
+      onLost: (h) => {
+        opts.instanceLock?.onLost?.(h);
+        const why = `instance "${this.instance}" is held by an older server (host ${h.host}, pid ${h.pid}, since ${new Date(h.since).toISOString()})`;
+        for (const fn of this.lostListeners) fn(why);
+      },
+    });
+  }
+
+  // --- what a backend says ---------------------------------------------------------------------
+
+  /** resolves when the engine answers and can run this backend's envs */
+  protected abstract checkEngine(): Promise<void>;
+  /** a network for the stock, labelled with `owner.episode` (its key), ready for a deploy to take */
+  protected abstract makeStockedNetwork(owner: Owner): Promise<N>;
+  /**
+   * Makes the episode's network (or takes one from `this.networks`) and env, and waits for it to
+   * be ready; whatever it throws, what it made is removed by the caller (removeEpisode).
+   */
+  protected abstract deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle>;
+  /** the state of a deployed env, to explain a failure */
+  protected abstract inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis>;
+  /** whether an episode network of the id may exist on the engine (made, or its creation in doubt) */
+  protected abstract holdsNetwork(episodeId: string): boolean;
+  /** every network of `episodeId` (an episode id or a stock key) is gone from the engine */
+  protected abstract released(episodeId: string): void;
+  /** lists the backend's envs (containers, services) by label */
+  protected abstract readonly listEnvs: ListEnvs;
+  /** removes what was listed, envs first; `onEnvRemoved` once no env of it runs any more */
+  protected abstract removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult>;
+  abstract networksInUse(): number;
+
+  /** the image reference envs are deployed from, once built (the swarm's: pushed to its registry) */
+  protected publishImage(tag: string, _req: ImageBuildRequest): Promise<string> {
+    return Promise.resolve(tag);
+  }
+
+  // --- the skeleton ----------------------------------------------------------------------------
+
+  protected assertOpen(): void {
+    if (this.closed) throw new SandboxError('engine_failed', `${this.names.sandbox} is closed`);
+  }
+
+  /** the server's container joins a network, when it reaches envs from one; resolves with how long the engine took */
+  protected async join(networkId: string): Promise<number> {
+    const t = Date.now();
+    if (this.attach) await connectToNetwork(this.docker, networkId, this.attach);
+    return Date.now() - t;
+  }
+
+  protected ownerOf(episodeId: string, envName: string): Owner {
+    return { instance: this.instance, bundle: this.bundleName, episode: episodeId, env: envName };
+  }
+
+  /** removals that still failed after every retry (their resources stay labelled for the reconciler) */
+  get removalFailures(): number {
+    return this.failedRemovals;
+  }
+
+  async ping(): Promise<void> {
+    this.assertOpen();
+    await this.checkEngine();
+  }
+
+  async buildImage(req: ImageBuildRequest): Promise<string> {
+    this.assertOpen();
+    return this.publishImage(await buildEnvImage(this.docker, req, this.builds), req);
+  }
+
+  async checkImage(ref: string): Promise<void> {
+    this.assertOpen();
+    await checkImage(this.docker, ref);
+  }
+
+  /** the network stock's figures (for /metrics) */
+  networkStock(): ReturnType<NetworkStock<N>['stats']> {
+    return this.networks.stats();
+  }
+
+  /** begins making networks ahead of demand; after the start sweep, which would remove them */
+  prepare(turn?: StockTurn): void {
+    this.assertOpen();
+    this.networks.start(turn);
+  }
+
+  /** stops the stock and removes the networks nobody took (the drain calls it first; close() waits for the same removal) */
+  unprepare(): Promise<void> {
+    return this.networks.close();
+  }
+
+  async claimInstance(): Promise<void> {
+    this.assertOpen();
+    await this.lock.claim();
+  }
+
+  async releaseInstance(): Promise<void> {
+    await this.lock.release();
+  }
+
+  onInstanceLost(fn: (why: string) => void): void {
+    this.lostListeners.push(fn);
+  }
+
+  async deploy(req: DeployRequest): Promise<EnvHandle> {
+    this.assertOpen();
+    return this.lifecycles.deploy(
+      req,
+      (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
+      (signal) => this.deployOrCleanUp(req.episodeId, req.env, signal),
+    );
+  }
+
+  private async deployOrCleanUp(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+    try {
+      // Creation steps are not interrupted mid-call: an engine call cut off may still complete
+      // on the engine's side, and its resource would then escape this cleanup.
+      return await this.deployEnv(this.ownerOf(episodeId, env.name), env, signal);
+    } catch (err) {
+      const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
+      try {
+        await this.removeEpisode(episodeId);
+      } catch (cleanupErr) {
+        this.log.error({ episode: episodeId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
+      }
+      if (!signal.aborted) this.log.warn({ episode: episodeId, env: env.name, reason: (cause as SandboxError).reason, msg: cause.message }, 'deploy failed');
+      throw cause;
+    }
+  }
+
+  async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
+    this.assertOpen();
+    return this.inspectEnv(handle);
+  }
+
+  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
+    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId, opts.onEnvRemoved), opts.onEnvRemoved);
+  }
+
+  /**
+   * Removes the episode's labelled resources, and the stocked network it took (labelled with that
+   * network's key, removed under the episode's id so that the backend knows whose it is).
+   */
+  protected async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
+    this.watcher.forget(episodeId);
+    const key = this.networks.keyTakenBy(episodeId);
+    const owned = await this.list(episodeId);
+    if (key) owned.networks.push(...(await this.list(key)).networks.map((n) => ({ ...n, episode: episodeId })));
+    const result = await this.removeOwned(owned, onEnvRemoved);
+    if (result.failed.length > 0) throw this.removalError(result.failed, `episode ${episodeId}`);
+    this.released(episodeId);
+    if (key) {
+      this.released(key);
+      this.networks.forget(episodeId);
+    }
+  }
+
+  async sweep(): Promise<SweepResult> {
+    this.assertOpen();
+    const result = await this.removeOwned(await this.list());
+    const stillThere = new Set(result.failed.filter((f) => f.kind === 'network').map((f) => f.episode));
+    for (const n of result.removed.networks) if (!stillThere.has(n.episode)) this.released(n.episode);
+    const removed = { containers: result.removed.envs.map((c) => c.id), networks: result.removed.networks.map((n) => n.id) };
+    if (removed.containers.length + removed.networks.length > 0) this.log.info({ instance: this.instance, ...removed }, 'swept leftover env resources');
+    if (result.failed.length > 0) throw this.removalError(result.failed, `instance ${this.instance}`);
+    return removed;
+  }
+
+  /** a stocked network nobody took is no episode's; one an episode took is reported as that episode's */
+  async listEpisodeIds(): Promise<string[]> {
+    this.assertOpen();
+    const owned = await this.list();
+    return this.networks.episodeIdsOf([...owned.envs, ...owned.networks].map((r) => r.episode));
+  }
+
+  /** what this instance (or another: a dead one's) has on the engine, by label, optionally one episode's */
+  protected async list(episodeId?: string, instance = this.instance): Promise<Owned> {
+    try {
+      // no abort signal: cleanups started by close() must still get to finish
+      return await retry(() => listOwned(this.docker, this.listEnvs, instance, episodeId), { attempts: 3, baseDelayMs: this.removal.baseDelayMs });
+    } catch (err) {
+      throw toSandboxError(err, `listing the resources of ${episodeId ? `episode ${episodeId}` : `instance ${instance}`}`);
+    }
+  }
+
+  protected removalError(failed: RemovalFailure[], what: string): SandboxError {
+    this.failedRemovals += failed.length;
+    const details = failed.map((f) => `${f.kind} ${f.id.slice(0, 12)}: ${engineMessage(f.error)}`).join('; ');
+    this.log.error(
+      { failed: failed.map((f) => ({ kind: f.kind, id: f.id, episode: f.episode, err: engineMessage(f.error) })) },
+      `could not remove every resource of ${what}`,
+    );
+    return new SandboxError(
+      'engine_failed',
+      `${this.names.engine} did not remove every resource of ${what} after ${this.removal.attempts} attempts: ${details}`,
+    );
+  }
+
+  /** stops deploys in flight (they remove what they created), waits for teardowns and the stock's removal, then refuses further calls */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([this.networks.close(), this.lifecycles.close(`${this.names.sandbox} is closing`)]);
+    this.watcher.close();
+    await this.lock.release().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not release the instance name; it goes stale on its own'));
+    this.closed = true;
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * Removing what a swarm sandbox owns (engine/owned.ts): one episode's (teardown), or everything of
+ * a server instance (sweep at start, reconciler). Services scaled to nothing first (their nodes
+ * report each task's end once its container stopped), then removed, then the overlays, which swarm
+ * refuses to remove while a task of them is still around: retried until the tasks are gone, within
+ * `networkRemovalMs`. `onEnvRemoved` once all of it is gone, so a slot is never freed while its env
+ * may still run on its node (the cap holds on every node). A task on a node that is down stays
+ * until the node comes back or is removed from the swarm (`docker node rm`); its overlay is then
+ * left for the reconciler, and reported.
+ */
+import type Dockerode from 'dockerode';
+import { SWARM } from '../../defaults.js';
+import { engineMessage } from '../engine/errors.js';
+import { leaveAndRemoveNetwork } from '../engine/networks.js';
+import type { ListEnvs, Owned, RemovalSettings, RemoveResult } from '../engine/owned.js';
+import { retry, sleep } from '../engine/retry.js';
+import { removeService, stopService } from './services.js';
+import { listNodes, listTasks, LOST_NODE_STATES, TERMINAL_STATES, type SwarmTask } from './tasks.js';
+
+/** an instance's services, by label */
+export function listServices(docker: Dockerode): ListEnvs {
+  return async (filters) => {
+    const services = (await docker.listServices({ filters })) as unknown as Array<{ ID: string; Spec?: { Labels?: Record<string, string> } }>;
+    return services.map((s) => ({ id: s.ID, labels: s.Spec?.Labels }));
+  };
+}
+
+export interface RemoveOptions extends RemovalSettings {
+  /** how long a network removal waits for the tasks of its removed service to be gone */
+  networkRemovalMs: number;
+  /** called once everything was removed: only then is no env of it running on any node */
+  onEnvRemoved?: () => void;
+}
+
+export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveOptions): Promise<RemoveResult> {
+  const result: RemoveResult = { removed: { envs: [], networks: [] }, failed: [] };
+  const attempt = <T>(fn: () => Promise<T>) => retry(fn, { attempts: opts.attempts, baseDelayMs: opts.baseDelayMs });
+  const serviceIds = owned.envs.map((s) => s.id);
+  const tasks = await listTasks(docker, serviceIds).catch(() => [] as SwarmTask[]);
+  const nodes = tasks.length ? await listNodes(docker).catch(() => []) : [];
+  const lostNodes = new Set(nodes.filter((n) => LOST_NODE_STATES.has(n.state)).map((n) => n.id));
+  const episodesOnLostNodes = new Set(
+    owned.envs
+      .filter((s) => tasks.some((t) => t.ServiceID === s.id && t.NodeID && lostNodes.has(t.NodeID) && !TERMINAL_STATES.has(t.Status?.State ?? '')))
+      .map((s) => s.episode),
+  );
+  // scaled to nothing first: while the service exists its task's end is reported by its node once
+  // the container has stopped, so the slot is held until then (the cap holds on the nodes too),
+  // except on a node that is down, where nothing stops; then the service goes
+  await Promise.all(owned.envs.map((s) => attempt(() => stopService(docker, s.id)).catch(() => undefined)));
+  await waitForTasksToStop(docker, serviceIds, lostNodes, opts);
+  await Promise.all(
+    owned.envs.map(async (s) => {
+      try {
+        await attempt(() => removeService(docker, s.id));
+        result.removed.envs.push(s);
+      } catch (error) {
+        result.failed.push({ kind: 'service', ...s, error });
+      }
+    }),
+  );
+  await Promise.all(
+    owned.networks.map(async (n) => {
+      const until = Date.now() + (episodesOnLostNodes.has(n.episode) ? 0 : opts.networkRemovalMs);
+      for (let i = 0; ; i++) {
+        try {
+          await leaveAndRemoveNetwork(docker, n.id, opts.attachContainer);
+          result.removed.networks.push(n);
+          return;
+        } catch (error) {
+          const inUse = /in use|active endpoints/i.test(engineMessage(error));
+          if ((inUse && Date.now() < until) || (!inUse && i + 1 < opts.attempts)) {
+            await sleep(inUse ? SWARM.taskPollMaxMs : opts.baseDelayMs * 2 ** i);
+            continue;
+          }
+          const why = episodesOnLostNodes.has(n.episode)
+            ? new Error(`${engineMessage(error)} (its task is on a node that is down: it goes when the node comes back or is removed with \`docker node rm\`)`)
+            : error;
+          result.failed.push({ kind: 'network', ...n, error: why });
+          return;
+        }
+      }
+    }),
+  );
+  if (result.failed.length === 0) opts.onEnvRemoved?.();
+  return result;
+}
+
+async function waitForTasksToStop(docker: Dockerode, serviceIds: string[], lostNodes: Set<string>, opts: RemoveOptions): Promise<void> {
+  if (serviceIds.length === 0) return;
+  const until = Date.now() + opts.networkRemovalMs;
+  while (Date.now() < until) {
+    const tasks = await listTasks(docker, serviceIds).catch(() => [] as SwarmTask[]);
+    const live = tasks.filter((t) => !TERMINAL_STATES.has(t.Status?.State ?? '') && !(t.NodeID && lostNodes.has(t.NodeID)));
+    // a task still waiting for a node never started anything
+    if (live.every((t) => (t.Status?.State ?? '') === 'pending' || !t.NodeID)) return;
+    await sleep(SWARM.taskPollMaxMs / 2);
+  }
+  opts.log.warn(
+    { services: serviceIds.map((id) => id.slice(0, 12)) },
+    'the tasks of removed services did not all stop in time; removing their networks anyway',
+  );
+}
