@@ -118,7 +118,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     waiting: () => admission.waitingCount,
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
-    networkStock: () => sandbox.networkStock?.() ?? null,
+    networkStock: () => sandbox.stock?.stats() ?? null,
   });
   const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
   const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
@@ -155,10 +155,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const ready = (async () => {
     await sandbox.ping();
     // before anything is swept: refuses to start while a live server holds this instance name
-    await sandbox.claimInstance?.();
+    await sandbox.instanceClaim?.claim();
     if (ro.sweepOnStart !== false) {
       // `check` runs under a fresh name each time: what a killed one left is nobody's to sweep but ours
-      const abandoned = await sandbox.sweepAbandoned?.(CHECK_INSTANCE_PREFIX);
+      const abandoned = await sandbox.deadInstances?.sweep(CHECK_INSTANCE_PREFIX);
       if (abandoned && abandoned.instances.length > 0) {
         log.warn(
           { event: 'abandoned_sweep', ...abandoned },
@@ -178,7 +178,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // networks are made ahead of demand while the images build, each in a refill turn of
     // --max-concurrent-deploys: resets go first, so a burst larger than the stock is not slowed
     // by its refills
-    if (!manager.isDraining) sandbox.prepare?.((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
+    if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
     await catalog.buildAll();
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {
@@ -204,7 +204,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   let engineCheck = { at: 0, ok: true };
   // two servers found holding one instance name: the later one stops serving, saying why
   let lostInstance: string | null = null;
-  sandbox.onInstanceLost?.((why) => {
+  sandbox.instanceClaim?.onLost((why) => {
     lostInstance = why;
     log.error({ event: 'instance_lost', instance: opts.instance }, `${why}: this server stops serving; stop it, or start it with another --instance`);
     void drain();
@@ -229,13 +229,13 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   let drained: Promise<{ tornDown: number; timedOut: boolean }> | null = null;
   /**
    * Refuses new episodes and tears every live one down, with what was made ahead of demand (the
-   * sandbox's unprepare), all within one budget: `timedOut` when either was still going at its end.
+   * sandbox's stock), all within one budget: `timedOut` when either was still going at its end.
    */
   const drain = (timeoutMs = opts.shutdownTimeout * 1000) => {
     drained ??= (async () => {
       const deadline = Date.now() + timeoutMs;
       const closing = sessions.shutdownSockets();
-      const unprepared = (sandbox.unprepare?.() ?? Promise.resolve()).then(
+      const unprepared = (sandbox.stock?.stop() ?? Promise.resolve()).then(
         () => true,
         (e: unknown) => {
           log.warn({ err: (e as Error).message }, 'could not remove what was made ahead of demand');

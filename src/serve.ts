@@ -182,7 +182,7 @@ export async function serveMain(argv: string[]): Promise<number> {
    * behind would make the next start wait for it to go stale), then the process exits.
    */
   const exit = async (code: number): Promise<never> => {
-    const released = app.openenv.sandbox.releaseInstance?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not release the instance name'));
+    const released = app.openenv.sandbox.instanceClaim?.release().catch((e) => log.warn({ err: (e as Error).message }, 'could not release the instance name'));
     await Promise.race([released, new Promise((r) => setTimeout(r, SHUTDOWN_RELEASE_MS).unref())]);
     exitWith(code);
   };

@@ -28,7 +28,7 @@ export class EnvCatalog {
         if (dir) {
           const started = Date.now();
           this.log.info({ env: name, context: dir }, `building env image "${name}"`);
-          const tag = await this.sandbox.buildImage({
+          const tag = await this.sandbox.images.build({
             bundleName: this.bundle.manifest.name,
             envName: name,
             contextDir: dir,
@@ -41,7 +41,7 @@ export class EnvCatalog {
           this.images.set(name, tag);
           this.log.info({ env: name, image: tag, build_s: (Date.now() - started) / 1000 }, `env image "${name}" ready: ${tag}`);
         } else if (env.image) {
-          await this.sandbox.checkImage(env.image);
+          await this.sandbox.images.check(env.image);
           this.images.set(name, env.image);
           this.log.info({ env: name, image: env.image }, `env image "${name}" present: ${env.image}`);
         }

@@ -1,10 +1,10 @@
 /**
- * What the episode machinery needs from wherever envs run. Only `sandbox/docker` knows dockerode;
- * the Docker-free test layer runs the same interface over child processes (test/support).
+ * What the episode machinery needs from wherever envs run: the Sandbox interface (below, a core and
+ * capabilities) and the shapes it speaks. Its implementations: the engine backends (docker/,
+ * swarm/, on the skeleton in engine/, the only code that knows dockerode) and, for the Docker-free
+ * test layer, child processes (test/support/process-sandbox.ts).
  */
 import { sandboxReason, type SandboxFact, type SandboxFailureReason } from '../failures.js';
-
-export type { SandboxFact, SandboxFailureReason };
 
 export interface EnvResources {
   memoryMb: number;
@@ -88,7 +88,7 @@ export interface SweepResult {
   networks: string[];
 }
 
-/** What sweepAbandoned removed: the instance names, and their containers and networks. */
+/** What a sweep of dead instances removed: the instance names, and their containers and networks. */
 export interface AbandonedSweep {
   instances: string[];
   containers: string[];
@@ -129,16 +129,17 @@ export interface ImageBuildRequest {
  */
 export type StockTurn = <T>(fn: () => Promise<T>, signal: AbortSignal) => Promise<T>;
 
+/**
+ * Where envs run, as the episode machinery sees it: a small core (an env's deploy, look, teardown,
+ * what is left of envs on the engine, close) and named parts, one per concern, composed the way
+ * testcontainers composes one small client per engine resource. `images` every sandbox has; the
+ * optional capabilities are there when the backend offers them (both engine backends offer
+ * `instanceClaim` and `stock`, the Docker one `deadInstances`; the test layer's process sandbox
+ * none), and a caller asks for one with `?.`.
+ */
 export interface Sandbox {
   /** resolves when the engine answers; rejects with a SandboxError (engine_failed) otherwise */
   ping(): Promise<void>;
-  /**
-   * Builds the env image from its context unless an image with the content-hash tag
-   * `openenv-bundle/<bundle>-<env>:<12 hex>` already exists. Returns the tag.
-   */
-  buildImage(req: ImageBuildRequest): Promise<string>;
-  /** rejects with a SandboxError (no_image) when the engine does not have it */
-  checkImage(ref: string): Promise<void>;
   /** network, container, readiness; a failed deploy leaves nothing behind */
   deploy(req: DeployRequest): Promise<EnvHandle>;
   /** state of the episode's env container, to explain a failure */
@@ -154,40 +155,86 @@ export interface Sandbox {
   listEpisodeIds(): Promise<string[]>;
   /** episode networks this sandbox currently holds for episodes (not those made ahead of demand) */
   networksInUse(): number;
-  /**
-   * Begins making resources ahead of demand (the Docker sandbox's network stock), each creation in
-   * a `turn` when given (the server's: a refill turn of --max-concurrent-deploys, so that resets go
-   * first). Called once the start sweep is done, which would remove them. Optional: a sandbox
-   * without a stock needs none.
+  /** releases the client (no engine calls after this) */
+  close(): Promise<void>;
+
+  /** the env images: built from a bundle's contexts, or checked present */
+  readonly images: EnvImages;
+  /** one live server per instance name on the engine; absent: the sandbox shares nothing to guard */
+  readonly instanceClaim?: InstanceClaim;
+  /** what dead servers under other instance names left behind; absent: the sandbox cannot tell */
+  readonly deadInstances?: DeadInstances;
+  /** resources made ahead of demand (episode networks); absent: every deploy makes its own */
+  readonly stock?: AheadOfDemand;
+  /*
+   * The slot for the next capability, which the shell toolset needs (not defined yet): into a
+   * deployed env's container, exec a command, put and get tar archives, and deploy one kept alive
+   * by overriding its command. It goes here as `readonly shell?: EnvShell`, implemented once over
+   * dockerode in the engine layer (engine-sandbox.ts) the way `stock` is, keyed by EnvHandle.
    */
-  prepare?(turn?: StockTurn): void;
+}
+
+/** The env images a sandbox deploys from. */
+export interface EnvImages {
   /**
-   * Stops making resources ahead of demand and removes what prepare() made that nobody took.
-   * Called when the drain begins, so that removing them falls within --shutdown-timeout rather
-   * than in close()'s short budget (a swarm's stocked overlays each need the server's container
-   * to leave them first, one at a time). Optional; close() removes them too.
+   * Builds the env image from its context unless an image with the content-hash tag
+   * `openenv-bundle/<bundle>-<env>:<12 hex>` already exists. Returns the reference to deploy
+   * (the tag; on a swarm with a registry, the pushed image by digest).
    */
-  unprepare?(): Promise<void>;
-  /** the figures of what prepare() keeps made (the Docker sandbox's network stock) */
-  networkStock?(): { size: number; ready: number; making: number; made: number; taken: number; missed: number };
+  build(req: ImageBuildRequest): Promise<string>;
+  /** rejects with a SandboxError (no_image) when the engine does not have it */
+  check(ref: string): Promise<void>;
+}
+
+/** This server's instance name, claimed on the engine so that no two live servers sweep each other's envs. */
+export interface InstanceClaim {
   /**
-   * Claims this server's instance name on the engine before anything is swept: rejects (naming
-   * the holder) while another live server holds it; a name a dead server left is taken over.
-   * Held until close(). Optional: sandboxes without shared state need none.
+   * Claims the name before anything is swept: rejects (naming the holder) while another live
+   * server holds it; a name a dead server left is taken over. Held until release() or close().
    */
-  claimInstance?(): Promise<void>;
+  claim(): Promise<void>;
+  /** gives the name back (close() does it too) */
+  release(): Promise<void>;
+  /** `fn(why)` once another server turns out to have held the name first: stop serving */
+  onLost(fn: (why: string) => void): void;
+}
+
+/** What dead servers left under instance names nobody holds. */
+export interface DeadInstances {
   /**
    * Removes what dead servers under instance names starting with `prefix` left behind (each
    * `openenv-bundle check` runs under a fresh name: a killed one's envs and lock are found this
-   * way), sparing names a live server holds. Optional.
+   * way), sparing names a live server holds.
    */
-  sweepAbandoned?(prefix: string): Promise<AbandonedSweep>;
-  /** gives the instance name back (close() does it too) */
-  releaseInstance?(): Promise<void>;
-  /** `fn(why)` once another server turns out to have held the instance name first: stop serving */
-  onInstanceLost?(fn: (why: string) => void): void;
-  /** releases the client (no engine calls after this) */
-  close(): Promise<void>;
+  sweep(prefix: string): Promise<AbandonedSweep>;
+}
+
+/** Resources a sandbox makes before any deploy asks (the network stock), so deploys skip making them. */
+export interface AheadOfDemand {
+  /**
+   * Begins making them, each creation in a `turn` when given (the server's: a refill turn of
+   * --max-concurrent-deploys, so that resets go first). Called once the start sweep is done,
+   * which would remove them.
+   */
+  start(turn?: StockTurn): void;
+  /**
+   * Stops making them and removes what nobody took. Called when the drain begins, so that
+   * removing them falls within --shutdown-timeout rather than in close()'s short budget (a swarm's
+   * stocked overlays each need the server's container to leave them first, one at a time).
+   * close() waits for the same removal.
+   */
+  stop(): Promise<void>;
+  /** the figures of what it keeps made (for /metrics) */
+  stats(): StockStats;
+}
+
+export interface StockStats {
+  size: number;
+  ready: number;
+  making: number;
+  made: number;
+  taken: number;
+  missed: number;
 }
 
 /** Label keys on every container and network this server creates, from the moment of creation. */

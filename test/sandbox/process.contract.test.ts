@@ -8,7 +8,7 @@ const ECHO_CONTEXT = fileURLToPath(new URL('../fixtures/fixture-v1/envs/echo', i
 
 sandboxContract('process', {
   make: () => new ProcessSandbox(),
-  image: (sb) => sb.buildImage({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: {} }),
+  image: (sb) => sb.images.build({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: {} }),
   nothingLeft: (sb) => {
     expect(sb.held()).toEqual([]);
     expect(sb.live()).toEqual([]);

@@ -1,6 +1,6 @@
 /**
  * SIGTERM's drain has one budget (--shutdown-timeout) for the episodes' teardowns and for what the
- * sandbox made ahead of demand (its unprepare: the network stock), run side by side: a hung
+ * sandbox made ahead of demand (its stock's stop: the network stock), run side by side: a hung
  * removal ends the drain at the budget, says it timed out, and does not add a budget of its own.
  */
 import { describe, expect, it } from 'vitest';
@@ -9,12 +9,12 @@ import { startProcessServer } from '../support/process-server.js';
 import type { ProcessSandbox } from '../support/process-sandbox.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 
-/** the process sandbox, with an unprepare (and optionally teardowns) that wait for `released` */
+/** the process sandbox, with a stock whose stop (and optionally teardowns) wait for `released` */
 function hanging(released: Promise<void>, { teardowns }: { teardowns: boolean }) {
   return (sb: ProcessSandbox): Sandbox =>
     new Proxy(sb, {
       get(target, key) {
-        if (key === 'unprepare') return () => released;
+        if (key === 'stock') return { start: () => {}, stop: () => released, stats: () => ({ size: 1, ready: 0, making: 0, made: 0, taken: 0, missed: 0 }) };
         if (key === 'teardown' && teardowns) return (...args: Parameters<Sandbox['teardown']>) => released.then(() => target.teardown(...args));
         const v: unknown = Reflect.get(target, key, target);
         return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
@@ -23,7 +23,7 @@ function hanging(released: Promise<void>, { teardowns }: { teardowns: boolean })
 }
 
 describe('the drain budget', () => {
-  it('a hung unprepare and hung teardowns end the drain once, at the budget, timed out', async () => {
+  it('a hung stock removal and hung teardowns end the drain once, at the budget, timed out', async () => {
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
     const s = await startProcessServer({}, { checkLeftovers: false, wrap: hanging(released, { teardowns: true }) });
@@ -35,7 +35,7 @@ describe('the drain budget', () => {
       const took = performance.now() - t0;
       expect(result).toEqual({ tornDown: 1, timedOut: true });
       expect(took).toBeGreaterThanOrEqual(1400);
-      // the unprepare's wait is what is left of the same 1.5 s, not 1.5 s more after the episodes'
+      // the stock removal's wait is what is left of the same 1.5 s, not 1.5 s more after the episodes'
       expect(took).toBeLessThan(2700);
     } finally {
       release();
@@ -43,7 +43,7 @@ describe('the drain budget', () => {
     }
   });
 
-  it('episodes torn down in time but an unprepare still going: timed out', async () => {
+  it('episodes torn down in time but a stock removal still going: timed out', async () => {
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
     const s = await startProcessServer({}, { wrap: hanging(released, { teardowns: false }) });

@@ -148,14 +148,16 @@ class EngineRestartSandbox implements Sandbox {
     this.check();
     return this.inner.ping();
   }
-  async buildImage(r: Parameters<Sandbox['buildImage']>[0]) {
-    this.check();
-    return this.inner.buildImage(r);
-  }
-  async checkImage(ref: string) {
-    this.check();
-    return this.inner.checkImage(ref);
-  }
+  readonly images: Sandbox['images'] = {
+    build: async (r) => {
+      this.check();
+      return this.inner.images.build(r);
+    },
+    check: async (ref) => {
+      this.check();
+      return this.inner.images.check(ref);
+    },
+  };
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.check();
     return this.inner.deploy(req);

@@ -1,19 +1,16 @@
 /**
- * A Sandbox that hands every call to another one: the base of the tests' fault-injecting
- * wrappers, which override only the calls they break.
+ * A Sandbox that hands every call of its core, and its images, to another one: the base of the
+ * tests' fault-injecting wrappers, which override only the calls they break.
  */
-import type { DeployRequest, EnvHandle, ImageBuildRequest, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
+import type { DeployRequest, EnvHandle, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
 
 export class DelegatingSandbox<S extends Sandbox = Sandbox> implements Sandbox {
   constructor(readonly inner: S) {}
   ping() {
     return this.inner.ping();
   }
-  buildImage(req: ImageBuildRequest) {
-    return this.inner.buildImage(req);
-  }
-  checkImage(ref: string) {
-    return this.inner.checkImage(ref);
+  get images() {
+    return this.inner.images;
   }
   deploy(req: DeployRequest): Promise<EnvHandle> {
     return this.inner.deploy(req);

@@ -33,7 +33,7 @@ describe('ProcessSandbox', () => {
   };
 
   beforeAll(async () => {
-    image = await sandbox.buildImage({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: {} });
+    image = await sandbox.images.build({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: {} });
   });
   afterAll(async () => {
     await sandbox.close();
@@ -43,7 +43,7 @@ describe('ProcessSandbox', () => {
     it('tags a context by content, stable across calls and sandboxes; build args change the tag', async () => {
       expect(image).toMatch(/^openenv-bundle\/fixture-v1-echo:[0-9a-f]{12}$/);
       const lines: string[] = [];
-      const again = await new ProcessSandbox().buildImage({
+      const again = await new ProcessSandbox().images.build({
         bundleName: 'fixture-v1',
         envName: 'echo',
         contextDir: ECHO_CONTEXT,
@@ -52,21 +52,21 @@ describe('ProcessSandbox', () => {
       });
       expect(again).toBe(image);
       expect(lines.join('\n')).toContain('server.mjs');
-      const withArg = await sandbox.buildImage({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: { NODE_IMAGE: 'x' } });
+      const withArg = await sandbox.images.build({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: { NODE_IMAGE: 'x' } });
       expect(withArg).not.toBe(image);
-      await expect(sandbox.checkImage(image)).resolves.toBeUndefined();
+      await expect(sandbox.images.check(image)).resolves.toBeUndefined();
     });
 
     it('refuses a context without the entry script, and an image it did not build, as image_unavailable', async () => {
       const empty = await mkdtemp(path.join(tmpdir(), 'process-sandbox-'));
       try {
-        await expect(sandbox.buildImage({ bundleName: 'b', envName: 'e', contextDir: empty, buildArgs: {} })).rejects.toMatchObject({
+        await expect(sandbox.images.build({ bundleName: 'b', envName: 'e', contextDir: empty, buildArgs: {} })).rejects.toMatchObject({
           reason: 'image_unavailable',
         });
       } finally {
         await rm(empty, { recursive: true, force: true });
       }
-      await expect(sandbox.checkImage('ghcr.io/someone/env:1')).rejects.toMatchObject({ name: 'SandboxError', reason: 'image_unavailable' });
+      await expect(sandbox.images.check('ghcr.io/someone/env:1')).rejects.toMatchObject({ name: 'SandboxError', reason: 'image_unavailable' });
       const err = (await rejection(sandbox.deploy({ episodeId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
       expect(err.reason).toBe('image_unavailable');
       expect(err.message).toContain('openenv-bundle/not-built:000000000000');
@@ -102,7 +102,7 @@ describe('ProcessSandbox', () => {
           "import http from 'node:http';\n" +
             'http.createServer((q, s) => s.end(JSON.stringify({ port: process.env.PORT, mine: process.env.MINE ?? null, leaked: process.env.VITEST ?? null }))).listen(Number(process.env.PORT));\n',
         );
-        const img = await sandbox.buildImage({ bundleName: 'b', envName: 'env', contextDir: dir, buildArgs: {} });
+        const img = await sandbox.images.build({ bundleName: 'b', envName: 'env', contextDir: dir, buildArgs: {} });
         const h = await sandbox.deploy({ episodeId: 'ep-env', env: echoSpec(img, { readyPath: '/', environment: { MINE: 'yes' } }) });
         const body = (await (await fetch(h.baseUrl)).json()) as Record<string, unknown>;
         expect(body).toEqual({ port: new URL(h.baseUrl).port, mine: 'yes', leaked: null });
@@ -119,7 +119,7 @@ describe('ProcessSandbox', () => {
     try {
       // objects on the V8 heap: --max-old-space-size stops this one before the watchdog does
       await writeFile(path.join(dir, 'server.mjs'), 'const keep = [];\nfor (;;) keep.push({ n: keep.length, s: `x${keep.length}` });\n');
-      const img = await sandbox.buildImage({ bundleName: 'b', envName: 'heap', contextDir: dir, buildArgs: {} });
+      const img = await sandbox.images.build({ bundleName: 'b', envName: 'heap', contextDir: dir, buildArgs: {} });
       const err = (await rejection(
         sandbox.deploy({ episodeId: 'ep-heap', env: echoSpec(img, { resources: { memoryMb: 64, cpus: 1, pids: 64 } }) }),
       )) as SandboxError;
@@ -139,7 +139,7 @@ describe('ProcessSandbox', () => {
         "import http from 'node:http';\nconst hold = [];\n" +
           "http.createServer((q, s) => { if (q.url === '/grow') { for (let i = 0; i < 300; i++) hold.push(Buffer.alloc(1 << 20, 1)); } s.end('ok'); }).listen(Number(process.env.PORT));\n",
       );
-      const img = await sandbox.buildImage({ bundleName: 'b', envName: 'grow', contextDir: dir, buildArgs: {} });
+      const img = await sandbox.images.build({ bundleName: 'b', envName: 'grow', contextDir: dir, buildArgs: {} });
       const h = await sandbox.deploy({ episodeId: 'ep-grow', env: echoSpec(img, { readyPath: '/' }) });
       await fetch(`${h.baseUrl}/grow`).catch(() => null);
       await waitFor(async () => !(await sandbox.diagnose(h)).running, 10_000, 'the env killed');

@@ -41,6 +41,7 @@ import {
   type DeployRequest,
   type EnvDiagnosis,
   type EnvHandle,
+  type EnvImages,
   type EnvSpec,
   type ImageBuildRequest,
   type Sandbox,
@@ -155,7 +156,7 @@ export class ProcessSandbox implements Sandbox {
   private readonly entry: string | Record<string, string>;
   private readonly memoryPollMs: number;
   /** image tag -> the script it runs */
-  private readonly images = new Map<string, string>();
+  private readonly scripts = new Map<string, string>();
   /** episode id -> its env process, from spawn until teardown (or a failed deploy) */
   private readonly envs = new Map<string, EnvProcess>();
   private readonly lifecycles = new EnvLifecycles();
@@ -241,8 +242,10 @@ export class ProcessSandbox implements Sandbox {
     return typeof this.entry === 'string' ? this.entry : (this.entry[envName] ?? 'server.mjs');
   }
 
+  readonly images: EnvImages = { build: (req) => this.buildImage(req), check: (ref) => this.checkImage(ref) };
+
   /** no build: checks the context has the entry script; the tag hashes it and the build args */
-  async buildImage(req: ImageBuildRequest): Promise<string> {
+  private async buildImage(req: ImageBuildRequest): Promise<string> {
     this.assertOpen();
     const entry = this.entryOf(req.envName);
     const script = path.join(req.contextDir, entry);
@@ -255,15 +258,15 @@ export class ProcessSandbox implements Sandbox {
     const hash = createHash('sha256').update(content);
     for (const [k, v] of Object.entries(req.buildArgs).sort(([a], [b]) => a.localeCompare(b))) hash.update(`\0${k}=${v}`);
     const tag = `openenv-bundle/${req.bundleName}-${req.envName}:${hash.digest('hex').slice(0, 12)}`;
-    this.images.set(tag, script);
+    this.scripts.set(tag, script);
     req.onProgress?.(`process sandbox: ${tag} runs node ${script}`);
     return tag;
   }
 
   /** only images this sandbox "built" exist: a prebuilt registry image cannot run as a process */
-  async checkImage(ref: string): Promise<void> {
+  private async checkImage(ref: string): Promise<void> {
     this.assertOpen();
-    const script = this.images.get(ref);
+    const script = this.scripts.get(ref);
     if (!script) throw new SandboxError('no_image', `the process sandbox has no image ${ref}: it runs only envs built from a context with a Node entry script`);
     try {
       await access(script);
@@ -296,7 +299,7 @@ export class ProcessSandbox implements Sandbox {
   }
 
   private async runDeploy(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
-    const script = this.images.get(env.image);
+    const script = this.scripts.get(env.image);
     if (!script) throw new SandboxError('no_image', `the process sandbox has no image ${env.image} for env \`${env.name}\``);
     if (this.nextEnvironment) {
       env = { ...env, environment: { ...env.environment, ...this.nextEnvironment } };

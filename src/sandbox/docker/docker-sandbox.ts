@@ -4,7 +4,7 @@
  * deaths seen in the engine's events. What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
-import { LABELS, SandboxError, type AbandonedSweep, type EnvDiagnosis, type EnvHandle, type EnvSpec } from '../sandbox.js';
+import { LABELS, SandboxError, type AbandonedSweep, type DeadInstances, type EnvDiagnosis, type EnvHandle, type EnvSpec } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
@@ -171,11 +171,14 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     return removeOwned(this.docker, owned, { ...this.removal, onEnvRemoved });
   }
 
+  /** what dead servers left under instance names nobody holds: containers, networks, lock markers */
+  readonly deadInstances: DeadInstances = { sweep: (prefix) => this.sweepDeadInstances(prefix) };
+
   /**
    * Removes what dead servers of instance names starting with `prefix` left (containers, networks,
    * lock markers), sparing every name a live server holds and this sandbox's own.
    */
-  async sweepAbandoned(prefix: string): Promise<AbandonedSweep> {
+  private async sweepDeadInstances(prefix: string): Promise<AbandonedSweep> {
     this.assertOpen();
     const filters = JSON.stringify({ label: [`${LABELS.managed}=1`] });
     let found;

@@ -11,13 +11,15 @@ import { REMOVAL_RETRY } from '../../defaults.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import {
   SandboxError,
+  type AheadOfDemand,
   type DeployRequest,
   type EnvDiagnosis,
   type EnvHandle,
+  type EnvImages,
   type EnvSpec,
   type ImageBuildRequest,
+  type InstanceClaim,
   type Sandbox,
-  type StockTurn,
   type SweepResult,
   type TeardownOptions,
 } from '../sandbox.js';
@@ -46,9 +48,9 @@ export interface EngineSandboxOptions {
    * joins each episode network (see detectOwnContainerId). null: it reaches them from the host.
    */
   attachContainer?: string | null;
-  /** heartbeat of the instance claim (claimInstance) */
+  /** heartbeat of the instance claim */
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
-  /** episode networks kept made ahead of demand once prepare() was called (default 0: none) */
+  /** episode networks kept made ahead of demand once stock.start() was called (default 0: none) */
   networkStock?: number;
 }
 
@@ -186,44 +188,39 @@ export abstract class EngineSandbox<N> implements Sandbox {
     await this.checkEngine();
   }
 
-  async buildImage(req: ImageBuildRequest): Promise<string> {
-    this.assertOpen();
-    return this.publishImage(await buildEnvImage(this.docker, req, this.builds), req);
-  }
+  /** built on the engine (the manager, on a swarm), then published as the backend says */
+  readonly images: EnvImages = {
+    build: async (req) => {
+      this.assertOpen();
+      return this.publishImage(await buildEnvImage(this.docker, req, this.builds), req);
+    },
+    check: async (ref) => {
+      this.assertOpen();
+      await checkImage(this.docker, ref);
+    },
+  };
 
-  async checkImage(ref: string): Promise<void> {
-    this.assertOpen();
-    await checkImage(this.docker, ref);
-  }
+  /** a labelled volume on the engine (a swarm's manager) with a heartbeat: engine/instance-lock.ts */
+  readonly instanceClaim: InstanceClaim = {
+    claim: async () => {
+      this.assertOpen();
+      await this.lock.claim();
+    },
+    release: () => this.lock.release(),
+    onLost: (fn) => {
+      this.lostListeners.push(fn);
+    },
+  };
 
-  /** the network stock's figures (for /metrics) */
-  networkStock(): ReturnType<NetworkStock<N>['stats']> {
-    return this.networks.stats();
-  }
-
-  /** begins making networks ahead of demand; after the start sweep, which would remove them */
-  prepare(turn?: StockTurn): void {
-    this.assertOpen();
-    this.networks.start(turn);
-  }
-
-  /** stops the stock and removes the networks nobody took (the drain calls it first; close() waits for the same removal) */
-  unprepare(): Promise<void> {
-    return this.networks.close();
-  }
-
-  async claimInstance(): Promise<void> {
-    this.assertOpen();
-    await this.lock.claim();
-  }
-
-  async releaseInstance(): Promise<void> {
-    await this.lock.release();
-  }
-
-  onInstanceLost(fn: (why: string) => void): void {
-    this.lostListeners.push(fn);
-  }
+  /** the episode networks made ahead of demand (--network-stock), after the start sweep, which would remove them */
+  readonly stock: AheadOfDemand = {
+    start: (turn) => {
+      this.assertOpen();
+      this.networks.start(turn);
+    },
+    stop: () => this.networks.close(),
+    stats: () => this.networks.stats(),
+  };
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();

@@ -7,7 +7,7 @@ export const FIXTURE_DIR = fileURLToPath(new URL('../../fixtures/fixture-v1/', i
 export const ECHO_CONTEXT = `${FIXTURE_DIR}envs/echo`;
 
 export function buildEcho(sandbox: DockerSandbox): Promise<string> {
-  return sandbox.buildImage({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: TEST_BUILD_ARGS });
+  return sandbox.images.build({ bundleName: 'fixture-v1', envName: 'echo', contextDir: ECHO_CONTEXT, buildArgs: TEST_BUILD_ARGS });
 }
 
 export { echoSpec, post } from '../contract.js';

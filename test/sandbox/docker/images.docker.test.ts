@@ -20,7 +20,7 @@ function imageId(ref: string): string | null {
 
 function build(sandbox: DockerSandbox, contextDir: string, buildArgs = TEST_BUILD_ARGS, envName = 'echo') {
   const lines: string[] = [];
-  const tag = sandbox.buildImage({ bundleName: 'fixture-v1', envName, contextDir, buildArgs, onProgress: (l) => lines.push(l) });
+  const tag = sandbox.images.build({ bundleName: 'fixture-v1', envName, contextDir, buildArgs, onProgress: (l) => lines.push(l) });
   return { tag, lines };
 }
 
@@ -128,8 +128,8 @@ describeDocker('DockerSandbox images', () => {
   });
 
   it('checks images and pings the engine', async () => {
-    await expect(sandbox.checkImage(TEST_BUILD_ARGS.NODE_IMAGE!)).resolves.toBeUndefined();
-    const err = await sandbox.checkImage('openenv-bundle/does-not-exist:000000000000').catch((e: unknown) => e);
+    await expect(sandbox.images.check(TEST_BUILD_ARGS.NODE_IMAGE!)).resolves.toBeUndefined();
+    const err = await sandbox.images.check('openenv-bundle/does-not-exist:000000000000').catch((e: unknown) => e);
     expect((err as SandboxError).reason).toBe('image_unavailable');
     await expect(sandbox.ping()).resolves.toBeUndefined();
     const nowhere = new DockerSandbox({

@@ -166,8 +166,8 @@ describeDocker('one live server per instance name', () => {
     const log = captureLog({ level: 'info' });
     const a = make({ instance, bundleName: 'fixture-v1', instanceLock: { heartbeatMs: 300, missedBeats: 3 }, logger: log.logger });
     const lost: string[] = [];
-    a.onInstanceLost((why) => lost.push(why));
-    await a.claimInstance();
+    a.instanceClaim.onLost((why) => lost.push(why));
+    await a.instanceClaim.claim();
     // a server elsewhere that claimed the name a minute ago and beats: two holders, a is the newer
     const older = foreignMarker(instance, Date.now() + 2_000, 300, Date.now() - 60_000);
     try {
@@ -187,13 +187,13 @@ describeDocker('one live server per instance name', () => {
     // long dead: taken over at once, its marker removed
     const old = foreignMarker(instance, Date.now() - 60_000, 300);
     const a = new DockerSandbox(opts);
-    await a.claimInstance();
+    await a.instanceClaim.claim();
     expect(lockMarkers(instance)).not.toContain(old);
     expect(lockMarkers(instance).length).toBeGreaterThanOrEqual(1);
 
     // a live holder (it beats every 300 ms): refused, naming it
     const b = new DockerSandbox(opts);
-    const refused = await b.claimInstance().then(
+    const refused = await b.instanceClaim.claim().then(
       () => null,
       (e: unknown) => e,
     );
@@ -202,14 +202,14 @@ describeDocker('one live server per instance name', () => {
 
     // released: the name is free at once
     await a.close();
-    await b.claimInstance();
+    await b.instanceClaim.claim();
     await b.close();
     expect(lockMarkers(instance)).toEqual([]);
 
     // a holder elsewhere that just beat and then died: the newcomer waits it out, then takes over
     const recent = foreignMarker(instance, Date.now(), 300);
     const c = new DockerSandbox(opts);
-    await c.claimInstance();
+    await c.instanceClaim.claim();
     expect(lockMarkers(instance)).not.toContain(recent);
     await c.close();
     expect(lockMarkers(instance)).toEqual([]);

@@ -46,8 +46,8 @@ describeDocker('DockerSandbox network stock', () => {
 
   it('a deploy takes a stocked network, the stock refills with fresh ones, the teardown removes it', async () => {
     const sandbox = make(2);
-    sandbox.prepare();
-    await waitFor(() => sandbox.networkStock().ready === 2, 30_000, 'the stock full');
+    sandbox.stock.start();
+    await waitFor(() => sandbox.stock.stats().ready === 2, 30_000, 'the stock full');
     const before = await stockedIds();
     expect(before).toHaveLength(2);
     // the stock is nobody's episode and no network in use
@@ -60,7 +60,7 @@ describeDocker('DockerSandbox network stock', () => {
     expect(await sandbox.listEpisodeIds()).toEqual(['ep-a']);
     expect(sandbox.networksInUse()).toBe(1);
 
-    await waitFor(() => sandbox.networkStock().ready === 2, 30_000, 'the stock refilled');
+    await waitFor(() => sandbox.stock.stats().ready === 2, 30_000, 'the stock refilled');
     const after = await stockedIds();
     // labelled with its key still, but the episode's now: never handed out again
     expect(after).toHaveLength(3);
@@ -75,7 +75,7 @@ describeDocker('DockerSandbox network stock', () => {
     await sandbox.teardown('ep-b');
     expect((await networks()).has(b.networkId)).toBe(false);
     expect(sandbox.networksInUse()).toBe(0);
-    expect(sandbox.networkStock()).toMatchObject({ size: 2, taken: 2 });
+    expect(sandbox.stock.stats()).toMatchObject({ size: 2, taken: 2 });
 
     await sandbox.close();
     // close removes the stock: nothing of the instance is left
@@ -84,8 +84,8 @@ describeDocker('DockerSandbox network stock', () => {
 
   it('a failed deploy on a stocked network removes that network too', async () => {
     const sandbox = make(1);
-    sandbox.prepare();
-    await waitFor(() => sandbox.networkStock().ready === 1, 30_000, 'the stock full');
+    sandbox.stock.start();
+    await waitFor(() => sandbox.stock.stats().ready === 1, 30_000, 'the stock full');
     const [stocked] = await stockedIds();
     // its ready path never answers 200: the deploy times out and cleans up
     const err = await rejection(sandbox.deploy({ episodeId: 'ep-bad', env: echoSpec(image, { readyPath: '/never-ready', deployTimeoutMs: 1500 }) }));
@@ -100,8 +100,8 @@ describeDocker('DockerSandbox network stock', () => {
 
   it("a killed server's stock is found by label: reported as strays, and swept", async () => {
     const killed = make(2);
-    killed.prepare();
-    await waitFor(() => killed.networkStock().ready === 2, 30_000, 'the stock full');
+    killed.stock.start();
+    await waitFor(() => killed.stock.stats().ready === 2, 30_000, 'the stock full');
     const left = await stockedIds();
     // a new process with the same instance id and no memory of that stock
     const restarted = make(0);

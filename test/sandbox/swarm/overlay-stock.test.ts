@@ -86,8 +86,8 @@ describe('the swarm overlay stock', () => {
   it('keeps stocked overlays joined and out of the episode ids; a taken one goes with its failed deploy and is never handed out again', async () => {
     const m = fakeManager();
     const s = sandbox(m.docker, 2);
-    s.prepare();
-    await waitFor(async () => s.networkStock().ready === 2, 5000, 'two overlays stocked');
+    s.stock.start();
+    await waitFor(async () => s.stock.stats().ready === 2, 5000, 'two overlays stocked');
     const first = [...m.networks.values()];
     expect(first.map(episodeOf).every((e) => e.startsWith(STOCK_KEY_PREFIX))).toBe(true);
     // joined before any deploy waits on them
@@ -101,15 +101,15 @@ describe('the swarm overlay stock', () => {
     const taken = first[0]!.Id;
     // removed with the deploy's cleanup, and the stock made a fresh one in its place
     expect(m.networks.has(taken)).toBe(false);
-    await waitFor(async () => s.networkStock().ready === 2, 5000, 'the stock refilled');
-    expect(s.networkStock()).toMatchObject({ taken: 1, made: 3 });
+    await waitFor(async () => s.stock.stats().ready === 2, 5000, 'the stock refilled');
+    expect(s.stock.stats()).toMatchObject({ taken: 1, made: 3 });
     expect(s.networksInUse()).toBe(0);
     expect((await s.listEpisodeIds()).sort()).toEqual(['old-episode']);
 
     // the drain removes the stock (close() waits for that same removal); what is no stock's stays for the sweep
-    await s.unprepare();
+    await s.stock.stop();
     expect([...m.networks.values()].map(episodeOf)).toEqual(['old-episode']);
-    expect(s.networkStock().ready).toBe(0);
+    expect(s.stock.stats().ready).toBe(0);
     await s.close();
     expect([...m.networks.values()].map(episodeOf)).toEqual(['old-episode']);
   });
@@ -117,9 +117,9 @@ describe('the swarm overlay stock', () => {
   it('without a stock, a deploy makes its own overlay', async () => {
     const m = fakeManager();
     const s = sandbox(m.docker, 0);
-    s.prepare();
+    s.stock.start();
     await expect(s.deploy({ episodeId: 'ep-2', env: ENV })).rejects.toMatchObject({ reason: 'engine_error' });
-    expect(s.networkStock()).toMatchObject({ size: 0, made: 0, taken: 0 });
+    expect(s.stock.stats()).toMatchObject({ size: 0, made: 0, taken: 0 });
     expect(m.networks.size).toBe(0);
     await s.close();
   });
