@@ -8,8 +8,9 @@
  * (nothing of the test process' own environment but PATH). Same failure modes as DockerSandbox:
  *
  * - readiness: GET <readyPath> until 200, racing the process' exit and the deploy timeout, with
- *   DockerSandbox's own wait strategy (src/sandbox/engine/readiness.ts): `deploy_timeout` with
- *   the log tail, `env_crashed` with the exit code and log tail;
+ *   the engine backends' own wait strategy (src/sandbox/engine/readiness.ts) and their verdict
+ *   (notReadyVerdict in src/failures.ts): `deploy_timeout` with the log tail, `env_crashed` with
+ *   the exit code and log tail;
  * - memory: node runs with --max-old-space-size=<memoryMb> (heap exhaustion aborts it), and a
  *   watchdog kills it (exit 137, like the kernel's OOM killer in a container) when its resident
  *   memory passes memoryMb, as a cgroup limit would: Buffers live outside the V8 heap, so the
@@ -21,7 +22,8 @@
  *   idempotent and shared between concurrent calls.
  *
  * Where Docker has a network per episode this has a loopback port: networksInUse() counts the
- * episodes holding one (from spawn until teardown, as Docker's subnet pool does).
+ * episodes holding one (from spawn until teardown, as Docker's subnet pool does). Of the Sandbox's
+ * optional capabilities it has none: no instance claim, no stock made ahead of demand.
  * `live()`, `held()` and `peak` are what tests assert "nothing left" and "never more than N" with.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -44,7 +44,6 @@ export class EnvWatcher {
   private readonly lifetime = new AbortController();
   /** `since` for a reconnect: the engine time (s) of the last event seen */
   private lastEventTime: number | null = null;
-  private reconnects = 0;
   private firstAttempt: Promise<void> | null = null;
   private onFirstAttempt: (() => void) | null = null;
 
@@ -52,11 +51,6 @@ export class EnvWatcher {
     private readonly docker: Dockerode,
     private readonly log: SandboxLogger,
   ) {}
-
-  /** times the stream was opened again after it dropped */
-  get reconnectCount(): number {
-    return this.reconnects;
-  }
 
   /**
    * Opens the stream once; resolves after the first attempt (later calls wait for that), whether
@@ -121,7 +115,6 @@ export class EnvWatcher {
         }
         this.attach(stream);
         if (isReconnect) {
-          this.reconnects++;
           this.log.info({ since }, 'engine events stream reopened');
           // events missed while the stream was down: ask the engine directly
           await this.recheckAll();

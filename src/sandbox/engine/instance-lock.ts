@@ -218,15 +218,6 @@ export class InstanceLock {
     this.settleMs = opts.settleMs ?? Math.min(1_000, this.heartbeatMs);
   }
 
-  get isHeld(): boolean {
-    return this.held;
-  }
-
-  /** the older holder this one lost the name to, if it did */
-  get lostTo(): HolderInfo | null {
-    return this.lost;
-  }
-
   /**
    * Resolves once this server holds the name; rejects with InstanceInUseError while a live
    * server holds it. Markers of dead holders are removed.

@@ -17,7 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { NETWORK_STOCK } from '../../defaults.js';
-import type { StockTurn } from '../sandbox.js';
+import type { StockStats, StockTurn } from '../sandbox.js';
 import type { SandboxLogger } from './logger.js';
 
 export const STOCK_KEY_PREFIX = 'net-';
@@ -135,7 +135,7 @@ export class NetworkStock<N> {
     return this.making.size - this.waitingTurn.size;
   }
 
-  stats(): { size: number; ready: number; making: number; made: number; taken: number; missed: number } {
+  stats(): StockStats {
     return { size: this.size, ready: this.readyNets.length, making: this.creating, made: this.madeCount, taken: this.takenCount, missed: this.missedCount };
   }
 
