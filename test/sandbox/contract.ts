@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError, type EnvSpec, type Sandbox } from '../../src/sandbox/sandbox.js';
+import { fmtS } from '../../src/time.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 
 export interface ContractHarness<S extends Sandbox = Sandbox> {
@@ -20,6 +21,19 @@ export interface ContractHarness<S extends Sandbox = Sandbox> {
   started(sandbox: S, id: string): boolean | Promise<boolean>;
   /** describe, or the backend's guard around it (describeDocker) */
   describe?: (name: string, fn: () => void) => void;
+  /**
+   * How long the backend may take before an env's process can start at all (a swarm schedules a
+   * task first), added to the short deploy timeouts of the failure cases so that they time out
+   * waiting for readiness, as they mean to. Default 0.
+   */
+  startMs?: number;
+  /**
+   * How long the engine may still list what a finished removal removed (a swarm manager lists an
+   * overlay it accepted the removal of for a moment longer): the checks of what is left after a
+   * teardown retry for that long, and the wait each needed is logged. Default 0: listed once, at
+   * once.
+   */
+  settleMs?: number;
 }
 
 /** bundle.json's `echo` env, with overrides */
@@ -55,11 +69,29 @@ export async function post(baseUrl: string, path: string, body: unknown): Promis
   return { status: res.status, json: await res.json() };
 }
 
+/** runs `check` (it throws while unmet) until it passes or `ms` have passed, then once more for its own error */
+async function settled(ms: number, what: string, check: () => void | Promise<void>): Promise<void> {
+  const started = Date.now();
+  while (Date.now() - started < ms) {
+    try {
+      await check();
+      console.log(`${what}: settled after ${Date.now() - started} ms`);
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  await check();
+}
+
 export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarness<S>): void {
+  const deafMs = 2000 + (h.startMs ?? 0);
+  const notFoundMs = 1500 + (h.startMs ?? 0);
   (h.describe ?? describe)(`the Sandbox contract: ${name}`, () => {
     let sandbox: S;
     let image = '';
-    const nothingLeft = () => h.nothingLeft(sandbox);
+    const settleMs = h.settleMs ?? 0;
+    const nothingLeft = () => settled(settleMs, 'nothing left', () => h.nothingLeft(sandbox));
 
     beforeAll(async () => {
       sandbox = h.make();
@@ -85,7 +117,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       let removed = 0;
       await sandbox.teardown('ct-ok', { onEnvRemoved: () => removed++ });
       expect(removed).toBe(1);
-      expect(await sandbox.listEpisodeIds()).not.toContain('ct-ok');
+      await settled(settleMs, 'the episode no longer listed', async () => expect(await sandbox.listEpisodeIds()).not.toContain('ct-ok'));
       await expect(sandbox.diagnose(handle)).resolves.toMatchObject({ running: false, exitCode: null });
       await nothingLeft();
     });
@@ -102,21 +134,22 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
 
     it('an env that never listens: deploy_timeout once its deploy timeout passes, with its log tail, and nothing left', async () => {
       const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ct-deaf', env: echoSpec(image, { deployTimeoutMs: 2000, environment: { ECHO_NO_LISTEN: '1' } }) }),
+        sandbox.deploy({ episodeId: 'ct-deaf', env: echoSpec(image, { deployTimeoutMs: deafMs, environment: { ECHO_NO_LISTEN: '1' } }) }),
       )) as SandboxError;
       expect(err).toBeInstanceOf(SandboxError);
       expect(err.reason).toBe('deploy_timeout');
-      expect(err.message).toContain('env `echo` was not ready within its deploy timeout (2 s)');
+      expect(err.message).toContain(`env \`echo\` was not ready within its deploy timeout (${fmtS(deafMs)})`);
       expect(err.details.logTail).toContain('ECHO_NO_LISTEN set: not listening');
       await nothingLeft();
     });
 
     it('a ready path that answers 404: deploy_timeout, saying so', async () => {
       const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ct-404', env: echoSpec(image, { deployTimeoutMs: 1500, readyPath: '/ready-nowhere' }) }),
+        sandbox.deploy({ episodeId: 'ct-404', env: echoSpec(image, { deployTimeoutMs: notFoundMs, readyPath: '/ready-nowhere' }) }),
       )) as SandboxError;
       expect(err.reason).toBe('deploy_timeout');
-      expect(err.message).toMatch(/\(1\.5 s\).*last got HTTP 404/);
+      expect(err.message).toContain(`(${fmtS(notFoundMs)}): GET /ready-nowhere on port `);
+      expect(err.message).toMatch(/last got HTTP 404$/);
       expect(err.details.logTail).toMatch(/GET \/ready-nowhere -> 404/);
       await nothingLeft();
     });
@@ -237,7 +270,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       await waitFor(() => h.started(closing, 'ct-close'), 30_000, 'the env started');
       await closing.close();
       expect((await p).name).toBe('AbortError');
-      await h.nothingLeft(closing);
+      await settled(settleMs, 'nothing left', () => h.nothingLeft(closing));
       await expect(closing.ping()).rejects.toThrow(/closed/);
       await expect(closing.deploy({ episodeId: 'ct-late', env: echoSpec(img) })).rejects.toMatchObject({ reason: 'engine_error' });
     });

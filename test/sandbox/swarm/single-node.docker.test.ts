@@ -1,13 +1,20 @@
 /**
  * --sandbox swarm on a one-node swarm (the lab with its manager only): the same backend where a
  * multi-node lab is not wanted. Deploy on the overlay, a tool call, a crash reported as such, and
- * nothing left behind.
+ * nothing left behind; a server that finds an older holder of its instance name stops serving.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { uniqueInstance, waitFor } from '../../support/docker.js';
+import { LOCK_LABELS } from '../../../src/sandbox/engine/instance-lock.js';
 import { dk, footprint, lab, placements, prepareServerImage, removeServers, REPO, runningContainers, startServer } from '../../../scripts/lib/swarm-lab.js';
 import { describeSwarm } from '../../support/swarm-lab.js';
+
+/** no service, overlay, task or running container of the instance on the node */
+async function nothingLeft(instance: string): Promise<boolean> {
+  const f = await footprint(instance, 1);
+  return f.services.length + f.networks.length + f.tasks.length + runningContainers(f) === 0;
+}
 
 describeSwarm('swarm sandbox on a one-node swarm', () => {
   beforeAll(async () => {
@@ -31,15 +38,45 @@ describeSwarm('swarm sandbox on a one-node swarm', () => {
     expect(echo.body.observation.result.content[0].text).toBe('over the overlay');
     const crash = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'crash', arguments: { code: 7 } });
     expect(crash.body).toMatchObject({ done: true, reward: null, observation: { end_reason: 'env_failed', failure: { reason: 'env_crashed', exit_code: 7 } } });
-    await waitFor(
-      async () => {
-        const f = await footprint(server.instance, 1);
-        return f.services.length + f.networks.length + f.tasks.length + runningContainers(f) === 0;
-      },
-      60_000,
-      'nothing of the episode left',
-    );
+    await waitFor(() => nothingLeft(server.instance), 60_000, 'nothing of the episode left');
     await dk(1, ['stop', '--time', '120', server.name]);
     expect((await dk(1, ['inspect', '--format', '{{.State.ExitCode}}', server.name])).trim()).toBe('0');
+  });
+
+  it('a swarm server that finds an older live holder of its instance name stops serving, saying so on /health', async () => {
+    const server = await startServer({ instance: uniqueInstance('swarm-lost'), port: 18401, bundleDir: join(REPO, 'test/fixtures/fixture-v1') });
+    expect((await server.call('POST', '/episodes', { task_id: 'fx-echo-0' })).status).toBe(201);
+    // a server elsewhere that has held the name for a minute and beats every 20 s: the older holder
+    const marker = `openenv-lock-test-${server.instance}`;
+    const labels = {
+      [LOCK_LABELS.lock]: server.instance,
+      [LOCK_LABELS.holder]: 'an-older-server',
+      [LOCK_LABELS.host]: 'some-other-host',
+      [LOCK_LABELS.pid]: '4242',
+      [LOCK_LABELS.pidns]: 'pid:[1]',
+      [LOCK_LABELS.heartbeat]: String(Date.now()),
+      [LOCK_LABELS.interval]: '20000',
+      [LOCK_LABELS.since]: String(Date.now() - 60_000),
+    };
+    await dk(1, ['volume', 'create', ...Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]), marker]);
+    try {
+      // the server's next heartbeat (every 5 s) finds the older holder
+      await waitFor(
+        async () => {
+          const r = await fetch(`${server.url}/health`);
+          const why = ((await r.json()) as { reason?: string }).reason ?? '';
+          return r.status === 503 && /^lost the instance name: instance ".*" is held by an older server \(host some-other-host, pid 4242/.test(why);
+        },
+        30_000,
+        '/health saying the server lost its instance name',
+      );
+      expect(await server.logs()).toMatch(/"event":"instance_lost"/);
+      // it serves no new episode, and its own are torn down
+      expect((await server.call('POST', '/episodes', { task_id: 'fx-echo-0' })).status).toBe(503);
+      await waitFor(() => nothingLeft(server.instance), 60_000, 'its episode torn down: nothing of it left');
+    } finally {
+      await dk(1, ['volume', 'rm', '-f', marker]).catch(() => '');
+      await dk(1, ['rm', '-f', server.name]).catch(() => '');
+    }
   });
 });
