@@ -1,7 +1,7 @@
 /**
- * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
+ * HTTP calls to one env inside its episode network, each with a deadline (the env contract's
+ * shapes: src/protocol/env-contract.ts).
  */
-import { z } from 'zod';
 import { ENV_REPLY_MAX_BYTES } from '../defaults.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
@@ -17,19 +17,6 @@ export class EnvCallError extends Error {
     super(message);
   }
 }
-
-export const ToolCallReplySchema = z
-  .object({
-    result: z.unknown().optional(),
-    text: z.string().optional(),
-    is_error: z.boolean().optional(),
-    done: z.boolean().optional(),
-    scores: z.record(z.unknown()).optional(),
-  })
-  .passthrough();
-export type ToolCallReply = z.infer<typeof ToolCallReplySchema>;
-
-export const FinishReplySchema = z.object({ scores: z.record(z.unknown()) }).passthrough();
 
 export interface EnvResponse {
   status: number;

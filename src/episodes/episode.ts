@@ -8,12 +8,13 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
-import { isPlainObject } from '../bundle/schema.js';
 import { DIAGNOSE_RETRY, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
 import { callVerdict, envVerdict, invalidScoresMessage, makeFailure, resetCallVerdict, toolErrorType, type FailureExtra } from '../failures.js';
 import type { Metrics } from '../metrics.js';
-import { jsonDepthExceeds, type Action } from '../protocol/frames.js';
+import { isPlainObject, jsonDepthExceeds } from '../json.js';
+import { FinishReplySchema, ToolCallReplySchema, type EnvResetRequest, type EnvToolCallRequest } from '../protocol/env-contract.js';
+import type { Action } from '../protocol/frames.js';
 import type {
   CallObservation,
   EndReason,
@@ -31,7 +32,7 @@ import type {
 import { SandboxError, type EnvDiagnosis, type EnvHandle } from '../sandbox/sandbox.js';
 import { fmtS, seconds3 } from '../time.js';
 import { EnvLease, type EnvLeaseDeps } from './env-lease.js';
-import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
+import { EnvCallError, EnvClient } from './env-client.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 
 export interface EpisodeSettings {
@@ -272,7 +273,7 @@ export class Episode {
     const res = await this.client.request(
       'POST',
       '/reset',
-      { task_id: this.task.task_id, data: this.task.data, seed: this.seed },
+      { task_id: this.task.task_id, data: this.task.data, seed: this.seed } satisfies EnvResetRequest,
       this.envResetCallMs(),
       this.callSignal,
     );
@@ -407,7 +408,7 @@ export class Episode {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
-      res = await this.envCall(client, '/tools/call', { name, arguments: args }, timeoutMs);
+      res = await this.envCall(client, '/tools/call', { name, arguments: args } satisfies EnvToolCallRequest, timeoutMs);
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile

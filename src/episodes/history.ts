@@ -9,18 +9,14 @@
  * recorded) nor a task's hidden `data` (only the reset observation is).
  */
 import type { Action } from '../protocol/frames.js';
-import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, Transcript, TranscriptEvent } from '../protocol/console.js';
+import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, StreamMessage, Transcript, TranscriptEvent } from '../protocol/console.js';
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from './episode.js';
 import { EpisodeSeries } from './series.js';
 import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 
-export type { EndedFilter, EpisodeSummary, Series, Transcript, TranscriptEvent } from '../protocol/console.js';
-
-export type HistoryMessage =
-  | { type: 'episode'; episode: EpisodeSummary }
-  /** `index`: the event's place in the transcript (a step that ended the episode goes before its end) */
-  | { type: 'event'; episode_id: string; index: number; event: TranscriptEvent };
+/** What a subscriber hears: every change of an episode, and each new transcript event (the stream's messages). */
+export type HistoryMessage = Extract<StreamMessage, { type: 'episode' | 'event' }>;
 
 export interface HistoryOptions {
   /** ended episodes kept (`--history`) */

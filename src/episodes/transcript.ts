@@ -4,6 +4,7 @@
  * the bound is replaced by a truncation mark (protocol/console.ts) saying its original size.
  */
 import { TRANSCRIPT_BOUNDS } from '../defaults.js';
+import { jsonBytes } from '../json.js';
 import type { Transcript, TranscriptEvent, TruncationMark } from '../protocol/console.js';
 
 export interface TranscriptBounds {
@@ -22,12 +23,6 @@ const PAYLOAD_FIELDS: Record<TranscriptEvent['kind'], readonly string[]> = {
   list_tools: [],
   end: ['scores', 'failure'],
 };
-
-/** UTF-8 bytes of a value's JSON; null when it has none (undefined) */
-export function jsonBytes(value: unknown): number | null {
-  const text = JSON.stringify(value);
-  return text === undefined ? null : Buffer.byteLength(text, 'utf8');
-}
 
 function mark(text: string | null, bytes: number | null, headChars: number): TruncationMark {
   return {

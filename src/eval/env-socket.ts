@@ -4,6 +4,7 @@
  * is an EnvError (the env's side failed, never the model's).
  */
 import WebSocket from 'ws';
+import type { ClientFrame, ServerFrame } from '../protocol/frames.js';
 
 export class EnvError extends Error {
   override readonly name = 'EnvError';
@@ -17,10 +18,7 @@ export class EnvError extends Error {
   }
 }
 
-export interface Frame {
-  type: string;
-  data?: Record<string, unknown>;
-}
+export type Frame = ClientFrame | ServerFrame;
 
 export class EnvSocket {
   private readonly inbox: Frame[] = [];

@@ -11,7 +11,7 @@
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
 import type { PromptRow } from '../rows/build.js';
-import type { ServerTaskRow } from '../rows/server.js';
+import type { TaskRow as ServerTaskRow } from '../protocol/bundle.js';
 import { EnvError, EnvSocket, type Frame } from './env-socket.js';
 import { ModelError, type ChatMessage, type ChatModel, type Usage } from './model.js';
 

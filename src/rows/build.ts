@@ -4,7 +4,7 @@
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
 import type { RolloutSettings } from './args.js';
-import type { ServerTaskRow, ServerToolSpec } from './server.js';
+import type { TaskRow as ServerTaskRow, ToolSpec as ServerToolSpec } from '../protocol/bundle.js';
 
 export interface ServerSettings {
   url: string;
