@@ -7,8 +7,6 @@ import type { ErrorFrameData, WsErrorCode } from './protocol/frames.js';
 import { RpcCode, rpcError, type RpcError, type RpcId } from './protocol/jsonrpc.js';
 import type { Failure } from './protocol/observations.js';
 
-export type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
-
 export abstract class ServerError extends Error {
   abstract readonly wsCode: WsErrorCode;
   abstract readonly httpStatus: number;

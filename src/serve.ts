@@ -11,7 +11,7 @@ import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
-import { checkRecordDir } from './episodes/recorder.js';
+import { checkRecordDir } from './console/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from './defaults.js';
 import { loggerHygiene } from './logging.js';
 import { exitWith, isEntryPoint, runAsProcess } from './cli/process-entry.js';

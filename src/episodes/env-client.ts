@@ -23,6 +23,11 @@ export interface EnvResponse {
   body: unknown;
 }
 
+/** One call to an env with its deadline; rejects with an EnvCallError when no usable answer came. */
+export interface EnvCaller {
+  request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse>;
+}
+
 /**
  * An env's answer, read up to `max` bytes: an env that streams without end (or answers a
  * gigabyte) costs the server at most that much; past it the connection is dropped.
@@ -52,7 +57,7 @@ async function readBounded(res: Response, max: number): Promise<string> {
     : Buffer.concat(chunks).toString('utf8');
 }
 
-export class EnvClient {
+export class EnvClient implements EnvCaller {
   /** the env has proven its identity: from now on every answer must */
   private verified = false;
 

@@ -10,7 +10,7 @@ import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchem
 const at = z.string().datetime();
 
 /**
- * What a transcript holds in place of a payload past its bound (src/episodes/transcript.ts): the
+ * What a transcript holds in place of a payload past its bound (src/console/transcript.ts): the
  * model got the whole of it; the console, the download and --record get this.
  */
 export const TruncationMarkSchema = z
@@ -99,7 +99,7 @@ export const TranscriptSchema = EpisodeSummarySchema.extend({
 }).describe("what the model saw and sent, and how the episode ended; never the token nor the task's hidden data");
 export type Transcript = z.infer<typeof TranscriptSchema>;
 
-// ---- the series (src/episodes/series.ts) -------------------------------------------------------
+// ---- the series (src/console/series.ts) -------------------------------------------------------
 
 /** The windows the console's charts can span; each starts no earlier than the first data kept. */
 export const SeriesWindowSchema = z.enum(['15m', '1h', '6h', 'all']).describe('15m, 1h, 6h, or all: everything kept');

@@ -11,9 +11,6 @@ import { FailureSchema, ScoresSchema, TimingsSchema } from './observations.js';
 export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
 export type McpProtocolVersion = (typeof MCP_PROTOCOL_VERSIONS)[number];
 
-/** The revision the spec says to assume when a request carries no MCP-Protocol-Version header. */
-export const MCP_ASSUMED_VERSION: McpProtocolVersion = '2025-03-26';
-
 export function isSupportedMcpVersion(v: unknown): v is McpProtocolVersion {
   return typeof v === 'string' && (MCP_PROTOCOL_VERSIONS as readonly string[]).includes(v);
 }

@@ -19,8 +19,8 @@ import type { FastifyInstance } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { CONSOLE_EPISODE_IDLE_S } from '../defaults.js';
 import { NotFoundError } from '../errors.js';
-import type { HistoryMessage } from '../episodes/history.js';
-import { recentTasks } from '../episodes/recent-tasks.js';
+import type { HistoryMessage } from '../console/history.js';
+import { recentTasks } from '../console/recent-tasks.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
 import {
   ConsoleEpisodesPageSchema,

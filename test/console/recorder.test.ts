@@ -9,7 +9,7 @@ import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkRecordDir, dailyFile, EpisodeRecorder, type RecorderFs } from '../../src/episodes/recorder.js';
+import { checkRecordDir, dailyFile, EpisodeRecorder, type RecorderFs } from '../../src/console/recorder.js';
 import { FIXTURE_BUNDLE } from '../support/app.js';
 import { captureLog } from '../support/log-capture.js';
 import { SERVE_JS } from '../support/serve-process.js';

@@ -1,6 +1,6 @@
 /** The deploy cap's order: a freed turn goes to waiting resets before refills; a promoted refill counts as a reset. */
 import { describe, expect, it } from 'vitest';
-import { DeployLimiter } from '../../src/episodes/deploy-limiter.js';
+import { DeployLimiter } from '../../../src/episodes/capacity/deploy-limiter.js';
 
 function gate() {
   let open!: () => void;

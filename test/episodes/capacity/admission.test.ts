@@ -1,6 +1,6 @@
 import { describe, expect, it, vi, afterEach } from 'vitest';
-import { Admission, type Slot } from '../../src/episodes/admission.js';
-import { CapacityError, ShuttingDownError } from '../../src/errors.js';
+import { Admission, type Slot } from '../../../src/episodes/capacity/admission.js';
+import { CapacityError, ShuttingDownError } from '../../../src/errors.js';
 
 afterEach(() => vi.useRealTimers());
 

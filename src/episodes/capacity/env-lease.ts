@@ -6,16 +6,17 @@
  * leaks. The warm pool's own refills hold their slots in pool.ts until a lease takes one over.
  */
 import type { Logger } from 'pino';
-import { throwIfAborted } from '../abort.js';
-import type { Metrics } from '../metrics.js';
-import type { EnvHandle, EnvSpec, Sandbox } from '../sandbox/sandbox.js';
-import { seconds3 } from '../time.js';
+import { throwIfAborted } from '../../abort.js';
+import type { Metrics } from '../../metrics.js';
+import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
+import { seconds3 } from '../../time.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter } from './deploy-limiter.js';
 import type { WarmPool } from './pool.js';
 
 export interface EnvLeaseDeps {
-  sandbox: Sandbox;
+  /** what a lease asks of the sandbox: deploy its env, remove it */
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown'>;
   admission: Admission;
   /** --max-concurrent-deploys; absent: deploys are not limited */
   deploys?: DeployLimiter;

@@ -23,12 +23,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { abortError } from '../abort.js';
-import type { LoadedBundle } from '../bundle/index.js';
-import { WARM_POOL } from '../defaults.js';
-import type { Metrics } from '../metrics.js';
-import type { PoolStatus } from '../protocol/pool.js';
-import type { EnvHandle, EnvSpec, Sandbox } from '../sandbox/sandbox.js';
+import { abortError } from '../../abort.js';
+import type { LoadedBundle } from '../../bundle/index.js';
+import { WARM_POOL } from '../../defaults.js';
+import type { Metrics } from '../../metrics.js';
+import type { PoolStatus } from '../../protocol/pool.js';
+import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter, DeployTicket } from './deploy-limiter.js';
 import { PoolDemand } from './pool-demand.js';
@@ -62,7 +62,7 @@ export interface PoolAcquireOptions {
 export interface WarmPoolDeps {
   size: number;
   bundle: LoadedBundle;
-  sandbox: Sandbox;
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown'>;
   admission: Admission;
   deploys: DeployLimiter;
   envSpec: (envName: string) => Promise<EnvSpec>;

@@ -11,13 +11,13 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { WARM_POOL } from '../../src/defaults.js';
-import type { PoolStatus } from '../../src/protocol/pool.js';
-import type { DeployRequest, EnvHandle, Sandbox } from '../../src/sandbox/sandbox.js';
-import type { ProcessSandbox } from '../support/process-sandbox.js';
-import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../support/process-server.js';
-import { waitFor } from '../../scripts/lib/wait.js';
-import { WsClient } from '../../scripts/lib/ws-client.js';
+import { WARM_POOL } from '../../../src/defaults.js';
+import type { PoolStatus } from '../../../src/protocol/pool.js';
+import type { DeployRequest, EnvHandle, Sandbox } from '../../../src/sandbox/sandbox.js';
+import type { ProcessSandbox } from '../../support/process-sandbox.js';
+import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../../support/process-server.js';
+import { waitFor } from '../../../scripts/lib/wait.js';
+import { WsClient } from '../../../scripts/lib/ws-client.js';
 
 async function pool(s: ProcessServer): Promise<PoolStatus> {
   const h = (await (await fetch(`${s.url}/health`)).json()) as { pool: PoolStatus };

@@ -3,10 +3,10 @@
  * order, each until its own deadline or abort. A released slot goes straight to the head waiter,
  * so a newcomer can never overtake the queue. Every waiter gets exactly one outcome.
  */
-import { abortError } from '../abort.js';
-import { HOLD_TIMES_KEPT } from '../defaults.js';
-import { CapacityError, ShuttingDownError } from '../errors.js';
-import { fmtS, seconds3 } from '../time.js';
+import { abortError } from '../../abort.js';
+import { HOLD_TIMES_KEPT } from '../../defaults.js';
+import { CapacityError, ShuttingDownError } from '../../errors.js';
+import { fmtS, seconds3 } from '../../time.js';
 
 export interface Slot {
   /** idempotent: the first call frees the slot, later calls do nothing */

@@ -1,7 +1,7 @@
 /** When the warm pool may refill after failures (src/episodes/refill-backoff.ts), on a fake clock. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { WARM_POOL } from '../../src/defaults.js';
-import { RefillBackoff } from '../../src/episodes/refill-backoff.js';
+import { WARM_POOL } from '../../../src/defaults.js';
+import { RefillBackoff } from '../../../src/episodes/capacity/refill-backoff.js';
 
 describe('RefillBackoff', () => {
   beforeEach(() => void vi.useFakeTimers());

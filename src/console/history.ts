@@ -11,7 +11,7 @@
 import type { Action } from '../protocol/frames.js';
 import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, StreamMessage, Transcript, TranscriptEvent } from '../protocol/console.js';
 import type { Phase, StepOutcome } from '../protocol/observations.js';
-import type { Episode, EpisodeObserver } from './episode.js';
+import type { Episode, EpisodeObserver } from '../episodes/episode.js';
 import { EpisodeSeries } from './series.js';
 import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 

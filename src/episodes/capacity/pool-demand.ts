@@ -3,8 +3,8 @@
  * last WARM_POOL.demandWindow resets (seeded with the default split's tasks before the first
  * reset), and the env furthest below its share of that window.
  */
-import type { LoadedBundle } from '../bundle/index.js';
-import { WARM_POOL } from '../defaults.js';
+import type { LoadedBundle } from '../../bundle/index.js';
+import { WARM_POOL } from '../../defaults.js';
 
 export class PoolDemand {
   private readonly window: string[] = [];
