@@ -3,29 +3,26 @@
  * and tools), a tool's result, and a tool error (the model's mistake or the env's refusal; the
  * episode goes on).
  */
-import type { Task, ToolSpec } from '../bundle/index.js';
+import { taskRow, type Task, type ToolSpec } from '../bundle/index.js';
 import { isPlainObject } from '../json.js';
 import type { CallObservation, ResetObservation, StepOutcome, Timings, ToolErrorType, ToolResult } from '../protocol/observations.js';
 
-/** The reply to a reset: the system prompt and the first turn's, the tools, the turns. */
+/** The reply to a reset: the task's prompt as its served row has it (system, first turn), the tools, the turns. */
 export function resetObservation(episode: { id: string; task: Task; seed: number | null }, tools: ToolSpec[], timings: Timings): StepOutcome<ResetObservation> {
-  const { task } = episode;
+  const row = taskRow(episode.task);
   return {
     observation: {
       episode_id: episode.id,
-      task_id: task.task_id,
-      split: task.split,
-      index: task.index,
+      task_id: row.task_id,
+      split: row.split,
+      index: row.index,
       seed: episode.seed,
-      toolset: task.toolset,
-      messages: [
-        { role: 'system', content: task.system_prompt },
-        { role: 'user', content: task.turns[0] ?? '' },
-      ],
+      toolset: row.toolset,
+      messages: row.messages,
       tools,
       turn: 1,
-      turns: task.turns.length,
-      max_turns: task.max_turns,
+      turns: row.turns,
+      max_turns: row.max_turns,
       timings,
     },
     reward: null,
