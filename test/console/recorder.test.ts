@@ -1,5 +1,5 @@
 /**
- * Issue 18, item 2: the rollout log never corrupts. A write cut short by a full disk leaves the
+ * The rollout log never corrupts. A write cut short by a full disk leaves the
  * file at its last complete line (pandas' read_json(lines=True) reads it whole), counted and
  * logged; a --record path that is a file, or cannot be created, is refused at start.
  */

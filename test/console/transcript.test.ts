@@ -1,5 +1,5 @@
 /**
- * Issue 18, item 1: a transcript is bounded whatever the env answers. What the history keeps of
+ * A transcript is bounded whatever the env answers. What the history keeps of
  * an episode (and so the console, the download and --record) holds truncation marks with the
  * original size in place of payloads past the bound; its size is counted exactly; the history's
  * byte bound stays a bound; the model's own observation is whole.

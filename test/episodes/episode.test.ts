@@ -3,7 +3,7 @@
  * fake clock, so every answer, every timing and every timeout is the test's to set. What a client
  * sees of each (observations, failures, timings) is asserted exactly.
  */
-import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { isAbortError } from '../../src/abort.js';
 import { DIAGNOSE_RETRY } from '../../src/defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../../src/errors.js';
@@ -11,7 +11,7 @@ import { EnvCallError } from '../../src/episodes/env-client.js';
 import { Episode, type EpisodeObserver } from '../../src/episodes/episode.js';
 import type { CallObservation, Ending } from '../../src/protocol/observations.js';
 import { SandboxError } from '../../src/sandbox/sandbox.js';
-import { fixtureBundle, gate, makeRig, metricValue, type Rig } from '../support/fake-sandbox.js';
+import { gate, makeRig, metricValue, onRigClock, type Rig } from '../support/fake-sandbox.js';
 
 async function episodeOf(rig: Rig, taskId: string, seed: number | null = null, queueTimeoutMs = 10_000): Promise<Episode> {
   return new Episode(rig.deps, rig.bundle.byId.get(taskId)!, seed, 'ws', queueTimeoutMs);
@@ -21,15 +21,7 @@ async function episodeOf(rig: Rig, taskId: string, seed: number | null = null, q
 const settle = () => vi.advanceTimersByTimeAsync(0);
 
 describe('Episode', () => {
-  beforeAll(async () => {
-    await fixtureBundle();
-  });
-  beforeEach(() => {
-    vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
+  onRigClock();
 
   it('waits for its slot, deploys, resets the env with the task data and seed, and answers the reset observation with the clock’s timings', async () => {
     const rig = await makeRig({ capacity: 1 });

@@ -2,25 +2,17 @@
  * The episode registry on its own, over a fake sandbox and a fake clock: which task a reset
  * names, how each reset is counted, the drain and its budget, and the reconciler's strays.
  */
-import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BadInputError, CapacityError, NotFoundError, ShuttingDownError } from '../../src/errors.js';
 import { EpisodeManager } from '../../src/episodes/manager.js';
-import { fixtureBundle, gate, makeRig, metricValue, type Rig } from '../support/fake-sandbox.js';
+import { gate, makeRig, metricValue, onRigClock, type Rig } from '../support/fake-sandbox.js';
 
 function managerOf(rig: Rig, random = () => 0): EpisodeManager {
   return new EpisodeManager(rig.deps, rig.log.logger, random);
 }
 
 describe('EpisodeManager', () => {
-  beforeAll(async () => {
-    await fixtureBundle();
-  });
-  beforeEach(() => {
-    vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
+  onRigClock();
 
   it('picks the task a reset names: task_id, split and index, seed modulo the split, or the default split at random', async () => {
     const rig = await makeRig();

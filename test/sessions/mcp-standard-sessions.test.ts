@@ -3,13 +3,13 @@
  * message on a session is answered with (status, JSON-RPC body), and how a session lives and ends
  * with its episode. routes/mcp-standard.test.ts plays the same through the route with real clients.
  */
-import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { EpisodeManager } from '../../src/episodes/manager.js';
 import { readRpcBody, readRpcMessage, RpcCode, type RpcRequest } from '../../src/protocol/jsonrpc.js';
 import { MCP_PROTOCOL_VERSIONS, MCP_SESSION_HEADER } from '../../src/protocol/mcp-standard.js';
 import { StandardMcpSessions, type McpHttpAnswer } from '../../src/sessions/mcp-standard-sessions.js';
 import { RequestEpisodes } from '../../src/sessions/request-episodes.js';
-import { fixtureBundle, makeRig, type Rig } from '../support/fake-sandbox.js';
+import { makeRig, onRigClock, type Rig } from '../support/fake-sandbox.js';
 
 const IDLE_MS = 30_000;
 
@@ -36,15 +36,7 @@ const result = (a: McpHttpAnswer) => (a.body as { result: any }).result;
 const error = (a: McpHttpAnswer) => (a.body as { error: { code: number; message: string; data?: any } }).error;
 
 describe('StandardMcpSessions', () => {
-  beforeAll(async () => {
-    await fixtureBundle();
-  });
-  beforeEach(() => {
-    vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
+  onRigClock();
 
   it('initialize plays the query’s task as an mcp episode and answers the session id, the negotiated revision and the task as instructions', async () => {
     const { open, manager, requests, sessions } = await setup();

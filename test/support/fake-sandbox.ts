@@ -1,9 +1,11 @@
 /**
  * The episode machinery's unit-test rig: an in-memory sandbox whose deploys, teardowns and env
- * answers the test scripts, with no process, container or socket. Time is the test's too: run it
+ * answers the test scripts, with no process, container or socket (its images build at once, it
+ * holds nothing ahead of demand unless a test makes unprepare() wait). Time is the test's too: run it
  * under vi.useFakeTimers() and every clock of the rig (Date.now) and timer moves only when the
  * test advances it. process-sandbox.ts runs real env processes instead, for the server tests.
  */
+import { afterEach, beforeAll, beforeEach, vi } from 'vitest';
 import { loadBundle, type LoadedBundle } from '../../src/bundle/index.js';
 import { abortError } from '../../src/abort.js';
 import { Admission } from '../../src/episodes/capacity/admission.js';
@@ -13,7 +15,7 @@ import { EnvCallError, type EnvCaller, type EnvResponse } from '../../src/episod
 import type { EpisodeDeps, EpisodeObserver, EpisodeSettings } from '../../src/episodes/episode.js';
 import { makeReward } from '../../src/episodes/reward.js';
 import { Metrics } from '../../src/metrics.js';
-import type { DeployRequest, EnvDiagnosis, EnvHandle, EnvSpec, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
+import type { DeployRequest, EnvDiagnosis, EnvHandle, EnvSpec, ImageBuildRequest, Sandbox, SweepResult, TeardownOptions } from '../../src/sandbox/sandbox.js';
 import { FIXTURE_BUNDLE } from './app.js';
 import { captureLog, type CapturedLog } from './log-capture.js';
 
@@ -36,7 +38,7 @@ interface FakeEnv {
 
 const ok = (body: unknown): EnvResponse => ({ status: 200, body });
 
-export class FakeSandbox implements Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds'> {
+export class FakeSandbox implements Sandbox {
   /** ids deployed, in order (a deploy that failed or was aborted is not here) */
   readonly deployed: string[] = [];
   /** ids torn down, in order */
@@ -55,6 +57,28 @@ export class FakeSandbox implements Pick<Sandbox, 'deploy' | 'teardown' | 'diagn
    */
   onTeardown: (id: string, envRemoved: () => void) => Promise<void> = async (_id, envRemoved) => envRemoved();
   behaviour: EnvBehaviour = (call) => this.answer(call);
+  /** what the drain's unprepare() waits for (default: nothing made ahead of demand) */
+  onUnprepare: () => Promise<void> = async () => {};
+  /** what happened when, for tests that assert an order of events */
+  readonly events: string[] = [];
+
+  async ping(): Promise<void> {}
+  async buildImage(req: ImageBuildRequest): Promise<string> {
+    return `fake/${req.bundleName}-${req.envName}:test`;
+  }
+  async checkImage(): Promise<void> {}
+  async sweep(): Promise<SweepResult> {
+    return { containers: [], networks: [] };
+  }
+  networksInUse(): number {
+    return this.envs.size;
+  }
+  async unprepare(): Promise<void> {
+    this.events.push('unprepare');
+    await this.onUnprepare();
+    this.events.push('unprepared');
+  }
+  async close(): Promise<void> {}
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     if (req.signal?.aborted) throw abortError('aborted');
@@ -82,10 +106,12 @@ export class FakeSandbox implements Pick<Sandbox, 'deploy' | 'teardown' | 'diagn
       this.envs.delete(episodeId);
       opts.onEnvRemoved?.();
     };
+    this.events.push(`teardown ${episodeId}`);
     await this.onTeardown(episodeId, envRemoved);
     envRemoved();
     this.strays.delete(episodeId);
     this.tornDown.push(episodeId);
+    this.events.push(`torn down ${episodeId}`);
   }
 
   async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
@@ -146,6 +172,22 @@ export const RIG_SETTINGS: EpisodeSettings = { resetTimeoutMs: 10_000, toolTimeo
 let fixture: Promise<LoadedBundle> | null = null;
 export function fixtureBundle(): Promise<LoadedBundle> {
   return (fixture ??= loadBundle(FIXTURE_BUNDLE));
+}
+
+/**
+ * For a describe block of rig tests: the fixture loaded first (with real timers), then every test
+ * on a fake clock that starts at the same instant and moves only when the test advances it.
+ */
+export function onRigClock(): void {
+  beforeAll(async () => {
+    await fixtureBundle();
+  });
+  beforeEach(() => {
+    vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 }
 
 /** A counter's or histogram count's value for `labels` (0 when never touched). */

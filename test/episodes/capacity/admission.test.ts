@@ -118,26 +118,37 @@ describe('Admission (FIFO, deadlines, abort)', () => {
     expect(a.activeCount).toBe(0);
   });
 
-  it('under random churn no slot leaks and capacity is never exceeded', async () => {
+  it('under churn of timeouts and aborts every acquire gets one outcome, the cap is reached and never passed, and no slot leaks', async () => {
     const a = new Admission(3, 1000);
     let inUse = 0;
     let peak = 0;
+    const outcomes: string[] = [];
     const runs = Array.from({ length: 60 }, async (_, i) => {
       const ac = new AbortController();
       if (i % 7 === 0) setTimeout(() => ac.abort(), i % 5);
+      let outcome: string;
       try {
         const s = await a.acquire({ timeoutMs: i % 11 === 0 ? 1 : 5000, signal: ac.signal });
+        outcome = 'slot';
         inUse++;
         peak = Math.max(peak, inUse);
         await new Promise((r) => setTimeout(r, i % 4));
         inUse--;
         s.release();
-      } catch {
-        // timeouts and aborts are outcomes too
+      } catch (e) {
+        outcome = (e as Error).name;
       }
+      outcomes[i] = outcome;
     });
     await Promise.all(runs);
-    expect(peak).toBeLessThanOrEqual(3);
+    expect(outcomes.filter(Boolean)).toHaveLength(60);
+    // an acquire that could neither time out (5 s, far past the churn) nor be aborted got its slot
+    const plain = outcomes.filter((_, i) => i % 7 !== 0 && i % 11 !== 0);
+    expect(plain).toHaveLength(46);
+    expect(new Set(plain)).toEqual(new Set(['slot']));
+    // the others ended as what they are: a slot, a timeout (CapacityError) or an abort
+    for (const o of outcomes) expect(['slot', 'CapacityError', 'AbortError']).toContain(o);
+    expect(peak).toBe(3);
     expect(a.activeCount).toBe(0);
     expect(a.waitingCount).toBe(0);
   });

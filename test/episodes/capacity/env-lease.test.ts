@@ -4,11 +4,11 @@
  * or after a teardown that failed), and how its env is got (pooled, or deployed under the deploy
  * limiter at a reset's priority).
  */
-import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { isAbortError } from '../../../src/abort.js';
 import { EnvLease } from '../../../src/episodes/capacity/env-lease.js';
 import { WarmPool } from '../../../src/episodes/capacity/pool.js';
-import { fixtureBundle, gate, makeRig, metricValue, type Rig } from '../../support/fake-sandbox.js';
+import { gate, makeRig, metricValue, onRigClock, type Rig } from '../../support/fake-sandbox.js';
 
 const signal = () => new AbortController().signal;
 
@@ -17,15 +17,7 @@ function leaseOf(rig: Rig, episodeId = 'ep-1'): EnvLease {
 }
 
 describe('EnvLease', () => {
-  beforeAll(async () => {
-    await fixtureBundle();
-  });
-  beforeEach(() => {
-    vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
+  onRigClock();
 
   it('frees its slot the moment the sandbox says the env is gone, before the teardown ends; the next waiter gets it then', async () => {
     const rig = await makeRig({ capacity: 1 });

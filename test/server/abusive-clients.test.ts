@@ -1,7 +1,8 @@
 /**
- * Issue 12's defects, each as the client that found it, on one process-backed server: a flooding
- * client is cut off (WebSocket: close 1008; HTTP: 429) and nobody else notices; absurdly nested
- * tool arguments are the model's mistake; frame types are looked up among own keys only.
+ * One client cannot take the server down, each abuse played as a client would, on one
+ * process-backed server: a flooding client is cut off (WebSocket: close 1008; HTTP: 429) and
+ * nobody else notices; absurdly nested tool arguments are the model's mistake; frame types are
+ * looked up among own keys only.
  */
 import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
@@ -26,11 +27,11 @@ function nested(depth: number): string {
   return '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 }
 
-describe('hardening: one client cannot take the server down', () => {
+describe('one client cannot take the server down', () => {
   const s = processSuiteServer({ maxConcurrentEnvs: 4 });
   const idle = () => s.app.openenv.manager.list().length === 0 && s.app.openenv.admission.activeCount === 0 && s.sandbox.held().length === 0;
 
-  it('defect 1, /ws: frames just under 4 MiB sent without waiting close the session 1008 within the bound; memory stays bounded; another session works', async () => {
+  it('/ws: frames just under 4 MiB sent without waiting close the session 1008 within the bound; memory stays bounded; another session works', async () => {
     const other = await WsClient.open(s.url);
     expect((await other.reset({ task_id: 'fx-echo-1' })).type).toBe('observation');
 
@@ -66,7 +67,7 @@ describe('hardening: one client cannot take the server down', () => {
     await waitFor(idle, 30_000, 'everything torn down');
   });
 
-  it('defect 1, /ws: more small frames than WS_PENDING_LIMIT.frames behind a running step close the session 1008', async () => {
+  it('/ws: more small frames than WS_PENDING_LIMIT.frames behind a running step close the session 1008', async () => {
     const flood = await WsClient.open(s.url);
     expect((await flood.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
     flood.sendRaw(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: 'sleep', arguments: { seconds: 3600 } } }));
@@ -77,7 +78,7 @@ describe('hardening: one client cannot take the server down', () => {
     await waitFor(idle, 30_000, "the flooder's episode torn down");
   });
 
-  it('defect 1, /episodes: steps past REQUESTS_IN_FLIGHT_PER_EPISODE on one episode get 429; other episodes are unharmed', async () => {
+  it('/episodes: steps past REQUESTS_IN_FLIGHT_PER_EPISODE on one episode get 429; other episodes are unharmed', async () => {
     const a = await http(s.url, 'POST', '/episodes', { task_id: 'fx-echo-0' });
     const b = await http(s.url, 'POST', '/episodes', { task_id: 'fx-echo-1' });
     expect([a.status, b.status]).toEqual([201, 201]);
@@ -102,7 +103,7 @@ describe('hardening: one client cannot take the server down', () => {
     await waitFor(idle, 30_000, 'everything torn down');
   });
 
-  it('defect 1, /mcp: tools/call past the bound on one session gets a 429-coded error; other sessions are unharmed', async () => {
+  it('/mcp: tools/call past the bound on one session gets a 429-coded error; other sessions are unharmed', async () => {
     let id = 1;
     const rpc = (method: string, params: unknown) => http(s.url, 'POST', '/mcp', { jsonrpc: '2.0', id: id++, method, params });
     const a = (await rpc('openenv/session/create', { task_id: 'fx-echo-0' })).body.result.session_id as string;
@@ -124,7 +125,7 @@ describe('hardening: one client cannot take the server down', () => {
     await waitFor(idle, 30_000, 'everything torn down');
   });
 
-  it('defect 5: arguments nested 100,000 deep are invalid_args and the episode goes on (/ws and /mcp)', async () => {
+  it('arguments nested 100,000 deep are invalid_args and the episode goes on (/ws and /mcp)', async () => {
     const c = await WsClient.open(s.url);
     expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
     const reply = c.next();
@@ -162,7 +163,7 @@ describe('hardening: one client cannot take the server down', () => {
     await waitFor(idle, 30_000, 'everything torn down');
   });
 
-  it('defect 6: "constructor", "toString", "__proto__" and other inherited names are unknown frame types', async () => {
+  it('"constructor", "toString", "__proto__" and other inherited names are unknown frame types', async () => {
     const c = await WsClient.open(s.url);
     for (const type of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
       const reply = await c.request({ type, data: {} });
