@@ -79,8 +79,8 @@ export type RpcProblem = 'unparsable' | 'batch' | 'not_object' | 'bad_id' | 'bad
 
 /**
  * One JSON-RPC message as the edge read it (the MCP SDK's inbound classification: once, before
- * any flavour looks at it). A notification is a request without an "id" member: it is run, never
- * answered, even when malformed (`problem`).
+ * any flavour looks at it). A notification is a request without an "id" member: it is never
+ * answered, and one that is malformed (`problem`) is not run either.
  */
 export type RpcMessage =
   | RpcRequest
