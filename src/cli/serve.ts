@@ -1,96 +1,32 @@
-#!/usr/bin/env node
 /**
- * The process: `node dist/serve.js <bundle folder | bundle.tar.gz> [options]`. Parses flags and
- * environment through the one options schema, loads the bundle, listens, and on SIGTERM/SIGINT
- * drains (no new episodes, waiting resets told why, every episode torn down) and exits 0.
- * The only file that listens.
+ * `openenv-bundle serve BUNDLE [options]`, also `node dist/serve.js BUNDLE [options]` (src/serve.ts):
+ * the server process. Its options are the one schema of src/config.ts, read from flags and the
+ * environment; it loads the bundle, listens, and on SIGTERM/SIGINT drains (no new episodes, waiting
+ * resets told why, every episode torn down) and exits 0. The only file that listens.
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import pino, { type Logger } from 'pino';
-import { buildApp } from './app.js';
-import { loadBundle, type LoadedBundle } from './bundle/index.js';
-import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSchema, type ServerOptions } from './config.js';
-import { checkRecordDir } from './episodes/recorder.js';
-import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from './defaults.js';
-import { loggerHygiene } from './logging.js';
-import { exitWith, isEntryPoint, runAsProcess } from './cli/process-entry.js';
+import { z } from 'zod';
+import { buildApp } from '../app.js';
+import { loadBundle, type LoadedBundle } from '../bundle/index.js';
+import { checkServerOptions, isLoopback, SERVER_OPTIONS, serverOptionEnv, type ServerOptions } from '../config.js';
+import { checkRecordDir } from '../episodes/recorder.js';
+import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
+import { loggerHygiene } from '../logging.js';
+import { defineCommand, EXIT, type CliIo } from './command.js';
+import { parseCommandLine, UsageError, type CommandLine } from './options.js';
+import { exitWith } from './process-entry.js';
 
-const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
-const MULTIPLE = new Set(['buildArg']);
+const SERVE_LINE = {
+  positionals: { bundlePath: { name: 'BUNDLE', schema: z.string().min(1), help: 'a bundle folder or a .tar.gz made by pack' } },
+  options: SERVER_OPTIONS,
+  refine: checkServerOptions,
+} satisfies CommandLine<{ bundlePath: { name: string; schema: z.ZodString; help: string } }, typeof SERVER_OPTIONS>;
 
-/** an option's default, through the wrappers zod puts around it (a refine is a ZodEffects) */
-function defaultOf(schema: { _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }): unknown {
-  let s: typeof schema | undefined = schema;
-  for (let i = 0; s && i < 8; i++) {
-    if (typeof s._def.defaultValue === 'function') return s._def.defaultValue();
-    s = (s._def.schema ?? s._def.innerType) as typeof schema | undefined;
-  }
-  return undefined;
-}
-
-export function helpText(command = 'node dist/serve.js'): string {
-  const shape = OptionsSchema.innerType().shape as Record<
-    string,
-    { description?: string; _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown } }
-  >;
-  const lines = [
-    `Usage: ${command} <bundle folder or .tar.gz> [options]`,
-    '',
-    'Serves a bundle of agent tasks as an OpenEnv environment: every episode gets a fresh env',
-    'container in its own Docker network. The bearer token comes from the file --token-file names,',
-    'else from the environment variable --token-env names (never from a flag).',
-    '',
-    'Options (each also read from the environment variable shown; a flag wins):',
-  ];
-  for (const name of OPTION_NAMES) {
-    const s = shape[name]!;
-    const def = defaultOf(s);
-    const flag = BOOLEAN.has(name) ? `--${kebab(name)}` : `--${kebab(name)} <value>`;
-    const shownDefault = Array.isArray(def) ? (def.length ? def.join(' ') : 'none') : def === undefined ? 'none' : String(def);
-    lines.push(`  ${flag.padEnd(30)} ${s.description ?? ''}`);
-    lines.push(`  ${''.padEnd(30)} default: ${shownDefault}; env: ${name === 'logLevel' ? 'LOG_LEVEL' : envVarName(name)}`);
-  }
-  lines.push('  --help                         print this help');
-  return lines.join('\n');
-}
-
-export interface Cli {
-  bundlePath: string;
-  options: ServerOptions;
-}
-
-/** Parses argv and the environment; throws an Error whose message is for the user (exit 2). */
-export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
-  const parseOptions: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
-  for (const name of OPTION_NAMES) {
-    parseOptions[kebab(name)] = { type: BOOLEAN.has(name) ? 'boolean' : 'string', ...(MULTIPLE.has(name) ? { multiple: true } : {}) };
-  }
-  parseOptions.help = { type: 'boolean' };
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: parseOptions, allowPositionals: true, strict: true });
-  } catch (e) {
-    throw new Error(`${(e as Error).message}\nRun with --help for the options.`, { cause: e });
-  }
-  if (parsed.values.help) return 'help';
-  if (parsed.positionals.length !== 1) {
-    throw new Error(
-      parsed.positionals.length === 0
-        ? 'missing the bundle: node dist/serve.js <bundle folder or .tar.gz> [options]'
-        : `expected one bundle path, got ${parsed.positionals.length}: ${parsed.positionals.join(' ')}`,
-    );
-  }
-  const raw: Record<string, unknown> = {};
-  for (const name of OPTION_NAMES) {
-    const fromEnv = name === 'logLevel' ? (env[envVarName(name)] ?? env.LOG_LEVEL) : env[envVarName(name)];
-    if (fromEnv !== undefined && fromEnv !== '') raw[name] = MULTIPLE.has(name) ? fromEnv.split(/\s+/).filter(Boolean) : fromEnv;
-    const fromFlag = parsed.values[kebab(name)];
-    if (fromFlag !== undefined) raw[name] = fromFlag;
-  }
-  const options = OptionsSchema.safeParse(raw);
-  if (!options.success) throw new Error(formatZodError(options.error));
-  return { bundlePath: parsed.positionals[0]!, options: options.data };
+/** Parses argv and the environment as the server does (tests); a mistake throws a UsageError. */
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv): { bundlePath: string; options: ServerOptions } {
+  const { bundlePath, ...options } = parseCommandLine(argv, SERVE_LINE, env, serverOptionEnv);
+  return { bundlePath, options: options as ServerOptions };
 }
 
 /**
@@ -103,10 +39,10 @@ export function readToken(o: Pick<ServerOptions, 'tokenFile' | 'tokenEnv'>, env:
     try {
       text = readFileSync(o.tokenFile, 'utf8');
     } catch (e) {
-      throw new Error(`--token-file ${o.tokenFile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}: cannot read the token`, { cause: e });
+      throw new UsageError(`--token-file ${o.tokenFile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}: cannot read the token`, { cause: e });
     }
     const token = text.trim();
-    if (!token) throw new Error(`--token-file ${o.tokenFile} is empty`);
+    if (!token) throw new UsageError(`--token-file ${o.tokenFile} is empty`);
     return token;
   }
   return env[o.tokenEnv] || null;
@@ -121,42 +57,22 @@ function makeLogger(level: ServerOptions['logLevel'], token: string | null): Log
 }
 
 /**
- * Runs the server with these arguments. Resolves with an exit code when it cannot start (2: a
- * command line to fix; 1: the bundle or the address fails) or when --help was asked; once it
- * serves, the process ends from the signal handlers.
+ * The server with these options. Resolves with an exit code when it cannot start (a command line
+ * to fix is a UsageError; 1: the bundle or the address fails); once it serves, the process ends
+ * from the signal handlers.
  */
-export async function serveMain(argv: string[]): Promise<number> {
-  let cli: Cli | 'help';
-  try {
-    cli = parseCli(argv, process.env);
-  } catch (e) {
-    process.stderr.write(`error: ${(e as Error).message}\n`);
-    return 2;
-  }
-  if (cli === 'help') {
-    process.stdout.write(helpText() + '\n');
-    return 0;
-  }
-  const { options: o, bundlePath } = cli;
-  let token: string | null;
-  try {
-    token = readToken(o, process.env);
-  } catch (e) {
-    process.stderr.write(`error: ${(e as Error).message}\n`);
-    return 2;
-  }
+async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<number> {
+  const token = readToken(o, io.env);
   if (!token && !isLoopback(o.host) && !o.insecureNoToken) {
-    process.stderr.write(
-      `error: refusing to listen on ${o.host} without a token: set ${o.tokenEnv}, or pass --insecure-no-token to let anyone who reaches this address deploy and drive envs\n`,
+    throw new UsageError(
+      `refusing to listen on ${o.host} without a token: set ${o.tokenEnv}, or pass --insecure-no-token to let anyone who reaches this address deploy and drive envs`,
     );
-    return 2;
   }
   if (o.record) {
     try {
       await checkRecordDir(o.record);
     } catch (e) {
-      process.stderr.write(`error: ${(e as Error).message}\n`);
-      return 2;
+      throw new UsageError((e as Error).message);
     }
   }
   const log = makeLogger(o.logLevel, token);
@@ -164,8 +80,8 @@ export async function serveMain(argv: string[]): Promise<number> {
   try {
     bundle = await loadBundle(bundlePath);
   } catch (e) {
-    process.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
-    return 1;
+    io.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
+    return EXIT.problems;
   }
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
   const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
@@ -183,7 +99,8 @@ export async function serveMain(argv: string[]): Promise<number> {
    */
   const exit = async (code: number): Promise<never> => {
     const released = app.openenv.sandbox.releaseInstance?.().catch((e) => log.warn({ err: (e as Error).message }, 'could not release the instance name'));
-    await Promise.race([released, new Promise((r) => setTimeout(r, SHUTDOWN_RELEASE_MS).unref())]);
+    // a wait the exit awaits holds the process open (released or not, it exits after)
+    await Promise.race([released, new Promise((r) => setTimeout(r, SHUTDOWN_RELEASE_MS))]);
     exitWith(code);
   };
 
@@ -197,13 +114,14 @@ export async function serveMain(argv: string[]): Promise<number> {
     log.info({ signal, episodes: app.openenv.manager.list().length }, 'draining: no new episodes; tearing every episode down');
     const result = await app.openenv.drain(o.shutdownTimeout * 1000);
     // app.close() closes idle, half-sent and abandoned connections itself (app.ts); this is the
-    // last resort should the engine hang the sandbox's close
+    // last resort should the engine hang the sandbox's close (it holds the process open: should
+    // the close hang on nothing Node waits for, this still ends it)
     const closeBudget = setTimeout(() => {
       log.error('server did not close in time; exiting');
       void exit(1);
     }, 5000 + CLOSE_GRACE_MS);
-    closeBudget.unref();
     await app.close().catch((e) => log.error({ err: (e as Error).message }, 'close failed'));
+    clearTimeout(closeBudget);
     await bundle.cleanup().catch(() => undefined);
     if (result.timedOut) {
       log.error(
@@ -253,5 +171,17 @@ export async function serveMain(argv: string[]): Promise<number> {
   return new Promise<number>(() => undefined);
 }
 
-// run only as the entry point (tests import parseCli and helpText)
-if (isEntryPoint(import.meta.url)) runAsProcess(() => serveMain(process.argv.slice(2)));
+export const serveCommand = defineCommand({
+  name: 'serve',
+  summary: 'serve a bundle (folder or .tar.gz) as an OpenEnv environment',
+  synopsis: 'BUNDLE [options]',
+  about: [
+    'Serves a bundle of agent tasks as an OpenEnv environment: every episode gets a fresh env',
+    'container in its own Docker network. The bearer token comes from the file --token-file names,',
+    'else from the environment variable --token-env names (never from a flag). Each option is also',
+    'read from the environment variable shown; a flag wins.',
+  ],
+  envOf: serverOptionEnv,
+  ...SERVE_LINE,
+  run: ({ bundlePath, ...options }, io) => serve(bundlePath, options as ServerOptions, io),
+});
