@@ -47,9 +47,10 @@ export function schemaDefault(schema: z.ZodTypeAny): unknown {
   return undefined;
 }
 
-/** The default as --help and the README say it: the words given, else the schema's (`none`, `off` for a switch). */
+/** The default as --help and the README say it: the words given, else the schema's (`none`, `off` for a switch, `required`). */
 export function shownDefault(o: OptionSpec): string {
   if (o.shownDefault !== undefined) return o.shownDefault;
+  if (!o.schema.isOptional()) return 'required';
   const d = schemaDefault(o.schema);
   if (d === undefined || d === null) return 'none';
   if (typeof d === 'boolean') return d ? 'on' : 'off';
@@ -243,55 +244,55 @@ type ServerOptionValues = z.output<z.ZodObject<OptionShape<typeof SERVER_OPTIONS
 
 /** The checks across server options: settings that contradict each other are refused at start. */
 export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void {
-    if (o.idleTimeout < o.toolTimeout) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['idleTimeout'],
-        message: `idle timeout (${o.idleTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s): a slow tool call would close its own session`,
-      });
-    }
-    if (o.sandbox === 'swarm' && o.inContainer === 'never') {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['inContainer'],
-        message:
-          '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
-      });
-    }
-    if (o.episodeTimeout < o.toolTimeout) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['episodeTimeout'],
-        message: `episode timeout (${o.episodeTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s)`,
-      });
-    }
-    if (o.headersTimeout > o.requestTimeout) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['headersTimeout'],
-        message: `the headers timeout (${o.headersTimeout} s) is longer than the request timeout (${o.requestTimeout} s), which includes the headers`,
-      });
-    }
-    if (o.warmPool > o.maxConcurrentEnvs) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['warmPool'],
-        message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
-      });
-    }
-    const pool = parseCidr(o.subnetPool);
-    if ('problem' in pool) return;
-    const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
-    if (pool.prefix > EPISODE_SUBNET_PREFIX) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: `the subnet pool must be /${EPISODE_SUBNET_PREFIX} or wider` });
-    } else if (networks < o.maxConcurrentEnvs) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['subnetPool'],
-        message: `the subnet pool ${o.subnetPool} holds ${networks} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
-      });
-    }
+  if (o.idleTimeout < o.toolTimeout) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['idleTimeout'],
+      message: `idle timeout (${o.idleTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s): a slow tool call would close its own session`,
+    });
   }
+  if (o.sandbox === 'swarm' && o.inContainer === 'never') {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['inContainer'],
+      message:
+        '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
+    });
+  }
+  if (o.episodeTimeout < o.toolTimeout) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['episodeTimeout'],
+      message: `episode timeout (${o.episodeTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s)`,
+    });
+  }
+  if (o.headersTimeout > o.requestTimeout) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['headersTimeout'],
+      message: `the headers timeout (${o.headersTimeout} s) is longer than the request timeout (${o.requestTimeout} s), which includes the headers`,
+    });
+  }
+  if (o.warmPool > o.maxConcurrentEnvs) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['warmPool'],
+      message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
+    });
+  }
+  const pool = parseCidr(o.subnetPool);
+  if ('problem' in pool) return;
+  const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
+  if (pool.prefix > EPISODE_SUBNET_PREFIX) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: `the subnet pool must be /${EPISODE_SUBNET_PREFIX} or wider` });
+  } else if (networks < o.maxConcurrentEnvs) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['subnetPool'],
+      message: `the subnet pool ${o.subnetPool} holds ${networks} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
+    });
+  }
+}
 
 /** Options as the CLI and the environment give them. */
 export const OptionsSchema = z.object(optionShape(SERVER_OPTIONS)).strict().superRefine(checkServerOptions);

@@ -194,7 +194,10 @@ async function play(
 
 /** What a play's model saw, as one comparable string per step. */
 function fingerprint(p: Play): string[] {
-  return [...p.steps.map(({ tool, text, is_error, error_type }) => JSON.stringify({ tool, text, is_error, error_type })), JSON.stringify({ scores: p.scores, end_reason: p.end_reason, failure: p.failure?.reason ?? null })];
+  return [
+    ...p.steps.map(({ tool, text, is_error, error_type }) => JSON.stringify({ tool, text, is_error, error_type })),
+    JSON.stringify({ scores: p.scores, end_reason: p.end_reason, failure: p.failure?.reason ?? null }),
+  ];
 }
 
 export async function checkDynamic(bundle: LoadedBundle, validators: Map<string, Map<string, ValidateFunction>>, opts: DynamicOptions): Promise<DynamicResult> {
@@ -377,5 +380,14 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     mean_s: Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000,
     max_s: Math.max(...xs),
   }));
-  return { findings, instance: options.instance, images_s: imagesS, tasks_checked: sample.length, episodes, envs, golden: golden.tally(), empty: empty.tally() };
+  return {
+    findings,
+    instance: options.instance,
+    images_s: imagesS,
+    tasks_checked: sample.length,
+    episodes,
+    envs,
+    golden: golden.tally(),
+    empty: empty.tally(),
+  };
 }

@@ -58,7 +58,10 @@ export function groupFindings(list: readonly Finding[]): FindingGroup[] {
     else groups.set(key, { level: f.level, message: f.message, wheres: [f.where] });
   }
   const rank = (g: FindingGroup) => (g.level === 'problem' ? 0 : 2) + (g.wheres.length > 1 ? 1 : 0);
-  return [...groups.values()].map((g, i) => ({ g, i })).sort((a, b) => rank(a.g) - rank(b.g) || a.i - b.i).map(({ g }) => g);
+  return [...groups.values()]
+    .map((g, i) => ({ g, i }))
+    .sort((a, b) => rank(a.g) - rank(b.g) || a.i - b.i)
+    .map(({ g }) => g);
 }
 
 /** `task probe-v1-train-3 (tasks/train.jsonl line 4), field "golden[0]"` → `probe-v1-train-3, field "golden[0]"` */

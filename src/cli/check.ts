@@ -21,27 +21,66 @@ function means(t: PlayTally): string {
   return `reward ${f3(t.reward)}${scores.length ? ` (${scores.join(', ')})` : ''}`;
 }
 
-function summary(dir: string, staticLine: string, dyn: DynamicResult | null, findings: Finding[]): string {
+/** What a check found: the object --json prints, and what the summary is read from. */
+export interface CheckReport {
+  ok: boolean;
+  bundle: string;
+  /** what the files hold, or why they do not load */
+  files: string;
+  problems: Finding[];
+  warnings: Finding[];
+  played: {
+    instance: string;
+    images_s: number;
+    tasks: number;
+    episodes: number;
+    golden: PlayTally;
+    empty: PlayTally;
+    envs: DynamicResult['envs'];
+  } | null;
+}
+
+export function checkReport(dir: string, files: string, findings: readonly Finding[], dyn: DynamicResult | null): CheckReport {
   const problems = findings.filter((f) => f.level === 'problem');
-  const warnings = findings.filter((f) => f.level === 'warning');
-  const lines = [`check ${dir}`, `  files: ${staticLine}`];
-  if (dyn) {
-    lines.push(`  images: ready in ${dyn.images_s.toFixed(1)} s`);
+  return {
+    ok: problems.length === 0,
+    bundle: dir,
+    files,
+    problems,
+    warnings: findings.filter((f) => f.level === 'warning'),
+    played: dyn && {
+      instance: dyn.instance,
+      images_s: dyn.images_s,
+      tasks: dyn.tasks_checked,
+      episodes: dyn.episodes,
+      golden: dyn.golden,
+      empty: dyn.empty,
+      envs: dyn.envs,
+    },
+  };
+}
+
+/** The report as a person reads it: what was played and its means, then the findings, identical ones grouped, distinct ones first. */
+export function formatCheck(r: CheckReport): string {
+  const lines = [`check ${r.bundle}`, `  files: ${r.files}`];
+  const p = r.played;
+  if (p) {
+    lines.push(`  images: ready in ${p.images_s.toFixed(1)} s`);
     lines.push(
-      `  played ${dyn.tasks_checked} task(s) in ${dyn.episodes} episode(s): golden at max ${dyn.golden.passed}/${dyn.golden.played}, empty at or under the floor ${dyn.empty.passed}/${dyn.empty.played}`,
+      `  played ${p.tasks} task(s) in ${p.episodes} episode(s): golden at max ${p.golden.passed}/${p.golden.played}, empty at or under the floor ${p.empty.passed}/${p.empty.played}`,
     );
-    if (dyn.golden.played) lines.push(`  golden solutions: mean ${means(dyn.golden)}`);
-    if (dyn.empty.played) lines.push(`  empty solutions: mean ${means(dyn.empty)}`);
-    for (const e of dyn.envs)
+    if (p.golden.played) lines.push(`  golden solutions: mean ${means(p.golden)}`);
+    if (p.empty.played) lines.push(`  empty solutions: mean ${means(p.empty)}`);
+    for (const e of p.envs)
       lines.push(`  env ${e.env}: deploy + /reset mean ${e.mean_s.toFixed(3)} s, max ${e.max_s.toFixed(3)} s over ${e.deploys} deploy(s)`);
   }
-  const groups = groupFindings(findings);
+  const groups = groupFindings([...r.problems, ...r.warnings]);
   for (const g of groups.slice(0, SHOWN)) lines.push(`  ${formatGroup(g).replace(/\n/g, '\n  ')}`);
   if (groups.length > SHOWN) lines.push(`  … ${groups.length - SHOWN} more (--json lists them all)`);
   lines.push(
-    problems.length === 0
-      ? `ok: no problem${warnings.length ? `, ${warnings.length} warning(s)` : ''}`
-      : `${problems.length} problem(s), ${warnings.length} warning(s)`,
+    r.problems.length === 0
+      ? `ok: no problem${r.warnings.length ? `, ${r.warnings.length} warning(s)` : ''}`
+      : `${r.problems.length} problem(s), ${r.warnings.length} warning(s)`,
   );
   return lines.join('\n');
 }
@@ -120,29 +159,8 @@ export const checkCommand = defineCommand({
         await b.cleanup();
       }
     }
-    const problems = findings.filter((f) => f.level === 'problem').length;
-    if (args.json) {
-      io.stdout.write(
-        `${JSON.stringify({
-          ok: problems === 0,
-          bundle: args.dir,
-          files: staticLine,
-          problems: findings.filter((f) => f.level === 'problem'),
-          warnings: findings.filter((f) => f.level === 'warning'),
-          played: dyn && {
-            instance: dyn.instance,
-            images_s: dyn.images_s,
-            tasks: dyn.tasks_checked,
-            episodes: dyn.episodes,
-            golden: dyn.golden,
-            empty: dyn.empty,
-            envs: dyn.envs,
-          },
-        })}\n`,
-      );
-    } else {
-      io.stdout.write(`${summary(args.dir, staticLine, dyn, findings)}\n`);
-    }
-    return problems === 0 ? EXIT.ok : EXIT.problems;
+    const report = checkReport(args.dir, staticLine, findings, dyn);
+    io.stdout.write(`${args.json ? JSON.stringify(report) : formatCheck(report)}\n`);
+    return report.ok ? EXIT.ok : EXIT.problems;
   },
 });

@@ -28,7 +28,8 @@ export interface Subcommand {
   name: string;
   /** one line for `openenv-bundle --help` */
   summary: string;
-  /** its options, as declared (the README test reads them) */
+  /** its positional arguments' names (`DIR`) and its options, as declared (the README test reads them) */
+  positionals: readonly string[];
   options: OptionTable;
   /** the environment variables an option is read from */
   envOf(name: string, o: OptionSpec): readonly string[];
@@ -53,17 +54,30 @@ export interface CommandSpec<P extends PositionalTable, O extends OptionTable> e
 
 const declaredEnv = (_name: string, o: OptionSpec): readonly string[] => o.env ?? [];
 
-export function defineCommand<P extends PositionalTable, O extends OptionTable>(spec: CommandSpec<P, O>): Subcommand {
+/** A command as defineCommand makes it: a Subcommand, and its parser on its own (tests). */
+export interface Command<P extends PositionalTable, O extends OptionTable> extends Subcommand {
+  parse(argv: string[], env?: NodeJS.ProcessEnv): Parsed<P, O>;
+}
+
+export function defineCommand<P extends PositionalTable, O extends OptionTable>(spec: CommandSpec<P, O>): Command<P, O> {
   const envOf = spec.envOf ?? declaredEnv;
   return {
     name: spec.name,
+    parse: (argv, env = {}) => parseCommandLine(argv, spec, env, envOf),
     summary: spec.summary,
+    positionals: Object.values(spec.positionals).map((p) => p.name),
     options: spec.options,
     envOf,
     usage: (prog) =>
-      [`Usage: ${prog} ${spec.synopsis}`, '', ...spec.about, '', 'Options:', ...optionLines(spec.options, envOf), ...(spec.footer ? ['', ...spec.footer] : [])].join(
-        '\n',
-      ),
+      [
+        `Usage: ${prog} ${spec.synopsis}`,
+        '',
+        ...spec.about,
+        '',
+        'Options:',
+        ...optionLines(spec.options, envOf),
+        ...(spec.footer ? ['', ...spec.footer] : []),
+      ].join('\n'),
     run: (argv, io, prog) => spec.run(parseCommandLine(argv, spec, io.env, envOf), io, prog),
   };
 }
@@ -135,4 +149,3 @@ export async function runCommand(sub: Subcommand, argv: string[], io: CliIo, pro
 export function runCommandAsProcess(sub: Subcommand, prog: string): void {
   runAsProcess(() => runCommand(sub, process.argv.slice(2), processIo(), prog));
 }
-

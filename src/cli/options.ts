@@ -135,7 +135,7 @@ export function parseCommandLine<P extends PositionalTable, O extends OptionTabl
       break;
     }
   }
-  const missing = names.find((key) => raw[key] === undefined && !(line.positionals[key]!.schema.isOptional()));
+  const missing = names.find((key) => raw[key] === undefined && !line.positionals[key]!.schema.isOptional());
   if (missing) throw new UsageError(`missing ${line.positionals[missing]!.name} (${line.positionals[missing]!.help})`);
   let schema: z.ZodTypeAny = z.object({ ...optionShape(line.positionals), ...optionShape(line.options) });
   if (line.refine) schema = schema.superRefine(line.refine as (a: unknown, ctx: z.RefinementCtx) => void);

@@ -85,7 +85,8 @@ function parseLine(line: string): Parsed | 'tools' | 'state' | 'help' | 'quit' |
   if (rest === '') return { tool: word!, args: {} };
   try {
     const args: unknown = JSON.parse(rest);
-    if (typeof args !== 'object' || args === null || Array.isArray(args)) return { mistake: `the arguments must be a JSON object, e.g. ${word} {"key": "value"}` };
+    if (typeof args !== 'object' || args === null || Array.isArray(args))
+      return { mistake: `the arguments must be a JSON object, e.g. ${word} {"key": "value"}` };
     return { tool: word!, args };
   } catch (e) {
     return { mistake: `the arguments are not JSON (${(e as Error).message}); e.g. ${word} {"key": "value"}` };
@@ -105,7 +106,11 @@ async function play(
   const session = await ServerSession.open(url, { token });
   const replyWait = (seconds: number, what: string) => ({ timeoutMs: (seconds + 10) * 1000, what, signal: stop.signal });
   const input = io.stdin ?? process.stdin;
-  const rl = createInterface({ input, terminal: Boolean(input.isTTY && io.stdout.isTTY), output: input.isTTY ? (io.stdout as NodeJS.WritableStream) : undefined });
+  const rl = createInterface({
+    input,
+    terminal: Boolean(input.isTTY && io.stdout.isTTY),
+    output: input.isTTY ? (io.stdout as NodeJS.WritableStream) : undefined,
+  });
   // iterating from the start: lines piped in while the reset deploys wait their turn, none is lost
   const lines = rl[Symbol.asyncIterator]();
   rl.on('SIGINT', () => rl.close());

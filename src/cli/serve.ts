@@ -14,7 +14,7 @@ import { checkRecordDir } from '../episodes/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
 import { defineCommand, EXIT, type CliIo } from './command.js';
-import { parseCommandLine, UsageError, type CommandLine } from './options.js';
+import { UsageError, type CommandLine } from './options.js';
 import { exitWith } from './process-entry.js';
 
 const SERVE_LINE = {
@@ -22,12 +22,6 @@ const SERVE_LINE = {
   options: SERVER_OPTIONS,
   refine: checkServerOptions,
 } satisfies CommandLine<{ bundlePath: { name: string; schema: z.ZodString; help: string } }, typeof SERVER_OPTIONS>;
-
-/** Parses argv and the environment as the server does (tests); a mistake throws a UsageError. */
-export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv): { bundlePath: string; options: ServerOptions } {
-  const { bundlePath, ...options } = parseCommandLine(argv, SERVE_LINE, env, serverOptionEnv);
-  return { bundlePath, options: options as ServerOptions };
-}
 
 /**
  * The bearer token: from --token-file (a mounted secret; surrounding whitespace trimmed), else from

@@ -146,7 +146,8 @@ export function formatSummary(s: EvalSummary): string {
     const parts = [side('env', s.failures.env), side('model', s.failures.model)].filter((x) => x !== null);
     lines.push(`  failures     ${s.failures.total}, not scored (${parts.join('; ')})`);
     const width = Math.max(...Object.keys(s.failures.first).map((r) => r.length));
-    for (const [reason, first] of Object.entries(s.failures.first)) lines.push(`    ${reason.padEnd(width)}  first: ${first.task_id}: ${oneLine(first.message)}`);
+    for (const [reason, first] of Object.entries(s.failures.first))
+      lines.push(`    ${reason.padEnd(width)}  first: ${first.task_id}: ${oneLine(first.message)}`);
   }
   for (const [name, values] of Object.entries(s.groups)) {
     const cells = Object.entries(values).map(([v, m]) => `${v} ${withSe(m)} (${m.n})`);
