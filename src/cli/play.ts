@@ -179,7 +179,7 @@ async function play(
       out('\ninterrupted: closing the episode');
       return EXIT.problems;
     }
-    if (e instanceof SessionError) throw new Error(e.message);
+    if (e instanceof SessionError) throw new Error(e.message, { cause: e });
     throw e;
   } finally {
     rl.close();
