@@ -240,6 +240,9 @@ export function serverOptionEnv(name: string, o: OptionSpec): readonly string[] 
   return o.env ?? [envVarName(name)];
 }
 
+/** how many episode networks (/EPISODE_SUBNET_PREFIX) a subnet pool of this prefix holds */
+const episodeNetworks = (poolPrefix: number) => 2 ** (EPISODE_SUBNET_PREFIX - poolPrefix);
+
 type ServerOptionValues = z.output<z.ZodObject<OptionShape<typeof SERVER_OPTIONS>>>;
 
 /** The checks across server options: settings that contradict each other are refused at start. */
@@ -282,7 +285,7 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
   }
   const pool = parseCidr(o.subnetPool);
   if ('problem' in pool) return;
-  const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
+  const networks = episodeNetworks(pool.prefix);
   if (pool.prefix > EPISODE_SUBNET_PREFIX) {
     ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: `the subnet pool must be /${EPISODE_SUBNET_PREFIX} or wider` });
   } else if (networks < o.maxConcurrentEnvs) {
@@ -309,8 +312,7 @@ export function networkStockSize(o: Pick<ServerOptions, 'networkStock' | 'maxCon
   if (o.sandbox === 'swarm') return wanted;
   const pool = parseCidr(o.subnetPool);
   if ('problem' in pool) return 0;
-  const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
-  return Math.max(0, Math.min(wanted, networks - o.maxConcurrentEnvs));
+  return Math.max(0, Math.min(wanted, episodeNetworks(pool.prefix) - o.maxConcurrentEnvs));
 }
 export type ServerOptionsInput = z.input<typeof OptionsSchema>;
 
