@@ -16,6 +16,7 @@ import { SUBCOMMANDS } from '../../src/cli/commands.js';
 import { FIXTURE_BUNDLE, processSuiteServer } from '../support/process-server.js';
 import { fixtureGolden } from '../support/fixture-policy.js';
 import { startScriptedModel, type ScriptedModel } from '../support/scripted-model.js';
+import { waitFor } from '../../scripts/lib/wait.js';
 
 const DIST = fileURLToPath(new URL('../../dist/', import.meta.url));
 const CLI = path.join(DIST, 'cli/openenv-bundle.js');
@@ -215,6 +216,25 @@ describe('the commands that talk to a running server, run as processes', () => {
       expect(at('the arguments are not JSON')).toBeGreaterThan(at('\nhello\n'));
       expect(at('error (tool_not_found)')).toBeGreaterThan(at('the arguments are not JSON'));
       expect(out.trimEnd().split('\n').at(-1)).toBe('episode over (turns_ended): reward 0.5; scores quality 0.5');
+    });
+
+    it('Ctrl-C while it waits for a line closes the episode: the server tears the env down, exit 1', async () => {
+      const child = spawn(process.execPath, [CLI, 'play', s.url, '--task', 'fx-echo-1', '--token-var', 'SERVER_TOKEN'], {
+        env: { PATH: process.env.PATH, ...env },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      try {
+        await waitFor(() => out.includes('type a tool') && s.sandbox.live().length === 1, 20_000, 'the episode to run and play to wait for a line');
+        child.kill('SIGINT');
+        expect(await exited).toBe(1);
+      } finally {
+        child.kill('SIGKILL');
+      }
+      expect(out).toContain('interrupted: closing the episode');
+      await waitFor(() => s.sandbox.live().length === 0, 10_000, 'the env torn down');
     });
 
     it("an unknown task exits 1 with the server's answer; --task with --split exits 2; a wrong token exits 1", async () => {
