@@ -14,14 +14,8 @@ import { checkRecordDir } from '../episodes/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
 import { defineCommand, EXIT, type CliIo } from './command.js';
-import { UsageError, type CommandLine } from './options.js';
+import { UsageError } from './options.js';
 import { exitWith } from './process-entry.js';
-
-const SERVE_LINE = {
-  positionals: { bundlePath: { name: 'BUNDLE', schema: z.string().min(1), help: 'a bundle folder or a .tar.gz made by pack' } },
-  options: SERVER_OPTIONS,
-  refine: checkServerOptions,
-} satisfies CommandLine<{ bundlePath: { name: string; schema: z.ZodString; help: string } }, typeof SERVER_OPTIONS>;
 
 /**
  * The bearer token: from --token-file (a mounted secret; surrounding whitespace trimmed), else from
@@ -176,6 +170,8 @@ export const serveCommand = defineCommand({
     'read from the environment variable shown; a flag wins.',
   ],
   envOf: serverOptionEnv,
-  ...SERVE_LINE,
-  run: ({ bundlePath, ...options }, io) => serve(bundlePath, options as ServerOptions, io),
+  positionals: { bundlePath: { name: 'BUNDLE', schema: z.string().min(1), help: 'a bundle folder or a .tar.gz made by pack' } },
+  options: SERVER_OPTIONS,
+  refine: checkServerOptions,
+  run: ({ bundlePath, ...options }, io) => serve(bundlePath, options, io),
 });
