@@ -41,7 +41,8 @@ function describeTools(tools: ResetObservation['tools']): string {
       const props = (t.input_schema as { properties?: Record<string, { type?: unknown }>; required?: string[] }).properties ?? {};
       const required = new Set((t.input_schema as { required?: string[] }).required ?? []);
       const args = Object.entries(props).map(([k, v]) => `${k}${required.has(k) ? '' : '?'}: ${typeof v.type === 'string' ? v.type : 'any'}`);
-      return `  ${t.name} {${args.join(', ')}}${t.description ? `  ${t.description.split('\n')[0]}` : ''}`;
+      const about = t.description.split('\n')[0]!;
+      return `  ${t.name} {${args.join(', ')}}${about ? `  ${about.length > 100 ? `${about.slice(0, 99)}…` : about}` : ''}`;
     })
     .join('\n');
 }
