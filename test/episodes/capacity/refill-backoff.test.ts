@@ -1,4 +1,4 @@
-/** When the warm pool may refill after failures (src/episodes/refill-backoff.ts), on a fake clock. */
+/** When the warm pool may refill after failures (src/episodes/capacity/refill-backoff.ts), on a fake clock. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { WARM_POOL } from '../../../src/defaults.js';
 import { RefillBackoff } from '../../../src/episodes/capacity/refill-backoff.js';
