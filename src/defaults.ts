@@ -109,7 +109,7 @@ export const WARM_POOL = {
 } as const;
 
 /**
- * The console's time series (src/episodes/series.ts): one-minute buckets kept for a day; in each,
+ * The console's time series (src/console/series.ts): one-minute buckets kept for a day; in each,
  * at most samplesPerMinute values of each kind (rewards per split, deploy, queue wait) for the
  * percentiles (counts, sums and means stay exact beyond it). Worst case about 12 MB at sustained
  * rates above 200 episodes a minute per split. A chart gets at most maxPoints buckets (long

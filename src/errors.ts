@@ -1,15 +1,11 @@
 /**
  * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`, `toRpcError`)
- * to WebSocket error codes, HTTP statuses and JSON-RPC errors (both MCP flavours). Expected failures
- * carry messages a person can act on. Why an env failed (a Failure's reason) is decided in
- * failures.ts.
+ * to WebSocket error codes, HTTP statuses and JSON-RPC errors. Expected failures carry messages a
+ * person can act on. Why an env failed (a Failure's reason) is decided in failures.ts.
  */
+import type { ErrorFrameData, WsErrorCode } from './protocol/frames.js';
 import { RpcCode, rpcError, type RpcError, type RpcId } from './protocol/jsonrpc.js';
 import type { Failure } from './protocol/observations.js';
-
-export type WsErrorCode = 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR' | 'EXECUTION_ERROR' | 'CAPACITY_REACHED' | 'SESSION_ERROR';
-
-export type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
 
 export abstract class ServerError extends Error {
   abstract readonly wsCode: WsErrorCode;
@@ -144,8 +140,12 @@ export class OwnedBySessionError extends ServerError {
   }
 }
 
-/** An answer as a JSON-RPC error, with its own code; thrown inside an MCP method, caught once (toRpcError). */
+/**
+ * A JSON-RPC request the server refuses as such (an unknown method, params it cannot use, a
+ * session that is not there), with its JSON-RPC code: thrown inside a method, answered by toRpcError.
+ */
 export class RpcFailure extends Error {
+  override readonly name = 'RpcFailure';
   constructor(
     readonly code: number,
     message: string,
@@ -156,7 +156,7 @@ export class RpcFailure extends Error {
 }
 
 /** WS `{"type":"error","data":{...}}`; anything unexpected becomes a message without internals. */
-export function toWsError(err: unknown): { type: 'error'; data: { code: WsErrorCode; message: string; [detail: string]: unknown } } {
+export function toWsError(err: unknown): { type: 'error'; data: ErrorFrameData } {
   if (err instanceof ServerError) {
     return { type: 'error', data: { code: err.wsCode, message: err.message, ...err.details() } };
   }
@@ -171,21 +171,23 @@ export function toHttpError(err: unknown): { status: number; body: Record<string
 }
 
 /**
- * A method's failure as a JSON-RPC error, for both MCP flavours: an RpcFailure as it says, bad
- * input -32602, the server's refusals (capacity, shutting down, a failed deploy, an ended episode)
- * -32000 with their details, anything else -32603 (logged to `log`, never shown).
+ * A method's failure as a JSON-RPC error, for both MCP flavours: bad input is -32602, the server's
+ * refusals (capacity, shutting down, a failed deploy, an ended episode) -32000 with their details,
+ * anything else -32603 without internals (the caller logs those: see isExpected).
  */
-export function toRpcError(id: RpcId, e: unknown, method: string, log: { error(obj: object, msg?: string): void }): RpcError {
-  if (e instanceof RpcFailure) return rpcError(id, e.code, e.message, e.data);
-  if (e instanceof BadInputError || e instanceof NotFoundError) {
-    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${e.message}`, { error: e.httpCode });
+export function toRpcError(id: RpcId, err: unknown): RpcError {
+  if (err instanceof RpcFailure) return rpcError(id, err.code, err.message, err.data);
+  if (err instanceof BadInputError || err instanceof NotFoundError) {
+    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${err.message}`, { error: err.httpCode });
   }
-  if (e instanceof ServerError) {
-    // capacity, shutting down, a failed deploy, a step on an ended episode
-    const data = { error: e.httpCode, ...e.details() };
-    if (e instanceof CapacityError) Object.assign(data, { retry_after_s: e.capacity.retry_after_s });
-    return rpcError(id, RpcCode.SERVER_ERROR, e.message, data);
+  if (err instanceof ServerError) {
+    // capacity (its retry_after_s among the details), shutting down, a failed deploy, a step on an ended episode
+    return rpcError(id, RpcCode.SERVER_ERROR, err.message, { error: err.httpCode, ...err.details() });
   }
-  log.error({ err: e, method }, 'mcp request failed');
   return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
+}
+
+/** Whether an error is one of the server's expected answers (anything else is logged as a fault). */
+export function isExpected(err: unknown): boolean {
+  return err instanceof ServerError || err instanceof RpcFailure;
 }

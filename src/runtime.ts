@@ -7,13 +7,13 @@ import type { Logger } from 'pino';
 import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, networkStockSize, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
-import { Admission } from './episodes/admission.js';
-import { DeployLimiter } from './episodes/deploy-limiter.js';
-import { WarmPool } from './episodes/pool.js';
+import { Admission } from './episodes/capacity/admission.js';
+import { DeployLimiter } from './episodes/capacity/deploy-limiter.js';
+import { WarmPool } from './episodes/capacity/pool.js';
 import type { EpisodeSettings } from './episodes/episode.js';
-import { EpisodeHistory } from './episodes/history.js';
+import { EpisodeHistory } from './console/history.js';
 import { EpisodeManager } from './episodes/manager.js';
-import { checkRecordDir, EpisodeRecorder } from './episodes/recorder.js';
+import { checkRecordDir, EpisodeRecorder } from './console/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
@@ -248,8 +248,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       const inTime = await Promise.race([
         unprepared,
         new Promise<false>((r) => {
+          // what ends a removal that hangs: it keeps the process alive until then (cleared below)
           budget = setTimeout(() => r(false), Math.max(0, deadline - Date.now()));
-          budget.unref();
         }),
       ]);
       clearTimeout(budget);

@@ -1,11 +1,13 @@
 /**
- * The bundle's shapes as zod schemas: bundle.json, one line of tasks/<split>.jsonl, and the wire
- * shapes a bundle is served as (ToolSpec, TaskRow; docs/protocol.md). Every type is inferred from
- * these schemas. Checks that need the file system (does a build folder exist and stay inside the
- * bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
+ * The bundle's shapes as zod schemas: bundle.json and one line of tasks/<split>.jsonl (the wire
+ * shapes a bundle is served as, ToolSpec and TaskRow, are declared in src/protocol/bundle.ts).
+ * Every type is inferred from these schemas. Checks that need the file system (does a build folder
+ * exist and stay inside the bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { isPlainObject } from '../json.js';
+import { ToolSpecSchema } from '../protocol/bundle.js';
 import type { BundleIssue } from './errors.js';
 
 /** The tool every task offers besides its toolset; a toolset may not declare it. */
@@ -15,14 +17,8 @@ export const END_TURN = 'end_turn';
 export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]*$/;
 /** Split and toolset names: they appear in URLs (`/tasks?split=`) and in logs. */
 const KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-/** What model APIs accept as a function name (OpenAI, Anthropic: ^[a-zA-Z0-9_-]{1,64}$). */
-const TOOL_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 /** POSIX environment variable names. */
 const ENV_VAR_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /**
  * Why `p` is not a safe relative path inside a folder, or null when it is. Purely textual; the
@@ -73,37 +69,9 @@ function namedMap<T extends z.ZodTypeAny>(pattern: RegExp, what: string, value: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Wire shapes (docs/protocol.md)
+// Wire shapes (docs/protocol.md): declared in src/protocol/bundle.ts, where every reader finds them
 
-/** A tool as served by /toolsets and in reset observations. */
-export const ToolSpecSchema = closedObject({
-  name: z.string().refine((n) => TOOL_NAME_PATTERN.test(n), {
-    message: `expected a tool name matching ${TOOL_NAME_PATTERN.source}`,
-    params: { got: true },
-  }),
-  description: z.string().min(1, 'expected a non-empty description of what the tool does'),
-  input_schema: jsonObject.describe('JSON Schema of the arguments'),
-});
-export type ToolSpec = z.infer<typeof ToolSpecSchema>;
-
-/** A task as served by /tasks: what a trainer needs to write a prompt row, without the env's data. */
-export const TaskRowSchema = z
-  .object({
-    task_id: z.string(),
-    split: z.string(),
-    index: z.number().int().nonnegative(),
-    toolset: z.string(),
-    messages: z.tuple([
-      z.object({ role: z.literal('system'), content: z.string() }).strict(),
-      z.object({ role: z.literal('user'), content: z.string() }).strict(),
-    ]),
-    turns: z.number().int().min(1),
-    max_turns: z.number().int().min(1),
-    // ---- task groups (see GroupsSchema): always present, {} when the bundle declares none
-    groups: z.record(z.string()).describe("group name → this task's value (bundle.json's groups; {} when none)"),
-  })
-  .strict();
-export type TaskRow = z.infer<typeof TaskRowSchema>;
+export { TaskRowSchema, ToolSpecSchema, type TaskRow, type ToolSpec } from '../protocol/bundle.js';
 
 // ---------------------------------------------------------------------------------------------
 // bundle.json

@@ -1,7 +1,7 @@
 /**
- * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
+ * HTTP calls to one env inside its episode network, each with a deadline (the env contract's
+ * shapes: src/protocol/env-contract.ts).
  */
-import { z } from 'zod';
 import { ENV_REPLY_MAX_BYTES } from '../defaults.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
@@ -18,22 +18,14 @@ export class EnvCallError extends Error {
   }
 }
 
-export const ToolCallReplySchema = z
-  .object({
-    result: z.unknown().optional(),
-    text: z.string().optional(),
-    is_error: z.boolean().optional(),
-    done: z.boolean().optional(),
-    scores: z.record(z.unknown()).optional(),
-  })
-  .passthrough();
-export type ToolCallReply = z.infer<typeof ToolCallReplySchema>;
-
-export const FinishReplySchema = z.object({ scores: z.record(z.unknown()) }).passthrough();
-
 export interface EnvResponse {
   status: number;
   body: unknown;
+}
+
+/** One call to an env with its deadline; rejects with an EnvCallError when no usable answer came. */
+export interface EnvCaller {
+  request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse>;
 }
 
 /**
@@ -65,7 +57,7 @@ async function readBounded(res: Response, max: number): Promise<string> {
     : Buffer.concat(chunks).toString('utf8');
 }
 
-export class EnvClient {
+export class EnvClient implements EnvCaller {
   /** the env has proven its identity: from now on every answer must */
   private verified = false;
 

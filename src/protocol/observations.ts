@@ -4,7 +4,7 @@
  * here; `GET /schema` and `/openapi.json` are generated from here.
  */
 import { z } from 'zod';
-import { ToolSpecSchema } from '../bundle/schema.js';
+import { ToolSpecSchema } from './bundle.js';
 
 export const PhaseSchema = z.enum(['waiting', 'deploying', 'running', 'done']);
 export type Phase = z.infer<typeof PhaseSchema>;

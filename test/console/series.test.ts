@@ -1,11 +1,11 @@
 /**
- * The console's time series (src/episodes/series.ts) and per-task view, fed by hand with a
+ * The console's time series (src/console/series.ts) and per-task view, fed by hand with a
  * controlled clock: exact means and counts, windows that follow the data, groups, percentiles,
  * and the memory bounds.
  */
 import { describe, expect, it } from 'vitest';
-import { recentTasks } from '../../src/episodes/recent-tasks.js';
-import { BUCKET_MS, EpisodeSeries, percentile, type EndedEpisode } from '../../src/episodes/series.js';
+import { recentTasks } from '../../src/console/recent-tasks.js';
+import { BUCKET_MS, EpisodeSeries, percentile, type EndedEpisode } from '../../src/console/series.js';
 import type { EpisodeSummary } from '../../src/protocol/console.js';
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 10);

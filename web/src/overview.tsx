@@ -7,7 +7,7 @@
  */
 import { useState } from 'preact/hooks';
 import { BarChart, LineChart, PALETTE, type RefLine } from './chart';
-import type { BundleInfo, Overview, RecentTask, Series, SeriesWindow } from './types';
+import type { BundleInfo, Overview, RecentTasksPage, Series, SeriesWindow } from './types';
 import { useGet } from './use-get';
 
 const WINDOWS: { id: SeriesWindow; label: string }[] = [
@@ -181,7 +181,7 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
 
 function RecentTasks(props: { endedTick: number }) {
   const [n, setN] = useState(200);
-  const got = useGet<{ episodes: number; tasks: RecentTask[] }>(`console/recent-tasks?n=${n}`, { refresh: props.endedTick, delayMs: 300 });
+  const got = useGet<RecentTasksPage>(`console/recent-tasks?n=${n}`, { refresh: props.endedTick, delayMs: 300 });
   const r = got.data;
   return (
     <div data-testid="recent-tasks">
