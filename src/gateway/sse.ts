@@ -26,6 +26,8 @@ export class SseParser {
   /** the events the chunk completes; throws when a line is past the bound */
   push(chunk: Buffer): SseEvent[] {
     let text = this.decoder.write(chunk);
+    // an empty chunk (or one that only began a character) says nothing about a pending CR
+    if (text === '') return [];
     if (this.lastWasCr && text.startsWith('\n')) text = text.slice(1);
     this.lastWasCr = false;
     const out: SseEvent[] = [];

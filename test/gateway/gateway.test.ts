@@ -5,15 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelGateway, GatewayError, type Issued } from '../../src/gateway/index.js';
-import {
-  anthropicEvents,
-  anthropicMessage,
-  chatChunks,
-  chatCompletion,
-  responsesEvents,
-  startFakeUpstream,
-  type Reply,
-} from './support/fake-upstream.js';
+import { anthropicEvents, anthropicMessage, chatChunks, chatCompletion, responsesEvents, startFakeUpstream, type Reply } from './support/fake-upstream.js';
 import { LOOPBACK_DOOR, Observed, call, callFrom, openStream, waitUntil } from './support/harness-client.js';
 
 const cleanups: (() => Promise<void>)[] = [];
