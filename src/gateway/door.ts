@@ -9,14 +9,37 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { parseCidr, parseIPv4, type Cidr } from '../cidr.js';
 
 /** where an episode's env reaches the gateway, and the sources it may come from */
 export interface DoorSpec {
-  /** an IPv4 address of this process's host (or container) on the episode's network */
-  address: string;
+  /**
+   * an IPv4 address of this process's host (or container) on the episode's network: on the host,
+   * the bridge's address (the subnet's gateway); in a container, its address there. Left out: the
+   * address of this namespace inside `subnet` (localAddressIn), which sees only interfaces that
+   * are up and running (a bridge with no container attached yet is not)
+   */
+  address?: string;
   /** the episode network's subnet (CIDR): the only sources the door accepts */
   subnet: string;
+}
+
+/**
+ * This namespace's own IPv4 address inside the subnet, among the interfaces up and running (what
+ * Node lists): in a container attached to the network, the container's address there. On the host
+ * the bridge has no carrier until a container joins it, so the host placement names its address.
+ */
+export function localAddressIn(subnet: string, interfaces = networkInterfaces()): string | null {
+  const c = parseCidr(subnet);
+  if ('problem' in c) return null;
+  for (const addrs of Object.values(interfaces)) {
+    for (const a of addrs ?? []) {
+      const ip = a.family === 'IPv4' ? parseIPv4(a.address) : null;
+      if (ip !== null && inSubnet(ip, c)) return a.address;
+    }
+  }
+  return null;
 }
 
 export interface DoorLimits {
@@ -43,10 +66,12 @@ export function inSubnet(ip: number, c: Cidr): boolean {
 export function parseDoor(spec: DoorSpec): { address: string; subnet: Cidr } {
   const subnet = parseCidr(spec.subnet);
   if ('problem' in subnet) throw new DoorError(`the door's subnet: ${subnet.problem}`);
-  const ip = parseIPv4(spec.address);
-  if (ip === null) throw new DoorError(`the door's address must be an IPv4 address, got ${JSON.stringify(spec.address)}`);
-  if (!inSubnet(ip, subnet)) throw new DoorError(`the door's address ${spec.address} is not in its subnet ${spec.subnet}`);
-  return { address: spec.address, subnet };
+  const address = spec.address ?? localAddressIn(spec.subnet);
+  if (address === null) throw new DoorError(`no address of this host (or container) is in the episode subnet ${spec.subnet}: is it attached to that network?`);
+  const ip = parseIPv4(address);
+  if (ip === null) throw new DoorError(`the door's address must be an IPv4 address, got ${JSON.stringify(address)}`);
+  if (!inSubnet(ip, subnet)) throw new DoorError(`the door's address ${address} is not in its subnet ${spec.subnet}`);
+  return { address, subnet };
 }
 
 export class Door {
