@@ -36,6 +36,7 @@ export interface GatewayLimits {
   streamIdleMs: number;
   maxRequestBytes: number;
   maxResponseBytes: number;
+  maxStreamBytes: number;
   maxJsonDepth: number;
   maxInFlight: number;
   maxConnections: number;
@@ -401,6 +402,7 @@ class Call {
     const ctl = new AbortController();
     const onOuter = () => ctl.abort(this.signal.reason);
     this.signal.addEventListener('abort', onOuter);
+    if (this.signal.aborted) onOuter();
     const deadline = setTimeout(
       () => ctl.abort({ kind: 'timeout', message: `the model upstream did not finish the call within ${limits.callTimeoutMs / 1000} s` } satisfies Stop),
       limits.callTimeoutMs,
@@ -475,6 +477,7 @@ class Call {
   private async relayStream(up: IncomingMessage, ctl: AbortController): Promise<void> {
     const { res } = this;
     const limits = this.gw.bounds;
+    // one event may be as long as a whole reply
     const parser = new SseParser(limits.maxResponseBytes);
     const assembler = this.api!.reassembler();
     res.writeHead(this.upstreamStatus!, { ...this.replyHeaders(up), 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
@@ -499,8 +502,8 @@ class Call {
         if (ctl.signal.aborted) return;
         this.firstByteAt ??= Date.now();
         size += c.length;
-        if (size > limits.maxResponseBytes) {
-          ctl.abort({ kind: 'too_large', message: `the model upstream's stream is longer than ${limits.maxResponseBytes} bytes` } satisfies Stop);
+        if (size > limits.maxStreamBytes) {
+          ctl.abort({ kind: 'too_large', message: `the model upstream's stream is longer than ${limits.maxStreamBytes} bytes` } satisfies Stop);
           return;
         }
         const more = res.write(c);

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelGateway, GatewayError, type Issued } from '../../src/gateway/index.js';
-import { anthropicEvents, anthropicMessage, chatChunks, chatCompletion, responsesEvents, startFakeUpstream, type Reply } from './support/fake-upstream.js';
+import { anthropicEvents, anthropicMessage, chatChunks, chatCompletion, responsesEvents, sse, startFakeUpstream, type Reply } from './support/fake-upstream.js';
 import { LOOPBACK_DOOR, Observed, call, callFrom, openStream, waitUntil } from './support/harness-client.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -401,24 +401,31 @@ describe('an upstream that fails or stalls: a named end within its bound, never 
     expect(seen.ends.map((e) => e.end.reason)).toEqual(['model_upstream_error', 'model_upstream_error']);
   });
 
-  it('a huge reply, whole or streamed: cut at the bound, 502 or an error event, model_upstream_error', async () => {
+  it('a huge reply, whole or streamed (events past the stream bound, or one endless line): cut at its bound, 502 or an error event, model_upstream_error', async () => {
+    const piece = sse({ choices: [{ index: 0, delta: { content: 'x'.repeat(80) } }] });
+    const replies: Reply[] = [
+      { kind: 'bytes', contentType: 'application/json', size: 4 * 1024 * 1024 },
+      { kind: 'sse', events: Array(10_000).fill(piece) },
+      { kind: 'bytes', contentType: 'text/event-stream', size: 4 * 1024 * 1024 },
+    ];
     let n = 0;
-    const { gw, seen } = await setup(
-      () =>
-        n++ === 0
-          ? { kind: 'bytes', contentType: 'application/json', size: 4 * 1024 * 1024 }
-          : { kind: 'bytes', contentType: 'text/event-stream', size: 4 * 1024 * 1024 },
-      { maxResponseBytes: 256 * 1024 },
-    );
+    const { gw, seen } = await setup(() => replies[n++]!, { maxResponseBytes: 256 * 1024, maxStreamBytes: 512 * 1024 });
     const a = await gw.issue('whole', { door: LOOPBACK_DOOR });
     const r = await call(a, '/v1/chat/completions', chat());
     expect(r.status).toBe(502);
     expect(r.body.error.message).toContain('larger than 262144 bytes');
+    // a stream is passed on up to its own bound (longer than a whole reply's), then cut
     const b = await gw.issue('streamed', { door: LOOPBACK_DOOR });
     const text = await (await openStream(b, '/v1/chat/completions', chat({ stream: true }))).done;
-    expect(text.length).toBeLessThan(300 * 1024);
-    expect(text).toContain('model_upstream_error');
-    expect(seen.ends.map((e) => e.end.reason)).toEqual(['model_upstream_error', 'model_upstream_error']);
+    expect(text.length).toBeGreaterThan(400 * 1024);
+    expect(text.length).toBeLessThan(600 * 1024);
+    expect(text).toContain('longer than 524288 bytes');
+    expect(((seen.last('streamed').response as any).choices[0].message.content as string).length).toBeGreaterThan(300 * 1024);
+    const c = await gw.issue('one-line', { door: LOOPBACK_DOOR });
+    const line = await (await openStream(c, '/v1/chat/completions', chat({ stream: true }))).done;
+    expect(line.length).toBeLessThan(400 * 1024);
+    expect(line).toContain('a line of the stream is longer than 262144 characters');
+    expect(seen.ends.map((e) => e.end.reason)).toEqual(['model_upstream_error', 'model_upstream_error', 'model_upstream_error']);
   });
 
   it('a 2xx whose body is not JSON: 502, model_upstream_error', async () => {
