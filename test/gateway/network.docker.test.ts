@@ -309,6 +309,8 @@ describeDocker('the model gateway from inside an episode network', () => {
           { name: 'compose_neighbour', host: outside, port: 8000 },
           { name: 'host_on_compose_bridge', host: hostAddr(NET.compose), port: hostPort },
           { name: 'host_on_episode_bridge_address', host: hostAddr(NET.a), port: hostPort },
+          { name: 'engine_tcp', host: hostAddr(NET.compose), port: 2375 },
+          { name: 'engine_tls', host: hostAddr(NET.compose), port: 2376 },
           ...(elsewhere ? [{ name: 'host_elsewhere', host: elsewhere, port: hostPort }] : []),
         ]),
       );
@@ -320,6 +322,8 @@ describeDocker('the model gateway from inside an episode network', () => {
         'compose_neighbour',
         'host_on_compose_bridge',
         'host_on_episode_bridge_address',
+        'engine_tcp',
+        'engine_tls',
         ...(elsewhere ? ['host_elsewhere'] : []),
       ]);
       // why the API needs refuseEpisodeSources in this placement: unguarded, it answers the env
