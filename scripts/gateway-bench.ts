@@ -105,8 +105,9 @@ interface Row {
 
 const r3 = (x: number) => Number(x.toFixed(3));
 
-function row(phase: string, reply: 'whole' | 'stream', measure: 'total' | 'first_byte', d: number[], g: number[]): Row {
-  const q = (xs: number[]) => ({ p50: r3(percentile(xs, 50)), p95: r3(percentile(xs, 95)) });
+function row(phase: string, reply: 'whole' | 'stream', measure: 'total' | 'first_byte', d: Timing[], g: Timing[]): Row {
+  const pick = (t: Timing) => (measure === 'total' ? t.totalMs : t.firstByteMs);
+  const q = (ts: Timing[]) => ({ p50: r3(percentile(ts.map(pick), 50)), p95: r3(percentile(ts.map(pick), 95)) });
   const dq = q(d);
   const gq = q(g);
   return {
@@ -165,25 +166,8 @@ async function main(): Promise<void> {
     for (const reply of ['whole', 'stream'] as const) {
       process.stderr.write(`sequential, ${reply}: ${CALLS} pairs\n`);
       const { d, g } = await sequential(direct, gateway, reply === 'stream');
-      rows.push(
-        row(
-          'sequential',
-          reply,
-          'total',
-          d.map((t) => t.totalMs),
-          g.map((t) => t.totalMs),
-        ),
-      );
-      if (reply === 'stream')
-        rows.push(
-          row(
-            'sequential',
-            reply,
-            'first_byte',
-            d.map((t) => t.firstByteMs),
-            g.map((t) => t.firstByteMs),
-          ),
-        );
+      rows.push(row('sequential', reply, 'total', d, g));
+      if (reply === 'stream') rows.push(row('sequential', reply, 'first_byte', d, g));
     }
     for (const reply of ['whole', 'stream'] as const) {
       process.stderr.write(`concurrent, ${reply}: ${CONCURRENCY} x ${PER_WORKER}, twice each\n`);
@@ -191,27 +175,17 @@ async function main(): Promise<void> {
       const g: Timing[] = [];
       let ds = 0;
       let gs = 0;
+      const directs = Array.from({ length: CONCURRENCY }, () => direct);
+      const gateways = doors.map((x): Path => ({ name: 'gateway', base: x.env.OPENAI_BASE_URL, key: x.credential }));
       for (let round = 0; round < 2; round++) {
-        const a = await concurrent(
-          Array.from({ length: CONCURRENCY }, () => direct),
-          reply === 'stream',
-        );
+        const a = await concurrent(directs, reply === 'stream');
         d.push(...a.timings);
         ds += a.seconds;
-        const b = await concurrent(
-          doors.map((x) => ({ name: 'gateway', base: x.env.OPENAI_BASE_URL, key: x.credential })),
-          reply === 'stream',
-        );
+        const b = await concurrent(gateways, reply === 'stream');
         g.push(...b.timings);
         gs += b.seconds;
       }
-      const r = row(
-        `concurrent ${CONCURRENCY}`,
-        reply,
-        'total',
-        d.map((t) => t.totalMs),
-        g.map((t) => t.totalMs),
-      );
+      const r = row(`concurrent ${CONCURRENCY}`, reply, 'total', d, g);
       r.calls_per_s = { direct: Math.round(d.length / ds), gateway: Math.round(g.length / gs) };
       rows.push(r);
     }

@@ -42,23 +42,21 @@ function errorText(v: unknown): string {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
-/** OpenAI chat completions: usage.prompt_tokens / completion_tokens */
-export function openaiChatUsage(body: unknown): Usage | null {
-  const u = isObject(body) ? body.usage : undefined;
-  if (!isObject(u)) return null;
-  const input = num(u.prompt_tokens);
-  const output = num(u.completion_tokens);
-  return { input_tokens: input, output_tokens: output, total_tokens: num(u.total_tokens) || input + output };
+/** the usage of an OpenAI reply, whose two APIs name the counts differently */
+function openaiUsage(inputField: string, outputField: string): (body: unknown) => Usage | null {
+  return (body) => {
+    const u = isObject(body) ? body.usage : undefined;
+    if (!isObject(u)) return null;
+    const input = num(u[inputField]);
+    const output = num(u[outputField]);
+    return { input_tokens: input, output_tokens: output, total_tokens: num(u.total_tokens) || input + output };
+  };
 }
 
+/** OpenAI chat completions: usage.prompt_tokens / completion_tokens */
+export const openaiChatUsage = openaiUsage('prompt_tokens', 'completion_tokens');
 /** OpenAI responses: usage.input_tokens / output_tokens */
-export function openaiResponsesUsage(body: unknown): Usage | null {
-  const u = isObject(body) ? body.usage : undefined;
-  if (!isObject(u)) return null;
-  const input = num(u.input_tokens);
-  const output = num(u.output_tokens);
-  return { input_tokens: input, output_tokens: output, total_tokens: num(u.total_tokens) || input + output };
-}
+export const openaiResponsesUsage = openaiUsage('input_tokens', 'output_tokens');
 
 /** Anthropic messages: input_tokens plus the cached ones, output_tokens */
 export function anthropicUsage(u: unknown): Usage | null {
@@ -70,6 +68,16 @@ export function anthropicUsage(u: unknown): Usage | null {
 
 export function anthropicMessageUsage(body: unknown): Usage | null {
   return isObject(body) ? anthropicUsage(body.usage) : null;
+}
+
+/** the map's value at `key`, made first when there is none */
+function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let v = map.get(key);
+  if (v === undefined) {
+    v = make();
+    map.set(key, v);
+  }
+  return v;
 }
 
 interface ChoiceSoFar {
@@ -97,12 +105,7 @@ export class OpenAIChatReassembler implements StreamReassembler {
     if (!Array.isArray(chunk.choices)) return;
     for (const c of chunk.choices as unknown[]) {
       if (!isObject(c)) continue;
-      const index = num(c.index);
-      let so = this.choices.get(index);
-      if (!so) {
-        so = { role: 'assistant', content: '', reasoning: '', toolCalls: new Map(), finishReason: null };
-        this.choices.set(index, so);
-      }
+      const so = entry(this.choices, num(c.index), () => ({ role: 'assistant', content: '', reasoning: '', toolCalls: new Map(), finishReason: null }));
       if (c.finish_reason !== undefined && c.finish_reason !== null) so.finishReason = c.finish_reason;
       const d = c.delta;
       if (!isObject(d)) continue;
@@ -112,12 +115,7 @@ export class OpenAIChatReassembler implements StreamReassembler {
       if (!Array.isArray(d.tool_calls)) continue;
       for (const t of d.tool_calls as unknown[]) {
         if (!isObject(t)) continue;
-        const ti = num(t.index);
-        let call = so.toolCalls.get(ti);
-        if (!call) {
-          call = { id: '', type: 'function', name: '', arguments: '' };
-          so.toolCalls.set(ti, call);
-        }
+        const call = entry(so.toolCalls, num(t.index), () => ({ id: '', type: 'function', name: '', arguments: '' }));
         if (typeof t.id === 'string') call.id = t.id;
         if (typeof t.type === 'string') call.type = t.type;
         const f = t.function;
