@@ -34,8 +34,8 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   model_calls_exhausted: { retryable: false, toolErrorType: 'execution_error', meaning: "the harness asked for more model calls than the episode's budget" },
   model_tokens_exhausted: { retryable: false, toolErrorType: 'execution_error', meaning: "the episode's model calls used more tokens than its budget" },
   model_time_exhausted: { retryable: false, toolErrorType: 'timeout', meaning: "the episode's model access passed its wall-time budget" },
-  model_upstream_error: { retryable: true, toolErrorType: 'transport_error', meaning: 'the model upstream failed a call (a 5xx, no connection, a reply too large or broken)' },
-  model_upstream_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'the model upstream did not answer a call, or its stream stalled, within its bound' },
+  model_upstream_error: { retryable: true, toolErrorType: 'transport_error', meaning: 'a model call failed upstream (5xx, no connection, bad reply)' },
+  model_upstream_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'a model call got no answer in time, or its stream stalled' },
 };
 
 export const ALL_FAILURE_REASONS: readonly FailureReason[] = FailureReasonSchema.options;
