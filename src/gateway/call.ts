@@ -324,8 +324,13 @@ export class Call {
     return this.record(499, 'client_gone', null, null, 'the harness closed the connection while sending its request', null);
   }
 
-  /** true (and the harness answered) when the episode's model access has ended */
+  /** true (and the harness answered) when the episode's model access has ended, or it was revoked */
   private refuseIfEnded(headers: OutgoingHttpHeaders): boolean {
+    // a kept-alive connection may still send while revoke() waits for the calls it cut short
+    if (this.gate.revoked) {
+      this.refuse(410, 'episode_ended', 'the episode ended', { ...NO_RETRY, ...headers });
+      return true;
+    }
     const end = this.gate.ended;
     if (!end) return false;
     this.refuse(END_STATUS[end.reason], end.reason, end.message, { ...NO_RETRY, ...headers });
