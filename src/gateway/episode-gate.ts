@@ -58,8 +58,8 @@ export class EpisodeGate {
   startClock(): void {
     const s = this.budgets.wall_time_s;
     if (s === undefined) return;
+    // held (not unref'd): a harness episode may wait on it; revoke() and close() clear it
     this.wallTimer = setTimeout(() => this.end('model_time_exhausted', `the episode's model access passed its wall-time budget of ${s} s`), s * 1000);
-    this.wallTimer.unref();
   }
 
   /** runs one request, tracked until it settles; `handle` gets the signal that cuts it short */
