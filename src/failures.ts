@@ -31,6 +31,7 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   shutting_down: { retryable: true, toolErrorType: 'execution_error', meaning: 'the server is draining' },
   unschedulable: { retryable: false, toolErrorType: 'execution_error', meaning: 'no node of the cluster can ever hold the env' },
   node_lost: { retryable: true, toolErrorType: 'transport_error', meaning: 'the node the env ran on left the cluster' },
+  verifier_timeout: { retryable: false, toolErrorType: 'timeout', meaning: "the task's verifier (its tests) was still running at its timeout, and was killed" },
 };
 
 export const ALL_FAILURE_REASONS: readonly FailureReason[] = FailureReasonSchema.options;

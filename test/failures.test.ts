@@ -33,6 +33,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   shutting_down: { retryable: true, toolErrorType: 'execution_error' },
   unschedulable: { retryable: false, toolErrorType: 'execution_error' },
   node_lost: { retryable: true, toolErrorType: 'transport_error' },
+  verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
 };
 
 describe('failure reasons', () => {

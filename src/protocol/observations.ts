@@ -28,6 +28,7 @@ export const FailureReasonSchema = z.enum([
   'shutting_down',
   'unschedulable',
   'node_lost',
+  'verifier_timeout',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

@@ -1,0 +1,6 @@
+/** Task verifiers (Harbor's tests/test.sh): run in the env's container after the agent, their reward files read as scores. */
+export { REWARD_DIR, REWARD_JSON, REWARD_TXT, REWARD_TXT_SCORE, parseRewardJson, parseRewardText, type RewardRead, type Scores } from './reward-files.js';
+export { TESTS_DIR, TEST_SCRIPT, installTests, outputTail, runVerifier, type VerifierOutcome, type VerifierRun, type VerifierSpec } from './verifier.js';
+export { DEFAULT_TURN_REWARD, TURN_REWARD_RULES, combineTurnScores, meetsMinReward, type MinReward, type TurnRewardRule } from './turns.js';
+export { SETUP_SCRIPT, prepareTurn, type ReadyCheck, type TurnSetup, type TurnSetupResult } from './turn-setup.js';
+export { packFolder } from './pack.js';
