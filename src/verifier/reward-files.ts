@@ -3,9 +3,8 @@
  * `reward.json`, an object of named numbers (each a score). When both exist, reward.txt is read,
  * as Harbor does. Anything else is a malformed reward, said with what the file holds.
  */
-export const REWARD_DIR = '/logs/verifier';
-export const REWARD_TXT = `${REWARD_DIR}/reward.txt`;
-export const REWARD_JSON = `${REWARD_DIR}/reward.json`;
+import { REWARD_JSON, REWARD_TXT } from './layout.js';
+
 /** the score a reward.txt's number becomes (Harbor's one-dimensional convention) */
 export const REWARD_TXT_SCORE = 'reward';
 

@@ -13,12 +13,8 @@ import type { ContainerExec } from '../tools/shell/container-exec.js';
 import { FileToolError, readFileSlice } from '../tools/shell/files.js';
 import { runKillable, runToEnd } from '../tools/shell/run-command.js';
 import { packFolder } from './pack.js';
-import { REWARD_DIR, REWARD_JSON, REWARD_TXT, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
-
-/** where the tests are copied, and the entry point Harbor tasks give */
-export const TESTS_DIR = '/tests';
-export const TEST_SCRIPT = `${TESTS_DIR}/test.sh`;
-const ARTIFACTS_DIR = '/logs/artifacts';
+import { ARTIFACTS_DIR, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT } from './layout.js';
+import { parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
 
 export interface VerifierSpec {
   /** the task's tests: a folder of this machine holding test.sh and its helpers */
