@@ -21,6 +21,7 @@ export {
   type Toolset,
   BUILTIN_TOOLSETS,
   ENV_KINDS,
+  NAME_PATTERN,
   ReadyCheckSchema,
   TurnSpecSchema,
   VerifierSchema,

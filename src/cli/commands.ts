@@ -5,9 +5,10 @@
 import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
 import { evalCommand } from './eval.js';
+import { importCommand } from './import.js';
 import { initCommand } from './init.js';
 import { packCommand } from './pack.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, evalCommand, rowsCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, evalCommand, rowsCommand, importCommand];
