@@ -14,9 +14,13 @@ import { contextDir, type LoadedBundle } from './loader.js';
 export function unservedFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {
   const out: string[] = [];
   const m = bundle.manifest;
-  const shellEnvs = Object.entries(m.envs).filter(([, e]) => e.kind === 'shell').map(([n]) => n);
+  const shellEnvs = Object.entries(m.envs)
+    .filter(([, e]) => e.kind === 'shell')
+    .map(([n]) => n);
   if (shellEnvs.length) out.push(`shell envs (${shellEnvs.slice(0, 3).join(', ')}${shellEnvs.length > 3 ? ', …' : ''})`);
-  const builtin = Object.entries(m.toolsets).filter(([, t]) => t.builtin.length > 0).map(([n]) => n);
+  const builtin = Object.entries(m.toolsets)
+    .filter(([, t]) => t.builtin.length > 0)
+    .map(([n]) => n);
   if (builtin.length) out.push(`built-in toolsets (toolset ${builtin.join(', ')})`);
   let verified = 0;
   for (const tasks of Object.values(bundle.splits)) {

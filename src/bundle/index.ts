@@ -31,5 +31,16 @@ export {
   type VerifierManifest,
 } from './schema.js';
 export { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, extractBundleArchive, type ExtractOptions, type ExtractedBundle } from './archive.js';
-export { END_TURN_TOOL, contextDir, envNameOf, loadBundle, readmeSummary, taskRow, toolSpecsOf, type LoadOptions, type LoadedBundle, type Task } from './loader.js';
+export {
+  END_TURN_TOOL,
+  contextDir,
+  envNameOf,
+  loadBundle,
+  readmeSummary,
+  taskRow,
+  toolSpecsOf,
+  type LoadOptions,
+  type LoadedBundle,
+  type Task,
+} from './loader.js';
 export { EnvCatalog, unservedFeatures } from './env-catalog.js';

@@ -418,8 +418,10 @@ class TaskLoader {
     const verified = row.verifier !== undefined || (row.per_turn ?? []).some((t) => t.verifier !== undefined);
     if (env?.kind === 'shell') {
       if (!verified) return issue('verifier', `env "${envName}" is a shell env, which has no /finish to score the episode: the task needs a verifier`);
-      if (toolset.builtin.length === 0) return issue('toolset', `toolset "${row.toolset}" offers no tool that acts in a shell env; give it "builtin": ["shell"]`);
-      if (Object.keys(row.data).length > 0) return issue('data', `env "${envName}" is a shell env, which has no /reset to receive data; put what the task needs in its image`);
+      if (toolset.builtin.length === 0)
+        return issue('toolset', `toolset "${row.toolset}" offers no tool that acts in a shell env; give it "builtin": ["shell"]`);
+      if (Object.keys(row.data).length > 0)
+        return issue('data', `env "${envName}" is a shell env, which has no /reset to receive data; put what the task needs in its image`);
     }
     if (row.verifier) this.folders.push({ file, line, field: 'verifier.tests', rel: row.verifier.tests, holds: TEST_SCRIPT_NAME });
     row.per_turn?.forEach((t, i) => {
@@ -474,7 +476,8 @@ async function folderProblem(dir: string, rel: string, holds?: string): Promise<
   const where = await resolveInside(dir, rel);
   if ('problem' in where) return `expected ${what}, but ${JSON.stringify(rel)} ${where.problem}`;
   if (!(await stat(where.real)).isDirectory()) return `expected ${what}, got the file ${JSON.stringify(rel)}`;
-  if (holds && (await stat(path.join(where.real, holds)).catch(() => null))?.isFile() !== true) return `expected ${what}, but ${JSON.stringify(rel)} has no ${holds}`;
+  if (holds && (await stat(path.join(where.real, holds)).catch(() => null))?.isFile() !== true)
+    return `expected ${what}, but ${JSON.stringify(rel)} has no ${holds}`;
   return null;
 }
 

@@ -169,14 +169,14 @@ export const EnvManifestSchema = closedObject({
     }
   })
   .superRefine((env, ctx) => {
-  if (env.build !== undefined && env.image !== undefined) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
-  } else if (env.build === undefined && env.image === undefined) {
-    ctx.addIssue({
-      code: z.ZodIssueCode.custom,
-      message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
-    });
-  }
+    if (env.build !== undefined && env.image !== undefined) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
+    } else if (env.build === undefined && env.image === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
+      });
+    }
   })
   .transform((env) => ({ ...env, port: env.port ?? HTTP_ENV_DEFAULTS.port, ready_path: env.ready_path ?? HTTP_ENV_DEFAULTS.ready_path }));
 export type EnvManifest = z.infer<typeof EnvManifestSchema>;
@@ -405,7 +405,10 @@ const VERIFIED_TASK_FIELDS = {
 };
 
 /** the verified-task rules a row must keep, besides its fields' own */
-function checkVerifiedTask(task: { turns: string[] } & { [K in keyof typeof VERIFIED_TASK_FIELDS]?: z.infer<(typeof VERIFIED_TASK_FIELDS)[K]> }, ctx: z.RefinementCtx): void {
+function checkVerifiedTask(
+  task: { turns: string[] } & { [K in keyof typeof VERIFIED_TASK_FIELDS]?: z.infer<(typeof VERIFIED_TASK_FIELDS)[K]> },
+  ctx: z.RefinementCtx,
+): void {
   const perTurn = task.per_turn;
   if (perTurn === undefined) {
     if (task.turn_reward !== undefined) {
@@ -426,10 +429,18 @@ function checkVerifiedTask(task: { turns: string[] } & { [K in keyof typeof VERI
   }
   perTurn.forEach((t, i) => {
     if (verified > 0 && t.verifier === undefined) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['per_turn', i, 'verifier'], message: 'every turn of a task verified turn by turn needs a verifier, but this one has none' });
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['per_turn', i, 'verifier'],
+        message: 'every turn of a task verified turn by turn needs a verifier, but this one has none',
+      });
     }
     if (t.min_reward !== undefined && t.verifier === undefined) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['per_turn', i, 'min_reward'], message: 'min_reward gates on the turn\'s verifier, but the turn has none' });
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['per_turn', i, 'min_reward'],
+        message: "min_reward gates on the turn's verifier, but the turn has none",
+      });
     }
   });
   if (task.turn_reward !== undefined && verified === 0) {

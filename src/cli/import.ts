@@ -10,7 +10,12 @@ const FLAGS: Flag[] = [
   { name: 'out', short: 'o', value: 'DIR', help: 'the bundle folder to write (must not exist, or be empty)' },
   { name: 'name', value: 'NAME', help: "the bundle's name (default: DIR's name)" },
   { name: 'version', value: 'V', help: "the bundle's version (default 1.0.0)" },
-  { name: 'base-image', value: 'FROM=LOCAL', multiple: true, help: 'build FROM the local image LOCAL where a Dockerfile names FROM (repository[:tag]; a pinned digest is set aside); repeatable' },
+  {
+    name: 'base-image',
+    value: 'FROM=LOCAL',
+    multiple: true,
+    help: 'build FROM the local image LOCAL where a Dockerfile names FROM (repository[:tag]; a pinned digest is set aside); repeatable',
+  },
   { name: 'eval', value: 'TASK', multiple: true, help: 'put this task in the eval split (repeatable, or comma-separated)' },
   { name: 'eval-share', value: 'F', help: 'put this share of the tasks (0–1, chosen by a hash of their ids) in the eval split (default: all train)' },
   { name: 'ignore-internet', help: 'import tasks that allow the internet anyway: they run without it' },
@@ -28,7 +33,7 @@ export const IMPORT_USAGE = [
   "instruction.md its prompt, tests/ its verifier (copied to /tests only after the agent's turn),",
   'solution/solve.sh its golden solution (one bash call), [[steps]] its turns; task.toml maps to',
   'time budgets, timeouts, resources, workdir, env and task groups. A field that cannot be served',
-  "refuses its task, naming it; one that changes nothing the agent or the grade sees is noted. Base",
+  'refuses its task, naming it; one that changes nothing the agent or the grade sees is noted. Base',
   'images the engine does not have are named: map them with --base-image.',
   '',
   'Options:',
@@ -38,7 +43,10 @@ export const IMPORT_USAGE = [
 ].join('\n');
 
 function list(values: unknown): string[] {
-  return ((values as string[] | undefined) ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  return ((values as string[] | undefined) ?? [])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
 }
 
 function report(r: ImportResult): string {
@@ -48,7 +56,9 @@ function report(r: ImportResult): string {
     lines.push(`imported ${r.tasks.length} Harbor task(s) into ${r.out} (bundle ${r.bundle}): ${counts.map(([s, n]) => `${s} ${n}`).join(', ')}`);
     const multi = r.tasks.filter((t) => t.turns > 1).length;
     const noGolden = r.tasks.filter((t) => !t.golden).length;
-    lines.push(`  ${r.tasks.length} env(s), one per task${multi ? `; ${multi} multi-step task(s)` : ''}${noGolden ? `; ${noGolden} without a golden solution` : ''}`);
+    lines.push(
+      `  ${r.tasks.length} env(s), one per task${multi ? `; ${multi} multi-step task(s)` : ''}${noGolden ? `; ${noGolden} without a golden solution` : ''}`,
+    );
   } else {
     lines.push(`nothing written to ${r.out}`);
   }
@@ -67,7 +77,8 @@ function report(r: ImportResult): string {
     lines.push('base images: not checked (no Docker engine answers)');
   } else if (r.missingImages.length) {
     lines.push('base images the Docker engine does not have (the builds need them):');
-    for (const m of r.missingImages) lines.push(`  ${m.image}, for ${m.tasks.length} task(s): map it, e.g. --base-image ${m.image}=openenv-local/debian:bookworm`);
+    for (const m of r.missingImages)
+      lines.push(`  ${m.image}, for ${m.tasks.length} task(s): map it, e.g. --base-image ${m.image}=openenv-local/debian:bookworm`);
   }
   if (r.written) lines.push(`next: openenv-bundle check ${r.out} --static`);
   return lines.join('\n');
@@ -75,16 +86,18 @@ function report(r: ImportResult): string {
 
 export async function runImport(argv: string[], io: CliIo): Promise<number> {
   let opts;
-  let json = false;
+  let json: boolean;
   try {
     const { positionals, values } = parseFlags(argv, FLAGS, { min: 2, max: Number.MAX_SAFE_INTEGER, names: 'the format (harbor) and at least one SRC' });
     const [format, ...sources] = positionals as [string, ...string[]];
-    if (!(FORMATS as readonly string[]).includes(format)) throw new UsageError(`unknown format ${JSON.stringify(format)}: the formats are ${FORMATS.join(', ')}`);
+    if (!(FORMATS as readonly string[]).includes(format))
+      throw new UsageError(`unknown format ${JSON.stringify(format)}: the formats are ${FORMATS.join(', ')}`);
     const out = values.out as string | undefined;
     if (!out) throw new UsageError('--out DIR is required: the bundle folder to write');
     const shareText = values['eval-share'] as string | undefined;
     const evalShare = shareText === undefined ? undefined : Number(shareText);
-    if (evalShare !== undefined && !(Number.isFinite(evalShare) && evalShare >= 0 && evalShare <= 1)) throw new UsageError(`--eval-share must be a number from 0 to 1, got ${JSON.stringify(shareText)}`);
+    if (evalShare !== undefined && !(Number.isFinite(evalShare) && evalShare >= 0 && evalShare <= 1))
+      throw new UsageError(`--eval-share must be a number from 0 to 1, got ${JSON.stringify(shareText)}`);
     const evalTasks = list(values.eval);
     if (evalShare !== undefined && evalTasks.length) throw new UsageError('--eval and --eval-share choose the eval split two ways: give one');
     let baseImages;

@@ -44,7 +44,8 @@ export async function prepareTurn(exec: ContainerExec, setup: TurnSetup): Promis
     await exec.putArchive(setup.workdir, await packFolder(setup.upload, ''), { copyUidGid: false });
     if ((await readdir(setup.upload)).includes(SETUP_SCRIPT)) {
       const ran = await runKillable(exec, { cmd: ['bash', SETUP_SCRIPT], ...common }, setup.setupTimeoutMs, bounds);
-      if (ran.timedOut) return { ok: false, message: `the turn's ${SETUP_SCRIPT} was still running after ${setup.setupTimeoutMs / 1000} s`, output: ran.output.text };
+      if (ran.timedOut)
+        return { ok: false, message: `the turn's ${SETUP_SCRIPT} was still running after ${setup.setupTimeoutMs / 1000} s`, output: ran.output.text };
       if (ran.exitCode !== 0) return { ok: false, message: `the turn's ${SETUP_SCRIPT} failed with exit code ${ran.exitCode}`, output: ran.output.text };
     }
   }

@@ -82,7 +82,11 @@ describe('a bundle of verified tasks', () => {
     expect(b.envOf(b.byId.get('c')!).name).toBe('e');
     const a = b.byId.get('a')!;
     expect(a.verifier).toEqual({ tests: 'verifiers/a', timeout_s: 60, env: { MODE: 'strict' } });
-    expect(b.byId.get('b')!.per_turn![1]).toMatchObject({ min_reward: { reward: 0.5 }, upload: 'uploads/b2', ready_check: { command: 'test -f config.txt', interval_s: 5, timeout_s: 30, retries: 3 } });
+    expect(b.byId.get('b')!.per_turn![1]).toMatchObject({
+      min_reward: { reward: 0.5 },
+      upload: 'uploads/b2',
+      ready_check: { command: 'test -f config.txt', interval_s: 5, timeout_s: 30, retries: 3 },
+    });
     expect(b.byId.get('b')!.per_turn![0]!.verifier!.timeout_s).toBe(600);
     // what a client is served says nothing of verifiers, budgets or the env
     expect(Object.keys(taskRow(a)).sort()).toEqual(['groups', 'index', 'max_turns', 'messages', 'split', 'task_id', 'toolset', 'turns']);
@@ -102,8 +106,12 @@ describe('a bundle of verified tasks', () => {
     ['a port on a shell env', (m: any) => (m.envs['box-b'].port = 8000), 'field "envs.box-b.port": a shell env runs no server'],
     ['a relative workdir', (m: any) => (m.envs['box-a'].workdir = 'app'), 'field "envs.box-a.workdir": expected an absolute path in the container'],
     ['an unknown built-in toolset', (m: any) => (m.toolsets.shell.builtin = ['python']), 'field "toolsets.shell.builtin[0]"'],
-    ['a built-in tool name taken', (m: any) => (m.toolsets.ts.tools[0].name = 'bash'), '"bash" is a tool of the built-in toolset "shell" this toolset includes'],
-    ['own tools without an env', (m: any) => delete m.toolsets.ts.env, "field \"toolsets.ts.env\": expected the env that serves this toolset's tools"],
+    [
+      'a built-in tool name taken',
+      (m: any) => (m.toolsets.ts.tools[0].name = 'bash'),
+      '"bash" is a tool of the built-in toolset "shell" this toolset includes',
+    ],
+    ['own tools without an env', (m: any) => delete m.toolsets.ts.env, 'field "toolsets.ts.env": expected the env that serves this toolset\'s tools'],
     [
       'own tools on a shell env',
       (m: any) => (m.toolsets.ts.env = 'box-b'),
@@ -119,13 +127,37 @@ describe('a bundle of verified tasks', () => {
     ['a task env under a toolset with its own tools', (r: any[]) => (r[2].env = 'box-a'), 'line 3, field "env": toolset "ts" has tools of its own'],
     ['a shell env task without a verifier', (r: any[]) => delete r[0].verifier, 'line 1, field "verifier": env "box-a" is a shell env, which has no /finish'],
     ['data for a shell env', (r: any[]) => (r[0].data = { x: 1 }), 'line 1, field "data": env "box-a" is a shell env, which has no /reset'],
-    ['a verifier folder without test.sh', (r: any[]) => (r[0].verifier.tests = 'uploads/b2'), 'line 1, field "verifier.tests": expected a folder of the bundle holding test.sh, but "uploads/b2" has no test.sh'],
-    ['a missing upload', (r: any[]) => (r[1].per_turn[1].upload = 'uploads/none'), 'line 2, field "per_turn[1].upload": expected a folder of the bundle, but "uploads/none" not found'],
-    ['a verifier path outside the bundle', (r: any[]) => (r[0].verifier.tests = '../x'), 'line 1, field "verifier.tests": expected a relative path inside the bundle folder'],
+    [
+      'a verifier folder without test.sh',
+      (r: any[]) => (r[0].verifier.tests = 'uploads/b2'),
+      'line 1, field "verifier.tests": expected a folder of the bundle holding test.sh, but "uploads/b2" has no test.sh',
+    ],
+    [
+      'a missing upload',
+      (r: any[]) => (r[1].per_turn[1].upload = 'uploads/none'),
+      'line 2, field "per_turn[1].upload": expected a folder of the bundle, but "uploads/none" not found',
+    ],
+    [
+      'a verifier path outside the bundle',
+      (r: any[]) => (r[0].verifier.tests = '../x'),
+      'line 1, field "verifier.tests": expected a relative path inside the bundle folder',
+    ],
     ['per_turn of the wrong length', (r: any[]) => r[1].per_turn.pop(), 'line 2, field "per_turn": expected one entry per turn (2), got 1'],
-    ['a turn without a verifier among verified turns', (r: any[]) => delete r[1].per_turn[1].verifier, 'field "per_turn[1].verifier": every turn of a task verified turn by turn needs a verifier'],
-    ['both a task verifier and turn verifiers', (r: any[]) => (r[1].verifier = { tests: 'verifiers/a' }), 'line 2, field "verifier": a task is verified at its end (verifier) or at each turn\'s end'],
-    ['turn_reward without per_turn', (r: any[]) => (r[0].turn_reward = 'mean'), 'line 1, field "turn_reward": turn_reward combines per-turn verifiers, but the task has no per_turn'],
+    [
+      'a turn without a verifier among verified turns',
+      (r: any[]) => delete r[1].per_turn[1].verifier,
+      'field "per_turn[1].verifier": every turn of a task verified turn by turn needs a verifier',
+    ],
+    [
+      'both a task verifier and turn verifiers',
+      (r: any[]) => (r[1].verifier = { tests: 'verifiers/a' }),
+      'line 2, field "verifier": a task is verified at its end (verifier) or at each turn\'s end',
+    ],
+    [
+      'turn_reward without per_turn',
+      (r: any[]) => (r[0].turn_reward = 'mean'),
+      'line 1, field "turn_reward": turn_reward combines per-turn verifiers, but the task has no per_turn',
+    ],
     ['an unknown turn_reward', (r: any[]) => (r[1].turn_reward = 'best'), 'line 2, field "turn_reward"'],
     ['a zero time budget', (r: any[]) => (r[0].time_budget_s = 0), 'line 1, field "time_budget_s": expected a number > 0, got 0'],
     ['an unknown verifier field', (r: any[]) => (r[0].verifier.timeout = 5), 'line 1, field "verifier.timeout": unknown field'],

@@ -26,7 +26,14 @@ describeDocker('the shipped Harbor dataset, played through the shell and verifie
   beforeAll(async () => {
     ensureDebianBase();
     out = path.join(mkdtempSync(path.join(os.tmpdir(), 'harbor-dataset-')), 'harbor-v1');
-    const imported = await importHarbor({ sources: [DATASET], out, baseImages: [parseBaseImageRule(BASE_IMAGE_RULE)], ignoreInternet: false, skipRefused: false, force: false });
+    const imported = await importHarbor({
+      sources: [DATASET],
+      out,
+      baseImages: [parseBaseImageRule(BASE_IMAGE_RULE)],
+      ignoreInternet: false,
+      skipRefused: false,
+      force: false,
+    });
     expect(imported.refused).toEqual([]);
     bundle = await loadBundle(out);
     const docker = new Docker();
@@ -36,7 +43,10 @@ describeDocker('the shipped Harbor dataset, played through the shell and verifie
     const lanes = [0, 1].map(async (lane) => {
       for (let i = lane; i < envs.length; i += 2) {
         const env = envs[i]!;
-        images.set(env, await buildEnvImage(docker, { bundleName: bundle.manifest.name, envName: env, contextDir: contextDir(bundle, env)!, buildArgs: {} }, inflight));
+        images.set(
+          env,
+          await buildEnvImage(docker, { bundleName: bundle.manifest.name, envName: env, contextDir: contextDir(bundle, env)!, buildArgs: {} }, inflight),
+        );
       }
     });
     await Promise.all(lanes);
@@ -48,7 +58,11 @@ describeDocker('the shipped Harbor dataset, played through the shell and verifie
   });
 
   it('imports all twelve tasks, each with its own image built offline', () => {
-    expect(tasks().map((t) => t.task_id).sort()).toEqual([
+    expect(
+      tasks()
+        .map((t) => t.task_id)
+        .sort(),
+    ).toEqual([
       'extract-contacts',
       'fix-backup-script',
       'fix-median',
@@ -85,7 +99,10 @@ describeDocker('the shipped Harbor dataset, played through the shell and verifie
   ])('%s: the oracle scores the max, an empty run the floor', async (id) => {
     const task = byId(id);
     const golden = await playVerified(bundle, task, image(task), 'golden');
-    expect(golden.calls.filter((c) => c.isError), JSON.stringify(golden.calls)).toEqual([]);
+    expect(
+      golden.calls.filter((c) => c.isError),
+      JSON.stringify(golden.calls),
+    ).toEqual([]);
     expect(Object.keys(golden.scores).length).toBeGreaterThan(0);
     for (const [name, v] of Object.entries(golden.scores)) expect([name, v]).toEqual([name, 1]);
     const empty = await playVerified(bundle, task, image(task), 'empty');

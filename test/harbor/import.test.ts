@@ -202,7 +202,12 @@ describe('import harbor: the mapping', () => {
     task(root, 'hello-task');
     const out = path.join(root, 'out');
     const r = await importHarbor(opts([root], out, { baseImages: [parseBaseImageRule('debian:bookworm=openenv-local/debian:bookworm')], name: 'hello-v1' }));
-    expect(r).toMatchObject({ written: true, bundle: 'hello-v1', refused: [], tasks: [{ id: 'hello-task', split: 'train', turns: 1, env: 'hello-task', golden: true }] });
+    expect(r).toMatchObject({
+      written: true,
+      bundle: 'hello-v1',
+      refused: [],
+      tasks: [{ id: 'hello-task', split: 'train', turns: 1, env: 'hello-task', golden: true }],
+    });
     const manifest = JSON.parse(readFileSync(path.join(out, 'bundle.json'), 'utf8'));
     expect(manifest.envs['hello-task']).toEqual({
       kind: 'shell',
@@ -211,9 +216,20 @@ describe('import harbor: the mapping', () => {
       resources: { memory_mb: 1536, cpus: 2, pids: 1024, storage_mb: 4096 },
       environment: { APP_MODE: 'test' },
     });
-    expect(manifest).toMatchObject({ toolsets: { shell: { builtin: ['shell'] } }, groups: { difficulty: 'meta.difficulty', category: 'meta.category', tags: 'meta.tags' }, scores: { reward: { min: 0, max: 1 } } });
+    expect(manifest).toMatchObject({
+      toolsets: { shell: { builtin: ['shell'] } },
+      groups: { difficulty: 'meta.difficulty', category: 'meta.category', tags: 'meta.tags' },
+      scores: { reward: { min: 0, max: 1 } },
+    });
     const [row] = lines(path.join(out, 'tasks/train.jsonl'));
-    expect(row).toMatchObject({ task_id: 'hello-task', toolset: 'shell', env: 'hello-task', turns: ['Create hello.txt.\n'], time_budget_s: 90, verifier: { tests: 'verifiers/hello-task', timeout_s: 45, env: { STRICT: '1' } } });
+    expect(row).toMatchObject({
+      task_id: 'hello-task',
+      toolset: 'shell',
+      env: 'hello-task',
+      turns: ['Create hello.txt.\n'],
+      time_budget_s: 90,
+      verifier: { tests: 'verifiers/hello-task', timeout_s: 45, env: { STRICT: '1' } },
+    });
     expect(row!.system_prompt).toMatch(/^You are working in a Linux container, through tools:/);
     expect(row!.meta).toMatchObject({ difficulty: 'easy', category: 'files', tags: 'a,b', harbor: { metadata: { author_name: 'someone' } } });
     expect(row!.golden).toEqual([
@@ -251,7 +267,12 @@ describe('import harbor: the mapping', () => {
     expect(row).toMatchObject({ turns: ['Do one.\n', 'Do two.\n'], max_turns: 2, turn_reward: 'final' });
     expect(row!.time_budget_s).toBeUndefined();
     expect(row!.per_turn).toEqual([
-      { time_budget_s: 30, verifier: { tests: 'verifiers/steps-task/one', timeout_s: 20, env: { SHARED: 'yes' } }, min_reward: { reward: 1 }, ready_check: { command: 'true', interval_s: 1, timeout_s: 30, retries: 2 } },
+      {
+        time_budget_s: 30,
+        verifier: { tests: 'verifiers/steps-task/one', timeout_s: 20, env: { SHARED: 'yes' } },
+        min_reward: { reward: 1 },
+        ready_check: { command: 'true', interval_s: 1, timeout_s: 30, retries: 2 },
+      },
       {
         time_budget_s: 100,
         verifier: { tests: 'verifiers/steps-task/two', timeout_s: 40, env: { SHARED: 'yes', ONLY_TWO: '2' } },
@@ -270,19 +291,55 @@ describe('import harbor: the mapping', () => {
   });
 
   it.each([
-    ['the internet allowed', { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'allow_internet = true') }, '[environment] allow_internet: the task allows the internet, and envs here have none: import with --ignore-internet'],
-    ['network_mode public', { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'network_mode = "public"') }, '[environment] network_mode: the task allows the internet'],
-    ['an allowlist', { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'network_mode = "allowlist"\nallowed_hosts = ["pypi.org"]') }, '[environment] network_mode: an allowlist of hosts'],
-    ['compose sidecars', { 'environment/docker-compose.yaml': 'services:\n  db:\n    image: postgres\n' }, 'environment/docker-compose.yaml: sidecar services (Docker Compose) are not supported yet'],
-    ['MCP servers', { 'task.toml': `${SIMPLE_TOML}[[environment.mcp_servers]]\nname = "m"\ntransport = "streamable-http"\nurl = "http://m:8000/mcp"\n` }, '[environment] mcp_servers: MCP servers (sidecar services) are not supported'],
+    [
+      'the internet allowed',
+      { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'allow_internet = true') },
+      '[environment] allow_internet: the task allows the internet, and envs here have none: import with --ignore-internet',
+    ],
+    [
+      'network_mode public',
+      { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'network_mode = "public"') },
+      '[environment] network_mode: the task allows the internet',
+    ],
+    [
+      'an allowlist',
+      { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'network_mode = "allowlist"\nallowed_hosts = ["pypi.org"]') },
+      '[environment] network_mode: an allowlist of hosts',
+    ],
+    [
+      'compose sidecars',
+      { 'environment/docker-compose.yaml': 'services:\n  db:\n    image: postgres\n' },
+      'environment/docker-compose.yaml: sidecar services (Docker Compose) are not supported yet',
+    ],
+    [
+      'MCP servers',
+      { 'task.toml': `${SIMPLE_TOML}[[environment.mcp_servers]]\nname = "m"\ntransport = "streamable-http"\nurl = "http://m:8000/mcp"\n` },
+      '[environment] mcp_servers: MCP servers (sidecar services) are not supported',
+    ],
     ['a GPU', { 'task.toml': SIMPLE_TOML.replace('cpus = 2', 'cpus = 2\ngpus = 1') }, '[environment] gpus: 1 GPU(s): envs here get none'],
     ['Windows', { 'task.toml': SIMPLE_TOML.replace('cpus = 2', 'cpus = 2\nos = "windows"') }, '[environment] os: "windows": envs here are Linux containers'],
     ['an agent user', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 90.0', 'timeout_sec = 90.0\nuser = "agent"') }, '[agent] user: runs as "agent"'],
     ['a verifier user', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nuser = 0') }, '[verifier] user: runs as 0'],
-    ['a separate verifier', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nenvironment_mode = "separate"') }, '[verifier] environment_mode: "separate"'],
-    ['a host variable in env', { 'task.toml': SIMPLE_TOML.replace('APP_MODE = "test"', 'API_KEY = "${OPENAI_API_KEY}"') }, '[environment.env] API_KEY: its value "${OPENAI_API_KEY}" reads a variable of the host'],
-    ['a schema 2', { 'task.toml': `schema_version = "2.0"\n${SIMPLE_TOML.replace('version = "1.0"\n', '')}` }, 'schema_version: schema "2.0": this import reads Harbor\'s schema 1.x'],
-    ['no Dockerfile', { 'environment/Dockerfile': null, 'environment/input.txt': null }, 'environment/Dockerfile: missing, and [environment] names no docker_image'],
+    [
+      'a separate verifier',
+      { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nenvironment_mode = "separate"') },
+      '[verifier] environment_mode: "separate"',
+    ],
+    [
+      'a host variable in env',
+      { 'task.toml': SIMPLE_TOML.replace('APP_MODE = "test"', 'API_KEY = "${OPENAI_API_KEY}"') },
+      '[environment.env] API_KEY: its value "${OPENAI_API_KEY}" reads a variable of the host',
+    ],
+    [
+      'a schema 2',
+      { 'task.toml': `schema_version = "2.0"\n${SIMPLE_TOML.replace('version = "1.0"\n', '')}` },
+      'schema_version: schema "2.0": this import reads Harbor\'s schema 1.x',
+    ],
+    [
+      'no Dockerfile',
+      { 'environment/Dockerfile': null, 'environment/input.txt': null },
+      'environment/Dockerfile: missing, and [environment] names no docker_image',
+    ],
     ['no instruction', { 'instruction.md': null }, 'instruction.md: missing'],
     ['no verifier', { 'tests/test.sh': null }, 'tests/test.sh: missing: it is the verifier'],
     ['invalid TOML', { 'task.toml': 'version = \n' }, 'task.toml: not valid TOML'],
@@ -306,13 +363,18 @@ describe('import harbor: the mapping', () => {
     const dir = task(root, 'linked');
     symlinkSync('/etc/passwd', path.join(dir, 'environment/passwd'));
     const r = await importHarbor(opts([root], path.join(root, 'out')));
-    expect(r.refused[0]!.findings).toContainEqual({ field: 'environment/passwd', message: 'a symbolic link or special file: the import copies files and folders only' });
+    expect(r.refused[0]!.findings).toContainEqual({
+      field: 'environment/passwd',
+      message: 'a symbolic link or special file: the import copies files and folders only',
+    });
   });
 
   it('notes what it drops or cannot apply, by name, once for all the tasks it concerns', async () => {
     const root = temp();
     const toml = SIMPLE_TOML.replace('allow_internet = false\n', '').replace('version = "1.0"', 'version = "1.0"\nartifacts = ["/app/x"]\nfancy = 1');
-    task(root, 'a', { 'task.toml': toml.replace('cpus = 2', 'cpus = 2\nskills_dir = "/skills"\n[environment.healthcheck]\ncommand = "true"\nstart_period_sec = 3') });
+    task(root, 'a', {
+      'task.toml': toml.replace('cpus = 2', 'cpus = 2\nskills_dir = "/skills"\n[environment.healthcheck]\ncommand = "true"\nstart_period_sec = 3'),
+    });
     task(root, 'b', { 'task.toml': toml, 'environment/copy-of-test.sh': `${'#'.repeat(80)}\n`, 'tests/test.sh': `${'#'.repeat(80)}\n` });
     const r = await importHarbor(opts([root], path.join(root, 'out')));
     expect(r.written).toBe(true);
@@ -333,11 +395,19 @@ describe('import harbor: the mapping', () => {
 
   it('imports allow_internet = true with --ignore-internet, noted; a docker_image as an image env, mapped', async () => {
     const root = temp();
-    task(root, 'online', { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'allow_internet = true\ndocker_image = "ubuntu:24.04@sha256:feed"'), 'environment/Dockerfile': null });
-    const r = await importHarbor(opts([root], path.join(root, 'out'), { ignoreInternet: true, baseImages: [parseBaseImageRule('ubuntu:24.04=openenv-local/debian:bookworm')] }));
+    task(root, 'online', {
+      'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'allow_internet = true\ndocker_image = "ubuntu:24.04@sha256:feed"'),
+      'environment/Dockerfile': null,
+    });
+    const r = await importHarbor(
+      opts([root], path.join(root, 'out'), { ignoreInternet: true, baseImages: [parseBaseImageRule('ubuntu:24.04=openenv-local/debian:bookworm')] }),
+    );
     expect(r.written).toBe(true);
     expect(r.notes.map((n) => n.message)).toEqual(
-      expect.arrayContaining(['the task allows the internet; imported with --ignore-internet, it runs without it', 'ubuntu:24.04@sha256:feed mapped to openenv-local/debian:bookworm (--base-image), its pinned digest set aside']),
+      expect.arrayContaining([
+        'the task allows the internet; imported with --ignore-internet, it runs without it',
+        'ubuntu:24.04@sha256:feed mapped to openenv-local/debian:bookworm (--base-image), its pinned digest set aside',
+      ]),
     );
     const manifest = JSON.parse(readFileSync(path.join(root, 'out/bundle.json'), 'utf8'));
     expect(manifest.envs.online).toMatchObject({ kind: 'shell', image: 'openenv-local/debian:bookworm' });
@@ -388,7 +458,11 @@ describe('openenv-bundle import harbor, the built binary', () => {
   it('imports the shipped dataset, and check --static accepts it', async () => {
     const out = path.join(temp(), 'harbor-v1');
     const env = { ...process.env, DOCKER_HOST: 'unix:///nonexistent/no-engine.sock' };
-    const imported = await run('node', [CLI, 'import', 'harbor', DATASET, '--out', out, '--base-image', 'debian:bookworm=openenv-local/debian:bookworm', '--eval-share', '0.25'], { env });
+    const imported = await run(
+      'node',
+      [CLI, 'import', 'harbor', DATASET, '--out', out, '--base-image', 'debian:bookworm=openenv-local/debian:bookworm', '--eval-share', '0.25'],
+      { env },
+    );
     expect(imported.stdout).toMatch(/^imported 12 Harbor task\(s\) into .*harbor-v1 \(bundle harbor-v1\): train 9, eval 3\n/);
     expect(imported.stdout).toContain('base images: not checked (no Docker engine answers)');
     expect(imported.stdout).toContain(`next: openenv-bundle check ${out} --static`);
@@ -406,9 +480,9 @@ describe('openenv-bundle import harbor, the built binary', () => {
     expect(noOut).toMatchObject({ code: 2, stderr: expect.stringContaining('--out DIR is required') });
     const root = temp();
     task(root, 'online', { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'allow_internet = true') });
-    const refused = await run('node', [CLI, 'import', 'harbor', root, '--out', path.join(root, 'out')], { env: { ...process.env, DOCKER_HOST: 'unix:///nonexistent/x.sock' } }).catch(
-      (e: { code: number; stdout: string }) => e,
-    );
+    const refused = await run('node', [CLI, 'import', 'harbor', root, '--out', path.join(root, 'out')], {
+      env: { ...process.env, DOCKER_HOST: 'unix:///nonexistent/x.sock' },
+    }).catch((e: { code: number; stdout: string }) => e);
     expect(refused).toMatchObject({ code: 1 });
     expect((refused as { stdout: string }).stdout).toContain('task online: [environment] allow_internet: the task allows the internet');
   });

@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ShellToolset, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
 import { describeDocker, LOCAL_PYTHON_IMAGE } from '../support/docker.js';
 import { SHELL_TEST_LABEL, startShellContainer, type ShellContainer } from '../support/shell-container.js';
@@ -110,7 +110,7 @@ describeDocker('the shell toolset in a container', () => {
     const { singleFileTar } = await import('../../src/tools/shell/files.js');
     await box.exec.putArchive('/tmp', singleFileTar('big.bin', big, { mode: 0o644, uid: 0, gid: 0 }));
     const parts: Buffer[] = [];
-    for (let offset: number | null = 0; offset !== null; ) {
+    for (let offset: number | null = 0; offset !== null;) {
       const r = reply(await shell.call('read_file', { path: '/tmp/big.bin', offset, limit: 65536 }));
       parts.push(Buffer.from(r.text.split('\n')[1]!, 'base64'));
       offset = r.result.next_offset as number | null;
@@ -123,7 +123,7 @@ describeDocker('the shell toolset in a container', () => {
   });
 
   it('reads a long text in slices that never cut a character, and follows symbolic links', async () => {
-    await bash("python3 -c \"import sys; sys.stdout.write('é' * 40000)\" > /tmp/accents.txt; ln -sf /tmp/accents.txt /tmp/link.txt");
+    await bash('python3 -c "import sys; sys.stdout.write(\'é\' * 40000)" > /tmp/accents.txt; ln -sf /tmp/accents.txt /tmp/link.txt');
     const first = reply(await shell.call('read_file', { path: '/tmp/link.txt', limit: 65535 }));
     expect(first.result).toMatchObject({ encoding: 'utf-8', size: 80000, bytes: 65534, next_offset: 65534 });
     expect(first.text).toBe(`${'é'.repeat(32767)}\n[read_file: bytes 0–65534 of 80000; read on with offset=65534]`);
@@ -133,11 +133,17 @@ describeDocker('the shell toolset in a container', () => {
 
   it('answers a missing path, a directory and bad arguments clearly, the episode going on', async () => {
     expect(reply(await shell.call('read_file', { path: '/no/such/file' }))).toMatchObject({ is_error: true, text: 'no such file: /no/such/file' });
-    expect(reply(await shell.call('read_file', { path: '/etc' }))).toMatchObject({ is_error: true, text: '/etc is a directory, not a file: list it with bash (ls -la /etc)' });
+    expect(reply(await shell.call('read_file', { path: '/etc' }))).toMatchObject({
+      is_error: true,
+      text: '/etc is a directory, not a file: list it with bash (ls -la /etc)',
+    });
     expect(reply(await shell.call('write_file', { path: '/tmp', content: 'x' }))).toMatchObject({ is_error: true, text: '/tmp is a directory, not a file' });
     expect(await shell.call('bash', { command: '' })).toMatchObject({ kind: 'invalid_args' });
     expect(await shell.call('bash', { command: 'ls', timeout_s: 0 })).toMatchObject({ kind: 'invalid_args' });
-    expect(await shell.call('bash', { command: 'ls', cwd: '/' })).toMatchObject({ kind: 'invalid_args', message: 'unknown argument "cwd"; the arguments are command, timeout_s' });
+    expect(await shell.call('bash', { command: 'ls', cwd: '/' })).toMatchObject({
+      kind: 'invalid_args',
+      message: 'unknown argument "cwd"; the arguments are command, timeout_s',
+    });
     expect(await shell.call('read_file', { path: 'x', limit: 0 })).toMatchObject({ kind: 'invalid_args' });
     expect(await shell.call('write_file', { path: 'x' })).toMatchObject({ kind: 'invalid_args' });
     expect((await bash('echo fine')).text).toBe('fine\n[exit code 0]');
@@ -150,7 +156,9 @@ describeDocker('the shell toolset in a container', () => {
     expect(died.text).toMatch(/^going\n\[the shell exited while this command ran; the next call starts a new one/);
     expect(died.result).toMatchObject({ shell_died: true, exit_code: null });
     const next = await bash('pwd; echo "$KEPT"');
-    expect(next.text).toMatch(/^\[a new shell was started: the previous shell had ended \(it exited with code 137, killed\); .*\]\n\/tmp\/work\nyes\n\[exit code 0\]$/);
+    expect(next.text).toMatch(
+      /^\[a new shell was started: the previous shell had ended \(it exited with code 137, killed\); .*\]\n\/tmp\/work\nyes\n\[exit code 0\]$/,
+    );
     expect(next.result.shell_restarted).toBe(true);
     expect((await bash('echo again')).result.shell_restarted).toBe(false);
   });

@@ -52,7 +52,9 @@ describeDocker('a task verifier in the env container', () => {
     expect(await sh('ls -d /tests /logs 2>&1; true')).toMatch(/ls: cannot access '\/tests': No such file or directory\nls: cannot access '\/logs'/);
     // the agent plants a fake test file and a reward
     await sh('mkdir -p /tests /logs/verifier && echo planted > /tests/extra.txt && echo 1 > /logs/verifier/reward.txt');
-    const dir = tests('ls /tests | sort | xargs; cat /tests/data/answer.txt; ls /logs/verifier | wc -l\necho 0.25 > /logs/verifier/reward.txt\n', { 'data/answer.txt': '42\n' });
+    const dir = tests('ls /tests | sort | xargs; cat /tests/data/answer.txt; ls /logs/verifier | wc -l\necho 0.25 > /logs/verifier/reward.txt\n', {
+      'data/answer.txt': '42\n',
+    });
     const out = await runVerifier(box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app' });
     expect(out).toMatchObject({ status: 'scored', scores: { reward: 0.25 }, rewardFile: 'reward.txt' });
     expect(out.run.output.text).toBe('data test.sh\n42\n0\n');
@@ -80,7 +82,7 @@ describeDocker('a task verifier in the env container', () => {
     ['reward.txt holding two numbers', 'echo "1 0" > /logs/verifier/reward.txt', '/logs/verifier/reward.txt holds "1 0\\n", not one number'],
     ['reward.json not JSON', 'echo "{correct: 1}" > /logs/verifier/reward.json', '/logs/verifier/reward.json is not JSON'],
     ['reward.json with a string score', 'echo \'{"a": "1"}\' > /logs/verifier/reward.json', '/logs/verifier/reward.json\'s "a" is "1", not a finite number'],
-    ['reward.json empty', 'echo \'{}\' > /logs/verifier/reward.json', '/logs/verifier/reward.json holds no score'],
+    ['reward.json empty', "echo '{}' > /logs/verifier/reward.json", '/logs/verifier/reward.json holds no score'],
   ])('says the reward is malformed: %s', async (_what, script, message) => {
     const out = await runVerifier(box.exec, { testsDir: tests(`${script}\n`), timeoutMs: 30_000 });
     expect(out.status).toBe('invalid');
@@ -89,7 +91,10 @@ describeDocker('a task verifier in the env container', () => {
 
   it('kills a verifier that hangs at its timeout, with what it started, and says so with its output', async () => {
     const started = Date.now();
-    const out = await runVerifier(box.exec, { testsDir: tests('echo starting tests\n(sleep 400; echo late > /logs/verifier/reward.txt) &\nsleep 401\n'), timeoutMs: 1500 });
+    const out = await runVerifier(box.exec, {
+      testsDir: tests('echo starting tests\n(sleep 400; echo late > /logs/verifier/reward.txt) &\nsleep 401\n'),
+      timeoutMs: 1500,
+    });
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(out).toMatchObject({ status: 'timeout', message: 'the verifier (tests/test.sh) was still running after 1.5 s and was killed' });
     expect(out.run.output.text).toBe('starting tests\n');
@@ -101,15 +106,24 @@ describeDocker('a task verifier in the env container', () => {
     expect(await sh('echo mine')).toBe('mine\n[exit code 0]');
   });
 
-  it("prepares a turn: the upload lands in the working directory, setup.sh runs there, then the ready check", async () => {
+  it('prepares a turn: the upload lands in the working directory, setup.sh runs there, then the ready check', async () => {
     const upload = tests('', {});
     rmSync(path.join(upload, 'test.sh'));
     writeFileSync(path.join(upload, 'config.txt'), 'Harbor  \n');
     writeFileSync(path.join(upload, 'setup.sh'), 'printf "%s\\n" "$(tr -d "[:space:]" < config.txt)" > config.txt\nrm -- "$0"\n');
-    const ok = await prepareTurn(box.exec, { upload, workdir: '/app', setupTimeoutMs: 10_000, readyCheck: { command: 'grep -qx Harbor config.txt', intervalMs: 100, timeoutMs: 5000, retries: 2 } });
+    const ok = await prepareTurn(box.exec, {
+      upload,
+      workdir: '/app',
+      setupTimeoutMs: 10_000,
+      readyCheck: { command: 'grep -qx Harbor config.txt', intervalMs: 100, timeoutMs: 5000, retries: 2 },
+    });
     expect(ok).toEqual({ ok: true });
     expect(await sh('cd /app && ls && cat config.txt')).toBe('config.txt\nHarbor\n[exit code 0]');
-    const failing = await prepareTurn(box.exec, { workdir: '/app', setupTimeoutMs: 1000, readyCheck: { command: 'echo not yet; false', intervalMs: 50, timeoutMs: 1000, retries: 3 } });
+    const failing = await prepareTurn(box.exec, {
+      workdir: '/app',
+      setupTimeoutMs: 1000,
+      readyCheck: { command: 'echo not yet; false', intervalMs: 50, timeoutMs: 1000, retries: 3 },
+    });
     expect(failing).toEqual({ ok: false, message: "the turn's ready check (echo not yet; false) did not pass in 3 attempt(s)", output: 'not yet\n' });
   });
 

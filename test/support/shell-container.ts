@@ -51,7 +51,11 @@ export async function startShellContainer(image: string, env: Partial<Omit<Shell
   );
   let id: string | null = null;
   const remove = async () => {
-    if (id) await docker.getContainer(id).remove({ force: true, v: true }).catch(() => {});
+    if (id)
+      await docker
+        .getContainer(id)
+        .remove({ force: true, v: true })
+        .catch(() => {});
     await docker
       .getNetwork(networkName)
       .remove()

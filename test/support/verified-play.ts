@@ -56,7 +56,14 @@ export async function playVerified(bundle: LoadedBundle, task: Task, image: stri
           setupTimeoutMs: 60_000,
           ...(spec.upload !== undefined ? { upload: `${bundle.dir}/${spec.upload}` } : {}),
           ...(spec.ready_check
-            ? { readyCheck: { command: spec.ready_check.command, intervalMs: spec.ready_check.interval_s * 1000, timeoutMs: spec.ready_check.timeout_s * 1000, retries: spec.ready_check.retries } }
+            ? {
+                readyCheck: {
+                  command: spec.ready_check.command,
+                  intervalMs: spec.ready_check.interval_s * 1000,
+                  timeoutMs: spec.ready_check.timeout_s * 1000,
+                  retries: spec.ready_check.retries,
+                },
+              }
             : {}),
         });
         if (!ready.ok) throw new Error(`task ${task.task_id} turn ${i + 1}: ${ready.message}\n${ready.output}`);

@@ -54,7 +54,8 @@ export interface BaseImageRule {
 /** `debian:bookworm=openenv-local/debian:bookworm` (a FROM without a tag matches every tag); throws with what is wrong */
 export function parseBaseImageRule(text: string): BaseImageRule {
   const eq = text.lastIndexOf('=');
-  if (eq <= 0 || eq === text.length - 1) throw new Error(`--base-image expects FROM=LOCAL (e.g. debian:bookworm=openenv-local/debian:bookworm), got ${JSON.stringify(text)}`);
+  if (eq <= 0 || eq === text.length - 1)
+    throw new Error(`--base-image expects FROM=LOCAL (e.g. debian:bookworm=openenv-local/debian:bookworm), got ${JSON.stringify(text)}`);
   const fromText = text.slice(0, eq);
   const to = text.slice(eq + 1);
   const ref = parseImageRef(fromText);
@@ -95,11 +96,14 @@ function globalArgs(lines: string[]): Map<string, string> {
 }
 
 function substitute(text: string, args: Map<string, string>, buildArgs: Record<string, string>): string {
-  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
-    const name = (braced ?? bare)!;
-    const value = buildArgs[name] ?? args.get(name) ?? fallback;
-    return value === undefined || value === '' ? whole : value;
-  });
+  return text.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (whole, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
+      const name = (braced ?? bare)!;
+      const value = buildArgs[name] ?? args.get(name) ?? fallback;
+      return value === undefined || value === '' ? whole : value;
+    },
+  );
 }
 
 /**

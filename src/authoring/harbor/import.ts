@@ -104,7 +104,8 @@ async function goldenOf(turn: HarborTurn, env: Record<string, string>, timeoutS:
     if (f === 'solve.sh') continue;
     const data = await readFile(path.join(folder, f));
     const text = new TextDecoder('utf-8', { fatal: false }).decode(data);
-    if (Buffer.compare(Buffer.from(text, 'utf8'), data) !== 0 || data.includes(0)) return { problem: `solution file ${f} is not UTF-8 text, which write_file cannot carry` };
+    if (Buffer.compare(Buffer.from(text, 'utf8'), data) !== 0 || data.includes(0))
+      return { problem: `solution file ${f} is not UTF-8 text, which write_file cannot carry` };
     steps.push({ tool: WRITE_FILE_TOOL, arguments: { path: `${SOLUTION_DIR}/${f}`, content: text } });
   }
   let script = await readFile(path.join(folder, 'solve.sh'), 'utf8');
@@ -245,7 +246,13 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
 
       // the turns, their verifiers and the golden solution
       const multi = c.steps !== null;
-      const row: Record<string, unknown> = { task_id: t.id, toolset: SHELL_BUILTIN, env: envName, system_prompt: systemPrompt(t.turns.length), turns: t.turns.map((x) => x.instruction) };
+      const row: Record<string, unknown> = {
+        task_id: t.id,
+        toolset: SHELL_BUILTIN,
+        env: envName,
+        system_prompt: systemPrompt(t.turns.length),
+        turns: t.turns.map((x) => x.instruction),
+      };
       if (t.turns.length > 1) row.max_turns = t.turns.length;
       const golden: Record<string, unknown>[] = [];
       let goldenOk = t.turns.every((x) => x.solution !== null);
@@ -288,7 +295,9 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
       if (perTurn.some((p) => Object.keys(p).length > 0)) row.per_turn = perTurn;
       if (multi && c.stepReward) row.turn_reward = c.stepReward;
       if (goldenOk) row.golden = golden;
-      const meta: Record<string, unknown> = { harbor: { source: t.dir, schema_version: c.schemaVersion, ...(c.task ? { task: c.task } : {}), metadata: c.metadata } };
+      const meta: Record<string, unknown> = {
+        harbor: { source: t.dir, schema_version: c.schemaVersion, ...(c.task ? { task: c.task } : {}), metadata: c.metadata },
+      };
       for (const k of groupsUsed) meta[k] = c.metadata[k] === undefined ? UNSPECIFIED : groupValue(c.metadata[k]);
       row.meta = meta;
       const split = evalIds.has(t.id) ? 'eval' : 'train';
@@ -336,7 +345,7 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
         'Written by `openenv-bundle import harbor`: each task runs in its own shell env (`envs/<task>/`, its `environment/`),',
         'is offered the built-in shell toolset (`bash`, `read_file`, `write_file`) and is scored by its verifier',
         '(`verifiers/<task>/`, its `tests/`), copied into the container at `/tests` only once the agent is done.',
-        'Its `solution/solve.sh` is the golden solution, one `bash` call. See docs/harbor.md in the server\'s repository.',
+        "Its `solution/solve.sh` is the golden solution, one `bash` call. See docs/harbor.md in the server's repository.",
         '',
       ].join('\n'),
     );

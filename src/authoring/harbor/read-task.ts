@@ -77,7 +77,9 @@ export async function readHarborTask(dir: string, opts: { rules: readonly BaseIm
   const read = readTaskConfig(await readFile(path.join(dir, 'task.toml'), 'utf8'), { ignoreInternet: opts.ignoreInternet });
   refusals.push(...read.refusals);
   notes.push(...read.notes);
-  const config = read.config ?? ({ steps: null, metadata: {}, task: null, verifierEnv: {}, solutionEnv: {}, envVars: {}, schemaVersion: '1.0', internetUnsaid: true } as HarborConfig);
+  const config =
+    read.config ??
+    ({ steps: null, metadata: {}, task: null, verifierEnv: {}, solutionEnv: {}, envVars: {}, schemaVersion: '1.0', internetUnsaid: true } as HarborConfig);
 
   // turns
   const turns: HarborTurn[] = [];
@@ -99,12 +101,22 @@ export async function readHarborTask(dir: string, opts: { rules: readonly BaseIm
       for (const t of present) if (await isFile(path.join(t, 'test.sh'))) hasTest = true;
       if (!hasTest) refuse(`steps/${step.name}/tests/test.sh`, "missing (in the step's tests/ and in the task's): it is the step's verifier");
       const upload = path.join(base, 'workdir');
-      turns.push({ step: step.name, instruction: instruction ?? '', tests: present, solution: await solutionOf(path.join(base, 'solution')), upload: (await isDir(upload)) ? upload : null });
+      turns.push({
+        step: step.name,
+        instruction: instruction ?? '',
+        tests: present,
+        solution: await solutionOf(path.join(base, 'solution')),
+        upload: (await isDir(upload)) ? upload : null,
+      });
     }
-    if (await isFile(path.join(dir, 'solution', 'solve.sh'))) notes.push({ field: 'solution/solve.sh', message: "a multi-step task's oracle is its steps' solve.sh: the task's own is not used" });
+    if (await isFile(path.join(dir, 'solution', 'solve.sh')))
+      notes.push({ field: 'solution/solve.sh', message: "a multi-step task's oracle is its steps' solve.sh: the task's own is not used" });
   }
   if (turns.some((t) => t.solution === null)) {
-    notes.push({ field: config.steps ? 'steps/*/solution/solve.sh' : 'solution/solve.sh', message: 'no solve.sh (for every step): the task gets no golden solution, so check cannot prove its max' });
+    notes.push({
+      field: config.steps ? 'steps/*/solution/solve.sh' : 'solution/solve.sh',
+      message: 'no solve.sh (for every step): the task gets no golden solution, so check cannot prove its max',
+    });
   }
 
   // the environment
@@ -113,7 +125,8 @@ export async function readHarborTask(dir: string, opts: { rules: readonly BaseIm
   let dockerfile: DockerfileImages | null = null;
   let image: string | null = null;
   for (const f of COMPOSE_FILES) {
-    if (await isFile(path.join(env, f))) refuse(`environment/${f}`, 'sidecar services (Docker Compose) are not supported yet: a task runs in one container here');
+    if (await isFile(path.join(env, f)))
+      refuse(`environment/${f}`, 'sidecar services (Docker Compose) are not supported yet: a task runs in one container here');
   }
   if (config.dockerImage !== undefined) {
     const mapped = mapDockerfileImages(`FROM ${config.dockerImage}\n`, opts.rules);
@@ -123,7 +136,8 @@ export async function readHarborTask(dir: string, opts: { rules: readonly BaseIm
     context = env;
     dockerfile = mapDockerfileImages(await readFile(path.join(env, 'Dockerfile'), 'utf8'), opts.rules);
     for (const m of dockerfile.mapped) notes.push({ field: 'environment/Dockerfile', message: mapLine(m) });
-    for (const u of dockerfile.unresolved) notes.push({ field: 'environment/Dockerfile', message: `the image ${u} names a build argument without a default: not checked` });
+    for (const u of dockerfile.unresolved)
+      notes.push({ field: 'environment/Dockerfile', message: `the image ${u} names a build argument without a default: not checked` });
   } else {
     refuse('environment/Dockerfile', 'missing, and [environment] names no docker_image: the task has no container');
   }
@@ -155,7 +169,8 @@ export async function readHarborTask(dir: string, opts: { rules: readonly BaseIm
       }
     }
   }
-  if (config.internetUnsaid) notes.push({ field: '[environment] allow_internet', message: "not said (Harbor's default allows the internet): the task runs without it here" });
+  if (config.internetUnsaid)
+    notes.push({ field: '[environment] allow_internet', message: "not said (Harbor's default allows the internet): the task runs without it here" });
   return { id, dir, config, turns, context, dockerfile, image, refusals, notes };
 }
 

@@ -160,7 +160,12 @@ function healthcheck(r: Reader | null): HealthcheckSpec | undefined {
     r.refuse('command', 'a healthcheck needs its command');
     return undefined;
   }
-  const spec = { command, intervalS: r.number('interval_sec') ?? 5, timeoutS: r.number('timeout_sec', { min: 0.001 }) ?? 30, retries: r.number('retries', { min: 1 }) ?? 3 };
+  const spec = {
+    command,
+    intervalS: r.number('interval_sec') ?? 5,
+    timeoutS: r.number('timeout_sec', { min: 0.001 }) ?? 30,
+    retries: r.number('retries', { min: 1 }) ?? 3,
+  };
   for (const k of ['start_period_sec', 'start_interval_sec']) {
     if (r.has(k)) {
       r.raw(k);
@@ -223,7 +228,8 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     phaseLimits(verifier);
     if (verifier.has('environment_mode')) {
       const mode = verifier.raw('environment_mode');
-      if (mode !== 'shared' && mode !== null) verifier.refuse('environment_mode', `${JSON.stringify(mode)}: the verifier runs in the agent's container here ("shared")`);
+      if (mode !== 'shared' && mode !== null)
+        verifier.refuse('environment_mode', `${JSON.stringify(mode)}: the verifier runs in the agent's container here ("shared")`);
     }
     if (verifier.has('environment')) {
       verifier.raw('environment');
@@ -295,7 +301,8 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     }
     if (env.has('mcp_servers')) {
       const servers = env.raw('mcp_servers');
-      if (Array.isArray(servers) && servers.length > 0) env.refuse('mcp_servers', 'MCP servers (sidecar services) are not supported: the agent gets the shell toolset only');
+      if (Array.isArray(servers) && servers.length > 0)
+        env.refuse('mcp_servers', 'MCP servers (sidecar services) are not supported: the agent gets the shell toolset only');
     }
     if (env.has('skills_dir')) {
       env.raw('skills_dir');
@@ -314,7 +321,11 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     } else if (wantsInternet) {
       const field = mode !== undefined ? 'network_mode' : 'allow_internet';
       if (opts.ignoreInternet) env.note(field, 'the task allows the internet; imported with --ignore-internet, it runs without it');
-      else env.refuse(field, 'the task allows the internet, and envs here have none: import with --ignore-internet to run it offline anyway (its tests and solution must then not need the network)');
+      else
+        env.refuse(
+          field,
+          'the task allows the internet, and envs here have none: import with --ignore-internet to run it offline anyway (its tests and solution must then not need the network)',
+        );
     }
     env.rest();
   }

@@ -139,7 +139,7 @@ export class DockerContainerExec implements ContainerExec {
     try {
       await this.container.putArchive(tar, { path: dir, ...(opts.copyUidGid ? { copyUIDGID: '1' } : {}) });
     } catch (err) {
-      if (await this.missingPath(err, `copying files into ${dir}`)) throw new Error(`no folder ${dir} in the container`);
+      if (await this.missingPath(err, `copying files into ${dir}`)) throw new Error(`no folder ${dir} in the container`, { cause: err });
       goneOrThrow(err, this.id, `copying files into ${dir}`);
     }
   }
@@ -148,7 +148,7 @@ export class DockerContainerExec implements ContainerExec {
     try {
       return (await this.container.getArchive({ path })) as NodeJS.ReadableStream & { destroy(): void };
     } catch (err) {
-      if (await this.missingPath(err, `reading ${path}`)) throw new Error(`no such file or folder in the container: ${path}`);
+      if (await this.missingPath(err, `reading ${path}`)) throw new Error(`no such file or folder in the container: ${path}`, { cause: err });
       goneOrThrow(err, this.id, `reading ${path}`);
     }
   }

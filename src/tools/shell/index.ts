@@ -1,5 +1,14 @@
 /** The built-in shell toolset: bash, read_file and write_file in any env's container (docs/harbor.md). */
-export { ContainerGoneError, PATH_MODE, pathKind, type ContainerExec, type ExecProcess, type ExecRequest, type OutputHandlers, type PathStat } from './container-exec.js';
+export {
+  ContainerGoneError,
+  PATH_MODE,
+  pathKind,
+  type ContainerExec,
+  type ExecProcess,
+  type ExecRequest,
+  type OutputHandlers,
+  type PathStat,
+} from './container-exec.js';
 export { DockerContainerExec, FrameDemuxer } from './docker-exec.js';
 export { BoundedOutput, truncationMark, type BoundedText } from './bounded-output.js';
 export { KEEP_ALIVE_CMD, shellEnvContainerOptions, type ShellEnvContainer, type ShellEnvPlacement } from './container-options.js';

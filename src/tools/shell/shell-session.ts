@@ -39,7 +39,7 @@ export const SHELL_BOOT = [
   `printf '${READY_TAG} %s %s %s %s\\n' "$$" "$EUID" "\${GROUPS[0]}" "$PWD" >&3`,
   'while IFS= read -r __oe_line; do',
   '  __oe_nonce=${__oe_line%% *}',
-  "  printf -v __oe_cmd '%b' \"${__oe_line#* }\"",
+  '  printf -v __oe_cmd \'%b\' "${__oe_line#* }"',
   '  (',
   '    exec 2>&1 </dev/null 3>&-',
   `    trap '{ export -p; printf "cd -- %q\\n__oe_saved=%s\\n" "$PWD" "$__oe_nonce"; } >"$__oe_file" 2>/dev/null' EXIT`,
@@ -179,7 +179,10 @@ class ShellProcess {
     );
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ShellStartError(`the shell did not start within ${this.limits.startTimeoutMs / 1000} s`)), this.limits.startTimeoutMs);
+      timer = setTimeout(
+        () => reject(new ShellStartError(`the shell did not start within ${this.limits.startTimeoutMs / 1000} s`)),
+        this.limits.startTimeoutMs,
+      );
     });
     try {
       this.ready = await Promise.race([readyP, timeout]);
@@ -231,7 +234,9 @@ class ShellProcess {
       void this.why.then((why) => {
         const said = this.startup.render().text.trim();
         this.onStartFailed?.(
-          new ShellStartError(`the shell could not start (bash --noprofile --norc: ${why})${said ? `: ${said}` : ''}; the shell tools need bash in the env's image`),
+          new ShellStartError(
+            `the shell could not start (bash --noprofile --norc: ${why})${said ? `: ${said}` : ''}; the shell tools need bash in the env's image`,
+          ),
         );
       });
       return;

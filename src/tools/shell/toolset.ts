@@ -24,12 +24,17 @@ export interface ShellToolReply {
 export type ShellToolOutcome = { kind: 'reply'; reply: ShellToolReply } | { kind: 'invalid_args' | 'tool_not_found'; message: string };
 
 const invalid = (message: string): ShellToolOutcome => ({ kind: 'invalid_args', message });
-const reply = (text: string, result: Record<string, unknown>, isError = false): ShellToolOutcome => ({ kind: 'reply', reply: { text, result, is_error: isError } });
+const reply = (text: string, result: Record<string, unknown>, isError = false): ShellToolOutcome => ({
+  kind: 'reply',
+  reply: { text, result, is_error: isError },
+});
 
 /** the arguments object may hold only these keys */
 function unknownKeys(args: Record<string, unknown>, allowed: readonly string[]): string | null {
   const extra = Object.keys(args).filter((k) => !allowed.includes(k));
-  return extra.length ? `unknown argument${extra.length > 1 ? 's' : ''} ${extra.map((k) => JSON.stringify(k)).join(', ')}; the arguments are ${allowed.join(', ')}` : null;
+  return extra.length
+    ? `unknown argument${extra.length > 1 ? 's' : ''} ${extra.map((k) => JSON.stringify(k)).join(', ')}; the arguments are ${allowed.join(', ')}`
+    : null;
 }
 
 function stringArg(args: Record<string, unknown>, name: string): string | null {
@@ -40,9 +45,7 @@ function stringArg(args: Record<string, unknown>, name: string): string | null {
 export function bashText(run: ShellRun, timeoutS: number): string {
   const parts: string[] = [];
   if (run.restartedBecause) {
-    parts.push(
-      `[a new shell was started: ${run.restartedBecause}; its working directory and exported variables are those the last completed command left]`,
-    );
+    parts.push(`[a new shell was started: ${run.restartedBecause}; its working directory and exported variables are those the last completed command left]`);
   }
   const out = run.output.text;
   if (out !== '') parts.push(out.endsWith('\n') ? out.slice(0, -1) : out);
@@ -143,7 +146,8 @@ export class ShellToolset {
     const p = stringArg(args, 'path');
     if (p === null || p === '' || p.includes('\0')) return invalid('"path" must be a non-empty string: the file to read');
     const offset = args.offset ?? 0;
-    if (typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0) return invalid(`"offset" must be a whole number ≥ 0, got ${JSON.stringify(offset)}`);
+    if (typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0)
+      return invalid(`"offset" must be a whole number ≥ 0, got ${JSON.stringify(offset)}`);
     const limit = args.limit ?? SHELL_TOOLS.readDefaultBytes;
     if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > SHELL_TOOLS.readMaxBytes) {
       return invalid(`"limit" must be a whole number from 1 to ${SHELL_TOOLS.readMaxBytes}, got ${JSON.stringify(limit)}`);
@@ -178,12 +182,17 @@ export class ShellToolset {
     const content = stringArg(args, 'content');
     if (content === null) return invalid('"content" must be a string: the complete new content of the file');
     const data = Buffer.from(content, 'utf8');
-    if (data.length > SHELL_TOOLS.writeMaxBytes) return invalid(`"content" is ${data.length} bytes, more than the ${SHELL_TOOLS.writeMaxBytes} write_file takes`);
+    if (data.length > SHELL_TOOLS.writeMaxBytes)
+      return invalid(`"content" is ${data.length} bytes, more than the ${SHELL_TOOLS.writeMaxBytes} write_file takes`);
     const { cwd, uid, gid } = await this.session.where();
     const abs = resolvePath(cwd, p);
     try {
       const { real, created } = await writeFileBytes(this.exec, abs, data, { uid, gid });
-      return reply(`wrote ${data.length} bytes to ${abs}${real !== abs ? ` (${real})` : ''}${created ? ', a new file' : ''}`, { path: abs, bytes: data.length, created });
+      return reply(`wrote ${data.length} bytes to ${abs}${real !== abs ? ` (${real})` : ''}${created ? ', a new file' : ''}`, {
+        path: abs,
+        bytes: data.length,
+        created,
+      });
     } catch (e) {
       if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
       throw e;
