@@ -17,6 +17,22 @@ import { describeDocker } from '../support/docker.js';
 import { playVerified } from '../support/verified-play.js';
 import { BASE_IMAGE_RULE, DATASET, ensureDebianBase } from './helpers.js';
 
+/** the dataset's tasks, by folder name */
+const TASK_IDS = [
+  'extract-contacts',
+  'fix-backup-script',
+  'fix-median',
+  'fix-package-import',
+  'json-merge',
+  'log-pipeline',
+  'rename-photos',
+  'sales-summary',
+  'service-config',
+  'sqlite-top-customers',
+  'temperature-cli',
+  'word-frequency',
+];
+
 describeDocker('the shipped Harbor dataset, played through the shell and verifier rooms', () => {
   let out: string;
   let bundle: LoadedBundle;
@@ -62,20 +78,7 @@ describeDocker('the shipped Harbor dataset, played through the shell and verifie
       tasks()
         .map((t) => t.task_id)
         .sort(),
-    ).toEqual([
-      'extract-contacts',
-      'fix-backup-script',
-      'fix-median',
-      'fix-package-import',
-      'json-merge',
-      'log-pipeline',
-      'rename-photos',
-      'sales-summary',
-      'service-config',
-      'sqlite-top-customers',
-      'temperature-cli',
-      'word-frequency',
-    ]);
+    ).toEqual(TASK_IDS);
     expect(images.size).toBe(12);
     for (const tag of images.values()) expect(tag).toMatch(/^openenv-bundle\/harbor-v1-[a-z0-9.-]+:[0-9a-f]{12}$/);
   });
@@ -83,20 +86,7 @@ describeDocker('the shipped Harbor dataset, played through the shell and verifie
   const image = (task: Task) => images.get(bundle.envOf(task).name)!;
   const byId = (id: string) => bundle.byId.get(id)!;
 
-  it.each([
-    'extract-contacts',
-    'fix-backup-script',
-    'fix-median',
-    'fix-package-import',
-    'json-merge',
-    'log-pipeline',
-    'rename-photos',
-    'sales-summary',
-    'service-config',
-    'sqlite-top-customers',
-    'temperature-cli',
-    'word-frequency',
-  ])('%s: the oracle scores the max, an empty run the floor', async (id) => {
+  it.each(TASK_IDS)('%s: the oracle scores the max, an empty run the floor', async (id) => {
     const task = byId(id);
     const golden = await playVerified(bundle, task, image(task), 'golden');
     expect(

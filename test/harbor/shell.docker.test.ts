@@ -6,11 +6,11 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { ShellToolset, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
 import { describeDocker, LOCAL_PYTHON_IMAGE } from '../support/docker.js';
-import { SHELL_TEST_LABEL, startShellContainer, type ShellContainer } from '../support/shell-container.js';
-import { LOCAL_DEBIAN_IMAGE, ensureDebianBase } from './helpers.js';
+import { SHELL_TEST_LABEL, startShellContainer } from '../support/shell-container.js';
+import { shellBox } from './helpers.js';
 
 function reply(o: ShellToolOutcome): ShellToolReply {
   if (o.kind !== 'reply') throw new Error(`expected a reply, got ${o.kind}: ${o.message}`);
@@ -18,23 +18,11 @@ function reply(o: ShellToolOutcome): ShellToolReply {
 }
 
 describeDocker('the shell toolset in a container', () => {
-  let box: ShellContainer;
-  let shell: ShellToolset;
-  const bash = async (command: string, timeout_s?: number) => reply(await shell.call('bash', { command, ...(timeout_s ? { timeout_s } : {}) }));
-
-  beforeAll(async () => {
-    ensureDebianBase();
-    box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app' });
-    shell = new ShellToolset(box.exec, { workdir: '/app' });
-  });
-
-  afterAll(async () => {
-    await shell?.close();
-    await box?.remove();
-  });
+  const held = shellBox();
+  const bash = async (command: string, timeout_s?: number) => reply(await held.shell.call('bash', { command, ...(timeout_s ? { timeout_s } : {}) }));
 
   it('keeps an image up whose own command would exit at once (the Debian base runs bash with no input)', async () => {
-    const info = await box.docker.getContainer(box.id).inspect();
+    const info = await held.box.docker.getContainer(held.box.id).inspect();
     expect(info.State.Running).toBe(true);
     expect(info.HostConfig.Init).toBe(true);
     expect(info.Config.Cmd).toEqual(['sh', '-c', 'exec sleep 2147483647']);
@@ -97,55 +85,58 @@ describeDocker('the shell toolset in a container', () => {
 
   it('writes and reads back files byte for byte: text exactly, any binary as base64, in slices', async () => {
     const text = 'line one\r\nnon-ASCII: é ✓ 😀\n\ttabs and no final newline';
-    const w = reply(await shell.call('write_file', { path: 'notes/new/dir/a.txt', content: text }));
+    const w = reply(await held.shell.call('write_file', { path: 'notes/new/dir/a.txt', content: text }));
     expect(w.text).toBe(`wrote ${Buffer.byteLength(text)} bytes to /notes/new/dir/a.txt, a new file`);
-    expect(reply(await shell.call('read_file', { path: '/notes/new/dir/a.txt' })).text).toBe(text);
+    expect(reply(await held.shell.call('read_file', { path: '/notes/new/dir/a.txt' })).text).toBe(text);
     // every byte value, made in the container, read back exactly
     await bash('cd /; for i in $(seq 0 255); do printf "\\\\$(printf %03o $i)"; done > /tmp/all-bytes.bin');
-    const all = reply(await shell.call('read_file', { path: '/tmp/all-bytes.bin' }));
+    const all = reply(await held.shell.call('read_file', { path: '/tmp/all-bytes.bin' }));
     expect(all.result).toMatchObject({ encoding: 'base64', size: 256, next_offset: null });
     expect(Buffer.from(all.text.split('\n')[1]!, 'base64')).toEqual(Buffer.from(Array.from({ length: 256 }, (_, i) => i)));
     // 300 KiB of random bytes put in through the archive API, read back in slices of 64 KiB
     const big = randomBytes(300 * 1024);
     const { singleFileTar } = await import('../../src/tools/shell/files.js');
-    await box.exec.putArchive('/tmp', singleFileTar('big.bin', big, { mode: 0o644, uid: 0, gid: 0 }));
+    await held.box.exec.putArchive('/tmp', singleFileTar('big.bin', big, { mode: 0o644, uid: 0, gid: 0 }));
     const parts: Buffer[] = [];
     for (let offset: number | null = 0; offset !== null;) {
-      const r = reply(await shell.call('read_file', { path: '/tmp/big.bin', offset, limit: 65536 }));
+      const r = reply(await held.shell.call('read_file', { path: '/tmp/big.bin', offset, limit: 65536 }));
       parts.push(Buffer.from(r.text.split('\n')[1]!, 'base64'));
       offset = r.result.next_offset as number | null;
     }
     expect(Buffer.concat(parts).equals(big)).toBe(true);
     // overwriting keeps the file's permissions; the shell sees the exact bytes
     await bash('chmod 0751 /notes/new/dir/a.txt');
-    reply(await shell.call('write_file', { path: '/notes/new/dir/a.txt', content: 'é\n\0end' }));
+    reply(await held.shell.call('write_file', { path: '/notes/new/dir/a.txt', content: 'é\n\0end' }));
     expect((await bash('stat -c %a /notes/new/dir/a.txt; od -An -tx1 /notes/new/dir/a.txt | xargs')).text).toBe('751\nc3 a9 0a 00 65 6e 64\n[exit code 0]');
   });
 
   it('reads a long text in slices that never cut a character, and follows symbolic links', async () => {
     await bash('python3 -c "import sys; sys.stdout.write(\'é\' * 40000)" > /tmp/accents.txt; ln -sf /tmp/accents.txt /tmp/link.txt');
-    const first = reply(await shell.call('read_file', { path: '/tmp/link.txt', limit: 65535 }));
+    const first = reply(await held.shell.call('read_file', { path: '/tmp/link.txt', limit: 65535 }));
     expect(first.result).toMatchObject({ encoding: 'utf-8', size: 80000, bytes: 65534, next_offset: 65534 });
     expect(first.text).toBe(`${'é'.repeat(32767)}\n[read_file: bytes 0–65534 of 80000; read on with offset=65534]`);
-    const rest = reply(await shell.call('read_file', { path: '/tmp/link.txt', offset: 65534 }));
+    const rest = reply(await held.shell.call('read_file', { path: '/tmp/link.txt', offset: 65534 }));
     expect(rest.text).toBe(`${'é'.repeat(40000 - 32767)}\n[read_file: bytes 65534–80000 of 80000]`);
   });
 
   it('answers a missing path, a directory and bad arguments clearly, the episode going on', async () => {
-    expect(reply(await shell.call('read_file', { path: '/no/such/file' }))).toMatchObject({ is_error: true, text: 'no such file: /no/such/file' });
-    expect(reply(await shell.call('read_file', { path: '/etc' }))).toMatchObject({
+    expect(reply(await held.shell.call('read_file', { path: '/no/such/file' }))).toMatchObject({ is_error: true, text: 'no such file: /no/such/file' });
+    expect(reply(await held.shell.call('read_file', { path: '/etc' }))).toMatchObject({
       is_error: true,
       text: '/etc is a directory, not a file: list it with bash (ls -la /etc)',
     });
-    expect(reply(await shell.call('write_file', { path: '/tmp', content: 'x' }))).toMatchObject({ is_error: true, text: '/tmp is a directory, not a file' });
-    expect(await shell.call('bash', { command: '' })).toMatchObject({ kind: 'invalid_args' });
-    expect(await shell.call('bash', { command: 'ls', timeout_s: 0 })).toMatchObject({ kind: 'invalid_args' });
-    expect(await shell.call('bash', { command: 'ls', cwd: '/' })).toMatchObject({
+    expect(reply(await held.shell.call('write_file', { path: '/tmp', content: 'x' }))).toMatchObject({
+      is_error: true,
+      text: '/tmp is a directory, not a file',
+    });
+    expect(await held.shell.call('bash', { command: '' })).toMatchObject({ kind: 'invalid_args' });
+    expect(await held.shell.call('bash', { command: 'ls', timeout_s: 0 })).toMatchObject({ kind: 'invalid_args' });
+    expect(await held.shell.call('bash', { command: 'ls', cwd: '/' })).toMatchObject({
       kind: 'invalid_args',
       message: 'unknown argument "cwd"; the arguments are command, timeout_s',
     });
-    expect(await shell.call('read_file', { path: 'x', limit: 0 })).toMatchObject({ kind: 'invalid_args' });
-    expect(await shell.call('write_file', { path: 'x' })).toMatchObject({ kind: 'invalid_args' });
+    expect(await held.shell.call('read_file', { path: 'x', limit: 0 })).toMatchObject({ kind: 'invalid_args' });
+    expect(await held.shell.call('write_file', { path: 'x' })).toMatchObject({ kind: 'invalid_args' });
     expect((await bash('echo fine')).text).toBe('fine\n[exit code 0]');
   });
 

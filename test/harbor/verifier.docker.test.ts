@@ -8,12 +8,11 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ShellToolset, runToEnd } from '../../src/tools/shell/index.js';
+import { afterAll, expect, it } from 'vitest';
+import { runToEnd } from '../../src/tools/shell/index.js';
 import { outputTail, prepareTurn, runVerifier } from '../../src/verifier/index.js';
 import { describeDocker } from '../support/docker.js';
-import { startShellContainer, type ShellContainer } from '../support/shell-container.js';
-import { LOCAL_DEBIAN_IMAGE, ensureDebianBase } from './helpers.js';
+import { shellBox } from './helpers.js';
 
 const dirs: string[] = [];
 /** a tests folder holding test.sh (and more files) */
@@ -28,23 +27,14 @@ function tests(script: string, files: Record<string, string> = {}): string {
 }
 
 describeDocker('a task verifier in the env container', () => {
-  let box: ShellContainer;
-  let shell: ShellToolset;
+  const held = shellBox();
   const sh = async (command: string) => {
-    const o = await shell.call('bash', { command });
+    const o = await held.shell.call('bash', { command });
     if (o.kind !== 'reply') throw new Error(o.message);
     return o.reply.text;
   };
 
-  beforeAll(async () => {
-    ensureDebianBase();
-    box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app' });
-    shell = new ShellToolset(box.exec, { workdir: '/app' });
-  });
-
-  afterAll(async () => {
-    await shell?.close();
-    await box?.remove();
+  afterAll(() => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
@@ -55,20 +45,20 @@ describeDocker('a task verifier in the env container', () => {
     const dir = tests('ls /tests | sort | xargs; cat /tests/data/answer.txt; ls /logs/verifier | wc -l\necho 0.25 > /logs/verifier/reward.txt\n', {
       'data/answer.txt': '42\n',
     });
-    const out = await runVerifier(box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app' });
+    const out = await runVerifier(held.box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app' });
     expect(out).toMatchObject({ status: 'scored', scores: { reward: 0.25 }, rewardFile: 'reward.txt' });
     expect(out.run.output.text).toBe('data test.sh\n42\n0\n');
   });
 
   it('reads reward.json as named scores, with the verifier env and the working directory set', async () => {
     const dir = tests('cd "$(pwd)"; printf \'{"correctness": 1, "speed": 0.5, "who": %s}\' "$(printf %s "$MODE" | wc -c)" > /logs/verifier/reward.json; pwd\n');
-    const out = await runVerifier(box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app', env: { MODE: 'strict' } });
+    const out = await runVerifier(held.box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app', env: { MODE: 'strict' } });
     expect(out).toMatchObject({ status: 'scored', scores: { correctness: 1, speed: 0.5, who: 6 }, rewardFile: 'reward.json' });
     expect(out.run.output.text).toBe('/app\n');
   });
 
   it('says a verifier wrote no reward, with its exit code and output tail, and hints at the network when its output does', async () => {
-    const out = await runVerifier(box.exec, { testsDir: tests('echo "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n'), timeoutMs: 30_000 });
+    const out = await runVerifier(held.box.exec, { testsDir: tests('echo "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n'), timeoutMs: 30_000 });
     expect(out.status).toBe('invalid');
     if (out.status !== 'invalid') return;
     expect(out.message).toBe(
@@ -84,14 +74,14 @@ describeDocker('a task verifier in the env container', () => {
     ['reward.json with a string score', 'echo \'{"a": "1"}\' > /logs/verifier/reward.json', '/logs/verifier/reward.json\'s "a" is "1", not a finite number'],
     ['reward.json empty', "echo '{}' > /logs/verifier/reward.json", '/logs/verifier/reward.json holds no score'],
   ])('says the reward is malformed: %s', async (_what, script, message) => {
-    const out = await runVerifier(box.exec, { testsDir: tests(`${script}\n`), timeoutMs: 30_000 });
+    const out = await runVerifier(held.box.exec, { testsDir: tests(`${script}\n`), timeoutMs: 30_000 });
     expect(out.status).toBe('invalid');
     if (out.status === 'invalid') expect(out.message).toContain(`the verifier wrote a malformed reward: ${message}`);
   });
 
   it('kills a verifier that hangs at its timeout, with what it started, and says so with its output', async () => {
     const started = Date.now();
-    const out = await runVerifier(box.exec, {
+    const out = await runVerifier(held.box.exec, {
       testsDir: tests('echo starting tests\n(sleep 400; echo late > /logs/verifier/reward.txt) &\nsleep 401\n'),
       timeoutMs: 1500,
     });
@@ -102,7 +92,7 @@ describeDocker('a task verifier in the env container', () => {
   });
 
   it("keeps the verifier's output out of the shell: the model's next command sees nothing of it", async () => {
-    await runVerifier(box.exec, { testsDir: tests('echo SECRET-VERIFIER-OUTPUT; echo 1 > /logs/verifier/reward.txt\n'), timeoutMs: 30_000 });
+    await runVerifier(held.box.exec, { testsDir: tests('echo SECRET-VERIFIER-OUTPUT; echo 1 > /logs/verifier/reward.txt\n'), timeoutMs: 30_000 });
     expect(await sh('echo mine')).toBe('mine\n[exit code 0]');
   });
 
@@ -111,7 +101,7 @@ describeDocker('a task verifier in the env container', () => {
     rmSync(path.join(upload, 'test.sh'));
     writeFileSync(path.join(upload, 'config.txt'), 'Harbor  \n');
     writeFileSync(path.join(upload, 'setup.sh'), 'printf "%s\\n" "$(tr -d "[:space:]" < config.txt)" > config.txt\nrm -- "$0"\n');
-    const ok = await prepareTurn(box.exec, {
+    const ok = await prepareTurn(held.box.exec, {
       upload,
       workdir: '/app',
       setupTimeoutMs: 10_000,
@@ -119,7 +109,7 @@ describeDocker('a task verifier in the env container', () => {
     });
     expect(ok).toEqual({ ok: true });
     expect(await sh('cd /app && ls && cat config.txt')).toBe('config.txt\nHarbor\n[exit code 0]');
-    const failing = await prepareTurn(box.exec, {
+    const failing = await prepareTurn(held.box.exec, {
       workdir: '/app',
       setupTimeoutMs: 1000,
       readyCheck: { command: 'echo not yet; false', intervalMs: 50, timeoutMs: 1000, retries: 3 },
@@ -128,6 +118,6 @@ describeDocker('a task verifier in the env container', () => {
   });
 
   it('leaves the container running after it all', async () => {
-    expect((await runToEnd(box.exec, { cmd: ['true'] })).exitCode).toBe(0);
+    expect((await runToEnd(held.box.exec, { cmd: ['true'] })).exitCode).toBe(0);
   });
 });
