@@ -58,7 +58,10 @@ async function main(): Promise<void> {
   await docker.createNetwork({ Name: `openenv-${tag}`, Internal: true, Labels: labels });
   let id: string | null = null;
   try {
-    const options = shellEnvContainerOptions({ image: values.image!, environment: {}, memoryMb: 512, cpus: 1, pids: 256, workdir: '/app' }, { name: `openenv-${tag}`, labels, networkName: `openenv-${tag}` });
+    const options = shellEnvContainerOptions(
+      { image: values.image!, environment: {}, memoryMb: 512, cpus: 1, pids: 256, workdir: '/app' },
+      { name: `openenv-${tag}`, labels, networkName: `openenv-${tag}` },
+    );
     const container = await docker.createContainer(options);
     id = container.id;
     await container.start();
