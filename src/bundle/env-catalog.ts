@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { contextDir, type LoadedBundle } from './loader.js';
+import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 
 /**
  * What the bundle format declares that episodes do not serve yet (docs/harbor.md, "what is
@@ -29,8 +30,6 @@ export function unservedFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits
   if (verified) out.push(`verified tasks (${verified} task(s) with a verifier, per_turn, time_budget_s or env)`);
   return out;
 }
-import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
-
 export class EnvCatalog {
   private readonly images = new Map<string, string>();
   private gateP: Promise<void> = Promise.resolve();

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { VERIFIER } from '../defaults.js';
 import { SHELL_BUILTIN, SHELL_TOOL_SPECS } from '../tools/shell/specs.js';
-import { DEFAULT_TURN_REWARD, TURN_REWARD_RULES } from '../verifier/turns.js';
+import { TURN_REWARD_RULES } from '../verifier/turns.js';
 import type { BundleIssue } from './errors.js';
 
 /** The tool every task offers besides its toolset; a toolset may not declare it. */
@@ -447,9 +447,6 @@ function checkVerifiedTask(
     ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['turn_reward'], message: 'turn_reward combines per-turn verifiers, but no turn has one' });
   }
 }
-
-/** how a verified task's turn scores combine when it does not say */
-export { DEFAULT_TURN_REWARD };
 
 export const TaskLineSchema = closedObject({
   task_id: z.string().min(1, 'expected a non-empty string of at most 255 characters').max(255, 'expected a non-empty string of at most 255 characters'),
