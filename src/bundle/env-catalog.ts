@@ -8,8 +8,8 @@ import { contextDir, type LoadedBundle } from './loader.js';
 import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 
 /**
- * What the bundle format declares that episodes do not serve yet (docs/harbor.md, "what is
- * served"): shell envs, built-in toolsets and verified tasks load and pass `check --static`, and
+ * What the bundle format declares that episodes do not serve yet (docs/harbor.md, "what works
+ * today"): shell envs, built-in toolsets and verified tasks load and pass `check --static`, and
  * the server refuses them at start, naming them, instead of failing every episode.
  */
 export function unservedFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {

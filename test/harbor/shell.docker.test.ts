@@ -7,8 +7,8 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
-import { ShellToolset, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
-import { describeDocker, LOCAL_PYTHON_IMAGE } from '../support/docker.js';
+import { ShellToolset, runToEnd, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
+import { describeDocker, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
 import { SHELL_TEST_LABEL, startShellContainer } from '../support/shell-container.js';
 import { shellBox } from './helpers.js';
 
@@ -66,9 +66,10 @@ describeDocker('the shell toolset in a container', () => {
     expect((await bash('echo still-here; pwd')).text).toBe('still-here\n/\n[exit code 0]');
   });
 
-  it('leaves what a call started in the background running, and shows its later output with the next call', async () => {
-    await bash('(sleep 0.3; echo from-the-background) &');
-    await new Promise((r) => setTimeout(r, 800));
+  it('leaves what a call started in the background running, and shows what it prints between calls with the next call', async () => {
+    await bash('rm -f /tmp/bg-done; (sleep 0.2; echo from-the-background; touch /tmp/bg-done) &');
+    // wait, outside the shell, until the background job has printed
+    await waitFor(async () => (await runToEnd(held.box.exec, { cmd: ['test', '-f', '/tmp/bg-done'] })).exitCode === 0, 20_000, 'the background job printed');
     expect((await bash('echo now')).text).toBe('from-the-background\nnow\n[exit code 0]');
   });
 
