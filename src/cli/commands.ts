@@ -1,6 +1,7 @@
 /**
- * Every subcommand of `openenv-bundle`, in the order `--help` lists them. A new subcommand is a
- * module exporting a `Subcommand` and one line here.
+ * Every command of `openenv-bundle`, in the order --help lists them. A new command is a module
+ * in src/cli/ exporting a defineCommand(...) and one entry here (`import`, harbor's bundle
+ * importer, joins after `pack`).
  */
 import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
@@ -8,7 +9,8 @@ import { evalCommand } from './eval.js';
 import { importCommand } from './import.js';
 import { initCommand } from './init.js';
 import { packCommand } from './pack.js';
+import { playCommand } from './play.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, evalCommand, rowsCommand, importCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, importCommand, playCommand, evalCommand, rowsCommand];

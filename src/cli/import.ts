@@ -1,53 +1,17 @@
 /** `openenv-bundle import harbor SRC… --out DIR`: Harbor tasks as a bundle (docs/harbor.md). */
-import { ImportError, engineHasImages, importHarbor, parseBaseImageRule, type ImportResult } from '../authoring/harbor/index.js';
-import { BundleError } from '../bundle/index.js';
-import { EXIT, UsageError, type CliIo, type Subcommand } from './command.js';
-import { HELP_FLAG, flagLines, parseFlags, type Flag } from './flags.js';
+import { z } from 'zod';
+import { engineHasImages, ImportError, importHarbor, parseBaseImageRule, type ImportResult } from '../authoring/harbor/index.js';
+import { defineCommand, EXIT } from './command.js';
+import { UsageError } from './options.js';
 
 const FORMATS = ['harbor'] as const;
 
-const FLAGS: Flag[] = [
-  { name: 'out', short: 'o', value: 'DIR', help: 'the bundle folder to write (must not exist, or be empty)' },
-  { name: 'name', value: 'NAME', help: "the bundle's name (default: DIR's name)" },
-  { name: 'version', value: 'V', help: "the bundle's version (default 1.0.0)" },
-  {
-    name: 'base-image',
-    value: 'FROM=LOCAL',
-    multiple: true,
-    help: 'build FROM the local image LOCAL where a Dockerfile names FROM (repository[:tag]; a pinned digest is set aside); repeatable',
-  },
-  { name: 'eval', value: 'TASK', multiple: true, help: 'put this task in the eval split (repeatable, or comma-separated)' },
-  { name: 'eval-share', value: 'F', help: 'put this share of the tasks (0–1, chosen by a hash of their ids) in the eval split (default: all train)' },
-  { name: 'ignore-internet', help: 'import tasks that allow the internet anyway: they run without it' },
-  { name: 'skip-refused', help: 'import the tasks that can be, leaving out the refused ones (listed)' },
-  { name: 'force', help: 'replace DIR when it holds a bundle' },
-  { name: 'json', help: 'print the result as one JSON object on stdout' },
-  HELP_FLAG,
-];
-
-export const IMPORT_USAGE = [
-  'Usage: openenv-bundle import harbor SRC... --out DIR [options]',
-  '',
-  'Writes Harbor tasks (the Terminal-Bench format; SRC is a task folder or a dataset folder of them)',
-  "as a bundle: each task's environment/ becomes its own shell env (an image built by content hash),",
-  "instruction.md its prompt, tests/ its verifier (copied to /tests only after the agent's turn),",
-  'solution/solve.sh its golden solution (one bash call), [[steps]] its turns; task.toml maps to',
-  'time budgets, timeouts, resources, workdir, env and task groups. A field that cannot be served',
-  'refuses its task, naming it; one that changes nothing the agent or the grade sees is noted. Base',
-  'images the engine does not have are named: map them with --base-image.',
-  '',
-  'Options:',
-  ...flagLines(FLAGS),
-  '',
-  'Exit codes: 0 written, 1 a task refused (nothing written unless --skip-refused), 2 a command line to fix.',
-].join('\n');
-
-function list(values: unknown): string[] {
-  return ((values as string[] | undefined) ?? [])
+/** repeatable values, each of which may also be a comma-separated list */
+const list = (values: readonly string[]) =>
+  values
     .flatMap((v) => v.split(','))
     .map((v) => v.trim())
     .filter(Boolean);
-}
 
 function report(r: ImportResult): string {
   const lines: string[] = [];
@@ -84,66 +48,85 @@ function report(r: ImportResult): string {
   return lines.join('\n');
 }
 
-export async function runImport(argv: string[], io: CliIo): Promise<number> {
-  let opts;
-  let json: boolean;
-  try {
-    const { positionals, values } = parseFlags(argv, FLAGS, { min: 2, max: Number.MAX_SAFE_INTEGER, names: 'the format (harbor) and at least one SRC' });
-    const [format, ...sources] = positionals as [string, ...string[]];
-    if (!(FORMATS as readonly string[]).includes(format))
-      throw new UsageError(`unknown format ${JSON.stringify(format)}: the formats are ${FORMATS.join(', ')}`);
-    const out = values.out as string | undefined;
-    if (!out) throw new UsageError('--out DIR is required: the bundle folder to write');
-    const shareText = values['eval-share'] as string | undefined;
-    const evalShare = shareText === undefined ? undefined : Number(shareText);
-    if (evalShare !== undefined && !(Number.isFinite(evalShare) && evalShare >= 0 && evalShare <= 1))
-      throw new UsageError(`--eval-share must be a number from 0 to 1, got ${JSON.stringify(shareText)}`);
-    const evalTasks = list(values.eval);
-    if (evalShare !== undefined && evalTasks.length) throw new UsageError('--eval and --eval-share choose the eval split two ways: give one');
+export const importCommand = defineCommand({
+  name: 'import',
+  summary: 'import tasks of another format (Harbor) as a bundle',
+  synopsis: 'harbor SRC... --out DIR [options]',
+  about: [
+    'Writes Harbor tasks (the Terminal-Bench format; SRC is a task folder or a dataset folder of them)',
+    "as a bundle: each task's environment/ becomes its own shell env (an image built by content hash),",
+    "instruction.md its prompt, tests/ its verifier (copied to /tests only after the agent's turn),",
+    'solution/solve.sh its golden solution (one bash call), [[steps]] its turns; task.toml maps to',
+    'time budgets, timeouts, resources, workdir, env and task groups. A field that cannot be served',
+    'refuses its task, naming it; one that changes nothing the agent or the grade sees is noted. Base',
+    'images the engine does not have are named: map them with --base-image.',
+  ],
+  positionals: {
+    format: {
+      name: 'FORMAT',
+      schema: z.enum(FORMATS, { errorMap: () => ({ message: `the formats are ${FORMATS.join(', ')}` }) }),
+      help: "the tasks' format: harbor",
+    },
+    sources: { name: 'SRC', schema: z.array(z.string().min(1)).min(1), help: 'a Harbor task folder or a dataset folder of them', variadic: true },
+  },
+  options: {
+    out: { schema: z.string().min(1), value: 'DIR', short: 'o', help: 'the bundle folder to write (must not exist, or be empty)' },
+    name: { schema: z.string().min(1).optional(), value: 'NAME', shownDefault: "DIR's name", help: "the bundle's name" },
+    version: { schema: z.string().min(1).default('1.0.0'), value: 'V', help: "the bundle's version" },
+    baseImage: {
+      schema: z.array(z.string()).default([]),
+      value: 'FROM=LOCAL',
+      repeatable: true,
+      help: 'build FROM the local image LOCAL where a Dockerfile names FROM (repository[:tag]; a pinned digest is set aside); repeatable',
+    },
+    eval: {
+      schema: z.array(z.string()).default([]),
+      value: 'TASK',
+      repeatable: true,
+      help: 'put this task in the eval split (repeatable, or comma-separated)',
+    },
+    evalShare: {
+      schema: z.coerce.number().min(0).max(1).optional(),
+      value: 'F',
+      shownDefault: 'all train',
+      help: 'put this share of the tasks (0–1, chosen by a hash of their ids) in the eval split',
+    },
+    ignoreInternet: { schema: z.boolean().default(false), help: 'import tasks that allow the internet anyway: they run without it' },
+    skipRefused: { schema: z.boolean().default(false), help: 'import the tasks that can be, leaving out the refused ones (listed)' },
+    force: { schema: z.boolean().default(false), help: 'replace DIR when it holds a bundle' },
+    json: { schema: z.boolean().default(false), help: 'print the result as one JSON object on stdout' },
+  },
+  footer: ['Exit codes: 0 written, 1 a task refused (nothing written unless --skip-refused), 2 a command line to fix.'],
+  async run(args, io) {
+    const evalTasks = list(args.eval);
+    if (args.evalShare !== undefined && evalTasks.length) throw new UsageError('--eval and --eval-share choose the eval split two ways: give one');
     let baseImages;
     try {
-      baseImages = list(values['base-image']).map(parseBaseImageRule);
+      baseImages = list(args.baseImage).map(parseBaseImageRule);
     } catch (e) {
       throw new UsageError((e as Error).message);
     }
-    json = values.json === true;
-    opts = {
-      sources,
-      out,
-      ...(values.name ? { name: values.name as string } : {}),
-      ...(values.version ? { version: values.version as string } : {}),
-      ...(evalShare !== undefined ? { evalShare } : {}),
-      evalTasks,
-      baseImages,
-      ignoreInternet: values['ignore-internet'] === true,
-      skipRefused: values['skip-refused'] === true,
-      force: values.force === true,
-      hasImages: engineHasImages,
-    };
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.stderr.write(`error: ${e.message}\n\n${IMPORT_USAGE}\n`);
-      return EXIT.usage;
+    let result: ImportResult;
+    try {
+      result = await importHarbor({
+        sources: args.sources,
+        out: args.out,
+        version: args.version,
+        ...(args.name !== undefined ? { name: args.name } : {}),
+        ...(args.evalShare !== undefined ? { evalShare: args.evalShare } : {}),
+        evalTasks,
+        baseImages,
+        ignoreInternet: args.ignoreInternet,
+        skipRefused: args.skipRefused,
+        force: args.force,
+        hasImages: engineHasImages,
+      });
+    } catch (e) {
+      // a source or DIR to fix is the command line's
+      if (e instanceof ImportError) throw new UsageError(e.message);
+      throw e;
     }
-    throw e;
-  }
-  let result: ImportResult;
-  try {
-    result = await importHarbor(opts);
-  } catch (e) {
-    if (e instanceof ImportError || e instanceof BundleError) {
-      io.stderr.write(`error: ${e.message}\n`);
-      return e instanceof ImportError ? EXIT.usage : EXIT.problems;
-    }
-    throw e;
-  }
-  io.stdout.write(json ? `${JSON.stringify(result)}\n` : `${report(result)}\n`);
-  return result.written ? EXIT.ok : EXIT.problems;
-}
-
-export const importCommand: Subcommand = {
-  name: 'import',
-  summary: 'import tasks of another format (Harbor) as a bundle',
-  usage: IMPORT_USAGE,
-  run: runImport,
-};
+    io.stdout.write(args.json ? `${JSON.stringify(result)}\n` : `${report(result)}\n`);
+    return result.written ? EXIT.ok : EXIT.problems;
+  },
+});

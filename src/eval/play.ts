@@ -10,10 +10,23 @@
  * the two failures carry no reward, as slime drops them rather than train on a false 0.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
+import type { ServerTaskRow } from '../client/http.js';
+import { ServerSession, SessionError, type Frame } from '../client/session.js';
 import type { PromptRow } from '../rows/build.js';
-import type { ServerTaskRow } from '../rows/server.js';
-import { EnvError, EnvSocket, type Frame } from './env-socket.js';
 import { ModelError, type ChatMessage, type ChatModel, type Usage } from './model.js';
+
+/** The env's side of an episode failed: the server said so (its `failure`), or the session broke. */
+export class EnvError extends Error {
+  override readonly name = 'EnvError';
+  constructor(
+    readonly reason: string,
+    message: string,
+    /** the server's failure object, when it sent one */
+    readonly failure: Record<string, unknown> | null = null,
+  ) {
+    super(message);
+  }
+}
 
 export interface EpisodeFailure {
   /** whose side failed: the env's (the server, the env, the session) or the model's (its endpoint) */
@@ -121,7 +134,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     usage: null,
     timings: { queued_s: null, deploy_s: null, running_s: null, model_s: 0, wall_s: 0 },
   };
-  let socket: EnvSocket | null = null;
+  let socket: ServerSession | null = null;
   let done = false;
   const ended = (out: { observation: Record<string, unknown>; reward: number | null; done: boolean }) => {
     if (!out.done) return false;
@@ -144,12 +157,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     return true;
   };
   const step = async (name: string, args: unknown, modelTurn: number) => {
-    const frame = await socket!.request(
-      { type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } },
-      s.toolTimeoutMs + REPLY_SLACK_MS,
-      '--tool-timeout',
-      signal,
-    );
+    const frame = await socket!.call(name, args, { timeoutMs: s.toolTimeoutMs + REPLY_SLACK_MS, what: '--tool-timeout', signal });
     const out = observationOf(frame, `tool ${name}`);
     const err = out.observation.error as { error_type?: string } | null | undefined;
     const result = out.observation.result as { is_error?: boolean } | null | undefined;
@@ -171,13 +179,11 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (!done) throw new EnvError('server_error', `the episode did not end after ${MAX_EMPTY_TURNS} end_turn calls`);
   };
   try {
-    socket = await EnvSocket.open(s.url, s.token, s.resetTimeoutMs);
+    socket = await ServerSession.open(s.url, { token: s.token, timeoutMs: s.resetTimeoutMs });
     const reset = observationOf(
-      await socket.request(
-        { type: 'reset', data: { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 } },
-        s.resetTimeoutMs + REPLY_SLACK_MS,
-        '--reset-timeout',
-        signal,
+      await socket.reset(
+        { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 },
+        { timeoutMs: s.resetTimeoutMs + REPLY_SLACK_MS, what: '--reset-timeout', signal },
       ),
       'reset',
     );
@@ -221,12 +227,14 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (signal.aborted) throw e;
     if (e instanceof ModelError) rec.failure = { kind: 'model', reason: e.reason, message: e.message };
     else if (e instanceof EnvError) rec.failure = { kind: 'env', reason: e.reason, message: e.message, ...(e.failure ? { detail: e.failure } : {}) };
+    else if (e instanceof SessionError) rec.failure = { kind: 'env', reason: e.reason, message: e.message };
     else throw e;
     rec.reward = null;
     rec.scores = null;
   } finally {
-    // the server tears the episode down when its session closes (also after Ctrl-C)
-    socket?.close();
+    // the server tears the episode down when its session closes (also after Ctrl-C); the
+    // record does not wait for the close handshake
+    void socket?.close();
     rec.timings.wall_s = round3((Date.now() - started) / 1000);
   }
   return rec;

@@ -472,12 +472,18 @@ describe('openenv-bundle import harbor, the built binary', () => {
     expect(result.warnings).toEqual([]);
   });
 
-  it('exits 2 with the usage for a command line to fix, and 1 when a task is refused', async () => {
+  it('exits 2 for a command line to fix, and 1 when a task is refused', async () => {
     const usage = await run('node', [CLI, 'import', 'zip', 'x', '--out', 'y']).catch((e: { code: number; stderr: string }) => e);
     expect(usage).toMatchObject({ code: 2 });
-    expect((usage as { stderr: string }).stderr).toMatch(/unknown format "zip": the formats are harbor[\s\S]*Usage: openenv-bundle import harbor/);
+    expect((usage as { stderr: string }).stderr).toBe(
+      "error: FORMAT: the formats are harbor\nRun 'openenv-bundle import --help' for its arguments and options.\n",
+    );
     const noOut = await run('node', [CLI, 'import', 'harbor', DATASET]).catch((e: { code: number; stderr: string }) => e);
-    expect(noOut).toMatchObject({ code: 2, stderr: expect.stringContaining('--out DIR is required') });
+    expect(noOut).toMatchObject({ code: 2, stderr: expect.stringContaining('--out is required') });
+    const noSrc = await run('node', [CLI, 'import', 'harbor', '--out', 'y']).catch((e: { code: number; stderr: string }) => e);
+    expect(noSrc).toMatchObject({ code: 2, stderr: expect.stringContaining('missing SRC') });
+    const missing = await run('node', [CLI, 'import', 'harbor', '/no/such/dataset', '--out', 'y']).catch((e: { code: number; stderr: string }) => e);
+    expect(missing).toMatchObject({ code: 2, stderr: expect.stringContaining('/no/such/dataset: no such folder') });
     const root = temp();
     task(root, 'online', { 'task.toml': SIMPLE_TOML.replace('allow_internet = false', 'allow_internet = true') });
     const refused = await run('node', [CLI, 'import', 'harbor', root, '--out', path.join(root, 'out')], {
