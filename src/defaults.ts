@@ -164,3 +164,29 @@ export const CHECK_INSTANCE_PREFIX = 'check-';
 export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
+
+/**
+ * The model gateway (src/gateway/): the port its doors listen on (one door per episode, bound to
+ * the server's address on that episode's network; 0: a free port per door), and the bounds of one
+ * episode's calls. A call's whole time is bounded by callTimeoutMs (a model may take minutes for a
+ * long answer, as slime's own --model-timeout does); a streamed reply that goes silent longer than
+ * streamIdleMs is a stall. Bodies are model-written: sizes and JSON nesting are bounded both ways.
+ * A request and a whole reply are held in memory (at most maxInFlight of each per episode: 4 × 8
+ * MiB each way); a stream is passed on as it comes and only its text is kept, so it may be longer
+ * (a 32k-token stream is about 6 MB of events).
+ */
+export const GATEWAY = {
+  port: 8201,
+  callTimeoutMs: 600_000,
+  streamIdleMs: 120_000,
+  maxRequestBytes: 8 * 1024 * 1024,
+  maxResponseBytes: 8 * 1024 * 1024,
+  maxStreamBytes: 64 * 1024 * 1024,
+  maxJsonDepth: 64,
+  /** calls of one episode in flight at once; past it: 429 */
+  maxInFlight: 4,
+  /** connections one door holds open at once; past it a new one is closed (other doors are untouched) */
+  maxConnections: 16,
+  /** the time a harness has to send a whole request (headers and body) */
+  requestReceiveMs: 60_000,
+} as const;

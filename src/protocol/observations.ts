@@ -28,6 +28,12 @@ export const FailureReasonSchema = z.enum([
   'shutting_down',
   'unschedulable',
   'node_lost',
+  // the model gateway (src/gateway/): an episode's model access ended
+  'model_calls_exhausted',
+  'model_tokens_exhausted',
+  'model_time_exhausted',
+  'model_upstream_error',
+  'model_upstream_timeout',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 
