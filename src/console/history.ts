@@ -145,6 +145,7 @@ export class EpisodeHistory implements EpisodeObserver {
       endReason: ep.endReason ?? 'closed',
       failureReason: ep.failure?.reason ?? null,
       reward: ep.reward,
+      scores: ep.scores,
       steps: ep.steps,
       turns: ep.turn,
       // a reset that never got a slot still waited: its wait counts (a started one counted at reset)
@@ -341,6 +342,7 @@ function summarize(t: Transcript): EpisodeSummary {
     last_tool: t.last_tool,
     end_reason: t.end_reason,
     reward: t.reward,
+    scores: t.scores,
     failure_reason: t.failure_reason,
     timings: t.timings,
   };

@@ -11,6 +11,7 @@
  */
 import { SERIES } from '../defaults.js';
 import type { Distribution, GroupStats, Series, SeriesWindow } from '../protocol/console.js';
+import { ScoreSums } from './score-means.js';
 
 /** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
 export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
@@ -49,6 +50,7 @@ interface GroupAcc {
   failed: number;
   n: number;
   sum: number;
+  scores: ScoreSums;
 }
 
 interface SplitBucket {
@@ -80,6 +82,8 @@ export interface EndedEpisode {
   endReason: string;
   failureReason: string | null;
   reward: number | null;
+  /** the env's scores of a scored episode */
+  scores: Readonly<Record<string, number>> | null;
   steps: number;
   turns: number;
   /** the queue wait of an episode that never started (a started one counted it at its start) */
@@ -137,12 +141,13 @@ export class EpisodeSeries {
       let byValue = s.groups.get(name);
       if (!byValue) s.groups.set(name, (byValue = new Map()));
       let g = byValue.get(value);
-      if (!g) byValue.set(value, (g = { ended: 0, failed: 0, n: 0, sum: 0 }));
+      if (!g) byValue.set(value, (g = { ended: 0, failed: 0, n: 0, sum: 0, scores: new ScoreSums() }));
       g.ended++;
       g.failed += failed;
       if (e.reward !== null) {
         g.n++;
         g.sum += e.reward;
+        g.scores.add(e.scores);
       }
     }
   }
@@ -203,20 +208,26 @@ export class EpisodeSeries {
       rewards[split] = { counts, n: whole.n, mean: whole.n ? round6(whole.sum / whole.n) : null };
       rewardSummary[split] = distribution(whole);
       const g: Record<string, Record<string, GroupStats>> = {};
+      const scores = new Map<GroupStats, ScoreSums>();
       for (const x of all) {
         for (const [name, byValue] of x.groups) {
           const out = (g[name] ??= {});
           for (const [value, acc] of byValue) {
-            const o = (out[value] ??= { ended: 0, failed: 0, n: 0, mean: 0 });
-            // mean holds the running sum until the end of the loop
+            const o = (out[value] ??= { ended: 0, failed: 0, n: 0, mean: 0, scores: {} });
+            // mean holds the running sum until the end of the loop; the scores' sums wait beside
             o.ended += acc.ended;
             o.failed += acc.failed;
             o.n += acc.n;
             o.mean = (o.mean ?? 0) + acc.sum;
+            if (!scores.has(o)) scores.set(o, new ScoreSums());
+            scores.get(o)!.merge(acc.scores);
           }
         }
       }
-      for (const byValue of Object.values(g)) for (const o of Object.values(byValue)) o.mean = o.n ? round6((o.mean ?? 0) / o.n) : null;
+      for (const [o, sums] of scores) {
+        o.mean = o.n ? round6((o.mean ?? 0) / o.n) : null;
+        o.scores = sums.means();
+      }
       groups[split] = g;
     }
 

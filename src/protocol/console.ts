@@ -82,6 +82,7 @@ export const EpisodeSummarySchema = z
     last_tool: z.string().nullable(),
     end_reason: EndReasonSchema.nullable(),
     reward: z.number().nullable(),
+    scores: ScoresSchema.nullable().describe("the env's scores the reward came from (null until scored, and for a failure)"),
     failure_reason: z.string().nullable(),
     timings: TimingsSchema,
   })
@@ -91,7 +92,6 @@ export type EpisodeSummary = z.infer<typeof EpisodeSummarySchema>;
 export const TranscriptSchema = EpisodeSummarySchema.extend({
   toolset: z.string(),
   seed: z.number().int().nullable(),
-  scores: ScoresSchema.nullable(),
   failure: FailureSchema.nullable(),
   /** events past the per-transcript bound: counted, not kept */
   events_dropped: z.number().int(),
@@ -131,11 +131,19 @@ const SplitSeriesSchema = z
   })
   .describe("one split's buckets");
 
+/**
+ * Each score's mean beside the mean reward, as vf-eval prints each rubric function's: over the
+ * scored episodes that reported it (a failed episode reports none).
+ */
+export const ScoreMeansSchema = z.record(z.number()).describe('score name → its exact mean over the scored episodes that reported it');
+export type ScoreMeans = z.infer<typeof ScoreMeansSchema>;
+
 export const GroupStatsSchema = z.object({
   ended: z.number().int(),
   failed: z.number().int(),
   n: z.number().int().describe('scored episodes'),
   mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+  scores: ScoreMeansSchema,
 });
 export type GroupStats = z.infer<typeof GroupStatsSchema>;
 
@@ -174,8 +182,9 @@ export const RecentTaskSchema = z.object({
   split: z.string(),
   ended: z.number().int(),
   failed: z.number().int(),
-  n: z.number().int(),
-  mean: z.number().nullable(),
+  n: z.number().int().describe('scored episodes'),
+  mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+  scores: ScoreMeansSchema,
   last_reward: z.number().nullable(),
   last_ended_at: at.nullable(),
 });

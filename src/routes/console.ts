@@ -91,6 +91,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     {
       schema: {
         summary: 'Console: per task, over the last N ended episodes kept',
+        description:
+          "Each task's episodes and failures, its mean reward and each score's mean over the scored ones, and its last reward; tasks with most episodes first.",
         querystring: RecentTasksQuerySchema,
         response: { 200: RecentTasksPageSchema, 400: ErrorBodySchema },
       },

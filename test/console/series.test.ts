@@ -11,7 +11,18 @@ import type { EpisodeSummary } from '../../src/protocol/console.js';
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 10);
 
 function ended(over: Partial<EndedEpisode> = {}): EndedEpisode {
-  return { split: 'eval', groups: {}, endReason: 'finished', failureReason: null, reward: 0.5, steps: 3, turns: 1, queuedWithoutStart: null, ...over };
+  return {
+    split: 'eval',
+    groups: {},
+    endReason: 'finished',
+    failureReason: null,
+    reward: 0.5,
+    scores: null,
+    steps: 3,
+    turns: 1,
+    queuedWithoutStart: null,
+    ...over,
+  };
 }
 
 function clock() {
@@ -99,8 +110,8 @@ describe('EpisodeSeries', () => {
     const s = series.view();
     expect(s.by_split.eval).toMatchObject({ ended: [3], failed: [1], steps_mean: [2], turns_mean: [round(5 / 3)] });
     expect(s.groups.eval).toEqual({
-      size: { '1': { ended: 2, failed: 0, n: 2, mean: 0.3 }, '4': { ended: 1, failed: 1, n: 0, mean: null } },
-      zone: { n: { ended: 1, failed: 0, n: 1, mean: 0.2 }, s: { ended: 2, failed: 1, n: 1, mean: 0.4 } },
+      size: { '1': { ended: 2, failed: 0, n: 2, mean: 0.3, scores: {} }, '4': { ended: 1, failed: 1, n: 0, mean: null, scores: {} } },
+      zone: { n: { ended: 1, failed: 0, n: 1, mean: 0.2, scores: {} }, s: { ended: 2, failed: 1, n: 1, mean: 0.4, scores: {} } },
     });
   });
 
@@ -135,8 +146,8 @@ describe('recentTasks', () => {
   it('counts each task over the episodes given, most episodes first, with the newest reward', () => {
     const out = recentTasks([summary('a', 1), summary('b', 0.2), summary('a', 0), summary('a', null, 'env_crashed')]);
     expect(out).toEqual([
-      { task_id: 'a', split: 'eval', ended: 3, failed: 1, n: 2, mean: 0.5, last_reward: 1, last_ended_at: '2026-01-01T00:00:00.000Z' },
-      { task_id: 'b', split: 'eval', ended: 1, failed: 0, n: 1, mean: 0.2, last_reward: 0.2, last_ended_at: '2026-01-01T00:00:00.000Z' },
+      { task_id: 'a', split: 'eval', ended: 3, failed: 1, n: 2, mean: 0.5, scores: {}, last_reward: 1, last_ended_at: '2026-01-01T00:00:00.000Z' },
+      { task_id: 'b', split: 'eval', ended: 1, failed: 0, n: 1, mean: 0.2, scores: {}, last_reward: 0.2, last_ended_at: '2026-01-01T00:00:00.000Z' },
     ]);
   });
 });

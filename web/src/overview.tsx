@@ -7,6 +7,7 @@
  */
 import { useState } from 'preact/hooks';
 import { BarChart, LineChart, PALETTE, type RefLine } from './chart';
+import { ScoreCells, ScoreHeads, scoreNames } from './score-columns';
 import type { BundleInfo, Overview, RecentTasksPage, Series, SeriesWindow } from './types';
 import { useGet } from './use-get';
 
@@ -118,6 +119,7 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
   const sp = split ?? props.splits[0] ?? null;
   const g = group ?? names[0]!;
   const rows = sp ? Object.entries(props.s.groups[sp]?.[g] ?? {}).sort((a, b) => a[0].localeCompare(b[0], undefined, { numeric: true })) : [];
+  const scores = scoreNames(rows.map(([, r]) => r));
   return (
     <div data-testid="groups">
       <div class="filters">
@@ -150,13 +152,14 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
             <th>failure rate</th>
             <th>scored</th>
             <th>mean reward</th>
+            <ScoreHeads names={scores} />
             <th />
           </tr>
         </thead>
         <tbody>
           {rows.length === 0 && (
             <tr>
-              <td colSpan={6} class="muted">
+              <td colSpan={6 + scores.length} class="muted">
                 no episode of this split in the window
               </td>
             </tr>
@@ -170,6 +173,7 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
               <td class="num" data-stat="mean">
                 {num(r.mean)}
               </td>
+              <ScoreCells names={scores} scores={r.scores} />
               <td class="bar-cell">{r.mean !== null && <span class="hbar" style={{ width: `${Math.max(0, Math.min(1, r.mean)) * 100}%` }} />}</td>
             </tr>
           ))}
@@ -183,6 +187,8 @@ function RecentTasks(props: { endedTick: number }) {
   const [n, setN] = useState(200);
   const got = useGet<RecentTasksPage>(`console/recent-tasks?n=${n}`, { refresh: props.endedTick, delayMs: 300 });
   const r = got.data;
+  const shown = r?.tasks.slice(0, 20) ?? [];
+  const scores = scoreNames(shown);
   return (
     <div data-testid="recent-tasks">
       <div class="filters">
@@ -207,11 +213,12 @@ function RecentTasks(props: { endedTick: number }) {
             <th>episodes</th>
             <th>failures</th>
             <th>mean reward</th>
+            <ScoreHeads names={scores} />
             <th>last reward</th>
           </tr>
         </thead>
         <tbody>
-          {r?.tasks.slice(0, 20).map((t) => (
+          {shown.map((t) => (
             <tr key={t.task_id} data-task={t.task_id}>
               <td>
                 <a href={`#/tasks/${encodeURIComponent(t.task_id)}`}>{t.task_id}</a>
@@ -219,7 +226,10 @@ function RecentTasks(props: { endedTick: number }) {
               <td>{t.split}</td>
               <td class="num">{t.ended}</td>
               <td class="num">{t.failed}</td>
-              <td class="num">{num(t.mean)}</td>
+              <td class="num" data-stat="mean">
+                {num(t.mean)}
+              </td>
+              <ScoreCells names={scores} scores={t.scores} />
               <td class="num">{num(t.last_reward)}</td>
             </tr>
           ))}
