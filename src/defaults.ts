@@ -164,3 +164,11 @@ export const CHECK_INSTANCE_PREFIX = 'check-';
 export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
+
+/**
+ * The admission queue's lanes (src/episodes/capacity/lanes.ts): the highest lane's oldest reset
+ * is served first, except that at least one of every `oldestEvery` grants from the queue goes to
+ * the oldest reset of all, whatever its lane. A reset of a lower lane so waits at most
+ * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
+ */
+export const LANE_SHARE = { oldestEvery: 4 } as const;

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
-import { buildArgRecord, networkStockSize, type ServerOptions } from './config.js';
+import { buildArgRecord, networkStockSize, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/capacity/admission.js';
 import { DeployLimiter } from './episodes/capacity/deploy-limiter.js';
@@ -100,6 +100,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
 
   const settings: EpisodeSettings = {
     resetTimeoutMs: opts.resetTimeout * 1000,
+    splitLanes: splitLanes(opts.splitPriority),
     toolTimeoutMs: opts.toolTimeout * 1000,
     episodeTimeoutMs: opts.episodeTimeout * 1000,
     maxSteps: opts.maxSteps,
@@ -115,7 +116,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     deploysInFlight: () => deploys.inFlight,
     deploysWaiting: () => deploys.waiting,
     pool: () => pool?.status() ?? null,
-    waiting: () => admission.waitingCount,
+    waiting: () => admission.waitingByLane(),
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
     networkStock: () => sandbox.networkStock?.() ?? null,
