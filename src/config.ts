@@ -103,7 +103,7 @@ const N = 'N';
 export const SERVER_OPTIONS = {
   host: { schema: z.string().min(1).default('127.0.0.1'), value: 'HOST', help: 'address to listen on; a non-loopback address needs a token' },
   port: { schema: z.coerce.number().int().min(0).max(65535).default(8200), value: 'PORT', help: 'port to listen on (0 picks a free one)' },
-  maxConcurrentEnvs: { schema: positiveInt(8), value: N, help: 'envs running at once; further resets wait in a FIFO queue' },
+  maxConcurrentEnvs: { schema: positiveInt(8), value: N, help: 'envs running at once; further resets wait in a queue, FIFO within each lane (--split-priority)' },
   warmPool: {
     schema: z.coerce.number().int().min(0).default(0),
     value: N,
