@@ -220,3 +220,11 @@ export const SHELL_TOOLS = {
  * failure's message (the last bytes).
  */
 export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outputTailBytes: 16 * 1024, failureTailBytes: 4 * 1024 } as const;
+
+/**
+ * The admission queue's lanes (src/episodes/capacity/lanes.ts): the highest lane's oldest reset
+ * is served first, except that at least one of every `oldestEvery` grants from the queue goes to
+ * the oldest reset of all, whatever its lane. A reset of a lower lane so waits at most
+ * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
+ */
+export const LANE_SHARE = { oldestEvery: 4 } as const;

@@ -1,7 +1,7 @@
 /**
  * The console's time series, kept in memory in one-minute buckets (SERIES in defaults.ts bounds
  * how many minutes and how many values per minute): episodes ended, end reasons, failures by
- * reason, deploy latency and queue wait, and per split the rewards, failures, steps and turns,
+ * reason, deploy latency and queue wait (in all and per lane), and per split the rewards, failures, steps and turns,
  * and per split and task group the counts and rewards. Counts, sums and means are exact; the
  * percentiles come from the values kept, which are all of them up to SERIES.samplesPerMinute
  * episodes a minute (beyond that, an even sample of the minute's).
@@ -11,6 +11,7 @@
  */
 import { SERIES } from '../defaults.js';
 import type { Distribution, GroupStats, Series, SeriesWindow } from '../protocol/console.js';
+import { LANES, type Lane } from '../protocol/lanes.js';
 import { ScoreSums } from './score-means.js';
 
 /** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
@@ -72,6 +73,8 @@ interface Bucket {
   failures: Record<string, number>;
   deploy: Samples;
   queue: Samples;
+  /** the same queue waits, per lane (lanes that had one this minute) */
+  queueByLane: Map<Lane, Samples>;
   splits: Map<string, SplitBucket>;
 }
 
@@ -88,6 +91,8 @@ export interface EndedEpisode {
   turns: number;
   /** the queue wait of an episode that never started (a started one counted it at its start) */
   queuedWithoutStart: number | null;
+  /** the lane its reset waited in */
+  lane: Lane;
 }
 
 export class EpisodeSeries {
@@ -102,11 +107,18 @@ export class EpisodeSeries {
     this.samplesPerMinute = opts.samplesPerMinute ?? SERIES.samplesPerMinute;
   }
 
-  /** an episode got its env: how long it waited for a slot, how long the deploy took */
-  started(queuedS: number, deployS: number): void {
+  /** an episode got its env: how long it waited for a slot (in `lane`), how long the deploy took */
+  started(queuedS: number, deployS: number, lane: Lane): void {
     const b = this.bucket();
-    b.queue.add(queuedS);
+    this.queued(b, queuedS, lane);
     b.deploy.add(deployS);
+  }
+
+  private queued(b: Bucket, s: number, lane: Lane): void {
+    b.queue.add(s);
+    let byLane = b.queueByLane.get(lane);
+    if (!byLane) b.queueByLane.set(lane, (byLane = new Samples(this.samplesPerMinute)));
+    byLane.add(s);
   }
 
   ended(e: EndedEpisode): void {
@@ -114,7 +126,7 @@ export class EpisodeSeries {
     b.ended++;
     b.endReasons[e.endReason] = (b.endReasons[e.endReason] ?? 0) + 1;
     if (e.failureReason !== null) b.failures[e.failureReason] = (b.failures[e.failureReason] ?? 0) + 1;
-    if (e.queuedWithoutStart !== null) b.queue.add(e.queuedWithoutStart);
+    if (e.queuedWithoutStart !== null) this.queued(b, e.queuedWithoutStart, e.lane);
     let s = b.splits.get(e.split);
     if (!s) {
       s = {
@@ -179,6 +191,9 @@ export class EpisodeSeries {
     };
 
     const kept = slots.flat();
+    const lanes = LANES.filter((lane) => kept.some((b) => b.queueByLane.has(lane)));
+    const empty = new Samples(0);
+    const laneSamples = (lane: Lane) => (b: Bucket) => b.queueByLane.get(lane) ?? empty;
     const splitNames = [...new Set(kept.flatMap((b) => [...b.splits.keys()]))].sort();
     const bySplit: Series['by_split'] = {};
     const rewards: Series['rewards']['by_split'] = {};
@@ -239,6 +254,7 @@ export class EpisodeSeries {
       episodes_ended: slots.map((bs) => bs.reduce((a, b) => a + b.ended, 0)),
       deploy_s: statSeries((b) => b.deploy),
       queue_wait_s: statSeries((b) => b.queue),
+      queue_wait_s_by_lane: Object.fromEntries(lanes.map((lane) => [lane, statSeries(laneSamples(lane))])),
       failures: perKey((b) => b.failures),
       end_reasons: perKey((b) => b.endReasons),
       by_split: bySplit,
@@ -247,6 +263,7 @@ export class EpisodeSeries {
         reward: rewardSummary,
         deploy_s: distribution(merge(kept.map((b) => b.deploy))),
         queue_wait_s: distribution(merge(kept.map((b) => b.queue))),
+        queue_wait_s_by_lane: Object.fromEntries(lanes.map((lane) => [lane, distribution(merge(kept.map(laneSamples(lane))))])),
       },
       groups,
     };
@@ -257,7 +274,7 @@ export class EpisodeSeries {
     let b = this.buckets[this.buckets.length - 1];
     if (!b || b.minute !== minute) {
       const cap = this.samplesPerMinute;
-      b = { minute, ended: 0, endReasons: {}, failures: {}, deploy: new Samples(cap), queue: new Samples(cap), splits: new Map() };
+      b = { minute, ended: 0, endReasons: {}, failures: {}, deploy: new Samples(cap), queue: new Samples(cap), queueByLane: new Map(), splits: new Map() };
       this.buckets.push(b);
       this.trim(minute);
     }

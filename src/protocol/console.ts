@@ -5,6 +5,7 @@
  * from here, /openapi.json documents them from here.
  */
 import { z } from 'zod';
+import { LaneCountsSchema, LaneSchema } from './lanes.js';
 import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
 
 const at = z.string().datetime();
@@ -159,6 +160,7 @@ export const SeriesSchema = z
     episodes_ended: ints,
     deploy_s: StatSeriesSchema,
     queue_wait_s: StatSeriesSchema,
+    queue_wait_s_by_lane: z.record(LaneSchema, StatSeriesSchema).describe('the same per lane the resets waited in (lanes with a wait in the window)'),
     failures: z.record(ints).describe('failure reason → episodes per bucket'),
     end_reasons: z.record(ints).describe('end reason → episodes per bucket'),
     by_split: z.record(SplitSeriesSchema).describe('split → its buckets'),
@@ -169,7 +171,12 @@ export const SeriesSchema = z
       })
       .describe('over the window, per split: counts in [<0, 0–0.1, …, 0.9–1 (1 included), >1], and the exact mean'),
     summary: z
-      .object({ reward: z.record(DistributionSchema).describe('split → rewards'), deploy_s: DistributionSchema, queue_wait_s: DistributionSchema })
+      .object({
+        reward: z.record(DistributionSchema).describe('split → rewards'),
+        deploy_s: DistributionSchema,
+        queue_wait_s: DistributionSchema,
+        queue_wait_s_by_lane: z.record(LaneSchema, DistributionSchema).describe('lane → queue waits (lanes with a wait in the window)'),
+      })
       .describe('over the window'),
     groups: z.record(z.record(z.record(GroupStatsSchema))).describe('split → group name → value → counts and mean reward, over the window'),
   })
@@ -200,6 +207,7 @@ export const OverviewSchema = z.object({
   capacity: z.number().int().describe('--max-concurrent-envs'),
   running: z.number().int().describe('env slots held (deploying, running or tearing down)'),
   waiting: z.number().int().describe('resets waiting for a slot'),
+  waiting_by_lane: LaneCountsSchema.describe('the same, per lane'),
   deploying: z.number().int().describe('deploys in flight'),
   live: z.number().int().describe('episodes not ended (waiting, deploying or running)'),
   draining: z.boolean(),

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { RpcResponseSchema } from './jsonrpc.js';
 import { EpisodeStateSchema, FailureSchema, StepOutcomeSchema } from './observations.js';
+import { LaneSchema } from './lanes.js';
 
 /** Reset data: known fields are checked, unknown ones ignored (OpenEnv clients pass any kwargs). */
 export const ResetDataSchema = z
@@ -15,6 +16,7 @@ export const ResetDataSchema = z
     seed: z.number().int().min(0).optional(),
     episode_id: z.string().max(255).optional().describe('a client label, logged'),
     reset_timeout_s: z.number().positive().finite().optional().describe('wait at most this long for a slot (capped by the server)'),
+    priority: LaneSchema.optional().describe("the lane to wait in for a slot: high, normal or low (default: the split's, --split-priority, else normal)"),
   })
   .passthrough()
   .describe('reset data: a task by task_id, or split + index; neither: the default split, by seed or at random. Unknown fields are ignored.');

@@ -283,6 +283,24 @@ describeBrowser('the web console in Chromium', () => {
       await page.close();
     });
 
+    it('shows queue waits per lane: a summary row per lane that waited (counted as the server counted them), a queue line per lane, resets waiting per lane', async () => {
+      const page = await openConsole(s.url);
+      const byLane = (await call('GET', '/console/overview?window=1h')).body.series.summary.queue_wait_s_by_lane as Record<string, { n: number }>;
+      // the eval episode waited in the high lane (--split-priority's default), every train one in the normal lane
+      expect(Object.keys(byLane)).toEqual(['high', 'normal']);
+      expect(byLane.high!.n).toBe(rewards.eval!.length);
+      expect(byLane.normal!.n).toBe(rewards.train!.length + failedPlayed);
+      for (const [lane, d] of Object.entries(byLane)) {
+        const row = page.locator(`[data-testid=summary] [data-row=queue-${lane}]`);
+        await expect.poll(() => row.locator('[data-stat=n]').textContent()).toBe(String(d.n));
+      }
+      expect(await page.locator('[data-testid=summary] [data-row=queue-low]').count()).toBe(0);
+      const legend = await page.locator('[data-testid=chart-queue] .legend-item').allTextContents();
+      expect(legend.map((l) => l.trim())).toEqual(['high mean', 'high max', 'normal mean', 'normal max']);
+      expect(await page.getByTestId('waiting-by-lane').textContent()).toBe('high 0 · normal 0 · low 0');
+      await page.close();
+    });
+
     it("the task table shows each declared score's mean beside the mean reward, read off real episodes", async () => {
       // fx-echo-3 reports two scores, quality and steps (its tool calls); fx-echo-0 quality alone
       const played: { reward: number; scores: Record<string, number> }[] = [];

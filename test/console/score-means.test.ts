@@ -28,6 +28,7 @@ function ended(over: Partial<EndedEpisode>): EndedEpisode {
     steps: 1,
     turns: 1,
     queuedWithoutStart: null,
+    lane: 'normal',
     ...over,
   };
 }

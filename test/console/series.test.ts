@@ -21,6 +21,7 @@ function ended(over: Partial<EndedEpisode> = {}): EndedEpisode {
     steps: 3,
     turns: 1,
     queuedWithoutStart: null,
+    lane: 'normal',
     ...over,
   };
 }
@@ -117,13 +118,32 @@ describe('EpisodeSeries', () => {
 
   it('deploy and queue wait: per bucket, and their distribution over the window; a reset that never started counts its wait', () => {
     const { series } = clock();
-    series.started(0.5, 2);
-    series.started(1.5, 4);
+    series.started(0.5, 2, 'normal');
+    series.started(1.5, 4, 'normal');
     series.ended(ended({ queuedWithoutStart: 3, reward: null, endReason: 'closed' }));
     const s = series.view();
     expect(s.deploy_s).toEqual({ count: [2], mean: [3], max: [4] });
     expect(s.queue_wait_s).toEqual({ count: [3], mean: [round(5 / 3)], max: [3] });
     expect(s.summary.queue_wait_s).toMatchObject({ n: 3, p50: 1.5, max: 3 });
+  });
+
+  it('queue wait per lane: each lane its own buckets and distribution beside the total, only lanes that waited in the window', () => {
+    const c = clock();
+    c.series.started(0.2, 1, 'high');
+    c.series.started(4, 1, 'normal');
+    c.series.started(6, 1, 'normal');
+    c.now += BUCKET_MS;
+    c.series.started(0.4, 1, 'high');
+    // a reset that never got a slot counts in its own lane
+    c.series.ended(ended({ queuedWithoutStart: 8, reward: null, endReason: 'closed', lane: 'normal' }));
+    const s = c.series.view();
+    expect(Object.keys(s.queue_wait_s_by_lane)).toEqual(['high', 'normal']);
+    expect(s.queue_wait_s_by_lane.high).toEqual({ count: [1, 1], mean: [0.2, 0.4], max: [0.2, 0.4] });
+    expect(s.queue_wait_s_by_lane.normal).toEqual({ count: [2, 1], mean: [5, 8], max: [6, 8] });
+    expect(s.queue_wait_s).toEqual({ count: [3, 2], mean: [round(10.2 / 3), 4.2], max: [6, 8] });
+    expect(s.summary.queue_wait_s_by_lane.high).toMatchObject({ n: 2, mean: 0.3, max: 0.4 });
+    expect(s.summary.queue_wait_s_by_lane.normal).toMatchObject({ n: 3, p50: 6, max: 8 });
+    expect(s.summary.queue_wait_s_by_lane.low).toBeUndefined();
   });
 
   it('keeps at most its minutes and its samples per minute; counts and means stay exact past the sample bound', () => {

@@ -24,6 +24,7 @@ import type {
   Transcript as WireTranscript,
 } from '../../src/protocol/console';
 import type { EpisodeStarted } from '../../src/protocol/episodes';
+import type { Lane } from '../../src/protocol/lanes';
 import type { CallObservation, Failure, ResetObservation, StepOutcome, Timings, ToolError, ToolResult } from '../../src/protocol/observations';
 
 export type {
@@ -33,6 +34,7 @@ export type {
   EndEvent,
   EpisodeSummary,
   Failure,
+  Lane,
   ListToolsEvent,
   Overview,
   RecentTask,
