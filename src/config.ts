@@ -106,7 +106,7 @@ export const SERVER_OPTIONS = {
   maxConcurrentEnvs: {
     schema: positiveInt(8),
     value: N,
-    help: 'envs running at once; further resets wait in a queue, FIFO within each lane (--split-priority)',
+    help: 'envs running at once; further resets wait, FIFO per lane',
   },
   warmPool: {
     schema: z.coerce.number().int().min(0).default(0),
