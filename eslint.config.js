@@ -31,9 +31,10 @@ const FLOORS = [
   ['src/episodes'],
   // where a slot is taken and freed
   ['src/episodes/capacity'],
-  // rooms an episode will use (built-in tools, verifiers, the model gateway)
-  ['src/tools', 'src/verifier', 'src/gateway'],
+  // the bundle format (its built-in toolsets and turn rules come from the rooms below)
   ['src/bundle'],
+  // rooms an episode uses (built-in tools, verifiers, the model gateway)
+  ['src/tools', 'src/verifier', 'src/gateway'],
   // the engine backends, then what both share
   ['src/sandbox/docker', 'src/sandbox/swarm'],
   ['src/sandbox/engine'],

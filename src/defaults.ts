@@ -190,3 +190,41 @@ export const GATEWAY = {
   /** the time a harness has to send a whole request (headers and body) */
   requestReceiveMs: 60_000,
 } as const;
+// ---- the built-in shell toolset and task verifiers (src/tools/shell, src/verifier; docs/harbor.md) ----
+
+/**
+ * The shell toolset's bounds. `bash`: a call's timeout unless it names one (`timeout_s`), and the
+ * most it may name; the output a call returns keeps its first `outputHeadBytes` and last
+ * `outputTailBytes` (a mark in between says how many bytes were dropped); the longest command.
+ * A call past its timeout is killed (its whole process group), then given `killGraceMs` to end
+ * before the shell itself is replaced; a new shell has `startTimeoutMs` to say it is ready.
+ * `read_file`: bytes read unless `limit` says, and the most it may say. `write_file`: the largest
+ * content.
+ */
+export const SHELL_TOOLS = {
+  defaultTimeoutS: 120,
+  maxTimeoutS: 3600,
+  outputHeadBytes: 16 * 1024,
+  outputTailBytes: 16 * 1024,
+  maxCommandBytes: 1024 * 1024,
+  killGraceMs: 5000,
+  startTimeoutMs: 15_000,
+  readDefaultBytes: 64 * 1024,
+  readMaxBytes: 1024 * 1024,
+  writeMaxBytes: 1024 * 1024,
+} as const;
+
+/**
+ * A task's verifier (tests/test.sh): its timeout unless the task names one, and what of its
+ * output is kept for the transcript (first and last bytes; never shown to the model) and for a
+ * failure's message (the last bytes).
+ */
+export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outputTailBytes: 16 * 1024, failureTailBytes: 4 * 1024 } as const;
+
+/**
+ * The admission queue's lanes (src/episodes/capacity/lanes.ts): the highest lane's oldest reset
+ * is served first, except that at least one of every `oldestEvery` grants from the queue goes to
+ * the oldest reset of all, whatever its lane. A reset of a lower lane so waits at most
+ * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
+ */
+export const LANE_SHARE = { oldestEvery: 4 } as const;

@@ -5,6 +5,7 @@
  */
 import type { ErrorFrameData, WsErrorCode } from './protocol/frames.js';
 import { RpcCode, rpcError, type RpcError, type RpcId } from './protocol/jsonrpc.js';
+import type { Lane } from './protocol/lanes.js';
 import type { Failure } from './protocol/observations.js';
 
 export abstract class ServerError extends Error {
@@ -42,6 +43,8 @@ export interface CapacityDetails {
   active_sessions: number;
   max_sessions: number;
   waiting: number;
+  /** the lane the reset waited in */
+  lane: Lane;
   waited_s: number;
   retry_after_s: number;
 }

@@ -39,6 +39,7 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   model_time_exhausted: { retryable: false, toolErrorType: 'timeout', meaning: "the episode's model access passed its wall-time budget" },
   model_upstream_error: { retryable: true, toolErrorType: 'transport_error', meaning: 'a model call failed upstream (5xx, no connection, bad reply)' },
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'a model call got no answer in time, or its stream stalled' },
+  verifier_timeout: { retryable: false, toolErrorType: 'timeout', meaning: "the task's verifier (its tests) was still running at its timeout, and was killed" },
 };
 
 export const ALL_FAILURE_REASONS: readonly FailureReason[] = FailureReasonSchema.options;

@@ -43,6 +43,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   model_time_exhausted: { retryable: false, toolErrorType: 'timeout' },
   model_upstream_error: { retryable: true, toolErrorType: 'transport_error' },
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout' },
+  verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
 };
 
 describe('failure reasons', () => {

@@ -8,6 +8,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import { isPlainObject } from '../json.js';
 import { ToolSpecSchema } from '../protocol/bundle.js';
+import { VERIFIER } from '../defaults.js';
+import { SHELL_BUILTIN, SHELL_TOOL_SPECS } from '../tools/shell/specs.js';
+import { TURN_REWARD_RULES } from '../verifier/turns.js';
 import type { BundleIssue } from './errors.js';
 
 /** The tool every task offers besides its toolset; a toolset may not declare it. */
@@ -63,6 +66,11 @@ function closedObject<T extends z.ZodRawShape>(shape: T) {
   return z.object(shape).strict(`unknown field; the fields here are ${Object.keys(shape).join(', ')}`);
 }
 
+/** One of `values`; the message lists them (zod's own says "Invalid enum value"). */
+function oneOf<T extends string>(values: readonly [T, ...T[]], what: string) {
+  return z.enum(values, { errorMap: () => ({ message: `expected ${what}: ${values.map((v) => JSON.stringify(v)).join(' or ')}` }) });
+}
+
 /** A name → value map with at least one entry, whose keys match `pattern`. */
 function namedMap<T extends z.ZodTypeAny>(pattern: RegExp, what: string, value: T) {
   return z.record(keyName(pattern, `${what} name`), value).refine((o) => Object.keys(o).length > 0, { message: `expected at least one ${what}` });
@@ -81,6 +89,23 @@ export const EnvResourcesSchema = closedObject({
   memory_mb: z.number().int().min(6).default(512),
   cpus: z.number().positive().default(1),
   pids: z.number().int().min(1).default(256),
+  /** the container's writable layer, where the engine's storage driver can limit it */
+  storage_mb: z.number().int().min(1).optional(),
+});
+
+/**
+ * What an env's image runs: `http`, a server keeping the env contract on `port`; `shell`, nothing
+ * the server talks to (any image: the server keeps its container up and acts in it through the
+ * engine, for the built-in shell toolset and verifiers).
+ */
+export const ENV_KINDS = ['http', 'shell'] as const;
+export type EnvKind = (typeof ENV_KINDS)[number];
+
+const HTTP_ENV_DEFAULTS = { port: 8000, ready_path: '/health' } as const;
+
+const absolutePath = z.string().refine((p) => path.posix.isAbsolute(p) && !p.includes('\0'), {
+  message: 'expected an absolute path in the container, such as "/app"',
+  params: { got: true },
 });
 
 export const EnvManifestSchema = closedObject({
@@ -91,29 +116,70 @@ export const EnvManifestSchema = closedObject({
     .string()
     .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
     .optional(),
-  port: z.number().int().min(1).max(65535).default(8000),
-  ready_path: z.string().startsWith('/', 'expected a path starting with "/"').default('/health'),
+  kind: oneOf(ENV_KINDS, 'an env kind').default('http'),
+  /** http envs only; default 8000 */
+  port: z.number().int().min(1).max(65535).optional(),
+  /** http envs only; default /health */
+  ready_path: z.string().startsWith('/', 'expected a path starting with "/"').optional(),
   deploy_timeout_s: z.number().positive().default(60),
   resources: EnvResourcesSchema.default({}),
   environment: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
-}).superRefine((env, ctx) => {
-  if (env.build !== undefined && env.image !== undefined) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
-  } else if (env.build === undefined && env.image === undefined) {
-    ctx.addIssue({
-      code: z.ZodIssueCode.custom,
-      message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
-    });
-  }
-});
+  /** the working directory of the env's container (the shell's and the verifier's), overriding the image's WORKDIR */
+  workdir: absolutePath.optional(),
+})
+  .superRefine((env, ctx) => {
+    if (env.kind === 'shell') {
+      for (const field of ['port', 'ready_path'] as const) {
+        if (env[field] !== undefined) {
+          ctx.addIssue({ code: z.ZodIssueCode.custom, path: [field], message: 'a shell env runs no server: port and ready_path are for "kind": "http" envs' });
+        }
+      }
+    }
+  })
+  .superRefine((env, ctx) => {
+    if (env.build !== undefined && env.image !== undefined) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
+    } else if (env.build === undefined && env.image === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
+      });
+    }
+  })
+  .transform((env) => ({ ...env, port: env.port ?? HTTP_ENV_DEFAULTS.port, ready_path: env.ready_path ?? HTTP_ENV_DEFAULTS.ready_path }));
 export type EnvManifest = z.infer<typeof EnvManifestSchema>;
 
+/** Built-in toolsets a toolset may include: tools the server itself serves, in the env's container. */
+export const BUILTIN_TOOLSETS = { [SHELL_BUILTIN]: SHELL_TOOL_SPECS } as const;
+export type BuiltinToolset = keyof typeof BUILTIN_TOOLSETS;
+const BUILTIN_NAMES = Object.keys(BUILTIN_TOOLSETS) as [BuiltinToolset, ...BuiltinToolset[]];
+
 export const ToolsetSchema = closedObject({
-  env: z.string().min(1, 'expected the name of an env of this bundle'),
-  tools: z.array(ToolSpecSchema),
+  /** the env its tools run in; a toolset of built-in tools only may leave it to each task's `env` */
+  env: z.string().min(1, 'expected the name of an env of this bundle').optional(),
+  /** built-in toolsets whose tools this toolset offers too (the server serves them in the env's container) */
+  builtin: z.array(oneOf(BUILTIN_NAMES, 'a built-in toolset')).default([]),
+  tools: z.array(ToolSpecSchema).default([]),
 }).superRefine((toolset, ctx) => {
+  if (toolset.env === undefined && toolset.tools.length > 0) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['env'], message: "expected the env that serves this toolset's tools, but it is missing" });
+  }
+  const builtinNames = new Map<string, string>();
+  toolset.builtin.forEach((b, i) => {
+    if (toolset.builtin.indexOf(b) !== i) ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['builtin', i], message: `"${b}" is listed twice` });
+    for (const t of BUILTIN_TOOLSETS[b]) builtinNames.set(t.name, b);
+  });
   const first = new Map<string, number>();
   toolset.tools.forEach((tool, i) => {
+    const builtin = builtinNames.get(tool.name);
+    if (builtin !== undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['tools', i, 'name'],
+        message: `"${tool.name}" is a tool of the built-in toolset "${builtin}" this toolset includes; name yours otherwise`,
+      });
+      return;
+    }
     if (tool.name === END_TURN) {
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
@@ -228,12 +294,19 @@ export const ManifestSchema = closedObject({
   }
   const envs = Object.keys(m.envs);
   for (const [name, toolset] of Object.entries(m.toolsets)) {
+    if (toolset.env === undefined) continue;
     if (!Object.hasOwn(m.envs, toolset.env)) {
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
         path: ['toolsets', name, 'env'],
         message: `expected one of the declared envs (${envs.join(', ')})`,
         params: { got: true },
+      });
+    } else if (m.envs[toolset.env]?.kind === 'shell' && toolset.tools.length > 0) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['toolsets', name, 'tools'],
+        message: `env "${toolset.env}" is a shell env, which runs no server to answer tools of its own: offer built-in toolsets ("builtin") only, or use an http env`,
       });
     }
   }
@@ -251,6 +324,98 @@ export type Manifest = z.infer<typeof ManifestSchema>;
 
 const TURNS_EXPECTED = 'expected a non-empty array of strings';
 
+// ---- verified tasks (Harbor-style): a verifier in the env's container scores the episode ---------
+
+/** A task's verifier: a folder of the bundle holding test.sh, run in the env's container at /tests. */
+export const VerifierSchema = closedObject({
+  /** a folder of the bundle holding test.sh (and its helpers) */
+  tests: relativePath,
+  timeout_s: z.number().positive().default(VERIFIER.defaultTimeoutS),
+  /** variables the verifier runs with, besides the env's */
+  env: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
+});
+export type VerifierManifest = z.infer<typeof VerifierSchema>;
+
+/** Run before a turn starts, until it exits 0 (Docker HEALTHCHECK's semantics). */
+export const ReadyCheckSchema = closedObject({
+  command: z.string().min(1, 'expected a shell command that exits 0 once the turn may start'),
+  interval_s: z.number().nonnegative().default(5),
+  timeout_s: z.number().positive().default(30),
+  retries: z.number().int().min(1).default(3),
+});
+
+/** One turn's own settings (a Harbor step), `per_turn[i]` for `turns[i]`. */
+export const TurnSpecSchema = closedObject({
+  /** the turn's time budget: when it passes, the turn ends as if end_turn was called */
+  time_budget_s: z.number().positive().optional(),
+  /** scores the turn at its end */
+  verifier: VerifierSchema.optional(),
+  /** stop the episode after this turn when it scores under this: a reward (a number) or named scores' least values */
+  min_reward: z.union([z.number().finite(), z.record(keyName(KEY_PATTERN, 'score name'), z.number().finite())]).optional(),
+  /** a folder of the bundle copied into the env's working directory before the turn; a setup.sh at its top runs then */
+  upload: relativePath.optional(),
+  ready_check: ReadyCheckSchema.optional(),
+});
+export type TurnSpec = z.infer<typeof TurnSpecSchema>;
+
+/** The fields a task row gains for verified tasks; never served to a model or a client. */
+const VERIFIED_TASK_FIELDS = {
+  /** the env this task runs in, instead of its toolset's (a toolset of built-in tools only) */
+  env: z.string().min(1, 'expected the name of an env of this bundle').optional(),
+  /** the episode's time budget (a Harbor task's agent timeout): when it passes, the episode ends and is verified */
+  time_budget_s: z.number().positive().optional(),
+  /** scores the episode at its end */
+  verifier: VerifierSchema.optional(),
+  /** per-turn settings, one per turn */
+  per_turn: z.array(TurnSpecSchema).optional(),
+  /** how per-turn verifiers' scores combine into the episode's (default "mean") */
+  turn_reward: oneOf(TURN_REWARD_RULES, 'how turn scores combine').optional(),
+};
+
+/** the verified-task rules a row must keep, besides its fields' own */
+function checkVerifiedTask(
+  task: { turns: string[] } & { [K in keyof typeof VERIFIED_TASK_FIELDS]?: z.infer<(typeof VERIFIED_TASK_FIELDS)[K]> },
+  ctx: z.RefinementCtx,
+): void {
+  const perTurn = task.per_turn;
+  if (perTurn === undefined) {
+    if (task.turn_reward !== undefined) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['turn_reward'], message: 'turn_reward combines per-turn verifiers, but the task has no per_turn' });
+    }
+    return;
+  }
+  if (perTurn.length !== task.turns.length) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['per_turn'], message: `expected one entry per turn (${task.turns.length}), got ${perTurn.length}` });
+  }
+  const verified = perTurn.filter((t) => t.verifier !== undefined).length;
+  if (verified > 0 && task.verifier !== undefined) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['verifier'],
+      message: "a task is verified at its end (verifier) or at each turn's end (per_turn[].verifier), not both",
+    });
+  }
+  perTurn.forEach((t, i) => {
+    if (verified > 0 && t.verifier === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['per_turn', i, 'verifier'],
+        message: 'every turn of a task verified turn by turn needs a verifier, but this one has none',
+      });
+    }
+    if (t.min_reward !== undefined && t.verifier === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['per_turn', i, 'min_reward'],
+        message: "min_reward gates on the turn's verifier, but the turn has none",
+      });
+    }
+  });
+  if (task.turn_reward !== undefined && verified === 0) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['turn_reward'], message: 'turn_reward combines per-turn verifiers, but no turn has one' });
+  }
+}
+
 export const TaskLineSchema = closedObject({
   task_id: z.string().min(1, 'expected a non-empty string of at most 255 characters').max(255, 'expected a non-empty string of at most 255 characters'),
   toolset: z.string().min(1, 'expected the name of a toolset of this bundle'),
@@ -261,7 +426,9 @@ export const TaskLineSchema = closedObject({
   max_turns: z.number().int().min(1).optional(),
   meta: jsonObject.optional(),
   ...AUTHORING_TASK_FIELDS,
+  ...VERIFIED_TASK_FIELDS,
 }).superRefine((task, ctx) => {
+  checkVerifiedTask(task, ctx);
   if (task.max_turns !== undefined && task.max_turns < task.turns.length) {
     ctx.addIssue({
       code: z.ZodIssueCode.custom,

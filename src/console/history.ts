@@ -101,7 +101,7 @@ export class EpisodeHistory implements EpisodeObserver {
     if (!l) return;
     const o = outcome.observation as { messages?: unknown; tools?: { name: string }[]; turns?: unknown; max_turns?: unknown };
     const timings = ep.timings();
-    this.seriesStore.started(timings.queued_s, timings.deploy_s);
+    this.seriesStore.started(timings.queued_s, timings.deploy_s, ep.lane);
     this.push(l, {
       kind: 'reset',
       at: this.iso(),
@@ -145,10 +145,12 @@ export class EpisodeHistory implements EpisodeObserver {
       endReason: ep.endReason ?? 'closed',
       failureReason: ep.failure?.reason ?? null,
       reward: ep.reward,
+      scores: ep.scores,
       steps: ep.steps,
       turns: ep.turn,
       // a reset that never got a slot still waited: its wait counts (a started one counted at reset)
       queuedWithoutStart: l.t.events.some((e) => e.kind === 'reset') ? null : timings.queued_s,
+      lane: ep.lane,
     });
     l.t.ended_at = this.iso();
     this.push(l, { kind: 'end', at: l.t.ended_at, end_reason: ep.endReason, reward: ep.reward, scores: ep.scores, failure: ep.failure, timings });
@@ -341,6 +343,7 @@ function summarize(t: Transcript): EpisodeSummary {
     last_tool: t.last_tool,
     end_reason: t.end_reason,
     reward: t.reward,
+    scores: t.scores,
     failure_reason: t.failure_reason,
     timings: t.timings,
   };

@@ -1,7 +1,7 @@
 /**
  * The console's time series, kept in memory in one-minute buckets (SERIES in defaults.ts bounds
  * how many minutes and how many values per minute): episodes ended, end reasons, failures by
- * reason, deploy latency and queue wait, and per split the rewards, failures, steps and turns,
+ * reason, deploy latency and queue wait (in all and per lane), and per split the rewards, failures, steps and turns,
  * and per split and task group the counts and rewards. Counts, sums and means are exact; the
  * percentiles come from the values kept, which are all of them up to SERIES.samplesPerMinute
  * episodes a minute (beyond that, an even sample of the minute's).
@@ -11,6 +11,8 @@
  */
 import { SERIES } from '../defaults.js';
 import type { Distribution, GroupStats, Series, SeriesWindow } from '../protocol/console.js';
+import { LANES, type Lane } from '../protocol/lanes.js';
+import { ScoreSums } from './score-means.js';
 
 /** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
 export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
@@ -49,6 +51,7 @@ interface GroupAcc {
   failed: number;
   n: number;
   sum: number;
+  scores: ScoreSums;
 }
 
 interface SplitBucket {
@@ -70,6 +73,8 @@ interface Bucket {
   failures: Record<string, number>;
   deploy: Samples;
   queue: Samples;
+  /** the same queue waits, per lane (lanes that had one this minute) */
+  queueByLane: Map<Lane, Samples>;
   splits: Map<string, SplitBucket>;
 }
 
@@ -80,10 +85,14 @@ export interface EndedEpisode {
   endReason: string;
   failureReason: string | null;
   reward: number | null;
+  /** the env's scores of a scored episode */
+  scores: Readonly<Record<string, number>> | null;
   steps: number;
   turns: number;
   /** the queue wait of an episode that never started (a started one counted it at its start) */
   queuedWithoutStart: number | null;
+  /** the lane its reset waited in */
+  lane: Lane;
 }
 
 export class EpisodeSeries {
@@ -98,11 +107,18 @@ export class EpisodeSeries {
     this.samplesPerMinute = opts.samplesPerMinute ?? SERIES.samplesPerMinute;
   }
 
-  /** an episode got its env: how long it waited for a slot, how long the deploy took */
-  started(queuedS: number, deployS: number): void {
+  /** an episode got its env: how long it waited for a slot (in `lane`), how long the deploy took */
+  started(queuedS: number, deployS: number, lane: Lane): void {
     const b = this.bucket();
-    b.queue.add(queuedS);
+    this.queued(b, queuedS, lane);
     b.deploy.add(deployS);
+  }
+
+  private queued(b: Bucket, s: number, lane: Lane): void {
+    b.queue.add(s);
+    let byLane = b.queueByLane.get(lane);
+    if (!byLane) b.queueByLane.set(lane, (byLane = new Samples(this.samplesPerMinute)));
+    byLane.add(s);
   }
 
   ended(e: EndedEpisode): void {
@@ -110,7 +126,7 @@ export class EpisodeSeries {
     b.ended++;
     b.endReasons[e.endReason] = (b.endReasons[e.endReason] ?? 0) + 1;
     if (e.failureReason !== null) b.failures[e.failureReason] = (b.failures[e.failureReason] ?? 0) + 1;
-    if (e.queuedWithoutStart !== null) b.queue.add(e.queuedWithoutStart);
+    if (e.queuedWithoutStart !== null) this.queued(b, e.queuedWithoutStart, e.lane);
     let s = b.splits.get(e.split);
     if (!s) {
       s = {
@@ -137,12 +153,13 @@ export class EpisodeSeries {
       let byValue = s.groups.get(name);
       if (!byValue) s.groups.set(name, (byValue = new Map()));
       let g = byValue.get(value);
-      if (!g) byValue.set(value, (g = { ended: 0, failed: 0, n: 0, sum: 0 }));
+      if (!g) byValue.set(value, (g = { ended: 0, failed: 0, n: 0, sum: 0, scores: new ScoreSums() }));
       g.ended++;
       g.failed += failed;
       if (e.reward !== null) {
         g.n++;
         g.sum += e.reward;
+        g.scores.add(e.scores);
       }
     }
   }
@@ -174,6 +191,9 @@ export class EpisodeSeries {
     };
 
     const kept = slots.flat();
+    const lanes = LANES.filter((lane) => kept.some((b) => b.queueByLane.has(lane)));
+    const empty = new Samples(0);
+    const laneSamples = (lane: Lane) => (b: Bucket) => b.queueByLane.get(lane) ?? empty;
     const splitNames = [...new Set(kept.flatMap((b) => [...b.splits.keys()]))].sort();
     const bySplit: Series['by_split'] = {};
     const rewards: Series['rewards']['by_split'] = {};
@@ -203,20 +223,26 @@ export class EpisodeSeries {
       rewards[split] = { counts, n: whole.n, mean: whole.n ? round6(whole.sum / whole.n) : null };
       rewardSummary[split] = distribution(whole);
       const g: Record<string, Record<string, GroupStats>> = {};
+      const scores = new Map<GroupStats, ScoreSums>();
       for (const x of all) {
         for (const [name, byValue] of x.groups) {
           const out = (g[name] ??= {});
           for (const [value, acc] of byValue) {
-            const o = (out[value] ??= { ended: 0, failed: 0, n: 0, mean: 0 });
-            // mean holds the running sum until the end of the loop
+            const o = (out[value] ??= { ended: 0, failed: 0, n: 0, mean: 0, scores: {} });
+            // mean holds the running sum until the end of the loop; the scores' sums wait beside
             o.ended += acc.ended;
             o.failed += acc.failed;
             o.n += acc.n;
             o.mean = (o.mean ?? 0) + acc.sum;
+            if (!scores.has(o)) scores.set(o, new ScoreSums());
+            scores.get(o)!.merge(acc.scores);
           }
         }
       }
-      for (const byValue of Object.values(g)) for (const o of Object.values(byValue)) o.mean = o.n ? round6((o.mean ?? 0) / o.n) : null;
+      for (const [o, sums] of scores) {
+        o.mean = o.n ? round6((o.mean ?? 0) / o.n) : null;
+        o.scores = sums.means();
+      }
       groups[split] = g;
     }
 
@@ -228,6 +254,7 @@ export class EpisodeSeries {
       episodes_ended: slots.map((bs) => bs.reduce((a, b) => a + b.ended, 0)),
       deploy_s: statSeries((b) => b.deploy),
       queue_wait_s: statSeries((b) => b.queue),
+      queue_wait_s_by_lane: Object.fromEntries(lanes.map((lane) => [lane, statSeries(laneSamples(lane))])),
       failures: perKey((b) => b.failures),
       end_reasons: perKey((b) => b.endReasons),
       by_split: bySplit,
@@ -236,6 +263,7 @@ export class EpisodeSeries {
         reward: rewardSummary,
         deploy_s: distribution(merge(kept.map((b) => b.deploy))),
         queue_wait_s: distribution(merge(kept.map((b) => b.queue))),
+        queue_wait_s_by_lane: Object.fromEntries(lanes.map((lane) => [lane, distribution(merge(kept.map(laneSamples(lane))))])),
       },
       groups,
     };
@@ -246,7 +274,7 @@ export class EpisodeSeries {
     let b = this.buckets[this.buckets.length - 1];
     if (!b || b.minute !== minute) {
       const cap = this.samplesPerMinute;
-      b = { minute, ended: 0, endReasons: {}, failures: {}, deploy: new Samples(cap), queue: new Samples(cap), splits: new Map() };
+      b = { minute, ended: 0, endReasons: {}, failures: {}, deploy: new Samples(cap), queue: new Samples(cap), queueByLane: new Map(), splits: new Map() };
       this.buckets.push(b);
       this.trim(minute);
     }

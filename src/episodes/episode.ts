@@ -16,6 +16,7 @@ import type { Metrics } from '../metrics.js';
 import { jsonDepthExceeds } from '../json.js';
 import { FinishReplySchema, ToolCallReplySchema, type EnvResetRequest, type EnvToolCallRequest } from '../protocol/env-contract.js';
 import type { Action } from '../protocol/frames.js';
+import { DEFAULT_LANE, type Lane } from '../protocol/lanes.js';
 import type {
   CallObservation,
   EndReason,
@@ -42,6 +43,8 @@ import { checkScores, type RewardFn, type Scores } from './reward.js';
 export interface EpisodeSettings {
   /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
   resetTimeoutMs: number;
+  /** --split-priority: the lane a split's resets wait in (a reset may name its own; others: normal) */
+  splitLanes: ReadonlyMap<string, Lane>;
   toolTimeoutMs: number;
   episodeTimeoutMs: number;
   maxSteps: number;
@@ -114,6 +117,8 @@ export class Episode {
     readonly queueTimeoutMs: number,
     /** the reset's own `episode_id` label, if it gave one */
     readonly clientLabel?: string,
+    /** the lane its reset waits in for a slot */
+    readonly lane: Lane = DEFAULT_LANE,
   ) {
     this.id = randomUUID();
     this.now = deps.now ?? Date.now;
@@ -180,18 +185,18 @@ export class Episode {
    */
   async start(): Promise<StepOutcome<ResetObservation>> {
     const { admission, settings, metrics } = this.deps;
-    this.log.info({ event: 'queued', waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
+    this.log.info({ event: 'queued', lane: this.lane, waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
     try {
-      await this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal });
+      await this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal, lane: this.lane });
     } catch (e) {
       this.t.queued = this.now();
-      metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
+      metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
       this.endWith('closed');
       void this.teardown();
       throw e;
     }
     this.t.queued = this.now();
-    metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
+    metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
     this.phase = 'deploying';
     try {
       await this.resetEnv(await this.lease.env(this.abort.signal)).catch(async (e: unknown) => {

@@ -5,6 +5,7 @@
  * from here, /openapi.json documents them from here.
  */
 import { z } from 'zod';
+import { LaneCountsSchema, LaneSchema } from './lanes.js';
 import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
 
 const at = z.string().datetime();
@@ -82,6 +83,7 @@ export const EpisodeSummarySchema = z
     last_tool: z.string().nullable(),
     end_reason: EndReasonSchema.nullable(),
     reward: z.number().nullable(),
+    scores: ScoresSchema.nullable().describe("the env's scores the reward came from (null until scored, and for a failure)"),
     failure_reason: z.string().nullable(),
     timings: TimingsSchema,
   })
@@ -91,7 +93,6 @@ export type EpisodeSummary = z.infer<typeof EpisodeSummarySchema>;
 export const TranscriptSchema = EpisodeSummarySchema.extend({
   toolset: z.string(),
   seed: z.number().int().nullable(),
-  scores: ScoresSchema.nullable(),
   failure: FailureSchema.nullable(),
   /** events past the per-transcript bound: counted, not kept */
   events_dropped: z.number().int(),
@@ -131,11 +132,19 @@ const SplitSeriesSchema = z
   })
   .describe("one split's buckets");
 
+/**
+ * Each score's mean beside the mean reward, as vf-eval prints each rubric function's: over the
+ * scored episodes that reported it (a failed episode reports none).
+ */
+export const ScoreMeansSchema = z.record(z.number()).describe('score name → its exact mean over the scored episodes that reported it');
+export type ScoreMeans = z.infer<typeof ScoreMeansSchema>;
+
 export const GroupStatsSchema = z.object({
   ended: z.number().int(),
   failed: z.number().int(),
   n: z.number().int().describe('scored episodes'),
   mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+  scores: ScoreMeansSchema,
 });
 export type GroupStats = z.infer<typeof GroupStatsSchema>;
 
@@ -151,6 +160,7 @@ export const SeriesSchema = z
     episodes_ended: ints,
     deploy_s: StatSeriesSchema,
     queue_wait_s: StatSeriesSchema,
+    queue_wait_s_by_lane: z.record(LaneSchema, StatSeriesSchema).describe('the same per lane the resets waited in (lanes with a wait in the window)'),
     failures: z.record(ints).describe('failure reason → episodes per bucket'),
     end_reasons: z.record(ints).describe('end reason → episodes per bucket'),
     by_split: z.record(SplitSeriesSchema).describe('split → its buckets'),
@@ -161,7 +171,12 @@ export const SeriesSchema = z
       })
       .describe('over the window, per split: counts in [<0, 0–0.1, …, 0.9–1 (1 included), >1], and the exact mean'),
     summary: z
-      .object({ reward: z.record(DistributionSchema).describe('split → rewards'), deploy_s: DistributionSchema, queue_wait_s: DistributionSchema })
+      .object({
+        reward: z.record(DistributionSchema).describe('split → rewards'),
+        deploy_s: DistributionSchema,
+        queue_wait_s: DistributionSchema,
+        queue_wait_s_by_lane: z.record(LaneSchema, DistributionSchema).describe('lane → queue waits (lanes with a wait in the window)'),
+      })
       .describe('over the window'),
     groups: z.record(z.record(z.record(GroupStatsSchema))).describe('split → group name → value → counts and mean reward, over the window'),
   })
@@ -174,8 +189,9 @@ export const RecentTaskSchema = z.object({
   split: z.string(),
   ended: z.number().int(),
   failed: z.number().int(),
-  n: z.number().int(),
-  mean: z.number().nullable(),
+  n: z.number().int().describe('scored episodes'),
+  mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+  scores: ScoreMeansSchema,
   last_reward: z.number().nullable(),
   last_ended_at: at.nullable(),
 });
@@ -191,6 +207,7 @@ export const OverviewSchema = z.object({
   capacity: z.number().int().describe('--max-concurrent-envs'),
   running: z.number().int().describe('env slots held (deploying, running or tearing down)'),
   waiting: z.number().int().describe('resets waiting for a slot'),
+  waiting_by_lane: LaneCountsSchema.describe('the same, per lane'),
   deploying: z.number().int().describe('deploys in flight'),
   live: z.number().int().describe('episodes not ended (waiting, deploying or running)'),
   draining: z.boolean(),

@@ -3,8 +3,9 @@
  * answers on /ws (docs/protocol.md). The parsers every transport uses are src/sessions/client-input.ts.
  */
 import { z } from 'zod';
-import type { RpcResponse } from './jsonrpc.js';
-import type { EpisodeState, StepOutcome } from './observations.js';
+import { RpcResponseSchema } from './jsonrpc.js';
+import { EpisodeStateSchema, FailureSchema, StepOutcomeSchema } from './observations.js';
+import { LaneSchema } from './lanes.js';
 
 /** Reset data: known fields are checked, unknown ones ignored (OpenEnv clients pass any kwargs). */
 export const ResetDataSchema = z
@@ -15,6 +16,7 @@ export const ResetDataSchema = z
     seed: z.number().int().min(0).optional(),
     episode_id: z.string().max(255).optional().describe('a client label, logged'),
     reset_timeout_s: z.number().positive().finite().optional().describe('wait at most this long for a slot (capped by the server)'),
+    priority: LaneSchema.optional().describe("the lane to wait in for a slot: high, normal or low (default: the split's, --split-priority, else normal)"),
   })
   .passthrough()
   .describe('reset data: a task by task_id, or split + index; neither: the default split, by seed or at random. Unknown fields are ignored.');
@@ -52,15 +54,24 @@ export const WsErrorCodeSchema = z.enum(['INVALID_JSON', 'UNKNOWN_TYPE', 'VALIDA
 export type WsErrorCode = z.infer<typeof WsErrorCodeSchema>;
 
 /** `data` of an error frame: the code, a message a person can act on, and details by kind. */
-export const ErrorFrameDataSchema = z.object({ code: WsErrorCodeSchema, message: z.string() }).passthrough();
+export const ErrorFrameDataSchema = z
+  .object({
+    code: WsErrorCodeSchema,
+    message: z.string(),
+    reason: z.string().optional().describe("why, in a word: the failure's reason, no_episode, episode_done, shutting_down, owned_by_ws_session"),
+    failure: FailureSchema.optional().describe('a deploy that failed: the failure, as an ended episode reports it'),
+  })
+  .passthrough();
 export type ErrorFrameData = z.infer<typeof ErrorFrameDataSchema>;
 
-/** Frames the server sends on /ws: exactly one per client frame. */
-export type ServerFrame =
-  | { type: 'observation'; data: StepOutcome }
-  | { type: 'state'; data: EpisodeState }
-  | { type: 'error'; data: ErrorFrameData }
-  | { type: 'mcp'; data: RpcResponse };
+/** Frames the server sends on /ws: exactly one per client frame. A client reads them with this schema. */
+export const ServerFrameSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('observation'), data: StepOutcomeSchema }),
+  z.object({ type: z.literal('state'), data: EpisodeStateSchema }),
+  z.object({ type: z.literal('error'), data: ErrorFrameDataSchema }),
+  z.object({ type: z.literal('mcp'), data: RpcResponseSchema }),
+]);
+export type ServerFrame = z.infer<typeof ServerFrameSchema>;
 
 /** A zod failure in one line, each issue at its path under `prefix` ("data.task_id: Required; ..."). */
 export function describeZod(err: z.ZodError, prefix: string): string {

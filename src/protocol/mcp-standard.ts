@@ -58,7 +58,7 @@ export const StandardCallResultSchema = z.object({
 export type StandardCallResult = z.infer<typeof StandardCallResultSchema>;
 
 /** The task a session plays, chosen by the `/mcp?…` query of its `initialize`: the same choices as reset data. */
-export const MCP_TASK_QUERY_KEYS = ['task_id', 'split', 'index', 'seed', 'episode_id', 'reset_timeout_s'] as const;
+export const MCP_TASK_QUERY_KEYS = ['task_id', 'split', 'index', 'seed', 'episode_id', 'reset_timeout_s', 'priority'] as const;
 
 /** `initialize`'s result: the negotiated revision, what the server offers, and the task as instructions. */
 export const InitializeResultSchema = z.object({

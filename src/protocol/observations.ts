@@ -34,6 +34,7 @@ export const FailureReasonSchema = z.enum([
   'model_time_exhausted',
   'model_upstream_error',
   'model_upstream_timeout',
+  'verifier_timeout',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

@@ -64,6 +64,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     capacity: admission.capacity,
     running: admission.activeCount,
     waiting: admission.waitingCount,
+    waiting_by_lane: admission.waitingByLane(),
     deploying: history.liveCount('deploying'),
     live: history.liveCount(),
     draining: manager.isDraining,
@@ -78,7 +79,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
       schema: {
         summary: 'Console: gauges and the time series over a window',
         description:
-          "Envs running and the cap, resets waiting, deploys in flight; per bucket (a minute, more for long windows): deploy latency, queue wait, episodes ended, failures by reason, and per split the reward's exact mean and p10–p90 band, failures, steps and turns; over the window: the reward histogram per split, p10/p50/p90 of reward, deploy and queue wait, and counts and rewards per task group. The window starts no earlier than the first data kept.",
+          "Envs running and the cap, resets waiting (in all and per lane), deploys in flight; per bucket (a minute, more for long windows): deploy latency, queue wait (in all and per lane), episodes ended, failures by reason, and per split the reward's exact mean and p10–p90 band, failures, steps and turns; over the window: the reward histogram per split, p10/p50/p90 of reward, deploy and queue wait, and counts and rewards per task group. The window starts no earlier than the first data kept.",
         querystring: WindowQuerySchema,
         response: { 200: OverviewSchema.describe('the overview'), 400: ErrorBodySchema },
       },
@@ -91,6 +92,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     {
       schema: {
         summary: 'Console: per task, over the last N ended episodes kept',
+        description:
+          "Each task's episodes and failures, its mean reward and each score's mean over the scored ones, and its last reward; tasks with most episodes first.",
         querystring: RecentTasksQuerySchema,
         response: { 200: RecentTasksPageSchema, 400: ErrorBodySchema },
       },

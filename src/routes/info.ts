@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { taskRow } from '../bundle/index.js';
+import { splitLanes } from '../config.js';
 import { NotFoundError } from '../errors.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
 import { BundleInfoSchema, MetadataSchema, TaskParamsSchema, TaskRowSchema, TasksPageSchema, TasksQuerySchema, ToolsetsSchema } from '../protocol/bundle.js';
@@ -82,6 +83,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
         max_concurrent_envs: o.maxConcurrentEnvs,
         max_waiting: o.maxWaiting,
         reset_timeout_s: o.resetTimeout,
+        split_priority: Object.fromEntries(splitLanes(o.splitPriority)),
         tool_timeout_s: o.toolTimeout,
         idle_timeout_s: o.idleTimeout,
         episode_timeout_s: o.episodeTimeout,

@@ -1,7 +1,7 @@
 /**
  * Standard MCP sessions (Streamable HTTP, revisions 2025-03-26, 2025-06-18, 2025-11-25) at
  * `/mcp`, beside OpenEnv's dialect (mcp-service.ts): `initialize` starts an episode (the task from
- * the URL's query, the reset waiting in the same FIFO queue), its `Mcp-Session-Id` names it, and
+ * the URL's query, the reset waiting in the same queue), its `Mcp-Session-Id` names it, and
  * each later request is a step or a read of it. The episode is request-held (request-episodes.ts),
  * so it idles out, shows in the console and metrics and is recorded like any other, transport `mcp`.
  *

@@ -32,7 +32,7 @@ afterAll(async () => {
 async function manager(observer: EpisodeObserver) {
   const admission = new Admission(1, 1000);
   await admission.acquire({ timeoutMs: 1000 });
-  const metrics = new Metrics({ running: () => 0, waiting: () => 0, capacity: () => 1, networks: () => 0 }, 'test_', false);
+  const metrics = new Metrics({ running: () => 0, waiting: () => ({ high: 0, normal: 0, low: 0 }), capacity: () => 1, networks: () => 0 }, 'test_', false);
   // never called: no episode here gets a slot, so none deploys
   const sandbox = {} as Sandbox;
   const m = new EpisodeManager(
@@ -41,7 +41,7 @@ async function manager(observer: EpisodeObserver) {
       sandbox,
       admission,
       envSpec: () => Promise.reject(new Error('no env in this test')),
-      settings: { resetTimeoutMs: 60_000, toolTimeoutMs: 1000, episodeTimeoutMs: 60_000, maxSteps: 8 },
+      settings: { resetTimeoutMs: 60_000, splitLanes: new Map(), toolTimeoutMs: 1000, episodeTimeoutMs: 60_000, maxSteps: 8 },
       reward: (s) => Object.values(s)[0] ?? 0,
       log: silent,
       metrics,

@@ -64,7 +64,7 @@ describe('Episode', () => {
     });
     expect(rig.sandbox.deployed).toEqual([ep.id]);
     expect(rig.sandbox.calls.map((c) => [c.path, c.body])).toEqual([['/reset', { task_id: 'fx-two-turn', data: { finish_score: 0.5 }, seed: 7 }]]);
-    expect(await metricValue(rig.metrics.queueWait, {}, '_sum')).toBe(2);
+    expect(await metricValue(rig.metrics.queueWait, { lane: 'normal' }, '_sum')).toBe(2);
     expect(await metricValue(rig.metrics.deploy, {}, '_sum')).toBe(3);
     await ep.close();
   });

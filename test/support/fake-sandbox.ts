@@ -181,7 +181,7 @@ export interface Rig {
   spec: EnvSpec;
 }
 
-export const RIG_SETTINGS: EpisodeSettings = { resetTimeoutMs: 10_000, toolTimeoutMs: 5_000, episodeTimeoutMs: 60_000, maxSteps: 20 };
+export const RIG_SETTINGS: EpisodeSettings = { resetTimeoutMs: 10_000, splitLanes: new Map(), toolTimeoutMs: 5_000, episodeTimeoutMs: 60_000, maxSteps: 20 };
 
 /** The fixture bundle, loaded once (its tasks, toolsets, scores). */
 let fixture: Promise<LoadedBundle> | null = null;
@@ -224,7 +224,7 @@ export async function makeRig(
   const admission = new Admission(opts.capacity ?? 2, opts.maxWaiting ?? 10, () => Date.now());
   const deploys = new DeployLimiter({ limit: opts.deployLimit ?? 4 });
   const metrics = new Metrics(
-    { running: () => admission.activeCount, waiting: () => admission.waitingCount, capacity: () => admission.capacity, networks: () => 0 },
+    { running: () => admission.activeCount, waiting: () => admission.waitingByLane(), capacity: () => admission.capacity, networks: () => 0 },
     'openenv_',
     false,
   );

@@ -16,6 +16,7 @@ import type {
   RecentTask,
   RecentTasksPage,
   ResetEvent as WireResetEvent,
+  ScoreMeans,
   Series,
   SeriesWindow,
   StreamMessage,
@@ -23,6 +24,7 @@ import type {
   Transcript as WireTranscript,
 } from '../../src/protocol/console';
 import type { EpisodeStarted } from '../../src/protocol/episodes';
+import type { Lane } from '../../src/protocol/lanes';
 import type { CallObservation, Failure, ResetObservation, StepOutcome, Timings, ToolError, ToolResult } from '../../src/protocol/observations';
 
 export type {
@@ -32,10 +34,12 @@ export type {
   EndEvent,
   EpisodeSummary,
   Failure,
+  Lane,
   ListToolsEvent,
   Overview,
   RecentTask,
   RecentTasksPage,
+  ScoreMeans,
   Series,
   SeriesWindow,
   StreamMessage,

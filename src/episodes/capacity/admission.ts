@@ -1,12 +1,16 @@
 /**
- * FIFO admission: at most `capacity` slots are held at once; further requests wait in arrival
- * order, each until its own deadline or abort. A released slot goes straight to the head waiter,
- * so a newcomer can never overtake the queue. Every waiter gets exactly one outcome.
+ * Admission: at most `capacity` slots are held at once; further requests wait in the queue, each
+ * in its lane (lanes.ts: higher lanes first, FIFO within a lane, a bounded share for the lower
+ * ones), each until its own deadline or abort. A released slot goes straight to the waiter the
+ * queue names next, so a newcomer can never take a slot while anyone waits. Every waiter gets
+ * exactly one outcome.
  */
 import { abortError } from '../../abort.js';
 import { HOLD_TIMES_KEPT } from '../../defaults.js';
 import { CapacityError, ShuttingDownError } from '../../errors.js';
+import { DEFAULT_LANE, type Lane, type LaneCounts } from '../../protocol/lanes.js';
 import { fmtS, seconds3 } from '../../time.js';
+import { LaneQueue } from './lanes.js';
 
 export interface Slot {
   /** idempotent: the first call frees the slot, later calls do nothing */
@@ -17,9 +21,12 @@ export interface Slot {
 export interface AcquireOptions {
   timeoutMs: number;
   signal?: AbortSignal;
+  /** the lane it waits in (default normal) */
+  lane?: Lane;
 }
 
 interface Waiter {
+  readonly lane: Lane;
   enqueuedAt: number;
   resolve: (slot: Slot) => void;
   reject: (err: Error) => void;
@@ -29,7 +36,7 @@ interface Waiter {
 
 export class Admission {
   private active = 0;
-  private readonly queue: Waiter[] = [];
+  private readonly queue: LaneQueue<Waiter>;
   private draining: Error | null = null;
   /** recent hold times (ms), to estimate retry_after_s */
   private readonly holds: number[] = [];
@@ -40,36 +47,47 @@ export class Admission {
     readonly capacity: number,
     readonly maxWaiting: number,
     private readonly now: () => number = Date.now,
-  ) {}
+    /** LANE_SHARE.oldestEvery unless a test says otherwise (1: plain FIFO) */
+    oldestEvery?: number,
+  ) {
+    this.queue = new LaneQueue(oldestEvery);
+  }
 
   get activeCount(): number {
     return this.active;
   }
 
   get waitingCount(): number {
-    return this.queue.length;
+    return this.queue.size;
+  }
+
+  /** resets waiting, per lane */
+  waitingByLane(): LaneCounts {
+    return this.queue.sizes();
   }
 
   acquire(opts: AcquireOptions): Promise<Slot> {
     const start = this.now();
+    const lane = opts.lane ?? DEFAULT_LANE;
     if (this.draining) {
       return Promise.reject(this.draining);
     }
     if (opts.signal?.aborted) return Promise.reject(abortError('aborted'));
-    if (this.active < this.capacity && this.queue.length === 0) {
+    if (this.active < this.capacity && this.queue.size === 0) {
       this.active++;
       return Promise.resolve(this.makeSlot());
     }
-    if (this.queue.length >= this.maxWaiting) {
+    if (this.queue.size >= this.maxWaiting) {
       return Promise.reject(
         new CapacityError(
-          `all ${this.capacity} env slots are busy and ${this.queue.length} resets already wait (--max-waiting ${this.maxWaiting}); retry later`,
-          this.capacityDetails(0),
+          `all ${this.capacity} env slots are busy and ${this.queue.size} resets already wait (--max-waiting ${this.maxWaiting}); retry later`,
+          this.capacityDetails(0, lane),
         ),
       );
     }
     return new Promise<Slot>((resolve, reject) => {
       const waiter: Waiter = {
+        lane,
         enqueuedAt: start,
         settled: false,
         resolve: (slot) => {
@@ -90,10 +108,10 @@ export class Admission {
       const timer = setTimeout(() => {
         const waited = this.now() - start;
         // details are computed before removal so `waiting` counts this waiter as the client saw it
-        const details = this.capacityDetails(waited);
+        const details = this.capacityDetails(waited, lane);
         waiter.reject(
           new CapacityError(
-            `no env slot became free within the reset timeout (${fmtS(opts.timeoutMs)}): ${this.active} of ${this.capacity} envs are running and ${this.queue.length} resets wait; retry later`,
+            `no env slot became free within the reset timeout (${fmtS(opts.timeoutMs)}): ${this.active} of ${this.capacity} envs are running and ${this.queue.size} resets wait; retry later`,
             details,
           ),
         );
@@ -113,10 +131,10 @@ export class Admission {
 
   /**
    * A slot only if one is free and nobody waits: whoever fills spare slots (the warm pool) never
-   * goes ahead of the FIFO queue. Null otherwise (and while draining).
+   * goes ahead of the queue, in any lane. Null otherwise (and while draining).
    */
   tryAcquire(): Slot | null {
-    if (this.draining || this.active >= this.capacity || this.queue.length > 0) return null;
+    if (this.draining || this.active >= this.capacity || this.queue.size > 0) return null;
     this.active++;
     return this.makeSlot();
   }
@@ -129,25 +147,26 @@ export class Admission {
   /** Rejects every waiter and every later acquire with `err`; held slots stay until released. */
   drain(err: Error = new ShuttingDownError()): void {
     this.draining = err;
-    for (const w of [...this.queue]) {
+    for (const w of this.queue.values()) {
       w.reject(err);
     }
   }
 
-  capacityDetails(waitedMs: number) {
+  capacityDetails(waitedMs: number, lane: Lane = DEFAULT_LANE) {
     return {
       active_sessions: this.active,
       max_sessions: this.capacity,
-      waiting: this.queue.length,
+      waiting: this.queue.size,
+      lane,
       waited_s: seconds3(waitedMs),
-      retry_after_s: this.retryAfterS(),
+      retry_after_s: this.retryAfterS(lane),
     };
   }
 
-  /** A rough wait for the queue ahead to drain, from recent hold times; 1..300 s. */
-  retryAfterS(): number {
+  /** A rough wait, from recent hold times, for the resets a newcomer of `lane` would wait behind; 1..300 s. */
+  retryAfterS(lane: Lane = DEFAULT_LANE): number {
     const avg = this.holds.length ? this.holds.reduce((a, b) => a + b, 0) / this.holds.length : 10_000;
-    const s = Math.ceil(((this.queue.length + 1) * avg) / this.capacity / 1000);
+    const s = Math.ceil(((this.queue.ahead(lane) + 1) * avg) / this.capacity / 1000);
     return Math.min(300, Math.max(1, s));
   }
 
@@ -166,7 +185,7 @@ export class Admission {
     };
   }
 
-  /** The freed slot goes to the head waiter, or back to the pool. */
+  /** The freed slot goes to the waiter the queue names next, or back to the pool. */
   private handOver(): void {
     const next = this.queue.shift();
     if (next) {
@@ -178,7 +197,6 @@ export class Admission {
   }
 
   private remove(w: Waiter): void {
-    const i = this.queue.indexOf(w);
-    if (i >= 0) this.queue.splice(i, 1);
+    this.queue.remove(w);
   }
 }

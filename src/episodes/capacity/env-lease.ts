@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import { throwIfAborted } from '../../abort.js';
 import type { Metrics } from '../../metrics.js';
+import type { Lane } from '../../protocol/lanes.js';
 import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
 import { seconds3 } from '../../time.js';
 import type { Admission, Slot } from './admission.js';
@@ -61,19 +62,20 @@ export class EnvLease {
   }
 
   /**
-   * Waits in the FIFO queue for a slot, at most `queueTimeoutMs` (the reset timeout); with a warm
-   * pool, the slot may come with a pooled env. Rejects as Admission.acquire does (CapacityError,
-   * ShuttingDownError, AbortError).
+   * Waits in the queue for a slot, in `lane` (default normal), at most `queueTimeoutMs` (the
+   * reset timeout); with a warm pool, the slot may come with a pooled env. Rejects as
+   * Admission.acquire does (CapacityError, ShuttingDownError, AbortError).
    */
-  async takeSlot(opts: { queueTimeoutMs: number; signal: AbortSignal }): Promise<void> {
+  async takeSlot(opts: { queueTimeoutMs: number; signal: AbortSignal; lane?: Lane }): Promise<void> {
     const { admission, pool } = this.deps;
     if (!pool) {
-      this.slot = await admission.acquire({ timeoutMs: opts.queueTimeoutMs, signal: opts.signal });
+      this.slot = await admission.acquire({ timeoutMs: opts.queueTimeoutMs, signal: opts.signal, lane: opts.lane });
       return;
     }
     const grant = await pool.acquire(this.envName, {
       timeoutMs: opts.queueTimeoutMs,
       signal: opts.signal,
+      lane: opts.lane,
       // synchronous with the hand-over: no reconcile can find the pooled id owned by nobody
       adopt: (envId) => {
         this.envId = envId;

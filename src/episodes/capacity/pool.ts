@@ -4,12 +4,12 @@
  *
  * - Pooled envs hold admission slots, so the cap (--max-concurrent-envs) stays hard: the engine
  *   never runs more env containers than it, pool included. The pool fills only free slots, and
- *   only while no reset waits (Admission.tryAcquire): it never goes ahead of the FIFO queue.
+ *   only while no reset waits (Admission.tryAcquire): it never goes ahead of the queue.
  * - A reset takes a ready pooled env of its env kind, checked at hand-out (the engine has not seen
  *   it die, and GET <ready_path> answers): a dead one is discarded and the next tried. Without
  *   one it waits for a slot as before; and while it waits, no pooled env keeps a slot from it: one
- *   of its kind (ready, or still deploying) is promised to it, one of another kind is evicted
- *   (torn down; its slot goes to the head of the queue).
+ *   of its kind (ready, or still deploying) is promised to it (highest lane first), one of another
+ *   kind is evicted (torn down; its slot goes to the waiter the queue names next).
  * - Ids: a pooled env is deployed under its own id, `pool-<uuid>`, labelled on its container and
  *   network. The episode that takes it keeps its own episode id and records the env's id
  *   (Episode.envId): the reconciler counts an id as live while the pool or a live episode holds
@@ -27,6 +27,7 @@ import { abortError } from '../../abort.js';
 import type { LoadedBundle } from '../../bundle/index.js';
 import { WARM_POOL } from '../../defaults.js';
 import type { Metrics } from '../../metrics.js';
+import { DEFAULT_LANE, laneRank, type Lane } from '../../protocol/lanes.js';
 import type { PoolStatus } from '../../protocol/pool.js';
 import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
 import type { Admission, Slot } from './admission.js';
@@ -52,6 +53,8 @@ export interface PooledEnv {
 export interface PoolAcquireOptions {
   timeoutMs: number;
   signal?: AbortSignal;
+  /** the lane it waits in for a slot (default normal); waiting resets are promised pooled envs highest lane first */
+  lane?: Lane;
   /**
    * Called synchronously with a pooled env's id the moment it is handed over, before the lease
    * resolves: the episode records it at once, so no reconcile can find the id owned by nobody.
@@ -91,6 +94,7 @@ interface Entry {
 
 interface Waiter {
   envName: string;
+  lane: Lane;
   settled: boolean;
   /** the pooled env promised to it (ready and being checked, or still deploying) */
   candidate: Entry | null;
@@ -183,6 +187,7 @@ export class WarmPool {
     return new Promise<Lease>((resolve, reject) => {
       const w: Waiter = {
         envName,
+        lane: opts.lane ?? DEFAULT_LANE,
         settled: false,
         candidate: null,
         queued: false,
@@ -207,7 +212,7 @@ export class WarmPool {
     const admission = this.deps.admission;
     const before = admission.waitingCount;
     const signal = w.signal ? AbortSignal.any([w.signal, w.stopWaiting.signal]) : w.stopWaiting.signal;
-    admission.acquire({ timeoutMs: Math.max(0, w.deadline - this.now()), signal }).then(
+    admission.acquire({ timeoutMs: Math.max(0, w.deadline - this.now()), signal, lane: w.lane }).then(
       (slot) => {
         if (w.settled) return slot.release();
         this.settle(w);
@@ -223,7 +228,9 @@ export class WarmPool {
     );
     if (admission.waitingCount > before) {
       w.queued = true;
-      this.waiters.push(w);
+      // highest lane first, in arrival order within a lane: rebalance promises envs in this order
+      const after = this.waiters.findIndex((x) => laneRank(x.lane) > laneRank(w.lane));
+      this.waiters.splice(after < 0 ? this.waiters.length : after, 0, w);
       this.rebalance();
     }
   }
