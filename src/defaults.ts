@@ -164,3 +164,13 @@ export const CHECK_INSTANCE_PREFIX = 'check-';
 export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
+
+// --- security (issue 26) ---
+
+/**
+ * The shortest bearer token the server takes: shorter ones are guessed, and a token of a few
+ * characters would make the log redaction (logging.ts) blank out those characters in every word.
+ */
+export const MIN_TOKEN_CHARS = 16;
+/** Nesting depth allowed in what an env answers (a tool result, scores), as MAX_ARGUMENT_DEPTH for what a model sends. */
+export const ENV_REPLY_MAX_DEPTH = 64;

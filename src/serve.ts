@@ -6,6 +6,7 @@
  * The only file that listens.
  */
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -14,6 +15,7 @@ import { envVarName, formatZodError, isLoopback, kebab, OPTION_NAMES, OptionsSch
 import { checkRecordDir } from './episodes/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from './defaults.js';
 import { loggerHygiene } from './logging.js';
+import { tokenProblem } from './plugins/auth.js';
 import { exitWith, isEntryPoint, runAsProcess } from './cli/process-entry.js';
 
 const BOOLEAN = new Set(['insecureNoToken', 'tokenInPath']);
@@ -107,9 +109,13 @@ export function readToken(o: Pick<ServerOptions, 'tokenFile' | 'tokenEnv'>, env:
     }
     const token = text.trim();
     if (!token) throw new Error(`--token-file ${o.tokenFile} is empty`);
+    if (tokenProblem(token)) throw new Error(`--token-file ${o.tokenFile}: ${tokenProblem(token)}`);
     return token;
   }
-  return env[o.tokenEnv] || null;
+  const token = env[o.tokenEnv] || null;
+  const problem = token === null ? null : tokenProblem(token);
+  if (problem) throw new Error(`${o.tokenEnv}: ${problem}`);
+  return token;
 }
 
 function makeLogger(level: ServerOptions['logLevel'], token: string | null): Logger {
@@ -168,7 +174,9 @@ export async function serveMain(argv: string[]): Promise<number> {
     return 1;
   }
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
-  const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
+  // a --host given by name is a name the server answers to (plugins/site-guard.ts)
+  const allowedHosts = isIP(host) ? appOptions.allowedHosts : [...appOptions.allowedHosts, host.toLowerCase()];
+  const app = await buildApp(bundle, { ...appOptions, allowedHosts, reward, token, logger: log });
   if (!token) {
     log.warn(
       isLoopback(host)

@@ -2,13 +2,18 @@
  * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
  */
 import { z } from 'zod';
-import { ENV_REPLY_MAX_BYTES } from '../defaults.js';
+import { ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
+import { jsonDepthExceeds } from '../protocol/frames.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
   override readonly name = 'EnvCallError';
   constructor(
-    /** wrong_env: the answer did not come from this episode's env (see sandbox/env-identity.ts) */
+    /**
+     * wrong_env: the answer did not come from this episode's env (see sandbox/env-identity.ts);
+     * too_large: an answer past what the server reads (ENV_REPLY_MAX_BYTES, or nested deeper than
+     * ENV_REPLY_MAX_DEPTH); bad_response: one it cannot use (not JSON, a redirect)
+     */
     readonly kind: 'timeout' | 'unreachable' | 'bad_response' | 'aborted' | 'wrong_env' | 'too_large',
     message: string,
     readonly status?: number,
@@ -91,9 +96,21 @@ export class EnvClient {
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: combined,
+        // an env's redirect is never followed: it would make the server fetch any URL (a service
+        // on the host's loopback, the server's own API, another episode's env) for the env
+        redirect: 'manual',
       });
     } catch (e) {
       throw this.classify(e, timeout, path, signal);
+    }
+    if (res.status >= 300 && res.status < 400) {
+      void res.body?.cancel().catch(() => {});
+      const to = res.headers.get('location');
+      throw new EnvCallError(
+        'bad_response',
+        `env answered ${method} ${path} with a redirect (HTTP ${res.status}${to ? ` to ${JSON.stringify(to.slice(0, 200))}` : ''}): the server never follows an env's redirect`,
+        res.status,
+      );
     }
     if (this.secret) {
       const problem = this.identityProblem(res, nonce);
@@ -115,6 +132,9 @@ export class EnvClient {
         parsed = JSON.parse(text);
       } catch {
         throw new EnvCallError('bad_response', `env answered ${method} ${path} with ${res.status} and a body that is not JSON`, res.status, text.slice(0, 500));
+      }
+      if (jsonDepthExceeds(parsed, ENV_REPLY_MAX_DEPTH)) {
+        throw new EnvCallError('too_large', `env answered ${method} ${path} with JSON nested deeper than ${ENV_REPLY_MAX_DEPTH} levels`, res.status);
       }
     }
     return { status: res.status, body: parsed };

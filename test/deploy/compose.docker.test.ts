@@ -204,7 +204,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   it('logs JSON, not a crash, when started on a terminal without the dev-only pretty printer', async () => {
     // `docker run -it` gives the server a TTY; pino-pretty is a dev dependency, absent here
     const out = await new Promise<{ code: number | null; text: string }>((resolve) => {
-      const p = spawn('docker', ['run', '--rm', '-t', '-e', 'AGENTENV_TOKEN=x', IMAGE, '/bundles/none', '--host', '0.0.0.0'], { env });
+      const p = spawn('docker', ['run', '--rm', '-t', '-e', 'AGENTENV_TOKEN=a-token-long-enough-to-pass', IMAGE, '/bundles/none', '--host', '0.0.0.0'], { env });
       let text = '';
       p.stdout.on('data', (d) => (text += d));
       p.stderr.on('data', (d) => (text += d));
