@@ -174,3 +174,12 @@ export const SCORE_TOLERANCE = 1e-9;
 export const MIN_TOKEN_CHARS = 16;
 /** Nesting depth allowed in what an env answers (a tool result, scores), as MAX_ARGUMENT_DEPTH for what a model sends. */
 export const ENV_REPLY_MAX_DEPTH = 64;
+/**
+ * Env lock-down (src/sandbox/engine/hardening.ts): every env's open-file limit (soft and hard; far
+ * above what an env serving one client and a model's commands open, and kernel memory per file is
+ * under the memory limit anyway), the tmpfs at /tmp of an env with a read-only root, and under
+ * gVisor the host threads its sandbox takes of the pids cgroup: measured on Debian's runsc
+ * 2022-12 (ptrace platform), about 56 at rest and 5 per guest process (threads cost none), so
+ * `runscPidsBase + runscPidsPerProcess * pids` leaves the env its `pids`.
+ */
+export const ENV_LOCKDOWN = { nofile: 8192, readOnlyTmpMb: 64, runscPidsBase: 64, runscPidsPerProcess: 6 } as const;
