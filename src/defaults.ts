@@ -183,3 +183,5 @@ export const ENV_REPLY_MAX_DEPTH = 64;
  * `runscPidsBase + runscPidsPerProcess * pids` leaves the env its `pids`.
  */
 export const ENV_LOCKDOWN = { nofile: 8192, readOnlyTmpMb: 64, runscPidsBase: 64, runscPidsPerProcess: 6 } as const;
+/** `eval`: the largest chat-completion reply it reads from a model endpoint (a reply of the longest context is far smaller); past it the model's reply is bad. */
+export const MODEL_REPLY_MAX_BYTES = 16 * 1024 * 1024;

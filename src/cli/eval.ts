@@ -1,7 +1,7 @@
 /**
  * `openenv-bundle eval SERVER_URL --model-url URL --model NAME [options]`: a split of a running
- * server played by a model behind an OpenAI-compatible endpoint (src/eval/). Ctrl-C (SIGINT) stops
- * the run: the sessions playing are closed, so the server tears their envs down, and what finished
+ * server played by a model behind an OpenAI-compatible endpoint (src/eval/). Ctrl-C (SIGINT) or
+ * SIGTERM stops the run: the sessions playing are closed, so the server tears their envs down, and what finished
  * is written; a second Ctrl-C leaves at once.
  */
 import { EVAL_USAGE, parseEvalArgs } from '../eval/args.js';
@@ -31,13 +31,17 @@ export async function evalMain(argv: string[], io: CliIo, opts: EvalRunOptions =
     return EXIT.ok;
   }
   const stop = new AbortController();
-  const onSigint = () => {
-    if (stop.signal.aborted) exitWith(130);
-    io.stderr.write('\ninterrupted: closing the episodes in play and writing what finished (Ctrl-C again to leave at once)\n');
+  // SIGTERM (a scheduler stopping the job) as Ctrl-C: the summary of what finished is written
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stop.signal.aborted) exitWith(signal === 'SIGTERM' ? 143 : 130);
+    io.stderr.write(
+      `\n${signal === 'SIGTERM' ? 'terminated' : 'interrupted'}: closing the episodes in play and writing what finished (Ctrl-C again to leave at once)\n`,
+    );
     stop.abort(new Error('interrupted'));
   };
   const onOuter = () => stop.abort(opts.signal?.reason);
-  process.on('SIGINT', onSigint);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   opts.signal?.addEventListener('abort', onOuter, { once: true });
   try {
     const r = await runEval(args, io.env, stop.signal, ttyEvalProgress(io.stderr));
@@ -47,7 +51,8 @@ export async function evalMain(argv: string[], io: CliIo, opts: EvalRunOptions =
     io.stderr.write(`error: ${e instanceof EvalError ? e.message : ((e as Error)?.message ?? String(e))}\n`);
     return EXIT.problems;
   } finally {
-    process.off('SIGINT', onSigint);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     opts.signal?.removeEventListener('abort', onOuter);
   }
 }

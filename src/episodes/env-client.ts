@@ -3,6 +3,7 @@
  */
 import { z } from 'zod';
 import { ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
+import { readBoundedText } from '../bounded-body.js';
 import { jsonDepthExceeds } from '../protocol/frames.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
@@ -39,35 +40,6 @@ export const FinishReplySchema = z.object({ scores: z.record(z.unknown()) }).pas
 export interface EnvResponse {
   status: number;
   body: unknown;
-}
-
-/**
- * An env's answer, read up to `max` bytes: an env that streams without end (or answers a
- * gigabyte) costs the server at most that much; past it the connection is dropped.
- */
-async function readBounded(res: Response, max: number): Promise<string> {
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (declared > max) {
-    void res.body?.cancel().catch(() => {});
-    throw new EnvCallError('too_large', `a body of ${declared} bytes, over the ${max / 1024 / 1024} MiB an env answer may have`);
-  }
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      void reader.cancel().catch(() => {});
-      throw new EnvCallError('too_large', `a body over the ${max / 1024 / 1024} MiB an env answer may have`);
-    }
-    chunks.push(value);
-  }
-  return chunks.length === 1
-    ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString('utf8')
-    : Buffer.concat(chunks).toString('utf8');
 }
 
 export class EnvClient {
@@ -119,13 +91,20 @@ export class EnvClient {
         throw new EnvCallError('wrong_env', `${method} ${path} was answered by something other than this episode's env: ${problem}`, res.status);
       }
     }
-    let text: string;
+    let read: Awaited<ReturnType<typeof readBoundedText>>;
     try {
-      text = await readBounded(res, ENV_REPLY_MAX_BYTES);
+      read = await readBoundedText(res, ENV_REPLY_MAX_BYTES);
     } catch (e) {
-      if (e instanceof EnvCallError) throw new EnvCallError(e.kind, `env answered ${method} ${path} with ${e.message}`, res.status);
       throw this.classify(e, timeout, path, signal);
     }
+    if ('over' in read) {
+      throw new EnvCallError(
+        'too_large',
+        `env answered ${method} ${path} with a body over the ${ENV_REPLY_MAX_BYTES / 1024 / 1024} MiB an env answer may have`,
+        res.status,
+      );
+    }
+    const text = read.text;
     let parsed: unknown = null;
     if (text.length > 0) {
       try {

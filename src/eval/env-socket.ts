@@ -49,12 +49,23 @@ export class EnvSocket {
     ws.on('error', () => undefined);
   }
 
-  /** Opens `<url>/ws` with the token; rejects with an EnvError when the upgrade fails. */
-  static open(url: string, token: string | null, timeoutMs: number): Promise<EnvSocket> {
+  /** Opens `<url>/ws` with the token; rejects with an EnvError when the upgrade fails, with `signal`'s reason when it aborts first. */
+  static open(url: string, token: string | null, timeoutMs: number, signal?: AbortSignal): Promise<EnvSocket> {
     const target = `${url.replace(/^http/i, 'ws')}/ws`;
     const ws = new WebSocket(target, { headers: token ? { authorization: `Bearer ${token}` } : {}, maxPayload: 64 * 1024 * 1024, handshakeTimeout: timeoutMs });
     return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(new EnvSocket(ws)));
+      // Ctrl-C during the handshake ends it at once, not at the handshake timeout
+      const onAbort = () => {
+        ws.terminate();
+        reject(signal!.reason);
+      };
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      ws.once('close', () => signal?.removeEventListener('abort', onAbort));
+      ws.once('open', () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(new EnvSocket(ws));
+      });
       ws.once('unexpected-response', (_req, res) => {
         reject(
           new EnvError(

@@ -10,6 +10,7 @@
  * the two failures carry no reward, as slime drops them rather than train on a false 0.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
+import { MAX_FRAME_BYTES } from '../defaults.js';
 import type { PromptRow } from '../rows/build.js';
 import type { ServerTaskRow } from '../rows/server.js';
 import { EnvError, EnvSocket, type Frame } from './env-socket.js';
@@ -102,6 +103,11 @@ function observationOf(frame: Frame, what: string): { observation: Record<string
   throw new EnvError('server_error', `${what}: unexpected ${frame.type} frame`);
 }
 
+/** a tool call the model got wrong, answered to it as the server answers bad arguments */
+function modelMistake(name: string, message: string): ReturnType<typeof observationOf> {
+  return { observation: { tool_name: name, result: null, error: { error_type: 'invalid_args', message } }, reward: null, done: false };
+}
+
 export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: ChatModel, s: PlaySettings, signal: AbortSignal): Promise<EpisodeRecord> {
   const started = Date.now();
   const rec: EpisodeRecord = {
@@ -144,19 +150,27 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     return true;
   };
   const step = async (name: string, args: unknown, modelTurn: number) => {
-    const frame = await socket!.request(
-      { type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } },
-      s.toolTimeoutMs + REPLY_SLACK_MS,
-      '--tool-timeout',
-      signal,
-    );
-    const out = observationOf(frame, `tool ${name}`);
+    const request = { type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } };
+    // The model's own mistakes are its tool errors, as the server answers a bad argument: a call
+    // too large for a frame is not sent (the server would close the session), and a call the
+    // server refuses as malformed (an empty tool name) is answered to the model; the episode goes on.
+    const bytes = Buffer.byteLength(JSON.stringify(request));
+    let out: ReturnType<typeof observationOf>;
+    if (bytes > MAX_FRAME_BYTES) {
+      out = modelMistake(name, `the call is ${bytes} bytes of JSON, over the ${MAX_FRAME_BYTES / 1024 / 1024} MiB a step may have: not sent`);
+    } else {
+      const frame = await socket!.request(request, s.toolTimeoutMs + REPLY_SLACK_MS, '--tool-timeout', signal);
+      out =
+        frame.type === 'error' && frame.data?.code === 'VALIDATION_ERROR'
+          ? modelMistake(name, String(frame.data.message))
+          : observationOf(frame, `tool ${name}`);
+    }
     const err = out.observation.error as { error_type?: string } | null | undefined;
     const result = out.observation.result as { is_error?: boolean } | null | undefined;
     rec.tool_calls.push({
       model_turn: modelTurn,
       name,
-      arguments: args,
+      arguments: bytes > MAX_FRAME_BYTES ? `[${bytes} bytes, not sent]` : args,
       is_error: Boolean(err) || Boolean(result?.is_error),
       error_type: err?.error_type ?? null,
     });
@@ -171,7 +185,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (!done) throw new EnvError('server_error', `the episode did not end after ${MAX_EMPTY_TURNS} end_turn calls`);
   };
   try {
-    socket = await EnvSocket.open(s.url, s.token, s.resetTimeoutMs);
+    socket = await EnvSocket.open(s.url, s.token, s.resetTimeoutMs, signal);
     const reset = observationOf(
       await socket.request(
         { type: 'reset', data: { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 } },

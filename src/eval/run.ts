@@ -89,8 +89,12 @@ export async function runEval(args: EvalArgs, env: NodeJS.ProcessEnv, signal: Ab
   const out = args.out ?? defaultOut(args.split);
   try {
     await prepareOut(out);
-    await writeFile(path.join(out, 'episodes.jsonl'), '');
+    // created, never truncated: an earlier run's episodes are not lost to a repeated --out
+    await writeFile(path.join(out, 'episodes.jsonl'), '', { flag: 'wx' });
   } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') {
+      throw new EvalError(`${out} holds an earlier run's episodes.jsonl: pass another --out (or move that folder away); nothing was changed`);
+    }
     throw new EvalError((e as Error).message);
   }
   const settings = serverSettings(args.url, args);
