@@ -212,7 +212,9 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   it('logs JSON, not a crash, when started on a terminal without the dev-only pretty printer', async () => {
     // `docker run -it` gives the server a TTY; pino-pretty is a dev dependency, absent here
     const out = await new Promise<{ code: number | null; text: string }>((resolve) => {
-      const p = spawn('docker', ['run', '--rm', '-t', '-e', 'AGENTENV_TOKEN=a-token-long-enough-to-pass', IMAGE, '/bundles/none', '--host', '0.0.0.0'], { env });
+      const p = spawn('docker', ['run', '--rm', '-t', '-e', 'AGENTENV_TOKEN=a-token-long-enough-to-pass', IMAGE, '/bundles/none', '--host', '0.0.0.0'], {
+        env,
+      });
       let text = '';
       p.stdout.on('data', (d) => (text += d));
       p.stderr.on('data', (d) => (text += d));
@@ -370,7 +372,21 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     try {
       const r = await run(
         process.execPath,
-        ['dist/cli/openenv-bundle.js', 'eval', tls, '--model-url', model.url, '--model', 'scripted', '--split', 'eval', '--token-var', 'EVAL_TOKEN', '--out', join(out, 'run')],
+        [
+          'dist/cli/openenv-bundle.js',
+          'eval',
+          tls,
+          '--model-url',
+          model.url,
+          '--model',
+          'scripted',
+          '--split',
+          'eval',
+          '--token-var',
+          'EVAL_TOKEN',
+          '--out',
+          join(out, 'run'),
+        ],
         { PATH: process.env.PATH, EVAL_TOKEN: token, NODE_EXTRA_CA_CERTS: join(certDir, 'tls.crt') },
       );
       expect(r).toContain('wrote');
