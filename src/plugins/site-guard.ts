@@ -12,6 +12,10 @@
  *   (the Origin names the Host the request was sent to), a loopback page, or one of
  *   `--allowed-origins`. `*` allows any.
  *
+ * A page of a listed origin (not the server's own, nor a loopback one) also gets the CORS headers
+ * that let it read the answers (`Access-Control-Allow-Origin` naming it), and its preflight
+ * `OPTIONS` is answered here, before auth (a preflight carries no token).
+ *
  * A refusal is a 403 saying what to allow (a JSON-RPC error on `/mcp`, as the MCP spec asks),
  * logged once per peer and check; the request's own line names it (`forbidden_host`,
  * `forbidden_origin`). The body of a refused request is never read.
@@ -90,6 +94,19 @@ export function originAllowed(origin: string | undefined, hostHeader: string | u
   return authority(sent) === authority(u);
 }
 
+/** what a listed origin's page may send and read across origins */
+const CORS = {
+  methods: 'GET, POST, DELETE',
+  headers: 'authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id',
+  expose: 'mcp-session-id, retry-after, www-authenticate',
+  maxAgeS: 600,
+};
+
+/** whether a page of `origin` is allowed because it is listed (or `*`), not because it is this server's or loopback */
+function listedOrigin(origin: string, allowed: readonly string[]): boolean {
+  return allowed.includes('*') || allowed.includes(normalOrigin(origin) ?? '');
+}
+
 function first(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
@@ -129,7 +146,18 @@ async function siteGuard(app: FastifyInstance, opts: SiteGuardOptions): Promise<
   };
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const r = refusalOf(req, opts);
-    if (r === null) return;
+    if (r === null) {
+      const origin = first(req.headers.origin);
+      if (origin === undefined || !listedOrigin(origin, opts.allowedOrigins)) return;
+      reply.header('access-control-allow-origin', origin).header('vary', 'Origin').header('access-control-expose-headers', CORS.expose);
+      if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) return;
+      return reply
+        .code(204)
+        .header('access-control-allow-methods', CORS.methods)
+        .header('access-control-allow-headers', CORS.headers)
+        .header('access-control-max-age', String(CORS.maxAgeS))
+        .send();
+    }
     noteRefusal(req, r.code);
     logOnce(req, r);
     closeUnreadBody(reply).code(403);

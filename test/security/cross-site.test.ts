@@ -170,6 +170,32 @@ describe('a server with a token, behind a proxy whose public name is allowed', (
     );
   });
 
+  it("a listed origin's page may read the answers (CORS), its preflight answered before auth; the server's own and loopback pages get no CORS headers", async () => {
+    const preflight = await fetch(`${s.url}/episodes`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: 'https://agents.example.com',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type',
+      },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://agents.example.com');
+    expect(preflight.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(preflight.headers.get('access-control-allow-headers')).toContain('authorization');
+    const read = await fetch(`${s.url}/bundle`, { headers: { ...auth, origin: 'https://agents.example.com' } });
+    expect(read.status).toBe(200);
+    expect(read.headers.get('access-control-allow-origin')).toBe('https://agents.example.com');
+    expect(read.headers.get('access-control-expose-headers')).toContain('mcp-session-id');
+    for (const origin of ['http://localhost:5173', `http://127.0.0.1:${new URL(s.url).port}`]) {
+      const r = await fetch(`${s.url}/bundle`, { headers: { ...auth, origin } });
+      expect(r.status, origin).toBe(200);
+      expect(r.headers.get('access-control-allow-origin'), origin).toBeNull();
+    }
+    // a foreign page's preflight is refused like its request
+    expect((await fetch(`${s.url}/episodes`, { method: 'OPTIONS', headers: { origin: EVIL, 'access-control-request-method': 'POST' } })).status).toBe(403);
+  });
+
   it('a client with no Origin is unaffected: 401 without the token, 200 with it', async () => {
     expect((await raw(s.url, 'GET', '/bundle')).status).toBe(401);
     expect((await raw(s.url, 'GET', '/bundle', auth)).status).toBe(200);
