@@ -14,6 +14,7 @@ import { lineSplitter } from '../src/lines.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { parsePrometheusText, sumOf } from './lib/prom-text.js';
 import { WsClient } from './lib/ws-client.js';
+import { forEachAtMost } from '../src/work-pool.js';
 
 const { values } = parseArgs({
   options: {
@@ -178,12 +179,12 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const server = await startServer();
   const rss: Record<string, number> = { start: rssMb(server.pid) };
-  let next = 0;
   let done = 0;
   let failed = 0;
-  const worker = async () => {
-    while (next < EPISODES) {
-      const i = next++;
+  await forEachAtMost(
+    Array.from({ length: EPISODES }, (_, i) => i),
+    CONCURRENCY,
+    async (i) => {
       await episode(server.url, i).catch((e: Error) => {
         failed++;
         if (failed <= 5) console.log(`episode ${i}: ${e.message}`);
@@ -191,9 +192,8 @@ async function main(): Promise<void> {
       done++;
       if (done === Math.floor(EPISODES / 2)) rss.middle = rssMb(server.pid);
       if (done % 100 === 0) console.log(`  ${done}/${EPISODES} episodes, ${((Date.now() - t0) / 1000).toFixed(0)} s, server RSS ${rssMb(server.pid)} MB`);
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    },
+  );
   // teardowns finish after their clients have gone: wait for the server to be idle
   const auth = { authorization: `Bearer ${TOKEN}` };
   let slots = -1;

@@ -1,22 +1,83 @@
 /**
  * Every server option in one zod schema: flags, environment variables, buildApp options and
- * `--help` all derive from it, so an option is declared once.
+ * `--help` all derive from it, so an option is declared once. Each option of every command
+ * (the server's here, the other subcommands' in src/cli/) is an OptionSpec: its type and default
+ * (a zod schema), its help, and how it is spelled; src/cli/options.ts parses a command line from
+ * them and prints their --help lines.
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
 import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
 
+/** One option of a command, declared once: type and default, help, spelling. */
+export interface OptionSpec {
+  /** the value's type and default (`.default(…)`); an option without one is optional or required */
+  schema: z.ZodTypeAny;
+  /** what --help says it does (the default is printed apart) */
+  help: string;
+  /** the value's placeholder (`N`, `DIR`, `KEY=VALUE`); absent for a switch, which takes none */
+  value?: string;
+  /** may be given more than once; the values form a list */
+  repeatable?: boolean;
+  /** a one-letter spelling (`-o`) */
+  short?: string;
+  /** the default in words, where the schema has none to show (a computed one, "the bundle's") */
+  shownDefault?: string;
+  /** environment variables read when the flag is absent (a flag wins), first set one used */
+  env?: readonly string[];
+}
+
+export type OptionTable = Record<string, OptionSpec>;
+
+/** The zod shape of a table's options, for z.object(). */
+export type OptionShape<T extends OptionTable> = { [K in keyof T]: T[K]['schema'] };
+
+export function optionShape<T extends OptionTable>(table: T): OptionShape<T> {
+  return Object.fromEntries(Object.entries(table).map(([k, o]) => [k, o.schema])) as OptionShape<T>;
+}
+
+/** An option's default, through the wrappers zod puts around it (a refine is a ZodEffects, a pipe a ZodPipeline). */
+export function schemaDefault(schema: z.ZodTypeAny): unknown {
+  let s: { _def: { defaultValue?: () => unknown; schema?: unknown; innerType?: unknown; in?: unknown } } | undefined = schema;
+  for (let i = 0; s && i < 8; i++) {
+    if (typeof s._def.defaultValue === 'function') return s._def.defaultValue();
+    s = (s._def.schema ?? s._def.innerType ?? s._def.in) as typeof s;
+  }
+  return undefined;
+}
+
+/** The default as --help and the README say it: the words given, else the schema's (`none`, `off` for a switch, `required`). */
+export function shownDefault(o: OptionSpec): string {
+  if (o.shownDefault !== undefined) return o.shownDefault;
+  if (!o.schema.isOptional()) return 'required';
+  const d = schemaDefault(o.schema);
+  if (d === undefined || d === null) return 'none';
+  if (typeof d === 'boolean') return d ? 'on' : 'off';
+  if (Array.isArray(d)) return d.length ? d.join(' ') : 'none';
+  return String(d);
+}
+
+export function kebab(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** OPENENV_MAX_CONCURRENT_ENVS for maxConcurrentEnvs. */
+export function envVarName(name: string): string {
+  return `OPENENV_${kebab(name).replace(/-/g, '_').toUpperCase()}`;
+}
+
 const seconds = (def: number) => z.coerce.number().positive().finite().default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
 
 /** `KEY=VALUE`, repeatable */
-const buildArgs = z
+export const buildArgsSchema = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : [v]))
   .pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'expected KEY=VALUE (KEY a build argument name)')))
   .default([]);
 
+/** a switch; from the environment also true/false, 1/0, yes/no */
 const bool = z
   .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no', ''])])
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes' || v === '')
@@ -40,168 +101,218 @@ function commaList(item: z.ZodString | z.ZodEffects<z.ZodString>, normal: (s: st
     .default([]);
 }
 
-/** Options as the CLI and the environment give them; `describe` texts feed `--help`. */
-export const OptionsSchema = z
-  .object({
-    host: z.string().min(1).default('127.0.0.1').describe('address to listen on'),
-    port: z.coerce.number().int().min(0).max(65535).default(8200).describe('port to listen on (0 picks a free one)'),
-    maxConcurrentEnvs: positiveInt(8).describe('envs running at once; further resets wait in a FIFO queue'),
-    warmPool: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .default(0)
-      .describe(
-        'envs kept deployed ahead of demand, each fresh and used by one episode only; they hold slots of --max-concurrent-envs (0: every reset deploys its env)',
-      ),
-    maxConcurrentDeploys: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS).describe(
-      'envs starting at once (network, container, readiness), for resets and pool refills alike; refills yield to waiting resets',
-    ),
-    networkStock: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .optional()
-      .describe(
-        `episode networks made ahead of demand, each used by one episode and removed after it; they count against nothing (default: --max-concurrent-envs, at most ${NETWORK_STOCK.defaultMax}; 0: each deploy makes its network)`,
-      ),
-    maxWaiting: z.coerce.number().int().min(0).default(1024).describe('resets allowed to wait; past it a reset gets CAPACITY_REACHED at once'),
-    resetTimeout: seconds(600).describe('seconds a reset waits for a slot (a reset may ask for less)'),
-    toolTimeout: seconds(60).describe('seconds one tool call may take'),
-    idleTimeout: seconds(1800).describe('seconds without a frame or request before a session is closed'),
-    episodeTimeout: seconds(3600).describe('wall-clock seconds an episode may run'),
-    maxSteps: positiveInt(64).describe('tool calls per episode; past it the episode ends, scored as is'),
-    tokenEnv: z
+const S = 'S';
+const N = 'N';
+
+/** Every server option, in the order --help lists them. Each is also read from OPENENV_<NAME> (envVarName). */
+export const SERVER_OPTIONS = {
+  host: { schema: z.string().min(1).default('127.0.0.1'), value: 'HOST', help: 'address to listen on; a non-loopback address needs a token' },
+  port: { schema: z.coerce.number().int().min(0).max(65535).default(8200), value: 'PORT', help: 'port to listen on (0 picks a free one)' },
+  maxConcurrentEnvs: { schema: positiveInt(8), value: N, help: 'envs running at once; further resets wait in a FIFO queue' },
+  warmPool: {
+    schema: z.coerce.number().int().min(0).default(0),
+    value: N,
+    help: 'envs kept deployed ahead of demand, each fresh and used by one episode only; they hold slots of --max-concurrent-envs (0: every reset deploys its env)',
+  },
+  maxConcurrentDeploys: {
+    schema: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS),
+    value: N,
+    help: 'envs starting at once (network, container, readiness), for resets and pool refills alike; refills yield to waiting resets',
+  },
+  networkStock: {
+    schema: z.coerce.number().int().min(0).optional(),
+    value: N,
+    help: 'episode networks made ahead of demand, each used by one episode and removed after it; they count against nothing (0: each deploy makes its network)',
+    shownDefault: `--max-concurrent-envs, at most ${NETWORK_STOCK.defaultMax}`,
+  },
+  maxWaiting: { schema: z.coerce.number().int().min(0).default(1024), value: N, help: 'resets allowed to wait; past it a reset gets CAPACITY_REACHED at once' },
+  resetTimeout: { schema: seconds(600), value: S, help: 'seconds a reset waits for a slot (a reset may ask for less)' },
+  toolTimeout: { schema: seconds(60), value: S, help: 'seconds one tool call may take' },
+  idleTimeout: { schema: seconds(1800), value: S, help: 'seconds without a frame or request before a session is closed' },
+  episodeTimeout: { schema: seconds(3600), value: S, help: 'wall-clock seconds an episode may run' },
+  maxSteps: { schema: positiveInt(64), value: N, help: 'tool calls per episode; past it the episode ends, scored as is' },
+  tokenEnv: {
+    schema: z
       .string()
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
-      .default('AGENTENV_TOKEN')
-      .describe('environment variable holding the bearer token'),
-    tokenFile: z
-      .string()
-      .min(1)
-      .optional()
-      .describe('file holding the bearer token (e.g. a swarm or compose secret, /run/secrets/<name>); wins over --token-env'),
-    reward: z.string().min(1).optional().describe("how scores become the reward: mean|sum|min|max|<score name> (default: the bundle's)"),
-    subnetPool: z
+      .default('AGENTENV_TOKEN'),
+    value: 'NAME',
+    help: 'environment variable holding the bearer token (the token itself is never a flag)',
+  },
+  tokenFile: {
+    schema: z.string().min(1).optional(),
+    value: 'FILE',
+    help: 'file holding the bearer token (e.g. a swarm or compose secret, /run/secrets/<name>); wins over --token-env',
+  },
+  reward: {
+    schema: z.string().min(1).optional(),
+    value: 'RULE',
+    help: 'how scores become the reward: mean|sum|min|max|<score name>',
+    shownDefault: "the bundle's, else mean",
+  },
+  subnetPool: {
+    schema: z
       .string()
       .default(SUBNET_POOL)
       .superRefine((s, ctx) => {
         const r = parseCidr(s);
         if ('problem' in r) ctx.addIssue({ code: z.ZodIssueCode.custom, message: r.problem });
-      })
-      .describe(`IPv4 range the episode networks take their /${EPISODE_SUBNET_PREFIX} subnets from`),
-    instance: z
+      }),
+    value: 'CIDR',
+    help: `IPv4 range the episode networks take their /${EPISODE_SUBNET_PREFIX} subnets from`,
+  },
+  instance: {
+    schema: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'expected letters, digits, _ . - (at most 63)')
-      .default('default')
-      .describe('name labelled on every container and network; a restart with the same name removes what a killed run left'),
-    shutdownTimeout: seconds(30).describe('seconds SIGTERM waits for episodes (and the network stock) to be torn down'),
-    headersTimeout: seconds(30).describe(
-      "seconds a connection may take to send a request's headers (from connecting, or from the request's first byte); past it the connection is closed",
-    ),
-    requestTimeout: seconds(300).describe(
-      'seconds a client may take to send a whole request, headers and body (an answer may take longer: a reset waiting for a slot is not cut)',
-    ),
-    maxConnections: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .default(0)
-      .describe(
-        "open client connections at most; at the bound a new one closes the oldest connection that is idle or still sending its headers, else it is refused (0: the process's open-file limit less a reserve for the engine socket and the envs)",
-      ),
-    buildArg: buildArgs.describe('KEY=VALUE build argument for the env images (repeatable), e.g. NODE_IMAGE=my/node:20'),
-    pingInterval: z.coerce.number().min(0).finite().default(20).describe('seconds between WebSocket pings (0 turns them off)'),
-    trustProxy: z.string().optional().describe('addresses of reverse proxies whose X-Forwarded-For is trusted for logs'),
-    insecureNoToken: bool.describe('allow a non-loopback --host without a token'),
-    tokenInPath: bool.describe(
-      'also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)',
-    ),
-    allowedHosts: commaList(z.string().regex(HOST_NAME, 'expected a host name such as envs.example.com, .example.com (it and every name under it) or *'), (h) =>
+      .default('default'),
+    value: 'NAME',
+    help: 'name labelled on every container and network; a restart with the same name removes what a killed run left',
+  },
+  shutdownTimeout: { schema: seconds(30), value: S, help: 'seconds SIGTERM waits for episodes (and the network stock) to be torn down' },
+  headersTimeout: {
+    schema: seconds(30),
+    value: S,
+    help: "seconds a connection may take to send a request's headers (from connecting, or from the request's first byte); past it the connection is closed",
+  },
+  requestTimeout: {
+    schema: seconds(300),
+    value: S,
+    help: 'seconds a client may take to send a whole request, headers and body (an answer may take longer: a reset waiting for a slot is not cut)',
+  },
+  maxConnections: {
+    schema: z.coerce.number().int().min(0).default(0),
+    value: N,
+    help: "open client connections at most; at the bound a new one closes the oldest connection that is idle or still sending its headers, else it is refused (0: the process's open-file limit less a reserve for the engine socket and the envs)",
+  },
+  buildArg: {
+    schema: buildArgsSchema,
+    value: 'KEY=VALUE',
+    repeatable: true,
+    help: 'build argument for the env images (repeatable), e.g. NODE_IMAGE=openenv-local/node:20 on a machine that reaches no registry',
+  },
+  pingInterval: { schema: z.coerce.number().min(0).finite().default(20), value: S, help: 'seconds between WebSocket pings (0 turns them off)' },
+  trustProxy: { schema: z.string().optional(), value: 'ADDRS', help: 'addresses of reverse proxies whose X-Forwarded-For is trusted for logs' },
+  insecureNoToken: { schema: bool, help: 'allow a non-loopback --host without a token' },
+  tokenInPath: {
+    schema: bool,
+    help: 'also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)',
+  },
+  allowedHosts: {
+    schema: commaList(z.string().regex(HOST_NAME, 'expected a host name such as envs.example.com, .example.com (it and every name under it) or *'), (h) =>
       h.toLowerCase().replace(/\.$/, ''),
-    ).describe(
-      "host names (comma-separated; .example.com: it and every name under it; *: any) requests may name in Host besides loopback names and IP addresses, e.g. the TLS proxy's public name; any other Host gets 403 (DNS rebinding)",
     ),
-    allowedOrigins: commaList(
+    value: 'NAMES',
+    help: "host names (comma-separated; .example.com: it and every name under it; *: any) requests may name in Host besides loopback names and IP addresses, e.g. the TLS proxy's public name; any other Host gets 403 (DNS rebinding)",
+  },
+  allowedOrigins: {
+    schema: commaList(
       z.string().refine((o) => o === '*' || normalOrigin(o) !== null, 'expected an origin such as https://console.example.com (scheme://host[:port]) or *'),
       (o) => (o === '*' ? o : normalOrigin(o)!),
-    ).describe(
-      'origins (comma-separated scheme://host[:port], or *) whose browser pages may call the server besides its own page and loopback pages; any other Origin header gets 403, on every route and upgrade (cross-site requests)',
     ),
-    sandbox: z
-      .enum(['docker', 'swarm'])
-      .default('docker')
-      .describe(
-        'where envs run: docker (one engine, a bridge per episode) or swarm (a service and an overlay per episode, on any node of a swarm; the server must run in a container on a manager)',
-      ),
-    registry: z
+    value: 'ORIGINS',
+    help: 'origins (comma-separated scheme://host[:port], or *) whose browser pages may call the server besides its own page and loopback pages; any other Origin header gets 403, on every route and upgrade (cross-site requests)',
+  },
+  sandbox: {
+    schema: z.enum(['docker', 'swarm']).default('docker'),
+    value: 'docker|swarm',
+    help: 'where envs run: docker (one engine, a bridge per episode) or swarm (a service and an overlay per episode, on any node of a swarm; the server must run in a container on a manager)',
+  },
+  registry: {
+    schema: z
       .string()
       .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?(\/[a-z0-9._/-]+)?$/, 'expected HOST:PORT of a registry (optionally /PATH)')
-      .optional()
-      .describe('registry every swarm node pulls from (HOST:PORT): env images are pushed there and run by digest'),
-    inContainer: z
-      .enum(['auto', 'always', 'never'])
-      .default('auto')
-      .describe("join each episode network from the server's own container (auto: when running in one)"),
-    history: z.coerce.number().int().min(0).max(100_000).default(500).describe('ended episodes the web console keeps (with their transcripts) in memory'),
-    record: z
-      .string()
-      .min(1)
-      .optional()
-      .describe("folder to append every ended episode's transcript to, one JSON line each, in a daily file episodes-YYYY-MM-DD.jsonl"),
-    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('log level (also LOG_LEVEL)'),
-  })
-  .strict()
-  .superRefine((o, ctx) => {
-    if (o.idleTimeout < o.toolTimeout) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['idleTimeout'],
-        message: `idle timeout (${o.idleTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s): a slow tool call would close its own session`,
-      });
-    }
-    if (o.sandbox === 'swarm' && o.inContainer === 'never') {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['inContainer'],
-        message:
-          '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
-      });
-    }
-    if (o.episodeTimeout < o.toolTimeout) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['episodeTimeout'],
-        message: `episode timeout (${o.episodeTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s)`,
-      });
-    }
-    if (o.headersTimeout > o.requestTimeout) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['headersTimeout'],
-        message: `the headers timeout (${o.headersTimeout} s) is longer than the request timeout (${o.requestTimeout} s), which includes the headers`,
-      });
-    }
-    if (o.warmPool > o.maxConcurrentEnvs) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['warmPool'],
-        message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
-      });
-    }
-    const pool = parseCidr(o.subnetPool);
-    if ('problem' in pool) return;
-    const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
-    if (pool.prefix > EPISODE_SUBNET_PREFIX) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: `the subnet pool must be /${EPISODE_SUBNET_PREFIX} or wider` });
-    } else if (networks < o.maxConcurrentEnvs) {
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        path: ['subnetPool'],
-        message: `the subnet pool ${o.subnetPool} holds ${networks} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
-      });
-    }
-  });
+      .optional(),
+    value: 'HOST:PORT',
+    help: 'registry every swarm node pulls from: env images are pushed there and run by digest',
+  },
+  inContainer: {
+    schema: z.enum(['auto', 'always', 'never']).default('auto'),
+    value: 'auto|always|never',
+    help: "join each episode network from the server's own container (auto: when running in one)",
+  },
+  history: {
+    schema: z.coerce.number().int().min(0).max(100_000).default(500),
+    value: N,
+    help: 'ended episodes the web console keeps (with their transcripts) in memory',
+  },
+  record: {
+    schema: z.string().min(1).optional(),
+    value: 'DIR',
+    help: "folder to append every ended episode's transcript to, one JSON line each, in a daily file episodes-YYYY-MM-DD.jsonl",
+  },
+  logLevel: {
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    value: 'LEVEL',
+    help: 'log level: fatal, error, warn, info, debug, trace or silent',
+    env: ['OPENENV_LOG_LEVEL', 'LOG_LEVEL'],
+  },
+} satisfies OptionTable;
+
+/** The environment variables a server option is read from: OPENENV_<NAME> (LOG_LEVEL besides for the log level). */
+export function serverOptionEnv(name: string, o: OptionSpec): readonly string[] {
+  return o.env ?? [envVarName(name)];
+}
+
+/** how many episode networks (/EPISODE_SUBNET_PREFIX) a subnet pool of this prefix holds */
+const episodeNetworks = (poolPrefix: number) => 2 ** (EPISODE_SUBNET_PREFIX - poolPrefix);
+
+type ServerOptionValues = z.output<z.ZodObject<OptionShape<typeof SERVER_OPTIONS>>>;
+
+/** The checks across server options: settings that contradict each other are refused at start. */
+export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void {
+  if (o.idleTimeout < o.toolTimeout) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['idleTimeout'],
+      message: `idle timeout (${o.idleTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s): a slow tool call would close its own session`,
+    });
+  }
+  if (o.sandbox === 'swarm' && o.inContainer === 'never') {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['inContainer'],
+      message:
+        '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
+    });
+  }
+  if (o.episodeTimeout < o.toolTimeout) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['episodeTimeout'],
+      message: `episode timeout (${o.episodeTimeout} s) is shorter than the tool timeout (${o.toolTimeout} s)`,
+    });
+  }
+  if (o.headersTimeout > o.requestTimeout) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['headersTimeout'],
+      message: `the headers timeout (${o.headersTimeout} s) is longer than the request timeout (${o.requestTimeout} s), which includes the headers`,
+    });
+  }
+  if (o.warmPool > o.maxConcurrentEnvs) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['warmPool'],
+      message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
+    });
+  }
+  const pool = parseCidr(o.subnetPool);
+  if ('problem' in pool) return;
+  const networks = episodeNetworks(pool.prefix);
+  if (pool.prefix > EPISODE_SUBNET_PREFIX) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['subnetPool'], message: `the subnet pool must be /${EPISODE_SUBNET_PREFIX} or wider` });
+  } else if (networks < o.maxConcurrentEnvs) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['subnetPool'],
+      message: `the subnet pool ${o.subnetPool} holds ${networks} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
+    });
+  }
+}
+
+/** Options as the CLI and the environment give them. */
+export const OptionsSchema = z.object(optionShape(SERVER_OPTIONS)).strict().superRefine(checkServerOptions);
 
 export type ServerOptions = z.output<typeof OptionsSchema>;
 
@@ -215,21 +326,11 @@ export function networkStockSize(o: Pick<ServerOptions, 'networkStock' | 'maxCon
   if (o.sandbox === 'swarm') return wanted;
   const pool = parseCidr(o.subnetPool);
   if ('problem' in pool) return 0;
-  const networks = 2 ** (EPISODE_SUBNET_PREFIX - pool.prefix);
-  return Math.max(0, Math.min(wanted, networks - o.maxConcurrentEnvs));
+  return Math.max(0, Math.min(wanted, episodeNetworks(pool.prefix) - o.maxConcurrentEnvs));
 }
 export type ServerOptionsInput = z.input<typeof OptionsSchema>;
 
-export const OPTION_NAMES = Object.keys(OptionsSchema.innerType().shape) as (keyof ServerOptions)[];
-
-export function kebab(name: string): string {
-  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-}
-
-/** OPENENV_MAX_CONCURRENT_ENVS for maxConcurrentEnvs; LOG_LEVEL is honoured too. */
-export function envVarName(name: string): string {
-  return `OPENENV_${kebab(name).replace(/-/g, '_').toUpperCase()}`;
-}
+export const OPTION_NAMES = Object.keys(SERVER_OPTIONS) as (keyof ServerOptions)[];
 
 /** `https://Host:443/` → `https://host`: an origin as browsers send it, or null when it is not one. */
 export function normalOrigin(origin: string): string | null {

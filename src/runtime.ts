@@ -248,8 +248,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       const inTime = await Promise.race([
         unprepared,
         new Promise<false>((r) => {
+          // what ends a removal that hangs: it keeps the process alive until then (cleared below)
           budget = setTimeout(() => r(false), Math.max(0, deadline - Date.now()));
-          budget.unref();
         }),
       ]);
       clearTimeout(budget);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { evalMain } from '../src/cli/eval.js';
+import { cli } from '../src/cli/openenv-bundle.js';
 import type { EvalSummary } from '../src/eval/summary.js';
 import { LABELS } from '../src/sandbox/sandbox.js';
 import { describeDocker, labelledResources, waitFor } from './support/docker.js';
@@ -47,7 +47,7 @@ describeDocker('standard MCP and eval on real Docker', () => {
   it('eval plays the eval split in containers: the golden mean', async () => {
     const out = join(tmp, 'eval');
     const io = { stdout: { write: () => true }, stderr: { write: () => true }, env: {} };
-    expect(await evalMain([s.url, '--model-url', model.url, '--model', 'scripted', '--out', out], io)).toBe(0);
+    expect(await cli(['eval', s.url, '--model-url', model.url, '--model', 'scripted', '--out', out], io)).toBe(0);
     const summary = JSON.parse(await readFile(join(out, 'summary.json'), 'utf8')) as EvalSummary;
     expect(summary).toMatchObject({ played: 2, failures: { total: 0 } });
     expect(summary.scored.mean).toBeCloseTo(0.5, 12);

@@ -1,16 +1,21 @@
-/** serve.ts's options: one schema for flags and environment; bad values exit 2 with what is wrong. */
+/** The server's options: one schema for flags and environment; bad values exit 2 with what is wrong. */
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { OPTION_NAMES, kebab } from '../src/config.js';
-import { SUBNET_POOL } from '../src/defaults.js';
-import { helpText, parseCli } from '../src/serve.js';
+import { networkStockSize, OPTION_NAMES, kebab, OptionsSchema } from '../src/config.js';
+import { NETWORK_STOCK, SUBNET_POOL } from '../src/defaults.js';
+import { serveCommand } from '../src/cli/serve.js';
 import { SERVE_JS } from './support/serve-process.js';
 import { FIXTURE_BUNDLE } from './support/app.js';
 
-describe('serve.ts options', () => {
+const parseCli = (argv: string[], env: NodeJS.ProcessEnv) => {
+  const { bundlePath, ...options } = serveCommand.parse(argv, env);
+  return { bundlePath, options };
+};
+const helpText = () => serveCommand.usage('node dist/serve.js');
+
+describe('the server options', () => {
   it('has the documented defaults', () => {
     const cli = parseCli(['b'], {});
-    if (cli === 'help') throw new Error('unexpected');
     expect(cli.bundlePath).toBe('b');
     expect(cli.options).toMatchObject({
       host: '127.0.0.1',
@@ -37,7 +42,6 @@ describe('serve.ts options', () => {
       OPENENV_RESET_TIMEOUT: '30',
       LOG_LEVEL: 'debug',
     });
-    if (cli === 'help') throw new Error('unexpected');
     expect(cli.options).toMatchObject({ maxConcurrentEnvs: 16, resetTimeout: 30, buildArg: ['A=1', 'B=x=y'], reward: 'min', logLevel: 'debug' });
   });
 
@@ -48,16 +52,16 @@ describe('serve.ts options', () => {
     expect(() => parseCli(['b', '--idle-timeout', '5', '--tool-timeout', '60'], {})).toThrow(/idle timeout \(5 s\) is shorter than the tool timeout \(60 s\)/);
     expect(() => parseCli(['b', '--subnet-pool', '10.0.0.1/16'], {})).toThrow(/--subnet-pool/);
     expect(() => parseCli(['b', '--frobnicate', '1'], {})).toThrow(/frobnicate/);
-    expect(() => parseCli([], {})).toThrow(/missing the bundle/);
+    expect(() => parseCli([], {})).toThrow(/missing BUNDLE/);
   });
 
   it('--help lists every option with its default', () => {
     const text = helpText();
     for (const name of OPTION_NAMES) expect(text).toContain(`--${kebab(name)}`);
-    expect(text).toMatch(/--max-concurrent-envs <value>[\s\S]*default: 8/);
+    expect(text).toMatch(/--max-concurrent-envs N .*\n\s+default: 8; env: OPENENV_MAX_CONCURRENT_ENVS\n/);
     // a default behind a refinement is shown too, the real one (defaults.ts)
-    expect(text).toMatch(new RegExp(`--subnet-pool <value>.*\\n\\s+default: ${SUBNET_POOL.replace(/\./g, '\\.')};`));
-    expect(text).not.toMatch(/--subnet-pool <value>.*\n\s+default: none/);
+    expect(text).toMatch(new RegExp(`--subnet-pool CIDR .*\\n\\s+default: ${SUBNET_POOL.replace(/\./g, '\\.')};`));
+    expect(text).toMatch(/--log-level LEVEL .*\n\s+default: info; env: OPENENV_LOG_LEVEL, LOG_LEVEL\n/);
     const run = spawnSync(process.execPath, [SERVE_JS, '--help'], { encoding: 'utf8' });
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('--reset-timeout');
@@ -66,7 +70,7 @@ describe('serve.ts options', () => {
   it('the process exits 2 on a bad value, saying what is wrong', () => {
     const run = spawnSync(process.execPath, [SERVE_JS, FIXTURE_BUNDLE, '--reset-timeout=-3'], { encoding: 'utf8' });
     expect(run.status).toBe(2);
-    expect(run.stderr).toMatch(/--reset-timeout: Number must be greater than 0/);
+    expect(run.stderr).toMatch(/^error: --reset-timeout: Number must be greater than 0\nRun 'node dist\/serve.js --help'/);
   });
 
   it('refuses a non-loopback host without a token unless --insecure-no-token', () => {
@@ -89,5 +93,30 @@ describe('serve.ts options', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the network stock the server keeps (--network-stock)', () => {
+  const stock = (input: Record<string, unknown>) => networkStockSize(OptionsSchema.parse(input));
+
+  it('defaults to --max-concurrent-envs, at most NETWORK_STOCK.defaultMax (64)', () => {
+    expect(NETWORK_STOCK.defaultMax).toBe(64);
+    expect(stock({})).toBe(8);
+    expect(stock({ maxConcurrentEnvs: 40 })).toBe(40);
+    expect(stock({ maxConcurrentEnvs: 64 })).toBe(64);
+    expect(stock({ maxConcurrentEnvs: 256 })).toBe(64);
+  });
+
+  it('takes --network-stock as given (0: none), within what the subnet pool holds beside the cap', () => {
+    expect(stock({ networkStock: 0, maxConcurrentEnvs: 32 })).toBe(0);
+    expect(stock({ networkStock: 100, maxConcurrentEnvs: 8 })).toBe(100);
+    // a /24 holds 16 /28 episode networks: 12 in use at most leaves 4 for the stock
+    expect(stock({ subnetPool: '10.9.9.0/24', maxConcurrentEnvs: 12 })).toBe(4);
+    expect(stock({ subnetPool: '10.9.9.0/24', maxConcurrentEnvs: 16 })).toBe(0);
+    expect(stock({ subnetPool: '10.9.9.0/24', maxConcurrentEnvs: 4, networkStock: 50 })).toBe(12);
+  });
+
+  it("on swarm is not shrunk to --subnet-pool (overlays take the swarm's own subnets)", () => {
+    expect(stock({ sandbox: 'swarm', subnetPool: '10.9.9.0/24', maxConcurrentEnvs: 16 })).toBe(16);
   });
 });

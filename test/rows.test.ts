@@ -9,8 +9,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/rows.js';
-import { parseRowsArgs, promptRow, ttyProgress, UsageError, writeAtomically } from '../src/rows/index.js';
+import { runCommand } from '../src/cli/command.js';
+import { UsageError } from '../src/cli/options.js';
+import { rowsCommand } from '../src/cli/rows.js';
+import { promptRow } from '../src/rows/build.js';
+import { writeAtomically } from '../src/rows/write.js';
 import type { TestServer } from './support/app.js';
 import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from './support/process-server.js';
 import { http } from './routes/http.js';
@@ -24,15 +27,20 @@ interface Run {
   stderr: string;
 }
 
-/** the command in-process, with a terminal or not */
+/** the command in-process (as `node dist/rows.js` runs it), with a terminal or not */
 async function rows(argv: string[], env: NodeJS.ProcessEnv = {}, tty = false): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await main(argv, {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { isTTY: tty, write: (s: string) => (stderr += s) },
-    env,
-  });
+  const code = await runCommand(
+    rowsCommand,
+    argv,
+    {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { isTTY: tty, write: (s: string) => (stderr += s) },
+      env,
+    },
+    'node dist/rows.js',
+  );
   return { code, stdout, stderr };
 }
 
@@ -106,17 +114,15 @@ async function checkRows(
 
 describe('rows: arguments, rows, progress, atomic writes', () => {
   it('parses the command line with the documented defaults', () => {
-    expect(parseRowsArgs(['http://h:8200/', 'data'])).toEqual({
+    expect(rowsCommand.parse(['http://h:8200/', 'data'])).toEqual({
       url: 'http://h:8200',
       out: 'data',
       maxTurns: 4,
       toolTimeout: 60,
       resetTimeout: 600,
       modelTimeout: 600,
-      tokenVar: null,
-      splits: null,
     });
-    const a = parseRowsArgs([
+    const a = rowsCommand.parse([
       'https://envs.internal',
       'o',
       '--max-turns',
@@ -132,7 +138,7 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
       '--split',
       'eval',
     ]);
-    expect(a).toMatchObject({ maxTurns: 2, toolTimeout: 30, resetTimeout: 90.5, modelTimeout: 120, tokenVar: 'AGENTENV_TOKEN', splits: ['eval'] });
+    expect(a).toMatchObject({ maxTurns: 2, toolTimeout: 30, resetTimeout: 90.5, modelTimeout: 120, tokenVar: 'AGENTENV_TOKEN', split: ['eval'] });
     for (const bad of [
       [],
       ['http://h'],
@@ -143,15 +149,14 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
       ['http://h', 'o', '--token-var', 'A-B'],
       ['http://h', 'o', '--nope'],
     ]) {
-      expect(() => parseRowsArgs(bad), bad.join(' ')).toThrow(UsageError);
+      expect(() => rowsCommand.parse(bad), bad.join(' ')).toThrow(UsageError);
     }
-    expect(parseRowsArgs(['--help'])).toBe('help');
   });
 
-  it('a command line to fix exits 2 with one line', async () => {
+  it('a command line to fix exits 2 saying what is missing and where the help is', async () => {
     const r = await rows(['http://h']);
     expect(r.code).toBe(2);
-    oneLine(r);
+    expect(r.stderr).toBe("error: missing OUT (the folder to write the rows into)\nRun 'node dist/rows.js --help' for its arguments and options.\n");
     const help = await rows(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--token-var');
@@ -180,19 +185,6 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
       ],
       metadata: { split: 'train', index: 3, task_id: 't1', toolset: 'ts', tools: ['a', 'end_turn'], server },
     });
-  });
-
-  it('shows progress on a terminal only', () => {
-    let shown = '';
-    const tty = ttyProgress({ isTTY: true, write: (s: string) => (shown += s) });
-    tty.update('train', 1000, 2000);
-    tty.end();
-    expect(shown).toContain('train: 1000/2000 tasks (50%)');
-    let piped = '';
-    const pipe = ttyProgress({ isTTY: false, write: (s: string) => (piped += s) });
-    pipe.update('train', 1, 2);
-    pipe.end();
-    expect(piped).toBe('');
   });
 
   it('a write that fails leaves the folder as it was, without temporary files', async () => {
@@ -352,8 +344,8 @@ describe('rows against the fixture bundle', () => {
     const before = big.logs().length;
     const r = await rows([big.url, o], {}, true);
     expect(r.code).toBe(0);
-    expect(r.stderr).toContain('reading train: 1000/2345 tasks');
-    expect(r.stderr).toContain('reading train: 2345/2345 tasks (100%)');
+    expect(r.stderr).toContain('] 1000/2345 tasks of train read');
+    expect(r.stderr).toContain(`[${'#'.repeat(30)}] 2345/2345 tasks of train read`);
     const { allRows } = await checkRows(big, o, { url: big.url, tokenVar: null, maxTurns: 4, toolTimeout: 60, resetTimeout: 600, modelTimeout: 600 });
     expect(allRows).toHaveLength(2347);
     const trainRows = await readJsonl(path.join(o, 'train.jsonl'));

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readToken } from '../src/serve.js';
+import { readToken } from '../src/cli/serve.js';
 
 describe('--token-file', () => {
   const dir = mkdtempSync(join(tmpdir(), 'openenv-token-'));

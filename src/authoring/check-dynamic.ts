@@ -18,6 +18,7 @@ import type { Episode } from '../episodes/episode.js';
 import type { CallObservation, Ending, Failure } from '../protocol/observations.js';
 import { createRuntime, type OpenEnvRuntime } from '../runtime.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
+import { forEachAtMost } from '../work-pool.js';
 import { describeErrors, violatingArguments } from './json-schema.js';
 import { Findings } from './findings.js';
 import { taskWhere } from './check-static.js';
@@ -44,11 +45,14 @@ interface PlayedStep {
   text: string | null;
   is_error: boolean;
   error_type: string | null;
+  /** the tool error's message (the env answered HTTP 500, bad arguments), when there was one */
+  error: string | null;
 }
 
 export interface Play {
   steps: PlayedStep[];
   done: boolean;
+  reward: number | null;
   scores: Record<string, number> | null;
   end_reason: string | null;
   failure: Failure | null;
@@ -72,9 +76,43 @@ export interface DynamicResult {
   tasks_checked: number;
   episodes: number;
   envs: EnvTimes[];
-  /** golden plays that reached every score's max / all golden plays */
-  golden: { passed: number; played: number };
-  empty: { passed: number; played: number };
+  /** golden plays that reached every score's max (and played without an error) / all golden plays, and their means */
+  golden: PlayTally;
+  empty: PlayTally;
+}
+
+/** How the plays of one kind (golden, empty) went: passed of played, and the means of the scored ones. */
+export interface PlayTally {
+  passed: number;
+  played: number;
+  /** the mean reward of the plays that were scored; null when none was */
+  reward: number | null;
+  /** each score's mean over the plays that reported it */
+  scores: Record<string, number>;
+}
+
+/** Counts plays and their rewards and scores; `tally()` gives the means. */
+class Plays {
+  passed = 0;
+  played = 0;
+  private readonly rewards: number[] = [];
+  private readonly scores = new Map<string, number[]>();
+
+  add(p: Play): void {
+    this.played++;
+    if (p.reward !== null) this.rewards.push(p.reward);
+    for (const [k, v] of Object.entries(p.scores ?? {})) this.scores.set(k, [...(this.scores.get(k) ?? []), v]);
+  }
+
+  tally(): PlayTally {
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    return {
+      passed: this.passed,
+      played: this.played,
+      reward: this.rewards.length ? mean(this.rewards) : null,
+      scores: Object.fromEntries([...this.scores].map(([k, xs]) => [k, mean(xs)])),
+    };
+  }
 }
 
 /** Evenly spread over each (split, toolset) group, first and last included; all of them for 'all'. */
@@ -117,7 +155,7 @@ async function play(
   steps: readonly GoldenStep[],
   hold = false,
 ): Promise<{ play: Play; episode: Episode | null }> {
-  const result: Play = { steps: [], done: false, scores: null, end_reason: null, failure: null, deploy_s: null };
+  const result: Play = { steps: [], done: false, reward: null, scores: null, end_reason: null, failure: null, deploy_s: null };
   const data = { task_id: task.task_id, seed };
   const ep = rt.manager.create(data, 'ws');
   try {
@@ -126,14 +164,18 @@ async function play(
     for (const step of steps) {
       const out = await ep.step({ type: 'call_tool', tool_name: step.tool, arguments: step.arguments ?? {} });
       const obs = out.observation as CallObservation & Partial<Ending>;
+      const text = obs.result?.content[0]?.text ?? null;
+      const isError = obs.result?.is_error === true;
       result.steps.push({
         tool: step.tool,
-        text: obs.result?.content[0]?.text ?? null,
-        is_error: obs.result?.is_error === true,
+        text,
+        is_error: isError,
         error_type: obs.error?.error_type ?? null,
+        error: obs.error?.message ?? (isError ? text : null),
       });
       if (out.done) {
         result.done = true;
+        result.reward = out.reward;
         result.scores = obs.scores ?? null;
         result.end_reason = obs.end_reason ?? null;
         result.failure = obs.failure ?? null;
@@ -152,7 +194,10 @@ async function play(
 
 /** What a play's model saw, as one comparable string per step. */
 function fingerprint(p: Play): string[] {
-  return [...p.steps.map((s) => JSON.stringify(s)), JSON.stringify({ scores: p.scores, end_reason: p.end_reason, failure: p.failure?.reason ?? null })];
+  return [
+    ...p.steps.map(({ tool, text, is_error, error_type }) => JSON.stringify({ tool, text, is_error, error_type })),
+    JSON.stringify({ scores: p.scores, end_reason: p.end_reason, failure: p.failure?.reason ?? null }),
+  ];
 }
 
 export async function checkDynamic(bundle: LoadedBundle, validators: Map<string, Map<string, ValidateFunction>>, opts: DynamicOptions): Promise<DynamicResult> {
@@ -169,8 +214,8 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   const declared = bundle.manifest.scores;
   const ignoresSeed = bundle.manifest.ignores_seed;
   const deploys = new Map<string, number[]>();
-  const golden = { passed: 0, played: 0 };
-  const empty = { passed: 0, played: 0 };
+  const golden = new Plays();
+  const empty = new Plays();
   let episodes = 0;
 
   const imagesStarted = Date.now();
@@ -194,9 +239,10 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       let replayOf: { steps: readonly GoldenStep[]; play: Play } | null = null;
 
       if (task.golden) {
-        golden.played++;
         const { play: g } = await play(rt, task, CHECK_SEED, task.golden);
+        golden.add(g);
         note(task, g);
+        const erred = g.steps.map((st, i) => ({ ...st, n: i + 1 })).filter((st) => st.is_error || st.error_type !== null);
         replayOf = { steps: task.golden, play: g };
         if (g.failure) {
           findings.problem(where, `the golden solution failed the episode: ${describeFailure(g.failure)}`);
@@ -207,7 +253,13 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
           );
         } else {
           const short = Object.entries(g.scores ?? {}).filter(([k, v]) => v < rangeOf(declared, k).max - SCORE_TOLERANCE);
-          if (short.length === 0) golden.passed++;
+          if (erred.length > 0) {
+            const e = erred[0]!;
+            findings.problem(
+              where,
+              `the golden solution's step ${e.n} (${e.tool}) got an error (${e.error_type ?? 'is_error'}: ${e.error ?? 'no message'})${erred.length > 1 ? ` and ${erred.length - 1} more step(s) did too` : ''}; a golden solution plays without errors: fix the env or the golden solution`,
+            );
+          } else if (short.length === 0) golden.passed++;
           for (const [k, v] of short) {
             findings.problem(
               where,
@@ -217,8 +269,8 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
         }
       }
 
-      empty.played++;
       const { play: e } = await play(rt, task, CHECK_SEED, emptySteps);
+      empty.add(e);
       note(task, e);
       replayOf ??= { steps: emptySteps, play: e };
       if (e.failure) {
@@ -307,17 +359,17 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
         opts.onProgress?.(++done, sample.length, 'playing tasks');
       }),
     ];
-    let next = 0;
-    const worker = async () => {
-      while (next < jobs.length && !opts.signal?.aborted) await (jobs[next++] as () => Promise<void>)();
-    };
     // an abort drains at once: live episodes close, their plays fail, the workers stop
     const onAbort = () => void rt.drain();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const settled = await Promise.allSettled(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
-    opts.signal?.removeEventListener('abort', onAbort);
+    try {
+      await forEachAtMost(jobs, concurrency, (job) => job(), opts.signal);
+    } catch (e) {
+      if (!opts.signal?.aborted) throw e;
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
     if (opts.signal?.aborted) throw new Error('interrupted: every env it deployed was removed');
-    for (const r of settled) if (r.status === 'rejected') throw r.reason;
   } finally {
     await rt.close();
   }
@@ -328,5 +380,14 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     mean_s: Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000,
     max_s: Math.max(...xs),
   }));
-  return { findings, instance: options.instance, images_s: imagesS, tasks_checked: sample.length, episodes, envs, golden, empty };
+  return {
+    findings,
+    instance: options.instance,
+    images_s: imagesS,
+    tasks_checked: sample.length,
+    episodes,
+    envs,
+    golden: golden.tally(),
+    empty: empty.tally(),
+  };
 }

@@ -11,8 +11,11 @@ import { NAME_PATTERN } from '../bundle/schema.js';
 export const ENV_LANGUAGES = ['node', 'python'] as const;
 export type EnvLanguage = (typeof ENV_LANGUAGES)[number];
 
-/** templates/ at the package root: two levels above this file in src/ and in dist/ alike */
-export const TEMPLATES_DIR = fileURLToPath(new URL('../../templates/', import.meta.url));
+/** the package's root: two levels above this file in src/ and in dist/ alike */
+export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** templates/ at the package root */
+export const TEMPLATES_DIR = path.join(PACKAGE_ROOT, 'templates');
 
 /** The base image build argument each language's Dockerfile declares, and the offline image for it. */
 export const BASE_IMAGE_ARG: Record<EnvLanguage, { arg: string; local: string; script: string }> = {

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 /**
- * `openenv-bundle <subcommand> [args]`: one command line for serving, authoring and evaluating
- * bundles. `openenv-bundle --help` lists the subcommands; `openenv-bundle NAME --help` prints one's
+ * `openenv-bundle <command> [args]`: one command line for serving, authoring and evaluating
+ * bundles. `openenv-bundle --help` lists the commands; `openenv-bundle NAME --help` prints one's
  * options. Exit codes: 0 ok, 1 problems found, 2 a command line to fix.
  */
-import { EXIT, processIo, type CliIo } from './command.js';
+import { EXIT, processIo, runCommand, type CliIo } from './command.js';
 import { SUBCOMMANDS } from './commands.js';
 import { isEntryPoint, runAsProcess } from './process-entry.js';
 
@@ -21,7 +21,7 @@ export function overview(): string {
   ].join('\n');
 }
 
-/** Dispatches argv (without node and the script) to its subcommand; resolves with the exit code. */
+/** Dispatches argv (without node and the script) to its command; resolves with the exit code. */
 export async function cli(argv: string[], io: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
@@ -31,7 +31,7 @@ export async function cli(argv: string[], io: CliIo): Promise<number> {
       io.stderr.write(`error: unknown command '${topic}'\n\n${overview()}\n`);
       return EXIT.usage;
     }
-    (name === undefined ? io.stderr : io.stdout).write(`${sub ? sub.usage : overview()}\n`);
+    (name === undefined ? io.stderr : io.stdout).write(`${sub ? sub.usage(`openenv-bundle ${sub.name}`) : overview()}\n`);
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
   const sub = SUBCOMMANDS.find((c) => c.name === name);
@@ -39,11 +39,7 @@ export async function cli(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(`error: unknown command '${name}'\n\n${overview()}\n`);
     return EXIT.usage;
   }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    io.stdout.write(`${sub.usage}\n`);
-    return EXIT.ok;
-  }
-  return sub.run(rest, io);
+  return runCommand(sub, rest, io, `openenv-bundle ${name}`);
 }
 
 if (isEntryPoint(import.meta.url)) runAsProcess(() => cli(process.argv.slice(2), processIo()));

@@ -98,7 +98,7 @@ export class Admission {
           ),
         );
       }, opts.timeoutMs);
-      timer.unref?.();
+      // the reset timeout is a wait a command awaits (check has no listening socket): it keeps the process alive
       const onAbort = () => {
         waiter.reject(abortError('aborted'));
       };

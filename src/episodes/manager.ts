@@ -123,16 +123,18 @@ export class EpisodeManager {
     const eps = this.list();
     const all = Promise.all([...eps.map((e) => e.close()), this.deps.pool?.close()]);
     let timedOut = false;
+    // the drain's budget is what ends a drain that hangs: it keeps the process alive until then
+    let budget: NodeJS.Timeout | undefined;
     await Promise.race([
       all,
       new Promise<void>((r) => {
-        const t = setTimeout(() => {
+        budget = setTimeout(() => {
           timedOut = true;
           r();
         }, timeoutMs);
-        t.unref?.();
       }),
     ]);
+    clearTimeout(budget);
     return { tornDown: eps.length, timedOut };
   }
 

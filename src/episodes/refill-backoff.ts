@@ -4,6 +4,7 @@
  * WARM_POOL.maxConsecutiveFailures in a row refilling stops, and resumes after a backoff that
  * doubles from WARM_POOL.backoffBaseMs up to WARM_POOL.backoffMaxMs (a success resets it).
  */
+import { Backoff } from '../backoff.js';
 import { WARM_POOL } from '../defaults.js';
 
 export class RefillBackoff {
@@ -11,7 +12,7 @@ export class RefillBackoff {
   lastError: string | null = null;
   private pausedUntil: number | null = null;
   private timer: NodeJS.Timeout | null = null;
-  private nextDelayMs: number = WARM_POOL.backoffBaseMs;
+  private readonly delays = new Backoff(WARM_POOL.backoffBaseMs, WARM_POOL.backoffMaxMs);
 
   constructor(
     /** called when a stop's backoff is over */
@@ -35,7 +36,7 @@ export class RefillBackoff {
 
   succeeded(): void {
     this.consecutiveFailures = 0;
-    this.nextDelayMs = WARM_POOL.backoffBaseMs;
+    this.delays.reset();
   }
 
   /** Counts a failed refill; returns the backoff (ms) when this failure stops refilling, else null. */
@@ -43,8 +44,7 @@ export class RefillBackoff {
     this.consecutiveFailures++;
     this.lastError = message;
     if (this.consecutiveFailures < WARM_POOL.maxConsecutiveFailures || this.pausedUntil !== null) return null;
-    const delay = this.nextDelayMs;
-    this.nextDelayMs = Math.min(this.nextDelayMs * 2, WARM_POOL.backoffMaxMs);
+    const delay = this.delays.next();
     this.pausedUntil = this.now() + delay;
     this.timer = setTimeout(() => {
       this.timer = null;

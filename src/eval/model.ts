@@ -51,6 +51,9 @@ export class ModelError extends Error {
   }
 }
 
+/** The longest the endpoint check waits (it is bounded by --model-timeout too). */
+const PROBE_TIMEOUT_MS = 30_000;
+
 export interface ChatModelOptions {
   /** the endpoint's base, e.g. http://127.0.0.1:30000/v1 */
   url: string;
@@ -74,6 +77,56 @@ export class ChatModel {
 
   get endpoint(): string {
     return this.o.url.endsWith('/chat/completions') ? this.o.url : `${this.o.url}/chat/completions`;
+  }
+
+  /**
+   * Asks the endpoint which models it serves (GET …/models, which vLLM, SGLang and hosted APIs
+   * answer), before anything is deployed: an address that does not answer, a refused key or a
+   * model the endpoint does not serve is a ModelError now rather than one failed episode per task.
+   * An endpoint without the route (404) or with another answer is given the benefit of the doubt.
+   */
+  async checkEndpoint(signal?: AbortSignal): Promise<void> {
+    const url = `${this.endpoint.replace(/\/chat\/completions$/, '')}/models`;
+    const timeoutMs = Math.min(this.o.timeoutMs, PROBE_TIMEOUT_MS);
+    const deadline = AbortSignal.timeout(timeoutMs);
+    let res: Response;
+    let read: Awaited<ReturnType<typeof readBoundedText>>;
+    try {
+      res = await fetch(url, {
+        headers: { accept: 'application/json', ...(this.o.apiKey ? { authorization: `Bearer ${this.o.apiKey}` } : {}) },
+        signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
+      });
+      read = await readBoundedText(res, MODEL_REPLY_MAX_BYTES);
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      if (deadline.aborted) throw new ModelError('model_timeout', `the model endpoint did not answer GET ${url} within ${timeoutMs / 1000} s`);
+      const err = e as Error & { cause?: { code?: string; message?: string } };
+      throw new ModelError('model_unreachable', `cannot reach the model at ${url}: ${err.cause?.message ?? err.cause?.code ?? err.message}`);
+    }
+    if ('over' in read)
+      throw new ModelError('model_bad_reply', `the model endpoint answered GET ${url} with more than ${MODEL_REPLY_MAX_BYTES / 1024 / 1024} MiB: not read`);
+    const text = read.text;
+    if (res.status === 401 || res.status === 403) {
+      throw new ModelError(
+        'model_http_error',
+        `the model endpoint refused GET ${url} (HTTP ${res.status})${this.o.apiKey ? ': check the key --model-key-var names' : ': it needs a key, named by --model-key-var'}`,
+      );
+    }
+    if (!res.ok) return;
+    let listed: string[] | null = null;
+    try {
+      const body = JSON.parse(text) as { data?: { id?: unknown }[] };
+      if (Array.isArray(body.data)) listed = body.data.map((m) => m.id).filter((id): id is string => typeof id === 'string');
+    } catch {
+      return;
+    }
+    if (listed && listed.length > 0 && !listed.includes(this.o.model)) {
+      const shown = listed.slice(0, 8).map((m) => JSON.stringify(m));
+      throw new ModelError(
+        'model_http_error',
+        `the model endpoint serves ${shown.join(', ')}${listed.length > 8 ? ` and ${listed.length - 8} more` : ''}, not ${JSON.stringify(this.o.model)}: pass one of them as --model`,
+      );
+    }
   }
 
   /** One model turn; `signal` aborts it (Ctrl-C). Throws ModelError, or the signal's AbortError. */

@@ -10,11 +10,24 @@
  * the two failures carry no reward, as slime drops them rather than train on a false 0.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
+import type { ServerTaskRow } from '../client/http.js';
+import { ServerSession, SessionError, type Frame } from '../client/session.js';
 import { MAX_FRAME_BYTES } from '../defaults.js';
 import type { PromptRow } from '../rows/build.js';
-import type { ServerTaskRow } from '../rows/server.js';
-import { EnvError, EnvSocket, type Frame } from './env-socket.js';
 import { ModelError, type ChatMessage, type ChatModel, type Usage } from './model.js';
+
+/** The env's side of an episode failed: the server said so (its `failure`), or the session broke. */
+export class EnvError extends Error {
+  override readonly name = 'EnvError';
+  constructor(
+    readonly reason: string,
+    message: string,
+    /** the server's failure object, when it sent one */
+    readonly failure: Record<string, unknown> | null = null,
+  ) {
+    super(message);
+  }
+}
 
 export interface EpisodeFailure {
   /** whose side failed: the env's (the server, the env, the session) or the model's (its endpoint) */
@@ -127,7 +140,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     usage: null,
     timings: { queued_s: null, deploy_s: null, running_s: null, model_s: 0, wall_s: 0 },
   };
-  let socket: EnvSocket | null = null;
+  let socket: ServerSession | null = null;
   let done = false;
   const ended = (out: { observation: Record<string, unknown>; reward: number | null; done: boolean }) => {
     if (!out.done) return false;
@@ -150,16 +163,15 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     return true;
   };
   const step = async (name: string, args: unknown, modelTurn: number) => {
-    const request = { type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } };
     // The model's own mistakes are its tool errors, as the server answers a bad argument: a call
     // too large for a frame is not sent (the server would close the session), and a call the
     // server refuses as malformed (an empty tool name) is answered to the model; the episode goes on.
-    const bytes = Buffer.byteLength(JSON.stringify(request));
+    const bytes = Buffer.byteLength(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } }));
     let out: ReturnType<typeof observationOf>;
     if (bytes > MAX_FRAME_BYTES) {
       out = modelMistake(name, `the call is ${bytes} bytes of JSON, over the ${MAX_FRAME_BYTES / 1024 / 1024} MiB a step may have: not sent`);
     } else {
-      const frame = await socket!.request(request, s.toolTimeoutMs + REPLY_SLACK_MS, '--tool-timeout', signal);
+      const frame = await socket!.call(name, args, { timeoutMs: s.toolTimeoutMs + REPLY_SLACK_MS, what: '--tool-timeout', signal });
       out =
         frame.type === 'error' && frame.data?.code === 'VALIDATION_ERROR'
           ? modelMistake(name, String(frame.data.message))
@@ -185,13 +197,11 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (!done) throw new EnvError('server_error', `the episode did not end after ${MAX_EMPTY_TURNS} end_turn calls`);
   };
   try {
-    socket = await EnvSocket.open(s.url, s.token, s.resetTimeoutMs, signal);
+    socket = await ServerSession.open(s.url, { token: s.token, timeoutMs: s.resetTimeoutMs, signal });
     const reset = observationOf(
-      await socket.request(
-        { type: 'reset', data: { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 } },
-        s.resetTimeoutMs + REPLY_SLACK_MS,
-        '--reset-timeout',
-        signal,
+      await socket.reset(
+        { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 },
+        { timeoutMs: s.resetTimeoutMs + REPLY_SLACK_MS, what: '--reset-timeout', signal },
       ),
       'reset',
     );
@@ -235,12 +245,14 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (signal.aborted) throw e;
     if (e instanceof ModelError) rec.failure = { kind: 'model', reason: e.reason, message: e.message };
     else if (e instanceof EnvError) rec.failure = { kind: 'env', reason: e.reason, message: e.message, ...(e.failure ? { detail: e.failure } : {}) };
+    else if (e instanceof SessionError) rec.failure = { kind: 'env', reason: e.reason, message: e.message };
     else throw e;
     rec.reward = null;
     rec.scores = null;
   } finally {
-    // the server tears the episode down when its session closes (also after Ctrl-C)
-    socket?.close();
+    // the server tears the episode down when its session closes (also after Ctrl-C); the
+    // record does not wait for the close handshake
+    void socket?.close();
     rec.timings.wall_s = round3((Date.now() - started) / 1000);
   }
   return rec;

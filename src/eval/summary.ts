@@ -1,8 +1,9 @@
 /**
  * What an eval run comes to (summary.json) and the lines a person reads at a glance: the mean
- * reward over the scored episodes with its standard error, the share of zeros, the failures by
- * whose side and reason (never scored), the means per task group, the tokens the endpoint
- * reported, and the bundle's baselines for the split.
+ * reward over the scored episodes with its standard error, the share of zeros, each score's mean
+ * beside it (as vf-eval prints each rubric function's), the failures by whose side and reason
+ * (never scored) with each reason's first message, the means per task group, the tokens the
+ * endpoint reported, and the bundle's baselines for the split.
  */
 import type { EpisodeRecord } from './play.js';
 
@@ -24,7 +25,15 @@ export interface EvalSummary {
   /** episodes that finished (scored or failed) */
   played: number;
   scored: MeanStat & { zero_share: number | null };
-  failures: { env: Record<string, number>; model: Record<string, number>; total: number };
+  /** score name → its mean over the scored episodes (the names the env reported, in the order first seen) */
+  scores: Record<string, MeanStat>;
+  failures: {
+    env: Record<string, number>;
+    model: Record<string, number>;
+    total: number;
+    /** reason → the first episode that failed with it, and its message */
+    first: Record<string, { task_id: string; message: string }>;
+  };
   /** group name → group value → the scored episodes' mean */
   groups: Record<string, Record<string, MeanStat>>;
   baselines: Record<string, number>;
@@ -60,13 +69,16 @@ export interface SummaryContext {
 export function summarize(records: readonly EpisodeRecord[], c: SummaryContext): EvalSummary {
   const scored = records.filter((r) => r.failure === null && r.reward !== null);
   const rewards = scored.map((r) => r.reward!);
-  const failures: EvalSummary['failures'] = { env: {}, model: {}, total: 0 };
+  const failures: EvalSummary['failures'] = { env: {}, model: {}, total: 0, first: {} };
   for (const r of records) {
     if (!r.failure) continue;
     const side = failures[r.failure.kind];
     side[r.failure.reason] = (side[r.failure.reason] ?? 0) + 1;
+    failures.first[r.failure.reason] ??= { task_id: r.task_id, message: r.failure.message };
     failures.total++;
   }
+  const byScore = new Map<string, number[]>();
+  for (const r of scored) for (const [name, v] of Object.entries(r.scores ?? {})) byScore.set(name, [...(byScore.get(name) ?? []), v]);
   const groups: EvalSummary['groups'] = {};
   for (const name of c.groupNames) {
     const byValue = new Map<string, number[]>();
@@ -88,6 +100,7 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
     tasks: c.tasks,
     played: records.length,
     scored: { ...meanStat(rewards), zero_share: rewards.length ? rewards.filter((x) => x === 0).length / rewards.length : null },
+    scores: Object.fromEntries([...byScore].map(([name, xs]) => [name, meanStat(xs)])),
     failures,
     groups,
     baselines: c.baselines,
@@ -104,6 +117,11 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
   };
 }
 
+/** a message's first line, at most 160 characters */
+const oneLine = (m: string) => {
+  const first = m.split('\n')[0]!.trim();
+  return first.length > 160 ? `${first.slice(0, 159)}…` : first;
+};
 const f4 = (x: number | null) => (x === null ? '–' : x.toFixed(4));
 const pct = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)} %`);
 const withSe = (m: MeanStat) => `${f4(m.mean)}${m.stderr === null ? '' : ` ± ${f4(m.stderr)}`}`;
@@ -115,6 +133,8 @@ export function formatSummary(s: EvalSummary): string {
     `${s.model} on ${s.bundle}, split ${s.split}: ${s.played} of ${s.tasks} tasks played in ${s.wall_s.toFixed(1)} s${s.interrupted ? ' (interrupted)' : ''}`,
   );
   lines.push(`  mean reward  ${withSe(s.scored)} (± standard error) over ${s.scored.n} scored episodes; zero scores ${pct(s.scored.zero_share)}`);
+  const scores = Object.entries(s.scores ?? {});
+  if (scores.length) lines.push(`  scores       ${scores.map(([name, m]) => `${name} ${withSe(m)}${m.n === s.scored.n ? '' : ` (${m.n})`}`).join(' · ')}`);
   const base = Object.entries(s.baselines);
   if (base.length) lines.push(`  baselines    ${base.map(([k, v]) => `${k} ${v}`).join(' · ')}`);
   if (s.failures.total === 0) lines.push('  failures     none');
@@ -125,6 +145,9 @@ export function formatSummary(s: EvalSummary): string {
     };
     const parts = [side('env', s.failures.env), side('model', s.failures.model)].filter((x) => x !== null);
     lines.push(`  failures     ${s.failures.total}, not scored (${parts.join('; ')})`);
+    const width = Math.max(...Object.keys(s.failures.first).map((r) => r.length));
+    for (const [reason, first] of Object.entries(s.failures.first))
+      lines.push(`    ${reason.padEnd(width)}  first: ${first.task_id}: ${oneLine(first.message)}`);
   }
   for (const [name, values] of Object.entries(s.groups)) {
     const cells = Object.entries(values).map(([v, m]) => `${v} ${withSe(m)} (${m.n})`);

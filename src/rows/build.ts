@@ -3,11 +3,26 @@
  * OpenAI function tools, and metadata telling the generate function which episode to play where.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
-import type { RolloutSettings } from './args.js';
-import type { ServerTaskRow, ServerToolSpec } from './server.js';
+import type { ServerTaskRow, ServerToolSpec } from '../client/http.js';
+
+/**
+ * How a rollout plays an episode, shared by the row writer (which records it in each row for
+ * slime's generate function) and `openenv-bundle eval` (which plays that way itself).
+ */
+export interface RolloutSettings {
+  /** model replies a rollout may ask for (each a chat completion); not a task's max_turns, which bounds its prompts */
+  maxTurns: number;
+  /** seconds */
+  toolTimeout: number;
+  resetTimeout: number;
+  modelTimeout: number;
+  /** the name of the environment variable holding the server's token */
+  tokenVar: string | null;
+}
 
 export interface ServerSettings {
   url: string;
+  /** model replies a rollout may ask for (--max-turns), under the name slime's generate function reads */
   max_turns: number;
   tool_timeout: number;
   reset_timeout: number;

@@ -1,22 +1,18 @@
 /**
  * The row writer: reads a bundle server's splits, tasks and toolsets and writes one slime prompt
- * row per task to OUT/<split>.jsonl and OUT/all.jsonl.
+ * row per task to OUT/<split>.jsonl and OUT/all.jsonl. The command line is src/cli/rows.ts.
  */
-import type { RowsArgs } from './args.js';
-import { promptRow, serverSettings, type PromptRow } from './build.js';
-import { BundleServerClient, RowsError } from './server.js';
+import { BundleServerClient, ServerReadError } from '../client/http.js';
+import { promptRow, serverSettings, type PromptRow, type RolloutSettings } from './build.js';
 import { prepareOut, writeAtomically, type OutFile } from './write.js';
 
-export { UsageError } from '../cli/command.js';
-export { parseRowsArgs, ROWS_USAGE, type RowsArgs } from './args.js';
-export { promptRow, functionTool, type PromptRow, type FunctionTool, type ServerSettings } from './build.js';
-export { BundleServerClient, RowsError, PAGE_LIMIT } from './server.js';
-export { writeAtomically, prepareOut } from './write.js';
-
-export interface Progress {
-  /** `done` of `total` tasks of `split` read */
-  update(split: string, done: number, total: number): void;
-  end(): void;
+export interface RowsSettings extends RolloutSettings {
+  /** the server, e.g. http://127.0.0.1:8200 */
+  url: string;
+  /** the folder to write */
+  out: string;
+  /** only these splits; null: every split */
+  splits: string[] | null;
 }
 
 export interface WriteRowsResult {
@@ -27,52 +23,35 @@ export interface WriteRowsResult {
   counts: Record<string, number>;
 }
 
-/** Shows progress on a terminal (stderr), one rewritten line; nothing when it is not a TTY. */
-export function ttyProgress(stream: NodeJS.WriteStream | { isTTY?: boolean; write(s: string): unknown }): Progress {
-  if (!stream.isTTY) return { update() {}, end() {} };
-  let shown = false;
-  return {
-    update(split, done, total) {
-      shown = true;
-      const pct = total ? Math.floor((done / total) * 100) : 100;
-      stream.write(`\r\x1b[2Kreading ${split}: ${done}/${total} tasks (${pct}%)`);
-    },
-    end() {
-      if (shown) stream.write('\r\x1b[2K');
-    },
-  };
-}
-
-export async function writeRows(args: RowsArgs, env: NodeJS.ProcessEnv, progress: Progress = ttyProgress({ write: () => true })): Promise<WriteRowsResult> {
-  let token: string | null = null;
-  if (args.tokenVar) {
-    token = env[args.tokenVar] ?? null;
-    if (!token) throw new RowsError(`--token-var ${args.tokenVar}: the environment variable ${args.tokenVar} is not set or empty`);
-  }
+/**
+ * Writes the rows. `token` is the server's token (read from the variable `tokenVar` names);
+ * `onProgress(split, done, total)` after each page of tasks read.
+ */
+export async function writeRows(
+  args: RowsSettings,
+  token: string | null,
+  onProgress: (split: string, done: number, total: number) => void = () => undefined,
+): Promise<WriteRowsResult> {
   await prepareOut(args.out);
   const client = new BundleServerClient({ url: args.url, token, tokenVar: args.tokenVar });
   const bundle = await client.bundle();
   const available = Object.keys(bundle.splits);
   const splits = args.splits ?? available;
   const unknown = splits.filter((s) => !available.includes(s));
-  if (unknown.length) throw new RowsError(`${args.url} serves no split ${unknown.map((s) => `"${s}"`).join(', ')}; its splits: ${available.join(', ')}`);
+  if (unknown.length) throw new ServerReadError(`${args.url} serves no split ${unknown.map((s) => `"${s}"`).join(', ')}; its splits: ${available.join(', ')}`);
   for (const s of splits) {
-    if (s === 'all' || !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(s)) throw new RowsError(`split "${s}" cannot be written as ${s}.jsonl beside all.jsonl`);
+    if (s === 'all' || !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(s)) throw new ServerReadError(`split "${s}" cannot be written as ${s}.jsonl beside all.jsonl`);
   }
   const toolsets = await client.toolsets();
   const server = serverSettings(args.url, args);
   const bySplit: Record<string, PromptRow[]> = {};
-  try {
-    for (const split of [...new Set(splits)]) {
-      const tasks = await client.tasks(split, (done, total) => progress.update(split, done, total));
-      bySplit[split] = tasks.map((t) => {
-        const tools = toolsets[t.toolset];
-        if (!tools) throw new RowsError(`task "${t.task_id}" uses toolset "${t.toolset}", which GET /toolsets does not list`);
-        return promptRow(t, tools, server);
-      });
-    }
-  } finally {
-    progress.end();
+  for (const split of [...new Set(splits)]) {
+    const tasks = await client.tasks(split, (done, total) => onProgress(split, done, total));
+    bySplit[split] = tasks.map((t) => {
+      const tools = toolsets[t.toolset];
+      if (!tools) throw new ServerReadError(`task "${t.task_id}" uses toolset "${t.toolset}", which GET /toolsets does not list`);
+      return promptRow(t, tools, server);
+    });
   }
   const files: OutFile[] = Object.entries(bySplit).map(([split, rows]) => ({ name: `${split}.jsonl`, lines: rows.map((r) => JSON.stringify(r)) }));
   files.push({ name: 'all.jsonl', lines: files.flatMap((f) => f.lines) });

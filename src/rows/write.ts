@@ -7,7 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { RowsError } from './server.js';
+
+/** OUT cannot be written: one line (a command exits 1 with it). */
+export class OutputError extends Error {
+  override readonly name = 'OutputError';
+}
 
 export interface OutFile {
   name: string;
@@ -39,7 +43,7 @@ export async function prepareOut(out: string): Promise<void> {
     await fh.close();
     await rm(probe, { force: true });
   } catch (e) {
-    throw new RowsError(`cannot write to ${out}: ${reason(e)}`);
+    throw new OutputError(`cannot write to ${out}: ${reason(e)}`);
   }
 }
 
@@ -78,6 +82,6 @@ export async function writeAtomically(out: string, files: readonly OutFile[]): P
     await Promise.all(temps.map((t) => rm(t, { force: true }).catch(() => undefined)));
     const err = e as NodeJS.ErrnoException;
     const which = err.code === 'EISDIR' && typeof err.path === 'string' ? `${path.basename(err.path)}: ` : '';
-    throw new RowsError(`cannot write to ${out}: ${which}${reason(e)}; nothing was written`);
+    throw new OutputError(`cannot write to ${out}: ${which}${reason(e)}; nothing was written`);
   }
 }

@@ -7,10 +7,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { checkDynamic } from '../../src/authoring/check-dynamic.js';
 import { checkStatic } from '../../src/authoring/check-static.js';
 import type { Finding } from '../../src/authoring/findings.js';
-import { runCheck } from '../../src/cli/check.js';
+import { checkReport, formatCheck } from '../../src/cli/check.js';
 import { FIXTURE_BUNDLE } from '../support/app.js';
 import { ProcessSandbox } from '../support/process-sandbox.js';
-import { bufferIo, initTemp, type TempBundle } from './helpers.js';
+import { bufferIo, initTemp, run, type TempBundle } from './helpers.js';
+
+const runCheck = run('check');
 
 const made: TempBundle[] = [];
 afterEach(async () => {
@@ -23,15 +25,24 @@ async function fresh(): Promise<TempBundle> {
   return b;
 }
 
-/** static, then (when it passes) dynamic on child processes: every finding */
-async function check(dir: string, tasks: number | 'all' = 'all'): Promise<{ problems: Finding[]; warnings: Finding[]; golden?: unknown; empty?: unknown }> {
+/** static, then (when it passes) dynamic on child processes: every finding, and the summary the command prints */
+async function check(
+  dir: string,
+  tasks: number | 'all' = 'all',
+): Promise<{ problems: Finding[]; warnings: Finding[]; golden?: unknown; empty?: unknown; summary?: string }> {
   const st = await checkStatic(dir);
   if (!st.bundle || st.findings.problems.length > 0) return { problems: st.findings.problems, warnings: st.findings.warnings };
   const sandbox = new ProcessSandbox();
   try {
     const dyn = await checkDynamic(st.bundle, st.validators, { tasks, sandbox });
     const all = [...st.findings.list, ...dyn.findings.list];
-    return { problems: all.filter((f) => f.level === 'problem'), warnings: all.filter((f) => f.level === 'warning'), golden: dyn.golden, empty: dyn.empty };
+    return {
+      problems: all.filter((f) => f.level === 'problem'),
+      warnings: all.filter((f) => f.level === 'warning'),
+      golden: dyn.golden,
+      empty: dyn.empty,
+      summary: formatCheck(checkReport(dir, '(files)', all, dyn)),
+    };
   } finally {
     await sandbox.close();
     await st.bundle.cleanup();
@@ -45,8 +56,9 @@ describe('check (envs as child processes)', () => {
     const b = await fresh();
     const r = await check(b.dir);
     expect(text(r.problems)).toBe('');
-    expect(r.golden).toEqual({ passed: 5, played: 5 });
-    expect(r.empty).toEqual({ passed: 5, played: 5 });
+    // the template scores "correct": 1 for the golden answer, 0 for doing nothing
+    expect(r.golden).toEqual({ passed: 5, played: 5, reward: 1, scores: { correct: 1 } });
+    expect(r.empty).toEqual({ passed: 5, played: 5, reward: 0, scores: { correct: 0 } });
   });
 
   it('finds in the fixture only its deliberately broken task: fx-bad-scores reports NaN', async () => {
@@ -63,6 +75,39 @@ describe('check (envs as child processes)', () => {
       /task probe-v1-train-0 \(tasks\/train\.jsonl line 1\): the golden solution scored correct = 0, expected its declared max 1/,
     );
     expect(r.problems).toHaveLength(1);
+  });
+
+  it('fails a golden solution whose step got an env error, though it reached the max', async () => {
+    const b = await fresh();
+    // the hint store is down: get_hint answers HTTP 500, and probe-v1-train-1's golden calls it before answering right
+    await b.edit('envs/qa/server.mjs', 'episode.hints += 1;', "throw new Error('the hint store is down');");
+    const r = await check(b.dir);
+    expect(r.problems).toHaveLength(1);
+    expect(text(r.problems)).toMatch(
+      /^task probe-v1-train-1 \(tasks\/train\.jsonl line 2\): the golden solution's step 1 \(get_hint\) got an error \(execution_error: the env answered HTTP 500: .*the hint store is down.*\); a golden solution plays without errors/,
+    );
+    // not counted at the max: 4 of the 5 golden solutions passed
+    expect(r.golden).toMatchObject({ passed: 4, played: 5 });
+  });
+
+  it('groups one mistake repeated over many tasks into one line, after the distinct ones, naming a few of the tasks', async () => {
+    const b = await fresh();
+    // every answer is scored wrong (5 tasks share that problem), and the hint store is down (probe-v1-train-1 has a problem of its own)
+    await b.edit('envs/qa/server.mjs', 'normalise(episode.answer) === normalise(episode.data.answer)', "normalise(episode.answer) === 'never'");
+    await b.edit('envs/qa/server.mjs', 'episode.hints += 1;', "throw new Error('the hint store is down');");
+    const r = await check(b.dir);
+    expect(r.problems).toHaveLength(6);
+    const lines = r.summary!.split('\n');
+    const findings = lines.filter((l) => /^ {2}(problem|warning): /.test(l));
+    expect(findings).toHaveLength(2);
+    expect(findings[0]).toMatch(/^ {2}problem: task probe-v1-train-1 \(tasks\/train\.jsonl line 2\): the golden solution's step 1 \(get_hint\) got an error/);
+    expect(findings[1]).toMatch(
+      /^ {2}problem: 5 tasks: the golden solution scored correct = 0, expected its declared max 1; .*, e\.g\. probe-v1-train-0; probe-v1-train-1 …$/,
+    );
+    expect(lines.at(-1)).toBe('6 problem(s), 0 warning(s)');
+    // the means of each kind of play beside the counts
+    expect(r.summary).toContain('  golden solutions: mean reward 0.000 (correct 0.000)');
+    expect(r.summary).toContain('  empty solutions: mean reward 0.000 (correct 0.000)');
   });
 
   it('fails an env that ignores its seed without saying so, and accepts it once bundle.json says so', async () => {
@@ -153,7 +198,7 @@ describe('check (envs as child processes)', () => {
     expect(bad.out()).toMatch(/bundle\.json, field "scores\.correct\.floor": expected a floor within \[min, max\] = \[0, 1\], got 2/);
     const usage = bufferIo();
     expect(await runCheck([b.dir, '--tasks', '0'], usage.io)).toBe(2);
-    expect(usage.err()).toContain('--tasks must be a whole number');
+    expect(usage.err()).toContain('error: --tasks: ');
   });
 });
 

@@ -4,6 +4,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { initBundle, type EnvLanguage } from '../../src/authoring/init.js';
 import type { CliIo } from '../../src/cli/command.js';
+import { cli } from '../../src/cli/openenv-bundle.js';
+
+/** `openenv-bundle NAME …` in-process, as the dispatcher runs it */
+export const run = (name: string) => (argv: string[], io: CliIo) => cli([name, ...argv], io);
 
 export interface TempBundle {
   dir: string;

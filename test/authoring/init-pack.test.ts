@@ -6,9 +6,10 @@ import { list as tarList } from 'tar';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkStatic } from '../../src/authoring/check-static.js';
 import { loadBundle } from '../../src/bundle/index.js';
-import { runInit } from '../../src/cli/init.js';
-import { runPack } from '../../src/cli/pack.js';
-import { bufferIo, initTemp, type TempBundle } from './helpers.js';
+import { bufferIo, initTemp, run, type TempBundle } from './helpers.js';
+
+const runInit = run('init');
+const runPack = run('pack');
 
 const cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -55,7 +56,7 @@ describe('init', () => {
   it('exits 2 for a command line to fix and 1 for a name images cannot carry', async () => {
     const b = bufferIo();
     expect(await runInit(['x', '--env', 'ruby'], b.io)).toBe(2);
-    expect(b.err()).toContain('--env must be node or python');
+    expect(b.err()).toContain("error: --env: Invalid enum value. Expected 'node' | 'python', received 'ruby'");
     expect(await runInit([], bufferIo().io)).toBe(2);
     const bad = bufferIo();
     expect(await runInit(['My Tasks', '--dir', path.join(await tempDir(), 'a')], bad.io)).toBe(1);

@@ -9,11 +9,12 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
 import { BASE_IMAGE_ARG, type EnvLanguage } from '../../src/authoring/init.js';
-import { runCheck } from '../../src/cli/check.js';
 import { describeDocker, LOCAL_NODE_IMAGE, LOCAL_PYTHON_IMAGE, labelledResources } from '../support/docker.js';
 import { INSTANCE_LABEL, startServer } from '../support/docker-server.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
-import { bufferIo, initTemp, type TempBundle } from './helpers.js';
+import { bufferIo, initTemp, run, type TempBundle } from './helpers.js';
+
+const runCheck = run('check');
 
 const ARITH = fileURLToPath(new URL('../../bundles/arith-v1', import.meta.url));
 const LOCAL: Record<EnvLanguage, string> = { node: LOCAL_NODE_IMAGE, python: LOCAL_PYTHON_IMAGE };

@@ -65,6 +65,8 @@ describeDocker('openenv-bundle check, run as a process', () => {
     expect(run.stderr).not.toContain('exited without a result');
     expect(run.status, run.stdout + run.stderr).toBe(0);
     expect(run.stdout).toMatch(/played 2 task\(s\) in \d+ episode\(s\): golden at max 2\/2, empty at or under the floor 2\/2/);
+    expect(run.stdout).toMatch(/^ {2}golden solutions: mean reward 1\.000 \(\w+ 1\.000/m);
+    expect(run.stdout).toMatch(/^ {2}empty solutions: mean reward 0\.000 /m);
     expect(run.stdout).toMatch(/^ok: no problem/m);
     expect(lines(['volume', 'ls', '-q', '--filter', `label=${LOCK_LABELS.lock}`]).filter((v) => v.includes('lock-check-'))).toEqual([]);
   });
@@ -84,6 +86,8 @@ describeDocker('openenv-bundle check, run as a process', () => {
     expect(run.status, run.stdout + run.stderr).toBe(1);
     expect(run.stdout).toContain('arith-train-0');
     expect(run.stdout).toMatch(/the golden solution scored \w+ = 0, expected its declared max 1/);
+    // only the golden solution of arith-train-0 misses; others that fail alike would share its line
+    expect(run.stdout).toMatch(/^ {2}problem: task arith-train-0 \(tasks\/train\.jsonl line 1\): /m);
     expect(run.stdout).toMatch(/^\d+ problem\(s\)/m);
   });
 

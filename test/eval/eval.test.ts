@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { greedySchedule } from '../../bundles/gridsim-v1/envs/gridsim/src/greedy.js';
 import { parseTaskData } from '../../bundles/gridsim-v1/envs/gridsim/src/task.js';
 import { baseline, type Row } from '../../scripts/gridsim/stats.js';
-import { evalMain } from '../../src/cli/eval.js';
+import type { CliIo } from '../../src/cli/command.js';
+import { cli } from '../../src/cli/openenv-bundle.js';
 import type { EvalSummary } from '../../src/eval/summary.js';
 import type { EpisodeRecord } from '../../src/eval/play.js';
 import { FIXTURE_BUNDLE, processSuiteServer } from '../support/process-server.js';
@@ -36,6 +37,9 @@ function taskLines(bundle: string, split: string): TaskLine[] {
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as TaskLine);
 }
+
+/** `openenv-bundle eval …` in-process; `signal` stops it as Ctrl-C does */
+const evalMain = (argv: string[], io: CliIo, opts: { signal?: AbortSignal } = {}) => cli(['eval', ...argv], { ...io, signal: opts.signal });
 
 function bufferIo(env: NodeJS.ProcessEnv = {}) {
   const out: string[] = [];
@@ -128,7 +132,12 @@ describe('eval on the fixture bundle', () => {
     expect(summary.played).toBe(6);
     expect(summary.scored.n).toBe(2);
     expect(summary.scored.mean).toBeCloseTo(0.75, 12);
-    expect(summary.failures).toEqual({ env: { env_crashed: 1, invalid_scores: 1 }, model: { model_http_error: 1, model_timeout: 1 }, total: 4 });
+    expect(summary.failures).toMatchObject({ env: { env_crashed: 1, invalid_scores: 1 }, model: { model_http_error: 1, model_timeout: 1 }, total: 4 });
+    // each reason's first message, in the summary and on the terminal
+    expect(Object.keys(summary.failures.first).sort()).toEqual(['env_crashed', 'invalid_scores', 'model_http_error', 'model_timeout']);
+    expect(summary.failures.first.model_http_error).toMatchObject({ task_id: 'fx-echo-3' });
+    expect(summary.failures.first.model_http_error!.message).toContain('CUDA out of memory');
+    expect(b.out()).toMatch(/^ {4}model_http_error {2}first: fx-echo-3: the model endpoint answered HTTP 500: .*CUDA out of memory/m);
     const failed = episodes.filter((e) => e.failure);
     expect(failed.every((e) => e.reward === null)).toBe(true);
     expect(episodes.find((e) => e.task_id === 'fx-echo-3')!.failure).toMatchObject({ kind: 'model', reason: 'model_http_error' });
@@ -203,6 +212,39 @@ describe('eval on the fixture bundle', () => {
     expect(episodes).toHaveLength(1);
     expect(stdout).toContain('(interrupted)');
     await waitFor(() => s.sandbox.live().length === 0, 10_000, 'the interrupted episodes torn down');
+  });
+
+  it('checks the model endpoint before it deploys anything: a dead URL, a refused key, a model it does not serve exit 1 at once', async () => {
+    const spawned = s.sandbox.spawned;
+    const dead = bufferIo(env);
+    // a port nothing listens on: the scripted model's, closed
+    const gone = await startScriptedModel(() => 'hang');
+    const goneUrl = gone.url;
+    await gone.close();
+    expect(await evalMain([s.url, '--model-url', goneUrl, '--model', 'x', '--token-var', 'EVAL_TOKEN', '--out', join(tmp, 'dead')], dead.io)).toBe(1);
+    expect(dead.err()).toMatch(
+      /^error: cannot reach the model at http:\/\/127\.0\.0\.1:\d+\/v1\/models: .*ECONNREFUSED.* \(model_unreachable; nothing was deployed\)\n$/,
+    );
+    const listing = await startScriptedModel(fixtureGolden, { models: ['Qwen/Qwen3-4B'] });
+    try {
+      const wrong = bufferIo(env);
+      expect(await evalMain([s.url, '--model-url', listing.url, '--model', 'qwen3', '--token-var', 'EVAL_TOKEN', '--out', join(tmp, 'wrong')], wrong.io)).toBe(
+        1,
+      );
+      expect(wrong.err()).toContain('error: the model endpoint serves "Qwen/Qwen3-4B", not "qwen3": pass one of them as --model');
+      expect(listing.requests).toHaveLength(0);
+      // the model it lists plays
+      const right = bufferIo(env);
+      const out = join(tmp, 'listed');
+      expect(
+        await evalMain([s.url, '--model-url', listing.url, '--model', 'Qwen/Qwen3-4B', '--token-var', 'EVAL_TOKEN', '--out', out, '--tasks', '1'], right.io),
+      ).toBe(0);
+    } finally {
+      await listing.close();
+    }
+    // two refusals deployed nothing; the run that played deployed its one task
+    expect(s.sandbox.spawned - spawned).toBe(1);
+    expect(existsSync(join(tmp, 'dead'))).toBe(false);
   });
 
   it('command-line mistakes exit 2; an unreachable server or a missing token exits 1 with one line', async () => {

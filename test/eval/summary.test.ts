@@ -1,7 +1,6 @@
-/** The eval summary's arithmetic and wording, and the progress bar, on records made by hand. */
+/** The eval summary's arithmetic and wording, on records made by hand. */
 import { describe, expect, it } from 'vitest';
 import type { EpisodeRecord } from '../../src/eval/play.js';
-import { ttyEvalProgress } from '../../src/eval/run.js';
 import { formatSummary, meanStat, summarize } from '../../src/eval/summary.js';
 
 function rec(over: Partial<EpisodeRecord>): EpisodeRecord {
@@ -55,38 +54,61 @@ describe('eval summary', () => {
         rec({ reward: 1, groups: { size: '2' }, usage: { prompt_tokens: 10, completion_tokens: 2 } }),
         rec({ reward: 0, groups: { size: '10' } }),
         rec({ reward: 0.5, groups: { size: '2' }, usage: { prompt_tokens: 5, completion_tokens: 1 } }),
-        rec({ groups: { size: '2' }, failure: { kind: 'env', reason: 'env_crashed', message: 'x' } }),
-        rec({ groups: { size: '10' }, failure: { kind: 'model', reason: 'model_timeout', message: 'y' } }),
+        rec({ task_id: 'a', groups: { size: '2' }, failure: { kind: 'env', reason: 'env_crashed', message: 'the env exited with code 3\nits log: …' } }),
+        rec({ task_id: 'b', groups: { size: '10' }, failure: { kind: 'model', reason: 'model_timeout', message: 'the model did not answer' } }),
+        rec({ task_id: 'c', groups: { size: '2' }, failure: { kind: 'env', reason: 'env_crashed', message: 'a later crash' } }),
       ],
       context,
     );
-    expect(s.played).toBe(5);
+    expect(s.played).toBe(6);
     expect(s.scored).toMatchObject({ n: 3, mean: 0.5 });
     expect(s.scored.zero_share).toBeCloseTo(1 / 3, 15);
-    expect(s.failures).toEqual({ env: { env_crashed: 1 }, model: { model_timeout: 1 }, total: 2 });
+    expect(s.failures).toEqual({
+      env: { env_crashed: 2 },
+      model: { model_timeout: 1 },
+      total: 3,
+      first: {
+        env_crashed: { task_id: 'a', message: 'the env exited with code 3\nits log: …' },
+        model_timeout: { task_id: 'b', message: 'the model did not answer' },
+      },
+    });
     // group values in numeric order
     expect(Object.keys(s.groups.size!)).toEqual(['2', '10']);
     expect(s.groups.size!['2']).toMatchObject({ n: 2, mean: 0.75 });
     expect(s.tokens).toEqual({ prompt: 15, completion: 3, episodes_reporting: 2 });
     const text = formatSummary(s);
-    expect(text).toContain('m on b, split eval: 5 of 5 tasks played in 1.5 s');
-    expect(text).toContain('failures     2, not scored (env: env_crashed 1; model: model_timeout 1)');
+    expect(text).toContain('m on b, split eval: 6 of 5 tasks played in 1.5 s');
+    // each reason's first message, one line each
+    expect(text).toContain(
+      [
+        '  failures     3, not scored (env: env_crashed 2; model: model_timeout 1)',
+        '    env_crashed    first: a: the env exited with code 3',
+        '    model_timeout  first: b: the model did not answer',
+      ].join('\n'),
+    );
     expect(text).toContain('by size       2 0.7500 ± 0.2500 (2) · 10 0.0000 (1)');
     expect(text).toContain('baselines    greedy 0.5');
   });
+});
 
-  it('the progress bar draws on a terminal only', () => {
-    const written: string[] = [];
-    const p = ttyEvalProgress({ isTTY: true, write: (x: string) => written.push(x) });
-    p.start(4);
-    p.update(2, 4, 2, 0.25, 0);
-    p.end();
-    expect(written[1]).toContain('[###############...............] 2/4  mean 0.250 over 2  failures 0');
-    const silent: string[] = [];
-    const q = ttyEvalProgress({ isTTY: false, write: (x: string) => silent.push(x) });
-    q.start(4);
-    q.update(1, 4, 1, 1, 0);
-    q.end();
-    expect(silent).toEqual([]);
+describe('eval summary: each score beside the reward', () => {
+  it('means every score the env reported over the scored episodes, in the order first seen, and prints them under the reward', () => {
+    const s = summarize(
+      [
+        rec({ reward: 1, scores: { correct: 1, format: 1 } }),
+        rec({ reward: 0.25, scores: { correct: 0, format: 0.5 } }),
+        rec({ reward: 0.5, scores: { correct: 1, format: 0, style: 0.5 } }),
+        rec({ failure: { kind: 'env', reason: 'env_crashed', message: 'x' }, scores: null }),
+      ],
+      { ...context, groupNames: [] },
+    );
+    expect(Object.keys(s.scores)).toEqual(['correct', 'format', 'style']);
+    expect(s.scores.correct).toMatchObject({ n: 3 });
+    expect(s.scores.correct!.mean).toBeCloseTo(2 / 3, 15);
+    expect(s.scores.format!.mean).toBeCloseTo(0.5, 15);
+    expect(s.scores.style).toEqual({ n: 1, mean: 0.5, stderr: null });
+    const lines = formatSummary(s).split('\n');
+    const at = lines.findIndex((l) => l.startsWith('  mean reward'));
+    expect(lines[at + 1]).toMatch(/^ {2}scores {7}correct 0\.6667 ± 0\.3333 · format 0\.5000 ± 0\.2887 · style 0\.5000 \(1\)$/);
   });
 });

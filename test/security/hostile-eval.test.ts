@@ -50,11 +50,12 @@ function episodes(out: string): EpisodeRecord[] {
     .map((l) => JSON.parse(l) as EpisodeRecord);
 }
 
-/** a chat-completions endpoint that answers 200 and then streams bytes without end */
-async function endlessModel(): Promise<{ url: string; sent: () => number; close: () => Promise<void> }> {
+/** a chat-completions endpoint that answers 200 and then streams bytes without end: to the chat request, or to `GET /models` as well */
+async function endlessModel(at: 'chat' | 'models' = 'chat'): Promise<{ url: string; sent: () => number; close: () => Promise<void> }> {
   let sent = 0;
   const server = http.createServer((req, res) => {
     req.resume();
+    if (at === 'chat' && req.method === 'GET') return void res.writeHead(404).end();
     res.writeHead(200, { 'content-type': 'application/json' });
     res.write('{"choices":[{"message":{"content":"');
     const chunk = Buffer.alloc(256 * 1024, 'a');
@@ -119,6 +120,18 @@ describe('eval against a hostile model endpoint and a careless user', () => {
     }
   });
 
+  it('a check of the endpoint (GET /models) that never ends is refused before anything is deployed', async () => {
+    const endless = await endlessModel('models');
+    try {
+      const r = await evalProcess(args(join(tmp, 'endless-models'), endless.url, '--tasks', '1')).done;
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`more than ${MODEL_REPLY_MAX_BYTES / 1024 / 1024} MiB: not read (model_bad_reply; nothing was deployed)`);
+      expect(endless.sent()).toBeLessThan(MODEL_REPLY_MAX_BYTES * 8);
+    } finally {
+      await endless.close();
+    }
+  });
+
   it("the model's mistakes are its tool errors: an empty tool name and 10 MB of arguments are answered to it, the episodes are scored", async () => {
     policy = (req) => {
       const turn = turnsTaken(req);
@@ -157,7 +170,7 @@ describe('eval against a hostile model endpoint and a careless user', () => {
     const r = await done;
     expect(r.signal).toBeNull();
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('terminated: closing the episodes in play');
+    expect(r.stderr).toContain('closing the episodes in play');
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect(summary).toMatchObject({ interrupted: true });
     await waitFor(() => s.sandbox.live().length === 0, 10_000, "the run's envs torn down");

@@ -32,7 +32,8 @@ export interface ScriptedModel {
   close(): Promise<void>;
 }
 
-export async function startScriptedModel(policy: Policy): Promise<ScriptedModel> {
+/** `models`: what GET /v1/models lists (as vLLM and SGLang answer it); without it the route is 404, as on endpoints without one */
+export async function startScriptedModel(policy: Policy, opts: { models?: string[] } = {}): Promise<ScriptedModel> {
   const requests: ChatRequest[] = [];
   const held = new Set<ServerResponse>();
   const sockets = new Set<Socket>();
@@ -41,6 +42,12 @@ export async function startScriptedModel(policy: Policy): Promise<ScriptedModel>
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      if (req.method === 'GET' && req.url === '/v1/models' && opts.models) {
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ object: 'list', data: opts.models.map((id) => ({ id, object: 'model' })) }));
+        return;
+      }
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
         res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
         return;

@@ -9,6 +9,7 @@
  * here against the containers and networks being watched (die, destroy and disconnect are rare).
  */
 import type Dockerode from 'dockerode';
+import { Backoff } from '../../backoff.js';
 import { lineSplitter } from '../../lines.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import { sleep } from '../engine/retry.js';
@@ -120,7 +121,7 @@ export class EnvWatcher {
   }
 
   private async connect(isReconnect: boolean): Promise<void> {
-    let backoff = 250;
+    const backoff = new Backoff(250, MAX_BACKOFF_MS);
     while (!this.closed) {
       try {
         const since = this.lastEventTime ?? undefined;
@@ -142,12 +143,12 @@ export class EnvWatcher {
         return;
       } catch (err) {
         this.onFirstAttempt?.();
+        const delay = backoff.next();
         this.log.warn(
-          { err: (err as Error).message, retryInMs: backoff },
+          { err: (err as Error).message, retryInMs: delay },
           'cannot open the engine events stream; env deaths are noticed only when a call fails until it reopens',
         );
-        await sleep(backoff, this.lifetime.signal).catch(() => {});
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+        await sleep(delay, this.lifetime.signal).catch(() => {});
       }
     }
   }

@@ -15,6 +15,7 @@
  * - close(): no refill starts after it; creations in flight finish and, like every ready network,
  *   are removed; a second close() waits for the same removal.
  */
+import { Backoff } from '../../backoff.js';
 import { randomUUID } from 'node:crypto';
 import { NETWORK_STOCK } from '../../defaults.js';
 import type { StockTurn } from '../sandbox.js';
@@ -71,6 +72,8 @@ export class NetworkStock<N> {
   private closed = false;
   private closing: Promise<void> | null = null;
   private failures = 0;
+  /** the pause after each failed creation in a row */
+  private readonly pauses: Backoff;
   private pausedUntil = 0;
   private resumeTimer: NodeJS.Timeout | null = null;
   private madeCount = 0;
@@ -82,6 +85,7 @@ export class NetworkStock<N> {
     this.size = opts.size;
     this.opts = opts;
     this.parallel = Math.max(1, opts.parallel ?? NETWORK_STOCK.parallel);
+    this.pauses = new Backoff(opts.backoffBaseMs ?? NETWORK_STOCK.backoffBaseMs, opts.backoffMaxMs ?? NETWORK_STOCK.backoffMaxMs);
   }
 
   /** begins filling, each creation in a `turn` (default: at once); call after the start sweep, which would remove what the stock made */
@@ -139,6 +143,7 @@ export class NetworkStock<N> {
           this.making.delete(key);
           this.madeCount++;
           this.failures = 0;
+          this.pauses.reset();
           if (this.closed) return this.discard({ key, net });
           this.readyNets.push({ key, net });
           this.fill();
@@ -148,10 +153,7 @@ export class NetworkStock<N> {
           // closed while it waited for its turn: nothing was made
           if (this.waitingTurn.delete(key) && this.closed) return;
           this.failures++;
-          const pauseMs = Math.min(
-            (this.opts.backoffBaseMs ?? NETWORK_STOCK.backoffBaseMs) * 2 ** (this.failures - 1),
-            this.opts.backoffMaxMs ?? NETWORK_STOCK.backoffMaxMs,
-          );
+          const pauseMs = this.pauses.next();
           this.opts.log.warn(
             { key, failures: this.failures, pause_ms: pauseMs, err: (err as Error).message },
             `could not make a ${this.opts.what} ahead of demand; deploys make their own, the stock retries in ${Math.round(pauseMs / 1000)} s`,

@@ -1,3 +1,4 @@
+import { Backoff } from '../../backoff.js';
 import { abortError } from './errors.js';
 
 /** resolves after `ms`, or rejects with an AbortError as soon as `signal` aborts */
@@ -27,6 +28,7 @@ export interface RetryOptions {
 /** runs `fn` until it resolves or `attempts` runs failed; rethrows the last failure */
 export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions): Promise<T> {
   let lastErr: unknown;
+  const delays = new Backoff(opts.baseDelayMs);
   for (let attempt = 1; attempt <= opts.attempts; attempt++) {
     try {
       return await fn();
@@ -34,7 +36,7 @@ export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions): Promis
       lastErr = err;
       if (attempt === opts.attempts) break;
       opts.onRetry?.(err, attempt);
-      await sleep(opts.baseDelayMs * 2 ** (attempt - 1), opts.signal);
+      await sleep(delays.next(), opts.signal);
     }
   }
   throw lastErr;

@@ -60,7 +60,7 @@ export class TaskWatcher {
       this.timer = null;
       void this.poll().finally(() => this.schedule());
     }, this.intervalMs);
-    this.timer.unref?.();
+    // scheduled only while a deploy waits on a task's state: that wait keeps the process alive
   }
 
   private async poll(): Promise<void> {

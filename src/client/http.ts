@@ -1,12 +1,13 @@
 /**
- * What the row writer reads from a bundle server: GET /bundle, /tasks (paged) and /toolsets.
- * Every failure becomes a RowsError whose message is one line a person can act on.
+ * A bundle server read over HTTP, as the row writer, `eval` and `play` read it: GET /bundle,
+ * /tasks (paged) and /toolsets; no env is deployed. Every failure becomes a ServerReadError whose
+ * message is one line a person can act on.
  */
 import { z } from 'zod';
 
-/** A failure the command reports as one line and exit code 1. */
-export class RowsError extends Error {
-  override readonly name = 'RowsError';
+/** The server could not be read: one line (a command exits 1 with it). */
+export class ServerReadError extends Error {
+  override readonly name = 'ServerReadError';
 }
 
 export const PAGE_LIMIT = 1000;
@@ -64,11 +65,11 @@ export class BundleServerClient {
       const err = e as Error & { cause?: { code?: string; message?: string } };
       const why =
         err.name === 'TimeoutError' ? `no answer within ${(this.o.timeoutMs ?? 60_000) / 1000} s` : (err.cause?.message ?? err.cause?.code ?? err.message);
-      throw new RowsError(`cannot reach the server at ${url}: ${why}`);
+      throw new ServerReadError(`cannot reach the server at ${url}: ${why}`);
     }
     const text = await res.text().catch(() => '');
     if (res.status === 401) {
-      throw new RowsError(
+      throw new ServerReadError(
         token
           ? `the server at ${url} refused the token in $${tokenVar} (HTTP 401): check that it holds the server's token`
           : `the server at ${url} needs a token (HTTP 401): pass --token-var NAME, naming the environment variable that holds it`,
@@ -78,16 +79,16 @@ export class BundleServerClient {
     try {
       body = JSON.parse(text);
     } catch {
-      throw new RowsError(`GET ${path} at ${url} answered HTTP ${res.status} with no JSON: is ${url} a bundle server?`);
+      throw new ServerReadError(`GET ${path} at ${url} answered HTTP ${res.status} with no JSON: is ${url} a bundle server?`);
     }
     if (!res.ok) {
       const msg = (body as { message?: unknown })?.message;
-      throw new RowsError(`GET ${path} at ${url} answered HTTP ${res.status}${typeof msg === 'string' ? `: ${msg}` : ''}`);
+      throw new ServerReadError(`GET ${path} at ${url} answered HTTP ${res.status}${typeof msg === 'string' ? `: ${msg}` : ''}`);
     }
     const parsed = schema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new RowsError(
+      throw new ServerReadError(
         `GET ${path} at ${url} answered an unexpected shape (${issue.path.join('.') || 'body'}: ${issue.message}): is ${url} a bundle server?`,
       );
     }
@@ -110,11 +111,11 @@ export class BundleServerClient {
       const q = `/tasks?split=${encodeURIComponent(split)}&offset=${rows.length}&limit=${PAGE_LIMIT}`;
       const page = await this.get(q, TasksPage);
       if (total !== Infinity && page.total !== total) {
-        throw new RowsError(`split "${split}" changed size while it was read (${total} then ${page.total} tasks); run again`);
+        throw new ServerReadError(`split "${split}" changed size while it was read (${total} then ${page.total} tasks); run again`);
       }
       total = page.total;
       if (page.tasks.length === 0 && rows.length < total) {
-        throw new RowsError(`GET ${q} returned no tasks though split "${split}" has ${total}`);
+        throw new ServerReadError(`GET ${q} returned no tasks though split "${split}" has ${total}`);
       }
       rows.push(...page.tasks);
       onPage?.(rows.length, total);

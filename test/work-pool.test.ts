@@ -1,0 +1,56 @@
+/** The one worker pool: at most N jobs at once, in order; an abort or a failure starts no more, and those running are waited for. */
+import { describe, expect, it } from 'vitest';
+import { forEachAtMost } from '../src/work-pool.js';
+
+const tick = () => new Promise((r) => setTimeout(r, 5));
+
+describe('forEachAtMost', () => {
+  it('runs every item, at most `limit` at once, starting them in order', async () => {
+    let running = 0;
+    let peak = 0;
+    const started: number[] = [];
+    const r = await forEachAtMost([0, 1, 2, 3, 4, 5, 6], 3, async (x) => {
+      started.push(x);
+      peak = Math.max(peak, ++running);
+      await tick();
+      running--;
+    });
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(peak).toBe(3);
+    expect(r).toEqual({ finished: 7, skipped: 0 });
+    expect(await forEachAtMost([], 4, async () => undefined)).toEqual({ finished: 0, skipped: 0 });
+  });
+
+  it('once aborted starts nothing more and waits for what runs', async () => {
+    const stop = new AbortController();
+    const ended: number[] = [];
+    const r = await forEachAtMost(
+      [0, 1, 2, 3, 4, 5],
+      2,
+      async (x) => {
+        if (x === 2) stop.abort();
+        await tick();
+        ended.push(x);
+      },
+      stop.signal,
+    );
+    // 0 and 1 ran; 2 started after 0, aborted, and still ran to its end; nothing after
+    expect(ended.sort()).toEqual([0, 1, 2]);
+    expect(r).toEqual({ finished: 3, skipped: 3 });
+  });
+
+  it('rejects with the first failure, after the jobs running have settled, starting no more', async () => {
+    const ended: number[] = [];
+    await expect(
+      forEachAtMost([0, 1, 2, 3, 4], 2, async (x) => {
+        await tick();
+        if (x === 1) throw new Error('job 1 failed');
+        if (x === 2) throw new Error('job 2 failed too');
+        await tick();
+        ended.push(x);
+      }),
+    ).rejects.toThrow('job 1 failed');
+    // 0 was running when 1 failed and ran to its end; nothing started after
+    expect(ended).toEqual([0]);
+  });
+});
