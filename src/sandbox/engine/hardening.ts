@@ -21,6 +21,13 @@
  * - root filesystem: writable (the image's), or read-only with a size-bounded tmpfs at /tmp (its
  *   pages count against the memory limit);
  * - user: the image's, or the one the bundle names.
+ *
+ * Where it plugs in (not yet wired): the Docker backend's container creation spreads
+ * `dockerLockdown(...).hostConfig` into its HostConfig (replacing its own Memory, MemorySwap,
+ * NanoCpus, PidsLimit, Init and SecurityOpt) and sets `user` as the container's User; the swarm
+ * backend's service creation spreads `swarmLockdown(...).containerSpec` into its ContainerSpec and
+ * `.limits` into Resources.Limits (the engine's API version from `docker.version()`); the manifest
+ * takes `EnvSecuritySchema` as an env's `security`, and the EnvSpec carries it with the runtime.
  */
 import type Dockerode from 'dockerode';
 import { z } from 'zod';
