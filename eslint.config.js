@@ -1,8 +1,107 @@
 // ESLint (flat config) with typescript-eslint: the recommended rules everywhere, and the
 // type-aware ones that catch async mistakes (a promise nobody awaits or catches) in the server.
+import path from 'node:path';
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+
+/**
+ * The house's floors, top to bottom: a file may import from its own floor and the floors below,
+ * never from one above (a lower room that needs an upper one's code is the wrong owner of it).
+ * A room is a folder or a file; a file belongs to the longest room its path starts with.
+ */
+const FLOORS = [
+  ['test', 'web'],
+  ['scripts'],
+  // the processes and the command line
+  ['src/cli', 'src/serve.ts', 'src/rows.ts'],
+  // what the commands run
+  ['src/eval', 'src/rows', 'src/authoring'],
+  // the bundle server's client (eval, play, rows, the scripts)
+  ['src/client'],
+  ['src/app.ts'],
+  ['src/routes'],
+  ['src/plugins'],
+  ['src/runtime.ts'],
+  // who holds an episode
+  ['src/sessions'],
+  // the console's observers of episodes
+  ['src/console'],
+  // the step machine
+  ['src/episodes'],
+  // where a slot is taken and freed
+  ['src/episodes/capacity'],
+  // the bundle format (its built-in toolsets and turn rules come from the rooms below)
+  ['src/bundle'],
+  // rooms an episode uses (built-in tools, verifiers, the model gateway)
+  ['src/tools', 'src/verifier', 'src/gateway'],
+  // the engine backends, then what both share
+  ['src/sandbox/docker', 'src/sandbox/swarm'],
+  ['src/sandbox/engine'],
+  // every failure decision, on the facts the sandbox's contract reports
+  ['src/failures.ts'],
+  // the sandbox's contract: the interface, env identity, env lifecycles
+  ['src/sandbox'],
+  ['src/config.ts', 'src/errors.ts', 'src/metrics.ts', 'src/logging.ts', 'src/http-connections.ts'],
+  // every wire shape
+  ['src/protocol'],
+  // the ground floor: imports nothing of ours
+  ['src/json.ts', 'src/defaults.ts', 'src/abort.ts', 'src/time.ts', 'src/lines.ts', 'src/cidr.ts', 'src/backoff.ts', 'src/work-pool.ts', 'src/bounded-body.ts'],
+];
+
+const ROOT = import.meta.dirname;
+const ROOMS = FLOORS.flatMap((rooms, floor) => rooms.map((room) => ({ room, floor })));
+
+/** the room of a repository-relative path (an import's `.js` read as the `.ts` it is built from), or null */
+function roomOf(rel) {
+  const p = rel.replace(/\.js$/, '.ts');
+  const candidates = /\.[a-z]+$/.test(p) ? [p] : [p, `${p}.ts`];
+  let best = null;
+  for (const r of ROOMS) {
+    const isFile = r.room.endsWith('.ts');
+    const holds = candidates.some((c) => (isFile ? c === r.room : c === r.room || c.startsWith(`${r.room}/`)));
+    if (holds && (!best || r.room.length > best.room.length)) best = r;
+  }
+  return best;
+}
+
+const floorsPlugin = {
+  rules: {
+    'no-upward-imports': {
+      meta: { type: 'problem', schema: [], messages: {} },
+      create(context) {
+        const rel = path.relative(ROOT, context.filename).split(path.sep).join('/');
+        const own = roomOf(rel);
+        if (!own) {
+          return {
+            Program(node) {
+              context.report({ node, message: `${rel} is on no floor: add its room to FLOORS in eslint.config.js` });
+            },
+          };
+        }
+        const check = (node, source) => {
+          if (typeof source !== 'string' || !source.startsWith('.')) return;
+          const target = path
+            .relative(ROOT, path.resolve(path.dirname(context.filename), source))
+            .split(path.sep)
+            .join('/');
+          const to = roomOf(target);
+          if (!to || to.floor >= own.floor) return;
+          context.report({
+            node,
+            message: `${own.room} imports ${to.room}, a floor above it (${target}): move what it needs down, to the floor of whoever uses it`,
+          });
+        };
+        return {
+          ImportDeclaration: (node) => check(node, node.source.value),
+          ExportNamedDeclaration: (node) => node.source && check(node, node.source.value),
+          ExportAllDeclaration: (node) => check(node, node.source.value),
+          ImportExpression: (node) => node.source.type === 'Literal' && check(node, node.source.value),
+        };
+      },
+    },
+  },
+};
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench-results/**', 'test-artifacts/**', 'bundles/**/app/**', 'docker/prebuilt/**'] },
@@ -36,6 +135,11 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
       '@typescript-eslint/await-thenable': 'error',
     },
+  },
+  {
+    files: ['src/**/*.ts', 'test/**/*.ts', 'scripts/**/*.ts', 'web/**/*.{ts,tsx}'],
+    plugins: { floors: floorsPlugin },
+    rules: { 'floors/no-upward-imports': 'error' },
   },
   // The sandbox's layers: what both backends use lives in engine/, and no backend reaches into
   // the other (nor the engine layer into either).

@@ -20,14 +20,20 @@
  *      every episode answering an echo call while all are up, the server's RSS and the engine's
  *      memory with all live, and the time until every teardown had finished. Cold runs also say
  *      where an episode's slot time went (deploy, env removal, network removal).
- *   3. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   3. Lanes (--phases lanes): --lanes-train T (64) training resets at once at --max-concurrent-envs
+ *      --lanes-cap C (8), each holding its env --lanes-hold S (2) seconds, then --lanes-eval E (8)
+ *      eval resets at once while the training ones hold every slot or wait: each eval reset's queue
+ *      wait and latency, p50/p95, lanes on (the default, eval=high) against lanes off
+ *      (--split-priority eval=normal) in the same run; the training resets' waits beside them.
+ *      About a minute and a half at the defaults.
+ *   4. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
  * where. Targets are reported, never asserted. This file is the orchestration (the phases, the
  * tables, the figures); the parts are in scripts/bench/: baselines.ts (bare containers), server.ts
  * (the server under test), engine.ts (memory and leftovers on the engine), load.ts (sustained and
- * burst runs), stats.ts, charts.ts, context.ts.
+ * burst runs), lanes.ts (the lanes run), stats.ts, charts.ts, context.ts.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -40,6 +46,7 @@ import { burstBare, envImage, sustainedBare, type BareNetworks } from './bench/b
 import { cdfSvg } from './bench/charts.js';
 import { benchContext } from './bench/context.js';
 import { countRunLeftovers, removeRunLeftovers } from './bench/engine.js';
+import { lanesRun, type LanesLoad, type LanesRun } from './bench/lanes.js';
 import type { SustainedRate } from './bench/load.js';
 import {
   burstServer,
@@ -63,7 +70,11 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     deploys: { type: 'string', default: '4,8' },
     singles: { type: 'string', default: '20' },
-    phases: { type: 'string', default: 'sustained,burst' },
+    phases: { type: 'string', default: 'sustained,burst,lanes' },
+    'lanes-train': { type: 'string', default: '64' },
+    'lanes-eval': { type: 'string', default: '8' },
+    'lanes-cap': { type: 'string', default: '8' },
+    'lanes-hold': { type: 'string', default: '2' },
     'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
   },
 });
@@ -78,11 +89,21 @@ const CONCURRENCY = positive('concurrency', values.concurrency);
 const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d));
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
-for (const p of PHASES) if (p !== 'sustained' && p !== 'burst') throw new Error(`--phases takes sustained and/or burst, not ${JSON.stringify(p)}`);
+for (const p of PHASES)
+  if (!['sustained', 'burst', 'lanes'].includes(p)) throw new Error(`--phases takes sustained, burst and/or lanes, not ${JSON.stringify(p)}`);
+const LANES_HOLD_S = Number(values['lanes-hold']);
+if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
 const ctx = benchContext(values['node-image']);
 const { progress } = ctx;
 const LOAD = { episodes: EPISODES, concurrency: CONCURRENCY };
+const LANES_CAP = positive('lanes-cap', values['lanes-cap']);
+const LANES_LOAD = {
+  train: positive('lanes-train', values['lanes-train']),
+  evals: positive('lanes-eval', values['lanes-eval']),
+  cap: LANES_CAP,
+  holdS: LANES_HOLD_S,
+};
 /** the server's network stock off: every deploy makes its episode's network on the reset path */
 const STOCK_OFF = ['--network-stock', '0'];
 /** the networks a server with `maxConcurrentEnvs` keeps ready: its default stock, or none */
@@ -293,6 +314,34 @@ async function burstPhase(image: string, picked: number) {
   };
 }
 
+interface LanesFigures {
+  load: LanesLoad;
+  on: LanesRun;
+  off: LanesRun;
+  /** lanes on / lanes off, same run */
+  eval_queued_p95_on_vs_off: number;
+  eval_reset_p95_on_vs_off: number;
+  train_queued_p95_on_vs_off: number;
+}
+
+async function lanesPhase(): Promise<LanesFigures> {
+  const load: LanesLoad = { ...LANES_LOAD, stock: stockSize(LANES_CAP, false) };
+  progress(`lanes: ${load.train} training resets (each holding its env ${load.holdS} s) then ${load.evals} eval resets, at a cap of ${load.cap}`);
+  const on = await lanesRun(ctx, load, true);
+  progress(`  lanes on: eval queue wait p50 ${on.eval.queued_p50_s} s p95 ${on.eval.queued_p95_s} s; training p95 ${on.train.queued_p95_s} s`);
+  const off = await lanesRun(ctx, load, false);
+  progress(`  lanes off: eval queue wait p50 ${off.eval.queued_p50_s} s p95 ${off.eval.queued_p95_s} s; training p95 ${off.train.queued_p95_s} s`);
+  const ratio = (a: number, b: number) => (b > 0 ? round(a / b) : NaN);
+  return {
+    load,
+    on,
+    off,
+    eval_queued_p95_on_vs_off: ratio(on.eval.queued_p95_s, off.eval.queued_p95_s),
+    eval_reset_p95_on_vs_off: ratio(on.eval.reset_p95_s, off.eval.reset_p95_s),
+    train_queued_p95_on_vs_off: ratio(on.train.queued_p95_s, off.train.queued_p95_s),
+  };
+}
+
 async function main(): Promise<void> {
   progress(
     `bench: fixture env; phases ${[...PHASES].join(', ')}; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`,
@@ -306,6 +355,7 @@ async function main(): Promise<void> {
   // without a sustained phase: the one --deploys value given, or the server's default
   const picked = sustainedFigures?.picked ?? (DEPLOY_VALUES.length === 1 ? DEPLOY_VALUES[0]! : DEFAULT_MAX_CONCURRENT_DEPLOYS);
   const burstResult = PHASES.has('burst') ? await burstPhase(image, picked) : null;
+  const lanesFigures = PHASES.has('lanes') ? await lanesPhase() : null;
 
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
@@ -324,6 +374,11 @@ async function main(): Promise<void> {
     targets['<= 0.5 MB server RSS per live episode'] = b.server_rss_mb_per_live_episode <= 0.5;
     targets['every episode answered a tool call while all were live'] = [b.cold, b.cold_stock_off, b.warm].every((r) => r.answered_while_all_live === BURST);
   }
+  const l = lanesFigures;
+  if (l) {
+    targets[`eval reset queue wait p95 during a training burst of ${l.load.train} at a full cap of ${l.load.cap}, lanes on <= 0.25x lanes off`] =
+      l.eval_queued_p95_on_vs_off <= 0.25;
+  }
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -332,6 +387,7 @@ async function main(): Promise<void> {
     server_default_max_concurrent_deploys: DEFAULT_MAX_CONCURRENT_DEPLOYS,
     sustained: s,
     burst: b ?? null,
+    lanes: l ?? null,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -348,6 +404,7 @@ async function main(): Promise<void> {
   console.log(`bench of ${figures.when}: ${figures.machine.cpus} cores, ${figures.machine.memory_gib} GiB, Docker ${figures.machine.engine}`);
   if (b) printBurst(b);
   if (s) printSustained(s);
+  if (l) printLanes(l);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
@@ -414,6 +471,26 @@ function printSustained(s: SustainedFigures): void {
       `| server, --max-concurrent-deploys ${r.deploys}, network stock ${r.network_stock}${r.network_stock === 0 ? ' (off)' : ''} | ${r.per_s} | ${r.vs_bare_premade}x | ${r.vs_bare_fresh}x |`,
     );
   console.log(`best ${s.best}; picked ${s.picked} (the smallest within 3% of the best; server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
+}
+
+function printLanes(l: LanesFigures): void {
+  const { load, on, off } = l;
+  console.log('');
+  console.log(
+    `Lanes: ${load.evals} eval resets during a burst of ${load.train} training resets (each holding its env ${load.holdS} s), --max-concurrent-envs ${load.cap} (seconds)`,
+  );
+  console.log('| run | eval queue wait p50 | p95 | eval reset p50 | p95 | training queue wait p50 | p95 | wall |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const [name, r] of [
+    ['lanes on (eval=high, the default)', on],
+    ['lanes off (--split-priority eval=normal)', off],
+  ] as const)
+    console.log(
+      `| ${name} | ${r.eval.queued_p50_s} | ${r.eval.queued_p95_s} | ${r.eval.reset_p50_s} | ${r.eval.reset_p95_s} | ${r.train.queued_p50_s} | ${r.train.queued_p95_s} | ${r.wall_s} |`,
+    );
+  console.log(
+    `lanes on / off: eval queue wait p95 ${l.eval_queued_p95_on_vs_off}x, eval reset p95 ${l.eval_reset_p95_on_vs_off}x; training queue wait p95 ${l.train_queued_p95_on_vs_off}x`,
+  );
 }
 
 main().catch(async (e) => {

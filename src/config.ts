@@ -8,7 +8,8 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
-import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
+import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, LANE_SHARE, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
+import { LANES, type Lane } from './protocol/lanes.js';
 
 /** One option of a command, declared once: type and default, help, spelling. */
 export interface OptionSpec {
@@ -77,6 +78,18 @@ export const buildArgsSchema = z
   .pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'expected KEY=VALUE (KEY a build argument name)')))
   .default([]);
 
+/** `SPLIT=PRIORITY`, repeatable or comma-separated */
+const splitPrioritySchema = z
+  .union([z.string(), z.array(z.string())])
+  .transform((v) =>
+    (Array.isArray(v) ? v : [v])
+      .flatMap((s) => s.split(','))
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+  )
+  .pipe(z.array(z.string().regex(new RegExp(`^[^=\\s]+=(${LANES.join('|')})$`), `expected SPLIT=PRIORITY, PRIORITY one of ${LANES.join(', ')}`)))
+  .default(['eval=high']);
+
 /** a switch; from the environment also true/false, 1/0, yes/no */
 const bool = z
   .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no', ''])])
@@ -108,7 +121,11 @@ const N = 'N';
 export const SERVER_OPTIONS = {
   host: { schema: z.string().min(1).default('127.0.0.1'), value: 'HOST', help: 'address to listen on; a non-loopback address needs a token' },
   port: { schema: z.coerce.number().int().min(0).max(65535).default(8200), value: 'PORT', help: 'port to listen on (0 picks a free one)' },
-  maxConcurrentEnvs: { schema: positiveInt(8), value: N, help: 'envs running at once; further resets wait in a FIFO queue' },
+  maxConcurrentEnvs: {
+    schema: positiveInt(8),
+    value: N,
+    help: 'envs running at once; further resets wait, FIFO per lane',
+  },
   warmPool: {
     schema: z.coerce.number().int().min(0).default(0),
     value: N,
@@ -127,6 +144,12 @@ export const SERVER_OPTIONS = {
   },
   maxWaiting: { schema: z.coerce.number().int().min(0).default(1024), value: N, help: 'resets allowed to wait; past it a reset gets CAPACITY_REACHED at once' },
   resetTimeout: { schema: seconds(600), value: S, help: 'seconds a reset waits for a slot (a reset may ask for less)' },
+  splitPriority: {
+    schema: splitPrioritySchema,
+    value: 'SPLIT=PRIORITY',
+    repeatable: true,
+    help: `the lane (${LANES.join(', ')}) a split's resets wait in for a slot unless a reset names its own priority; other splits: normal. Higher lanes go first, and at least one of every ${LANE_SHARE.oldestEvery} grants goes to the oldest waiting reset of any lane. Repeatable or comma-separated; giving it replaces the default (eval=normal: every split waits in the normal lane)`,
+  },
   toolTimeout: { schema: seconds(60), value: S, help: 'seconds one tool call may take' },
   idleTimeout: { schema: seconds(1800), value: S, help: 'seconds without a frame or request before a session is closed' },
   episodeTimeout: { schema: seconds(3600), value: S, help: 'wall-clock seconds an episode may run' },
@@ -361,6 +384,11 @@ export function formatZodError(err: z.ZodError, nameOf: (key: string) => string 
       return key ? `${nameOf(key)}: ${i.message}` : i.message;
     })
     .join('\n');
+}
+
+/** splitPriority list → split → lane; later duplicates win */
+export function splitLanes(list: readonly string[]): Map<string, Lane> {
+  return new Map(list.map((kv) => [kv.slice(0, kv.lastIndexOf('=')), kv.slice(kv.lastIndexOf('=') + 1) as Lane]));
 }
 
 /** buildArg list → record; later duplicates win */

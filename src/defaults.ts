@@ -109,7 +109,7 @@ export const WARM_POOL = {
 } as const;
 
 /**
- * The console's time series (src/episodes/series.ts): one-minute buckets kept for a day; in each,
+ * The console's time series (src/console/series.ts): one-minute buckets kept for a day; in each,
  * at most samplesPerMinute values of each kind (rewards per split, deploy, queue wait) for the
  * percentiles (counts, sums and means stay exact beyond it). Worst case about 12 MB at sustained
  * rates above 200 episodes a minute per split. A chart gets at most maxPoints buckets (long
@@ -185,3 +185,67 @@ export const ENV_REPLY_MAX_DEPTH = 64;
 export const ENV_LOCKDOWN = { nofile: 8192, readOnlyTmpMb: 64, runscPidsBase: 64, runscPidsPerProcess: 6 } as const;
 /** `eval`: the largest chat-completion reply it reads from a model endpoint (a reply of the longest context is far smaller); past it the model's reply is bad. */
 export const MODEL_REPLY_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The model gateway (src/gateway/): the port its doors listen on (one door per episode, bound to
+ * the server's address on that episode's network; 0: a free port per door), and the bounds of one
+ * episode's calls. A call's whole time is bounded by callTimeoutMs (a model may take minutes for a
+ * long answer, as slime's own --model-timeout does); a streamed reply that goes silent longer than
+ * streamIdleMs is a stall. Bodies are model-written: sizes and JSON nesting are bounded both ways.
+ * A request and a whole reply are held in memory (at most maxInFlight of each per episode: 4 × 8
+ * MiB each way); a stream is passed on as it comes and only its text is kept, so it may be longer
+ * (a 32k-token stream is about 6 MB of events).
+ */
+export const GATEWAY = {
+  port: 8201,
+  callTimeoutMs: 600_000,
+  streamIdleMs: 120_000,
+  maxRequestBytes: 8 * 1024 * 1024,
+  maxResponseBytes: 8 * 1024 * 1024,
+  maxStreamBytes: 64 * 1024 * 1024,
+  maxJsonDepth: 64,
+  /** calls of one episode in flight at once; past it: 429 */
+  maxInFlight: 4,
+  /** connections one door holds open at once; past it a new one is closed (other doors are untouched) */
+  maxConnections: 16,
+  /** the time a harness has to send a whole request (headers and body) */
+  requestReceiveMs: 60_000,
+} as const;
+// ---- the built-in shell toolset and task verifiers (src/tools/shell, src/verifier; docs/harbor.md) ----
+
+/**
+ * The shell toolset's bounds. `bash`: a call's timeout unless it names one (`timeout_s`), and the
+ * most it may name; the output a call returns keeps its first `outputHeadBytes` and last
+ * `outputTailBytes` (a mark in between says how many bytes were dropped); the longest command.
+ * A call past its timeout is killed (its whole process group), then given `killGraceMs` to end
+ * before the shell itself is replaced; a new shell has `startTimeoutMs` to say it is ready.
+ * `read_file`: bytes read unless `limit` says, and the most it may say. `write_file`: the largest
+ * content.
+ */
+export const SHELL_TOOLS = {
+  defaultTimeoutS: 120,
+  maxTimeoutS: 3600,
+  outputHeadBytes: 16 * 1024,
+  outputTailBytes: 16 * 1024,
+  maxCommandBytes: 1024 * 1024,
+  killGraceMs: 5000,
+  startTimeoutMs: 15_000,
+  readDefaultBytes: 64 * 1024,
+  readMaxBytes: 1024 * 1024,
+  writeMaxBytes: 1024 * 1024,
+} as const;
+
+/**
+ * A task's verifier (tests/test.sh): its timeout unless the task names one, and what of its
+ * output is kept for the transcript (first and last bytes; never shown to the model) and for a
+ * failure's message (the last bytes).
+ */
+export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outputTailBytes: 16 * 1024, failureTailBytes: 4 * 1024 } as const;
+
+/**
+ * The admission queue's lanes (src/episodes/capacity/lanes.ts): the highest lane's oldest reset
+ * is served first, except that at least one of every `oldestEvery` grants from the queue goes to
+ * the oldest reset of all, whatever its lane. A reset of a lower lane so waits at most
+ * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
+ */
+export const LANE_SHARE = { oldestEvery: 4 } as const;

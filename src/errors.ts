@@ -1,13 +1,12 @@
 /**
- * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`) to WebSocket
- * error codes and HTTP statuses. Expected failures carry messages a person can act on. Why an env
- * failed (a Failure's reason) is decided in failures.ts.
+ * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`, `toRpcError`)
+ * to WebSocket error codes, HTTP statuses and JSON-RPC errors. Expected failures carry messages a
+ * person can act on. Why an env failed (a Failure's reason) is decided in failures.ts.
  */
+import type { ErrorFrameData, WsErrorCode } from './protocol/frames.js';
+import { RpcCode, rpcError, type RpcError, type RpcId } from './protocol/jsonrpc.js';
+import type { Lane } from './protocol/lanes.js';
 import type { Failure } from './protocol/observations.js';
-
-export type WsErrorCode = 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR' | 'EXECUTION_ERROR' | 'CAPACITY_REACHED' | 'SESSION_ERROR';
-
-export type { Failure, FailurePhase, FailureReason } from './protocol/observations.js';
 
 export abstract class ServerError extends Error {
   abstract readonly wsCode: WsErrorCode;
@@ -44,6 +43,8 @@ export interface CapacityDetails {
   active_sessions: number;
   max_sessions: number;
   waiting: number;
+  /** the lane the reset waited in */
+  lane: Lane;
   waited_s: number;
   retry_after_s: number;
 }
@@ -142,8 +143,23 @@ export class OwnedBySessionError extends ServerError {
   }
 }
 
+/**
+ * A JSON-RPC request the server refuses as such (an unknown method, params it cannot use, a
+ * session that is not there), with its JSON-RPC code: thrown inside a method, answered by toRpcError.
+ */
+export class RpcFailure extends Error {
+  override readonly name = 'RpcFailure';
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
 /** WS `{"type":"error","data":{...}}`; anything unexpected becomes a message without internals. */
-export function toWsError(err: unknown): { type: 'error'; data: { code: WsErrorCode; message: string; [detail: string]: unknown } } {
+export function toWsError(err: unknown): { type: 'error'; data: ErrorFrameData } {
   if (err instanceof ServerError) {
     return { type: 'error', data: { code: err.wsCode, message: err.message, ...err.details() } };
   }
@@ -155,4 +171,26 @@ export function toHttpError(err: unknown): { status: number; body: Record<string
     return { status: err.httpStatus, body: { error: err.httpCode, message: err.message, ...err.details() } };
   }
   return { status: 500, body: { error: 'internal_error', message: 'internal error; see the server log' } };
+}
+
+/**
+ * A method's failure as a JSON-RPC error, for both MCP flavours: bad input is -32602, the server's
+ * refusals (capacity, shutting down, a failed deploy, an ended episode) -32000 with their details,
+ * anything else -32603 without internals (the caller logs those: see isExpected).
+ */
+export function toRpcError(id: RpcId, err: unknown): RpcError {
+  if (err instanceof RpcFailure) return rpcError(id, err.code, err.message, err.data);
+  if (err instanceof BadInputError || err instanceof NotFoundError) {
+    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${err.message}`, { error: err.httpCode });
+  }
+  if (err instanceof ServerError) {
+    // capacity (its retry_after_s among the details), shutting down, a failed deploy, a step on an ended episode
+    return rpcError(id, RpcCode.SERVER_ERROR, err.message, { error: err.httpCode, ...err.details() });
+  }
+  return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
+}
+
+/** Whether an error is one of the server's expected answers (anything else is logged as a fault). */
+export function isExpected(err: unknown): boolean {
+  return err instanceof ServerError || err instanceof RpcFailure;
 }

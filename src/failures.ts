@@ -31,6 +31,12 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   shutting_down: { retryable: true, toolErrorType: 'execution_error', meaning: 'the server is draining' },
   unschedulable: { retryable: false, toolErrorType: 'execution_error', meaning: 'no node of the cluster can ever hold the env' },
   node_lost: { retryable: true, toolErrorType: 'transport_error', meaning: 'the node the env ran on left the cluster' },
+  model_calls_exhausted: { retryable: false, toolErrorType: 'execution_error', meaning: "the harness asked for more model calls than the episode's budget" },
+  model_tokens_exhausted: { retryable: false, toolErrorType: 'execution_error', meaning: "the episode's model calls used more tokens than its budget" },
+  model_time_exhausted: { retryable: false, toolErrorType: 'timeout', meaning: "the episode's model access passed its wall-time budget" },
+  model_upstream_error: { retryable: true, toolErrorType: 'transport_error', meaning: 'a model call failed upstream (5xx, no connection, bad reply)' },
+  model_upstream_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'a model call got no answer in time, or its stream stalled' },
+  verifier_timeout: { retryable: false, toolErrorType: 'timeout', meaning: "the task's verifier (its tests) was still running at its timeout, and was killed" },
 };
 
 export const ALL_FAILURE_REASONS: readonly FailureReason[] = FailureReasonSchema.options;

@@ -4,10 +4,12 @@
  * README.md (Metrics) has the table an operator reads; keep it in step with this file.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { LANES, type LaneCounts } from './protocol/lanes.js';
 
 export interface GaugeSources {
   running(): number;
-  waiting(): number;
+  /** resets waiting for a slot, per lane */
+  waiting(): LaneCounts;
   capacity(): number;
   networks(): number;
   /** deploys running, and waiting for a turn (--max-concurrent-deploys) */
@@ -24,7 +26,7 @@ const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 export class Metrics {
   readonly registry = new Registry();
   readonly resets: Counter<'outcome'>;
-  readonly queueWait: Histogram;
+  readonly queueWait: Histogram<'lane'>;
   readonly deploy: Histogram;
   readonly toolCall: Histogram<'outcome'>;
   readonly teardown: Histogram<'outcome'>;
@@ -56,10 +58,12 @@ export class Metrics {
     });
     new Gauge({
       name: `${prefix}resets_waiting`,
-      help: 'Resets waiting in the FIFO queue for a slot',
+      help: 'Resets waiting in the queue for a slot, by lane (high, normal, low)',
+      labelNames: ['lane'],
       registers: [r],
       collect() {
-        this.set(sources.waiting());
+        const waiting = sources.waiting();
+        for (const lane of LANES) this.set({ lane }, waiting[lane]);
       },
     });
     new Gauge({
@@ -100,7 +104,15 @@ export class Metrics {
       labelNames: ['outcome'],
       registers: [r],
     });
-    this.queueWait = new Histogram({ name: `${prefix}queue_wait_seconds`, help: 'Time a reset waited for a slot', buckets: DURATION_BUCKETS, registers: [r] });
+    this.queueWait = new Histogram({
+      name: `${prefix}queue_wait_seconds`,
+      help: 'Time a reset waited for a slot (also when it got none), by the lane it waited in',
+      labelNames: ['lane'],
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    // every lane's series exists from the start, so a dashboard's rate() has a zero to start from
+    for (const lane of LANES) this.queueWait.zero({ lane });
     this.deploy = new Histogram({
       name: `${prefix}deploy_seconds`,
       help: 'Env deploy time: network, container, readiness and the env reset',

@@ -5,15 +5,15 @@
  */
 import type { Logger } from 'pino';
 import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
-import { buildArgRecord, networkStockSize, type ServerOptions } from './config.js';
+import { buildArgRecord, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
-import { Admission } from './episodes/admission.js';
-import { DeployLimiter } from './episodes/deploy-limiter.js';
-import { WarmPool } from './episodes/pool.js';
+import { Admission } from './episodes/capacity/admission.js';
+import { DeployLimiter } from './episodes/capacity/deploy-limiter.js';
+import { WarmPool } from './episodes/capacity/pool.js';
 import type { EpisodeSettings } from './episodes/episode.js';
-import { EpisodeHistory } from './episodes/history.js';
+import { EpisodeHistory } from './console/history.js';
 import { EpisodeManager } from './episodes/manager.js';
-import { checkRecordDir, EpisodeRecorder } from './episodes/recorder.js';
+import { checkRecordDir, EpisodeRecorder } from './console/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
@@ -100,10 +100,17 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
 
   const settings: EpisodeSettings = {
     resetTimeoutMs: opts.resetTimeout * 1000,
+    splitLanes: splitLanes(opts.splitPriority),
     toolTimeoutMs: opts.toolTimeout * 1000,
     episodeTimeoutMs: opts.episodeTimeout * 1000,
     maxSteps: opts.maxSteps,
   };
+  // a rule for a split the bundle lacks does nothing: said, unless it is the default's (eval=high)
+  const defaultRules = schemaDefault(SERVER_OPTIONS.splitPriority.schema) as string[];
+  for (const [split, lane] of settings.splitLanes) {
+    if (!Object.hasOwn(bundle.splits, split) && !defaultRules.includes(`${split}=${lane}`))
+      log.warn({ split, lane }, `--split-priority ${split}=${lane}: the bundle has no split "${split}" (splits: ${Object.keys(bundle.splits).join(', ')})`);
+  }
   const reward = ro.reward ?? opts.reward ?? bundle.manifest.reward;
   const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(ro.buildArgs ?? {}) }, log.child({ component: 'images' }));
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
@@ -115,7 +122,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     deploysInFlight: () => deploys.inFlight,
     deploysWaiting: () => deploys.waiting,
     pool: () => pool?.status() ?? null,
-    waiting: () => admission.waitingCount,
+    waiting: () => admission.waitingByLane(),
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
     networkStock: () => sandbox.networkStock?.() ?? null,

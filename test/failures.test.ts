@@ -33,6 +33,12 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   shutting_down: { retryable: true, toolErrorType: 'execution_error' },
   unschedulable: { retryable: false, toolErrorType: 'execution_error' },
   node_lost: { retryable: true, toolErrorType: 'transport_error' },
+  model_calls_exhausted: { retryable: false, toolErrorType: 'execution_error' },
+  model_tokens_exhausted: { retryable: false, toolErrorType: 'execution_error' },
+  model_time_exhausted: { retryable: false, toolErrorType: 'timeout' },
+  model_upstream_error: { retryable: true, toolErrorType: 'transport_error' },
+  model_upstream_timeout: { retryable: true, toolErrorType: 'timeout' },
+  verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
 };
 
 describe('failure reasons', () => {

@@ -41,8 +41,8 @@ describe('the exposition-format reader the metrics tests rely on', () => {
 
 describe('Metrics', () => {
   it('two registries in one process do not collide, and each counts only its own', async () => {
-    const a = new Metrics({ running: () => 1, waiting: () => 2, capacity: () => 3, networks: () => 4 });
-    const b = new Metrics({ running: () => 0, waiting: () => 0, capacity: () => 8, networks: () => 0 });
+    const a = new Metrics({ running: () => 1, waiting: () => ({ high: 2, normal: 5, low: 0 }), capacity: () => 3, networks: () => 4 });
+    const b = new Metrics({ running: () => 0, waiting: () => ({ high: 0, normal: 0, low: 0 }), capacity: () => 8, networks: () => 0 });
     a.resets.inc({ outcome: 'started' });
     const fa = parsePrometheusText(await a.registry.metrics());
     const fb = parsePrometheusText(await b.registry.metrics());
@@ -50,10 +50,12 @@ describe('Metrics', () => {
     expect(valueOf(fb, 'openenv_resets_total', { outcome: 'started' })).toBeUndefined();
     expect([
       valueOf(fa, 'openenv_episodes_running'),
-      valueOf(fa, 'openenv_resets_waiting'),
+      valueOf(fa, 'openenv_resets_waiting', { lane: 'high' }),
+      valueOf(fa, 'openenv_resets_waiting', { lane: 'normal' }),
+      valueOf(fa, 'openenv_resets_waiting', { lane: 'low' }),
       valueOf(fa, 'openenv_capacity'),
       valueOf(fa, 'openenv_episode_networks'),
-    ]).toEqual([1, 2, 3, 4]);
+    ]).toEqual([1, 2, 5, 0, 3, 4]);
     expect(valueOf(fb, 'openenv_capacity')).toBe(8);
     // the process' own figures come along
     expect(valueOf(fa, 'process_resident_memory_bytes')).toBeGreaterThan(0);
@@ -100,11 +102,12 @@ describe('/metrics after real episodes', () => {
       let m = await scrape(s);
       expect(valueOf(m, 'openenv_episodes_running')).toBe(1);
       expect(valueOf(m, 'openenv_episode_networks')).toBe(1);
-      expect(valueOf(m, 'openenv_resets_waiting')).toBe(0);
+      expect(sumOf(m, 'openenv_resets_waiting')).toBe(0);
 
-      // B waits for A's slot
+      // B waits for A's slot, in the normal lane (a train task)
       const bReset = b.reset({ task_id: 'fx-echo-1' });
-      await waitFor(async () => valueOf(await scrape(s), 'openenv_resets_waiting') === 1, 10_000, 'B waiting');
+      await waitFor(async () => valueOf(await scrape(s), 'openenv_resets_waiting', { lane: 'normal' }) === 1, 10_000, 'B waiting');
+      expect(sumOf(await scrape(s), 'openenv_resets_waiting')).toBe(1);
       await new Promise((r) => setTimeout(r, 300));
 
       // A plays to its end (reward 0.5), which hands the slot to B
@@ -136,15 +139,18 @@ describe('/metrics after real episodes', () => {
       m = await scrape(s);
 
       expect(valueOf(m, 'openenv_capacity')).toBe(1);
-      expect(valueOf(m, 'openenv_resets_waiting')).toBe(0);
+      expect(sumOf(m, 'openenv_resets_waiting')).toBe(0);
       // resets: A, B, D started; C refused for capacity
       expect(valueOf(m, 'openenv_resets_total', { outcome: 'started' })).toBe(3);
       expect(valueOf(m, 'openenv_resets_total', { outcome: 'capacity' })).toBe(1);
       expect(sumOf(m, 'openenv_resets_total')).toBe(4);
-      // every reset waited (A, C, D: not long; B: until A ended)
-      expect(valueOf(m, 'openenv_queue_wait_seconds_count')).toBe(4);
-      expect(valueOf(m, 'openenv_queue_wait_seconds_sum')).toBeGreaterThan(0.3);
-      expect(valueOf(m, 'openenv_queue_wait_seconds_bucket', { le: '0.1' })).toBeLessThanOrEqual(2);
+      // every reset waited (A, C, D: not long; B: until A ended), each in its lane: D's eval task
+      // in the high lane (--split-priority's default), the train tasks in the normal one
+      expect(valueOf(m, 'openenv_queue_wait_seconds_count', { lane: 'normal' })).toBe(3);
+      expect(valueOf(m, 'openenv_queue_wait_seconds_count', { lane: 'high' })).toBe(1);
+      expect(valueOf(m, 'openenv_queue_wait_seconds_count', { lane: 'low' })).toBe(0);
+      expect(valueOf(m, 'openenv_queue_wait_seconds_sum', { lane: 'normal' })).toBeGreaterThan(0.3);
+      expect(valueOf(m, 'openenv_queue_wait_seconds_bucket', { lane: 'normal', le: '0.1' })).toBeLessThanOrEqual(2);
       expect(valueOf(m, 'openenv_deploy_seconds_count')).toBe(3);
       expect(valueOf(m, 'openenv_deploy_seconds_sum')).toBeGreaterThan(0);
       // tool calls that reached the env: A's echo answered, B's crash did not
@@ -170,7 +176,7 @@ describe('/metrics after real episodes', () => {
 
       // low cardinality: no label is an id
       const labelNames = new Set([...m.values()].filter((f) => f.name.startsWith('openenv_')).flatMap((f) => f.samples.flatMap((x) => Object.keys(x.labels))));
-      expect([...labelNames].sort()).toEqual(['end_reason', 'le', 'outcome', 'reason', 'split', 'stage', 'state']);
+      expect([...labelNames].sort()).toEqual(['end_reason', 'lane', 'le', 'outcome', 'reason', 'split', 'stage', 'state']);
       // where the three teardowns' time went: each env removed (slot freed) before nothing was left
       expect(valueOf(m, 'openenv_teardown_stage_seconds_count', { stage: 'env_removed' })).toBe(3);
       expect(valueOf(m, 'openenv_deploys_in_flight')).toBe(0);

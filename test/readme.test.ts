@@ -151,7 +151,7 @@ describe('README.md options', () => {
 describe('README.md metrics', () => {
   it('lists every metric the server exports (besides the process_* and nodejs_* defaults)', async () => {
     const { Metrics } = await import('../src/metrics.js');
-    const m = new Metrics({ running: () => 0, waiting: () => 0, capacity: () => 0, networks: () => 0 }, 'openenv_', false);
+    const m = new Metrics({ running: () => 0, waiting: () => ({ high: 0, normal: 0, low: 0 }), capacity: () => 0, networks: () => 0 }, 'openenv_', false);
     const names = (await m.registry.getMetricsAsJSON()).map((x) => x.name);
     expect(names.length).toBeGreaterThan(10);
     for (const name of names) expect(README, `README's Metrics table lists ${name}`).toContain(`| \`${name}\` |`);

@@ -172,9 +172,10 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
       messages: [
         { role: 'system', content: 's' },
         { role: 'user', content: 'u' },
-      ],
+      ] as [{ role: 'system'; content: string }, { role: 'user'; content: string }],
       turns: 1,
       max_turns: 4,
+      groups: {},
     };
     const row = promptRow(task, [{ name: 'a', description: 'does a', input_schema: { type: 'object' } }], server);
     expect(row).toEqual({

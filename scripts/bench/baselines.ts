@@ -7,7 +7,7 @@ import { LABELS } from '../../src/sandbox/sandbox.js';
 import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
 import type { BenchContext } from './context.js';
-import { DeployLimiter } from '../../src/episodes/deploy-limiter.js';
+import { DeployLimiter } from '../../src/episodes/capacity/deploy-limiter.js';
 import { burst, sustained, type SustainedRate } from './load.js';
 import { BENCH_TASK, type BenchServer } from './server.js';
 import { seconds, summarizeBurst, type BurstSummary } from './stats.js';

@@ -96,11 +96,11 @@ export interface StartedEpisode {
   client: WsClient;
 }
 
-/** the start of an episode as slime plays the fixture: connect, reset */
-export async function startEpisode(url: string): Promise<StartedEpisode> {
+/** the start of an episode as slime plays the fixture: connect, reset (BENCH_TASK unless told) */
+export async function startEpisode(url: string, taskId = BENCH_TASK): Promise<StartedEpisode> {
   const t0 = performance.now();
   const c = await WsClient.open(url);
-  const r = await c.reset({ task_id: BENCH_TASK }, 900_000);
+  const r = await c.reset({ task_id: taskId }, 900_000);
   if (r.type !== 'observation') throw new Error(`reset failed: ${JSON.stringify(r)}`);
   const startedAt = performance.now();
   return { resetMs: startedAt - t0, startedAt, timings: r.data.observation.timings, client: c };

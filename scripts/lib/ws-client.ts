@@ -4,7 +4,7 @@
  * they came (each caller asserts the shape it expects next) and timeouts in plain milliseconds.
  */
 import type WebSocket from 'ws';
-import { ServerSession } from '../../src/client/session.js';
+import { clientFrames, ServerSession } from '../../src/client/session.js';
 
 export class WsClient {
   private constructor(private readonly session: ServerSession) {}
@@ -30,7 +30,7 @@ export class WsClient {
   }
 
   next(timeoutMs?: number): Promise<any> {
-    return this.session.next({ timeoutMs });
+    return this.session.receive({ timeoutMs });
   }
 
   sendRaw(text: string): void {
@@ -39,23 +39,23 @@ export class WsClient {
 
   /** sends a frame and resolves with the reply */
   request(frame: unknown, timeoutMs?: number): Promise<any> {
-    return this.session.request(frame, { timeoutMs });
+    return this.session.exchange(frame, { timeoutMs });
   }
 
   reset(data: Record<string, unknown> = {}, timeoutMs?: number): Promise<any> {
-    return this.session.reset(data, { timeoutMs });
+    return this.session.exchange(clientFrames.reset(data), { timeoutMs });
   }
 
   call(tool: string, args: unknown = {}): Promise<any> {
-    return this.session.call(tool, args);
+    return this.session.exchange(clientFrames.call(tool, args));
   }
 
   listTools(): Promise<any> {
-    return this.session.listTools();
+    return this.session.exchange(clientFrames.listTools());
   }
 
   state(): Promise<any> {
-    return this.session.state();
+    return this.session.exchange(clientFrames.state());
   }
 
   close(): Promise<void> {

@@ -5,7 +5,7 @@
  * sequence of calls of its task's tools.
  */
 import type { ValidateFunction } from 'ajv';
-import { BundleError, END_TURN, formatIssue, loadBundle, type LoadedBundle, type Task } from '../bundle/index.js';
+import { BUILTIN_TOOLSETS, BundleError, END_TURN, formatIssue, loadBundle, toolSpecsOf, type LoadedBundle, type Task } from '../bundle/index.js';
 import { REWARD_RULES } from '../episodes/reward.js';
 import { compileSchema, describeErrors, newValidator } from './json-schema.js';
 import { Findings } from './findings.js';
@@ -58,6 +58,11 @@ export async function checkStatic(dir: string): Promise<StaticResult> {
         findings.warning(where, `expected "type": "object" (arguments are always a JSON object), got ${JSON.stringify(tool.input_schema.type) ?? 'none'}`);
       }
     });
+    // the built-in toolsets' tools (the server's own: their schemas compile)
+    for (const tool of toolset.builtin.flatMap((b) => BUILTIN_TOOLSETS[b])) {
+      const out = compileSchema(ajv, tool.input_schema);
+      if ('validate' in out) compiled.set(tool.name, out.validate);
+    }
   }
 
   const declared = m.scores;
@@ -88,7 +93,7 @@ export async function checkStatic(dir: string): Promise<StaticResult> {
         continue;
       }
       const tools = validators.get(task.toolset);
-      const names = m.toolsets[task.toolset]?.tools.map((t) => t.name) ?? [];
+      const names = toolSpecsOf(m, task.toolset).map((t) => t.name);
       let endTurns = 0;
       task.golden.forEach((step, i) => {
         const where = `${taskWhere(bundle, task)}, field "golden[${i}]"`;

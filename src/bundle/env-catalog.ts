@@ -7,6 +7,29 @@ import type { Logger } from 'pino';
 import { contextDir, type LoadedBundle } from './loader.js';
 import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 
+/**
+ * What the bundle format declares that episodes do not serve yet (docs/harbor.md, "what works
+ * today"): shell envs, built-in toolsets and verified tasks load and pass `check --static`, and
+ * the server refuses them at start, naming them, instead of failing every episode.
+ */
+export function unservedFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {
+  const out: string[] = [];
+  const m = bundle.manifest;
+  const shellEnvs = Object.entries(m.envs)
+    .filter(([, e]) => e.kind === 'shell')
+    .map(([n]) => n);
+  if (shellEnvs.length) out.push(`shell envs (${shellEnvs.slice(0, 3).join(', ')}${shellEnvs.length > 3 ? ', …' : ''})`);
+  const builtin = Object.entries(m.toolsets)
+    .filter(([, t]) => t.builtin.length > 0)
+    .map(([n]) => n);
+  if (builtin.length) out.push(`built-in toolsets (toolset ${builtin.join(', ')})`);
+  let verified = 0;
+  for (const tasks of Object.values(bundle.splits)) {
+    for (const t of tasks) if (t.verifier || t.per_turn || t.time_budget_s !== undefined || t.env !== undefined) verified++;
+  }
+  if (verified) out.push(`verified tasks (${verified} task(s) with a verifier, per_turn, time_budget_s or env)`);
+  return out;
+}
 export class EnvCatalog {
   private readonly images = new Map<string, string>();
   private gateP: Promise<void> = Promise.resolve();
@@ -21,6 +44,13 @@ export class EnvCatalog {
 
   /** Builds (or checks) every env image, one after another, logging build progress. */
   async buildAll(): Promise<void> {
+    const unserved = unservedFeatures(this.bundle);
+    if (unserved.length) {
+      throw new Error(
+        `bundle ${this.bundle.manifest.name} uses what this server does not serve yet: ${unserved.join('; ')}. ` +
+          '`openenv-bundle check --static` checks such a bundle; serving it comes with the shell toolset wiring (docs/harbor.md)',
+      );
+    }
     this.building = true;
     try {
       for (const [name, env] of Object.entries(this.bundle.manifest.envs)) {

@@ -19,7 +19,28 @@ export {
   type TaskRow,
   type ToolSpec,
   type Toolset,
+  BUILTIN_TOOLSETS,
+  ENV_KINDS,
+  NAME_PATTERN,
+  ReadyCheckSchema,
+  TurnSpecSchema,
+  VerifierSchema,
+  type BuiltinToolset,
+  type EnvKind,
+  type TurnSpec,
+  type VerifierManifest,
 } from './schema.js';
 export { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, extractBundleArchive, type ExtractOptions, type ExtractedBundle } from './archive.js';
-export { END_TURN_TOOL, contextDir, loadBundle, readmeSummary, taskRow, type LoadOptions, type LoadedBundle, type Task } from './loader.js';
-export { EnvCatalog } from './env-catalog.js';
+export {
+  END_TURN_TOOL,
+  contextDir,
+  envNameOf,
+  loadBundle,
+  readmeSummary,
+  taskRow,
+  toolSpecsOf,
+  type LoadOptions,
+  type LoadedBundle,
+  type Task,
+} from './loader.js';
+export { EnvCatalog, unservedFeatures } from './env-catalog.js';

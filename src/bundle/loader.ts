@@ -11,6 +11,7 @@ import { forEachLine } from '../lines.js';
 import { extractBundleArchive, looksLikeGzip, type ExtractOptions } from './archive.js';
 import { BundleError, IssueCollector } from './errors.js';
 import {
+  BUILTIN_TOOLSETS,
   END_TURN,
   ManifestSchema,
   TaskLineSchema,
@@ -22,6 +23,7 @@ import {
   type TaskRow,
   type ToolSpec,
 } from './schema.js';
+import { TEST_SCRIPT_NAME } from '../verifier/layout.js';
 
 /** A task of the bundle: its row, where it sits, and its max_turns resolved against the manifest. */
 export type Task = Omit<TaskLine, 'max_turns'> & {
@@ -91,6 +93,19 @@ export function taskRow(task: Task): TaskRow {
     max_turns: task.max_turns,
     groups: task.groups,
   };
+}
+
+/** A toolset's tools (its own, then its built-in toolsets'), without end_turn. */
+export function toolSpecsOf(manifest: Manifest, toolset: string): ToolSpec[] {
+  const ts = Object.hasOwn(manifest.toolsets, toolset) ? manifest.toolsets[toolset] : undefined;
+  if (!ts) return [];
+  return [...ts.tools, ...ts.builtin.flatMap((b) => BUILTIN_TOOLSETS[b].map((t) => ({ ...t, input_schema: { ...t.input_schema } })))];
+}
+
+/** The name of the env a task runs in: its own `env`, else its toolset's; null when neither names one (a load error). */
+export function envNameOf(manifest: Manifest, task: Pick<TaskLine, 'env' | 'toolset'>): string | null {
+  if (task.env !== undefined) return task.env;
+  return (Object.hasOwn(manifest.toolsets, task.toolset) ? manifest.toolsets[task.toolset]?.env : undefined) ?? null;
 }
 
 /** Absolute path of an env's build context, or null for an env given as an `image`. */
@@ -263,6 +278,7 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
       issues.add({ file: rel, message: `could not be read: ${(err as Error).message}` });
     }
   }
+  await loader.checkPaths(dir);
   const defaultTasks = loader.splits[manifest.default_split];
   if (defaultTasks !== undefined && defaultTasks.length === 0 && issues.empty) {
     // A reset without a task picks one of the default split: it cannot be empty.
@@ -272,7 +288,7 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
 
   const { splits, byId } = loader;
   const splitCounts = lookupTable(Object.entries(splits).map(([k, v]) => [k, v.length]));
-  const toolsets = lookupTable(Object.entries(manifest.toolsets).map(([name, ts]) => [name, [...ts.tools, END_TURN_TOOL]]));
+  const toolsets = lookupTable(Object.keys(manifest.toolsets).map((name) => [name, [...toolSpecsOf(manifest, name), END_TURN_TOOL]]));
   return {
     dir,
     manifest: { ...manifest, description },
@@ -287,10 +303,10 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
       return splits[split]?.[index];
     },
     envOf(task) {
-      const toolset = Object.hasOwn(manifest.toolsets, task.toolset) ? manifest.toolsets[task.toolset] : undefined;
-      const spec = toolset && Object.hasOwn(manifest.envs, toolset.env) ? manifest.envs[toolset.env] : undefined;
-      if (!toolset || !spec) throw new Error(`task ${JSON.stringify(task.task_id)} is not a task of bundle ${manifest.name}`);
-      return { name: toolset.env, spec };
+      const name = envNameOf(manifest, task);
+      const spec = name !== null && Object.hasOwn(manifest.envs, name) ? manifest.envs[name] : undefined;
+      if (name === null || !spec) throw new Error(`task ${JSON.stringify(task.task_id)} is not a task of bundle ${manifest.name}`);
+      return { name, spec };
     },
     cleanup,
   };
@@ -317,6 +333,8 @@ class TaskLoader {
   readonly byId = new Map<string, Task>();
   /** where each task_id was first seen, for duplicate messages */
   private readonly firstSeen = new Map<string, string>();
+  /** folders rows name (verifiers' tests, turn uploads), checked once every row is read */
+  private readonly folders: { file: string; line: number; field: string; rel: string; holds?: string }[] = [];
   private readonly toolsetNames: string;
 
   constructor(
@@ -386,6 +404,7 @@ class TaskLoader {
         message: `${row.turns.length} turns, more than bundle.json's max_turns (${this.manifest.max_turns}); give the task a max_turns ≥ ${row.turns.length}`,
       });
     }
+    if (!this.checkEnv(row, file, line)) ok = false;
     const first = this.firstSeen.get(row.task_id);
     if (first !== undefined) {
       this.issues.add({ file, line, field: 'task_id', message: `duplicate task_id ${JSON.stringify(row.task_id)}, first defined at ${first}` });
@@ -397,6 +416,57 @@ class TaskLoader {
     const task: Task = { ...row, split, index, max_turns: row.max_turns ?? this.manifest.max_turns, groups };
     tasks.push(task);
     this.byId.set(task.task_id, task);
+  }
+
+  // ---- envs and verifiers ------------------------------------------------------------------
+
+  /** the row's env (its own or its toolset's) exists and can run the task; notes the folders to check */
+  private checkEnv(row: TaskLine, file: string, line: number): boolean {
+    const issue = (field: string, message: string) => {
+      this.issues.add({ file, line, field, message });
+      return false;
+    };
+    const toolset = Object.hasOwn(this.manifest.toolsets, row.toolset) ? this.manifest.toolsets[row.toolset] : undefined;
+    if (!toolset) return true; // reported above
+    if (row.env !== undefined) {
+      if (!Object.hasOwn(this.manifest.envs, row.env)) {
+        return issue('env', `expected one of the declared envs (${Object.keys(this.manifest.envs).join(', ')}), got ${JSON.stringify(row.env)}`);
+      }
+      if (toolset.tools.length > 0) {
+        return issue('env', `toolset "${row.toolset}" has tools of its own, served by its env "${toolset.env}": a task of it cannot run in another env`);
+      }
+    }
+    const envName = envNameOf(this.manifest, row);
+    if (envName === null) return issue('env', `toolset "${row.toolset}" names no env, so the task must name the env it runs in`);
+    const env = this.manifest.envs[envName];
+    const verified = row.verifier !== undefined || (row.per_turn ?? []).some((t) => t.verifier !== undefined);
+    if (env?.kind === 'shell') {
+      if (!verified) return issue('verifier', `env "${envName}" is a shell env, which has no /finish to score the episode: the task needs a verifier`);
+      if (toolset.builtin.length === 0)
+        return issue('toolset', `toolset "${row.toolset}" offers no tool that acts in a shell env; give it "builtin": ["shell"]`);
+      if (Object.keys(row.data).length > 0)
+        return issue('data', `env "${envName}" is a shell env, which has no /reset to receive data; put what the task needs in its image`);
+    }
+    if (row.verifier) this.folders.push({ file, line, field: 'verifier.tests', rel: row.verifier.tests, holds: TEST_SCRIPT_NAME });
+    row.per_turn?.forEach((t, i) => {
+      if (t.verifier) this.folders.push({ file, line, field: `per_turn[${i}].verifier.tests`, rel: t.verifier.tests, holds: TEST_SCRIPT_NAME });
+      if (t.upload !== undefined) this.folders.push({ file, line, field: `per_turn[${i}].upload`, rel: t.upload });
+    });
+    return true;
+  }
+
+  /** every folder a row names is a folder of the bundle (holding test.sh, for a verifier's tests) */
+  async checkPaths(dir: string): Promise<void> {
+    const seen = new Map<string, string | null>();
+    for (const f of this.folders) {
+      const key = `${f.rel}\0${f.holds ?? ''}`;
+      let problem = seen.get(key);
+      if (problem === undefined) {
+        problem = await folderProblem(dir, f.rel, f.holds);
+        seen.set(key, problem);
+      }
+      if (problem !== null) this.issues.add({ file: f.file, line: f.line, field: f.field, message: problem });
+    }
   }
 
   // ---- task groups -------------------------------------------------------------------------
@@ -422,6 +492,17 @@ class TaskLoader {
     }
     return ok ? out : null;
   }
+}
+
+/** why `rel` is not a folder of the bundle (holding the file `holds`), or null */
+async function folderProblem(dir: string, rel: string, holds?: string): Promise<string | null> {
+  const what = holds ? `a folder of the bundle holding ${holds}` : 'a folder of the bundle';
+  const where = await resolveInside(dir, rel);
+  if ('problem' in where) return `expected ${what}, but ${JSON.stringify(rel)} ${where.problem}`;
+  if (!(await stat(where.real)).isDirectory()) return `expected ${what}, got the file ${JSON.stringify(rel)}`;
+  if (holds && (await stat(path.join(where.real, holds)).catch(() => null))?.isFile() !== true)
+    return `expected ${what}, but ${JSON.stringify(rel)} has no ${holds}`;
+  return null;
 }
 
 /** `meta.a.b` → row.meta.a.b (own properties only), or undefined. */

@@ -1,11 +1,16 @@
 /**
- * The bundle's shapes as zod schemas: bundle.json, one line of tasks/<split>.jsonl, and the wire
- * shapes a bundle is served as (ToolSpec, TaskRow; docs/protocol.md). Every type is inferred from
- * these schemas. Checks that need the file system (does a build folder exist and stay inside the
- * bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
+ * The bundle's shapes as zod schemas: bundle.json and one line of tasks/<split>.jsonl (the wire
+ * shapes a bundle is served as, ToolSpec and TaskRow, are declared in src/protocol/bundle.ts).
+ * Every type is inferred from these schemas. Checks that need the file system (does a build folder
+ * exist and stay inside the bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { isPlainObject } from '../json.js';
+import { ToolSpecSchema } from '../protocol/bundle.js';
+import { VERIFIER } from '../defaults.js';
+import { SHELL_BUILTIN, SHELL_TOOL_SPECS } from '../tools/shell/specs.js';
+import { TURN_REWARD_RULES } from '../verifier/turns.js';
 import type { BundleIssue } from './errors.js';
 
 /** The tool every task offers besides its toolset; a toolset may not declare it. */
@@ -15,14 +20,8 @@ export const END_TURN = 'end_turn';
 export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]*$/;
 /** Split and toolset names: they appear in URLs (`/tasks?split=`) and in logs. */
 const KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-/** What model APIs accept as a function name (OpenAI, Anthropic: ^[a-zA-Z0-9_-]{1,64}$). */
-const TOOL_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 /** POSIX environment variable names. */
 const ENV_VAR_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /**
  * Why `p` is not a safe relative path inside a folder, or null when it is. Purely textual; the
@@ -67,43 +66,20 @@ function closedObject<T extends z.ZodRawShape>(shape: T) {
   return z.object(shape).strict(`unknown field; the fields here are ${Object.keys(shape).join(', ')}`);
 }
 
+/** One of `values`; the message lists them (zod's own says "Invalid enum value"). */
+function oneOf<T extends string>(values: readonly [T, ...T[]], what: string) {
+  return z.enum(values, { errorMap: () => ({ message: `expected ${what}: ${values.map((v) => JSON.stringify(v)).join(' or ')}` }) });
+}
+
 /** A name → value map with at least one entry, whose keys match `pattern`. */
 function namedMap<T extends z.ZodTypeAny>(pattern: RegExp, what: string, value: T) {
   return z.record(keyName(pattern, `${what} name`), value).refine((o) => Object.keys(o).length > 0, { message: `expected at least one ${what}` });
 }
 
 // ---------------------------------------------------------------------------------------------
-// Wire shapes (docs/protocol.md)
+// Wire shapes (docs/protocol.md): declared in src/protocol/bundle.ts, where every reader finds them
 
-/** A tool as served by /toolsets and in reset observations. */
-export const ToolSpecSchema = closedObject({
-  name: z.string().refine((n) => TOOL_NAME_PATTERN.test(n), {
-    message: `expected a tool name matching ${TOOL_NAME_PATTERN.source}`,
-    params: { got: true },
-  }),
-  description: z.string().min(1, 'expected a non-empty description of what the tool does'),
-  input_schema: jsonObject.describe('JSON Schema of the arguments'),
-});
-export type ToolSpec = z.infer<typeof ToolSpecSchema>;
-
-/** A task as served by /tasks: what a trainer needs to write a prompt row, without the env's data. */
-export const TaskRowSchema = z
-  .object({
-    task_id: z.string(),
-    split: z.string(),
-    index: z.number().int().nonnegative(),
-    toolset: z.string(),
-    messages: z.tuple([
-      z.object({ role: z.literal('system'), content: z.string() }).strict(),
-      z.object({ role: z.literal('user'), content: z.string() }).strict(),
-    ]),
-    turns: z.number().int().min(1),
-    max_turns: z.number().int().min(1),
-    // ---- task groups (see GroupsSchema): always present, {} when the bundle declares none
-    groups: z.record(z.string()).describe("group name → this task's value (bundle.json's groups; {} when none)"),
-  })
-  .strict();
-export type TaskRow = z.infer<typeof TaskRowSchema>;
+export { TaskRowSchema, ToolSpecSchema, type TaskRow, type ToolSpec } from '../protocol/bundle.js';
 
 // ---------------------------------------------------------------------------------------------
 // bundle.json
@@ -113,6 +89,23 @@ export const EnvResourcesSchema = closedObject({
   memory_mb: z.number().int().min(6).default(512),
   cpus: z.number().positive().default(1),
   pids: z.number().int().min(1).default(256),
+  /** the container's writable layer, where the engine's storage driver can limit it */
+  storage_mb: z.number().int().min(1).optional(),
+});
+
+/**
+ * What an env's image runs: `http`, a server keeping the env contract on `port`; `shell`, nothing
+ * the server talks to (any image: the server keeps its container up and acts in it through the
+ * engine, for the built-in shell toolset and verifiers).
+ */
+export const ENV_KINDS = ['http', 'shell'] as const;
+export type EnvKind = (typeof ENV_KINDS)[number];
+
+const HTTP_ENV_DEFAULTS = { port: 8000, ready_path: '/health' } as const;
+
+const absolutePath = z.string().refine((p) => path.posix.isAbsolute(p) && !p.includes('\0'), {
+  message: 'expected an absolute path in the container, such as "/app"',
+  params: { got: true },
 });
 
 export const EnvManifestSchema = closedObject({
@@ -123,29 +116,70 @@ export const EnvManifestSchema = closedObject({
     .string()
     .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
     .optional(),
-  port: z.number().int().min(1).max(65535).default(8000),
-  ready_path: z.string().startsWith('/', 'expected a path starting with "/"').default('/health'),
+  kind: oneOf(ENV_KINDS, 'an env kind').default('http'),
+  /** http envs only; default 8000 */
+  port: z.number().int().min(1).max(65535).optional(),
+  /** http envs only; default /health */
+  ready_path: z.string().startsWith('/', 'expected a path starting with "/"').optional(),
   deploy_timeout_s: z.number().positive().default(60),
   resources: EnvResourcesSchema.default({}),
   environment: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
-}).superRefine((env, ctx) => {
-  if (env.build !== undefined && env.image !== undefined) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
-  } else if (env.build === undefined && env.image === undefined) {
-    ctx.addIssue({
-      code: z.ZodIssueCode.custom,
-      message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
-    });
-  }
-});
+  /** the working directory of the env's container (the shell's and the verifier's), overriding the image's WORKDIR */
+  workdir: absolutePath.optional(),
+})
+  .superRefine((env, ctx) => {
+    if (env.kind === 'shell') {
+      for (const field of ['port', 'ready_path'] as const) {
+        if (env[field] !== undefined) {
+          ctx.addIssue({ code: z.ZodIssueCode.custom, path: [field], message: 'a shell env runs no server: port and ready_path are for "kind": "http" envs' });
+        }
+      }
+    }
+  })
+  .superRefine((env, ctx) => {
+    if (env.build !== undefined && env.image !== undefined) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
+    } else if (env.build === undefined && env.image === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither',
+      });
+    }
+  })
+  .transform((env) => ({ ...env, port: env.port ?? HTTP_ENV_DEFAULTS.port, ready_path: env.ready_path ?? HTTP_ENV_DEFAULTS.ready_path }));
 export type EnvManifest = z.infer<typeof EnvManifestSchema>;
 
+/** Built-in toolsets a toolset may include: tools the server itself serves, in the env's container. */
+export const BUILTIN_TOOLSETS = { [SHELL_BUILTIN]: SHELL_TOOL_SPECS } as const;
+export type BuiltinToolset = keyof typeof BUILTIN_TOOLSETS;
+const BUILTIN_NAMES = Object.keys(BUILTIN_TOOLSETS) as [BuiltinToolset, ...BuiltinToolset[]];
+
 export const ToolsetSchema = closedObject({
-  env: z.string().min(1, 'expected the name of an env of this bundle'),
-  tools: z.array(ToolSpecSchema),
+  /** the env its tools run in; a toolset of built-in tools only may leave it to each task's `env` */
+  env: z.string().min(1, 'expected the name of an env of this bundle').optional(),
+  /** built-in toolsets whose tools this toolset offers too (the server serves them in the env's container) */
+  builtin: z.array(oneOf(BUILTIN_NAMES, 'a built-in toolset')).default([]),
+  tools: z.array(ToolSpecSchema).default([]),
 }).superRefine((toolset, ctx) => {
+  if (toolset.env === undefined && toolset.tools.length > 0) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['env'], message: "expected the env that serves this toolset's tools, but it is missing" });
+  }
+  const builtinNames = new Map<string, string>();
+  toolset.builtin.forEach((b, i) => {
+    if (toolset.builtin.indexOf(b) !== i) ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['builtin', i], message: `"${b}" is listed twice` });
+    for (const t of BUILTIN_TOOLSETS[b]) builtinNames.set(t.name, b);
+  });
   const first = new Map<string, number>();
   toolset.tools.forEach((tool, i) => {
+    const builtin = builtinNames.get(tool.name);
+    if (builtin !== undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['tools', i, 'name'],
+        message: `"${tool.name}" is a tool of the built-in toolset "${builtin}" this toolset includes; name yours otherwise`,
+      });
+      return;
+    }
     if (tool.name === END_TURN) {
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
@@ -260,12 +294,19 @@ export const ManifestSchema = closedObject({
   }
   const envs = Object.keys(m.envs);
   for (const [name, toolset] of Object.entries(m.toolsets)) {
+    if (toolset.env === undefined) continue;
     if (!Object.hasOwn(m.envs, toolset.env)) {
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
         path: ['toolsets', name, 'env'],
         message: `expected one of the declared envs (${envs.join(', ')})`,
         params: { got: true },
+      });
+    } else if (m.envs[toolset.env]?.kind === 'shell' && toolset.tools.length > 0) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['toolsets', name, 'tools'],
+        message: `env "${toolset.env}" is a shell env, which runs no server to answer tools of its own: offer built-in toolsets ("builtin") only, or use an http env`,
       });
     }
   }
@@ -283,6 +324,98 @@ export type Manifest = z.infer<typeof ManifestSchema>;
 
 const TURNS_EXPECTED = 'expected a non-empty array of strings';
 
+// ---- verified tasks (Harbor-style): a verifier in the env's container scores the episode ---------
+
+/** A task's verifier: a folder of the bundle holding test.sh, run in the env's container at /tests. */
+export const VerifierSchema = closedObject({
+  /** a folder of the bundle holding test.sh (and its helpers) */
+  tests: relativePath,
+  timeout_s: z.number().positive().default(VERIFIER.defaultTimeoutS),
+  /** variables the verifier runs with, besides the env's */
+  env: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
+});
+export type VerifierManifest = z.infer<typeof VerifierSchema>;
+
+/** Run before a turn starts, until it exits 0 (Docker HEALTHCHECK's semantics). */
+export const ReadyCheckSchema = closedObject({
+  command: z.string().min(1, 'expected a shell command that exits 0 once the turn may start'),
+  interval_s: z.number().nonnegative().default(5),
+  timeout_s: z.number().positive().default(30),
+  retries: z.number().int().min(1).default(3),
+});
+
+/** One turn's own settings (a Harbor step), `per_turn[i]` for `turns[i]`. */
+export const TurnSpecSchema = closedObject({
+  /** the turn's time budget: when it passes, the turn ends as if end_turn was called */
+  time_budget_s: z.number().positive().optional(),
+  /** scores the turn at its end */
+  verifier: VerifierSchema.optional(),
+  /** stop the episode after this turn when it scores under this: a reward (a number) or named scores' least values */
+  min_reward: z.union([z.number().finite(), z.record(keyName(KEY_PATTERN, 'score name'), z.number().finite())]).optional(),
+  /** a folder of the bundle copied into the env's working directory before the turn; a setup.sh at its top runs then */
+  upload: relativePath.optional(),
+  ready_check: ReadyCheckSchema.optional(),
+});
+export type TurnSpec = z.infer<typeof TurnSpecSchema>;
+
+/** The fields a task row gains for verified tasks; never served to a model or a client. */
+const VERIFIED_TASK_FIELDS = {
+  /** the env this task runs in, instead of its toolset's (a toolset of built-in tools only) */
+  env: z.string().min(1, 'expected the name of an env of this bundle').optional(),
+  /** the episode's time budget (a Harbor task's agent timeout): when it passes, the episode ends and is verified */
+  time_budget_s: z.number().positive().optional(),
+  /** scores the episode at its end */
+  verifier: VerifierSchema.optional(),
+  /** per-turn settings, one per turn */
+  per_turn: z.array(TurnSpecSchema).optional(),
+  /** how per-turn verifiers' scores combine into the episode's (default "mean") */
+  turn_reward: oneOf(TURN_REWARD_RULES, 'how turn scores combine').optional(),
+};
+
+/** the verified-task rules a row must keep, besides its fields' own */
+function checkVerifiedTask(
+  task: { turns: string[] } & { [K in keyof typeof VERIFIED_TASK_FIELDS]?: z.infer<(typeof VERIFIED_TASK_FIELDS)[K]> },
+  ctx: z.RefinementCtx,
+): void {
+  const perTurn = task.per_turn;
+  if (perTurn === undefined) {
+    if (task.turn_reward !== undefined) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['turn_reward'], message: 'turn_reward combines per-turn verifiers, but the task has no per_turn' });
+    }
+    return;
+  }
+  if (perTurn.length !== task.turns.length) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['per_turn'], message: `expected one entry per turn (${task.turns.length}), got ${perTurn.length}` });
+  }
+  const verified = perTurn.filter((t) => t.verifier !== undefined).length;
+  if (verified > 0 && task.verifier !== undefined) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['verifier'],
+      message: "a task is verified at its end (verifier) or at each turn's end (per_turn[].verifier), not both",
+    });
+  }
+  perTurn.forEach((t, i) => {
+    if (verified > 0 && t.verifier === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['per_turn', i, 'verifier'],
+        message: 'every turn of a task verified turn by turn needs a verifier, but this one has none',
+      });
+    }
+    if (t.min_reward !== undefined && t.verifier === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['per_turn', i, 'min_reward'],
+        message: "min_reward gates on the turn's verifier, but the turn has none",
+      });
+    }
+  });
+  if (task.turn_reward !== undefined && verified === 0) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['turn_reward'], message: 'turn_reward combines per-turn verifiers, but no turn has one' });
+  }
+}
+
 export const TaskLineSchema = closedObject({
   task_id: z.string().min(1, 'expected a non-empty string of at most 255 characters').max(255, 'expected a non-empty string of at most 255 characters'),
   toolset: z.string().min(1, 'expected the name of a toolset of this bundle'),
@@ -293,7 +426,9 @@ export const TaskLineSchema = closedObject({
   max_turns: z.number().int().min(1).optional(),
   meta: jsonObject.optional(),
   ...AUTHORING_TASK_FIELDS,
+  ...VERIFIED_TASK_FIELDS,
 }).superRefine((task, ctx) => {
+  checkVerifiedTask(task, ctx);
   if (task.max_turns !== undefined && task.max_turns < task.turns.length) {
     ctx.addIssue({
       code: z.ZodIssueCode.custom,

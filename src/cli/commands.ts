@@ -6,10 +6,11 @@
 import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
 import { evalCommand } from './eval.js';
+import { importCommand } from './import.js';
 import { initCommand } from './init.js';
 import { packCommand } from './pack.js';
 import { playCommand } from './play.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, playCommand, evalCommand, rowsCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, importCommand, playCommand, evalCommand, rowsCommand];

@@ -20,6 +20,8 @@ export interface PositionalSpec {
   schema: z.ZodTypeAny;
   /** what it is, for "missing DIR (the bundle folder)" */
   help: string;
+  /** the last positional only: it takes every argument left, as a list (`SRC...`) */
+  variadic?: boolean;
 }
 
 export type PositionalTable = Record<string, PositionalSpec>;
@@ -115,12 +117,15 @@ export function parseCommandLine<P extends PositionalTable, O extends OptionTabl
     throw new UsageError((e as Error).message.replace(/\. To specify a positional argument.*$/s, ''));
   }
   const names = Object.keys(line.positionals);
-  if (parsed.positionals.length > names.length) {
+  const variadic = names.length > 0 && line.positionals[names[names.length - 1]!]!.variadic === true;
+  if (!variadic && parsed.positionals.length > names.length) {
     throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[names.length])}`);
   }
   const raw: Record<string, unknown> = {};
   names.forEach((key, i) => {
-    if (i < parsed.positionals.length) raw[key] = parsed.positionals[i];
+    if (variadic && i === names.length - 1) {
+      if (parsed.positionals.length > i) raw[key] = parsed.positionals.slice(i);
+    } else if (i < parsed.positionals.length) raw[key] = parsed.positionals[i];
   });
   for (const [name, o] of Object.entries(line.options)) {
     const fromFlag = (parsed.values as Record<string, unknown>)[kebab(name)];

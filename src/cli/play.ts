@@ -9,8 +9,9 @@
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { END_TURN } from '../bundle/index.js';
-import { ServerSession, SessionError, type Frame } from '../client/session.js';
-import { CallObservationSchema, ResetObservationSchema, type CallObservation, type ResetObservation } from '../protocol/observations.js';
+import { ServerSession, SessionError } from '../client/session.js';
+import type { ServerFrame } from '../protocol/frames.js';
+import type { CallObservation, Ending, ResetObservation } from '../protocol/observations.js';
 import { defineCommand, EXIT, stopOnInterrupt, type CliIo } from './command.js';
 import { httpUrl, secretFrom, variableName } from './rollout-options.js';
 
@@ -27,12 +28,15 @@ const HELP = [
 /** `text` with each line indented */
 const indent = (text: string, by = '  ') => text.replace(/^/gm, by);
 
-/** The answer frame's error as one line: `VALIDATION_ERROR: unknown task …`. */
-function frameError(f: Frame): string | null {
-  if (f.type !== 'error') return null;
-  const d = f.data ?? {};
-  const failure = d.failure as { reason?: string; message?: string } | undefined;
-  return `${String(d.code ?? 'error')}: ${String(d.message ?? '')}${failure?.reason ? ` (${failure.reason})` : ''}`;
+/** An error frame as one line: `VALIDATION_ERROR: unknown task …`. */
+function frameError(f: Extract<ServerFrame, { type: 'error' }>): string {
+  const d = f.data;
+  return `${d.code}: ${d.message}${d.failure ? ` (${d.failure.reason})` : ''}`;
+}
+
+/** A frame that is not the answer asked for, as one line. */
+function unexpected(f: ServerFrame): string {
+  return f.type === 'error' ? frameError(f) : `unexpected answer: ${JSON.stringify(f).slice(0, 300)}`;
 }
 
 function describeTools(tools: ResetObservation['tools']): string {
@@ -47,8 +51,9 @@ function describeTools(tools: ResetObservation['tools']): string {
     .join('\n');
 }
 
-/** What a tool call's observation says, as a person reads it. */
-function describeCall(o: CallObservation): string {
+/** What a tool call's observation says, as a person reads it (an episode that ended between steps says nothing more). */
+function describeCall(o: CallObservation | Ending): string {
+  if (!('tool_name' in o)) return '';
   const lines: string[] = [];
   if (o.error) lines.push(`error (${o.error.error_type}): ${o.error.message}`);
   if (o.result) {
@@ -61,7 +66,7 @@ function describeCall(o: CallObservation): string {
 }
 
 /** The ending: reward and scores, or the failure (never a reward). */
-function describeEnding(o: CallObservation, reward: number | null): string {
+function describeEnding(o: CallObservation | Ending, reward: number | null): string {
   if (o.failure) return `episode over (${o.end_reason}): the env failed, ${o.failure.reason} in phase ${o.failure.phase}: ${o.failure.message}; no reward`;
   const scores = Object.entries(o.scores ?? {})
     .map(([k, v]) => `${k} ${v}`)
@@ -124,11 +129,11 @@ async function play(
   try {
     out(`resetting ${JSON.stringify(reset)} (waits for a slot and a deploy, at most ${resetTimeoutS} s)…`);
     const first = await session.reset({ ...reset, reset_timeout_s: resetTimeoutS }, replyWait(resetTimeoutS, '--reset-timeout'));
-    const refused = frameError(first);
-    if (refused) throw new Error(`the reset was refused: ${refused}`);
-    const obs = ResetObservationSchema.safeParse(first.data?.observation);
-    if (!obs.success) throw new Error(`the reset's answer is not a reset observation: ${JSON.stringify(first).slice(0, 300)}`);
-    const task = obs.data;
+    if (first.type === 'error') throw new Error(`the reset was refused: ${frameError(first)}`);
+    if (first.type !== 'observation' || !('episode_id' in first.data.observation)) {
+      throw new Error(`the reset's answer is not a reset observation: ${JSON.stringify(first).slice(0, 300)}`);
+    }
+    const task: ResetObservation = first.data.observation;
     out(`episode ${task.episode_id}: task ${task.task_id} (split ${task.split}, index ${task.index}), turn ${task.turn} of ${task.turns}`);
     for (const m of task.messages) out(`${m.role}:\n${indent(m.content)}`);
     out(`tools:\n${describeTools(task.tools)}`);
@@ -148,22 +153,18 @@ async function play(
       else if (cmd === 'tools') out(`tools:\n${describeTools(task.tools)}`);
       else if (cmd === 'state') {
         const f = await session.state(replyWait(10, 'the state'));
-        out(frameError(f) ?? JSON.stringify(f.data));
+        out(f.type === 'state' ? JSON.stringify(f.data) : unexpected(f));
       } else if ('mistake' in cmd) out(cmd.mistake);
       else {
         const f = await session.call(cmd.tool, cmd.args, replyWait(toolTimeoutS, '--tool-timeout'));
-        const err = frameError(f);
-        if (err) out(`error: ${err}`);
+        if (f.type !== 'observation' || 'tools' in f.data.observation) out(`error: ${unexpected(f)}`);
         else {
-          const o = CallObservationSchema.safeParse(f.data?.observation);
-          if (!o.success) out(JSON.stringify(f.data));
-          else {
-            const said = describeCall(o.data);
-            if (said) out(said);
-            if (f.data?.done === true) {
-              out(describeEnding(o.data, (f.data.reward as number | null | undefined) ?? null));
-              return o.data.failure ? EXIT.problems : EXIT.ok;
-            }
+          const o = f.data.observation;
+          const said = describeCall(o);
+          if (said) out(said);
+          if (f.data.done) {
+            out(describeEnding(o, f.data.reward));
+            return o.failure ? EXIT.problems : EXIT.ok;
           }
         }
       }

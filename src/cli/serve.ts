@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { buildApp } from '../app.js';
 import { loadBundle, type LoadedBundle } from '../bundle/index.js';
 import { checkServerOptions, isLoopback, SERVER_OPTIONS, serverOptionEnv, type ServerOptions } from '../config.js';
-import { checkRecordDir } from '../episodes/recorder.js';
+import { checkRecordDir } from '../console/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
 import { tokenProblem } from '../plugins/auth.js';

@@ -3,7 +3,8 @@
  * /tasks (paged) and /toolsets; no env is deployed. Every failure becomes a ServerReadError whose
  * message is one line a person can act on.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
+import { BundleInfoSchema, TasksPageSchema, ToolsetsSchema, type BundleInfo, type TaskRow, type ToolSpec } from '../protocol/bundle.js';
 
 /** The server could not be read: one line (a command exits 1 with it). */
 export class ServerReadError extends Error {
@@ -11,36 +12,6 @@ export class ServerReadError extends Error {
 }
 
 export const PAGE_LIMIT = 1000;
-
-const BundleInfo = z.object({
-  name: z.string(),
-  default_split: z.string(),
-  splits: z.record(z.number().int().min(0)),
-  /** task groups (group name → where a task's value is) and reference rewards (split → name → reward); {} from servers without them */
-  groups: z.record(z.string()).default({}),
-  baselines: z.record(z.record(z.number())).default({}),
-});
-export type BundleInfo = z.infer<typeof BundleInfo>;
-
-const Message = z.object({ role: z.string(), content: z.string() });
-export const TaskRowSchema = z.object({
-  task_id: z.string(),
-  split: z.string(),
-  index: z.number().int().min(0),
-  toolset: z.string(),
-  messages: z.array(Message).min(1),
-  turns: z.number().int().optional(),
-  max_turns: z.number().int().optional(),
-  /** group name → this task's value ({} or absent when the bundle declares none) */
-  groups: z.record(z.string()).optional(),
-});
-export type ServerTaskRow = z.infer<typeof TaskRowSchema>;
-
-const TasksPage = z.object({ split: z.string(), total: z.number().int().min(0), offset: z.number().int().min(0), tasks: z.array(TaskRowSchema) });
-
-export const ToolSpecSchema = z.object({ name: z.string().min(1), description: z.string(), input_schema: z.record(z.unknown()) });
-export type ServerToolSpec = z.infer<typeof ToolSpecSchema>;
-const Toolsets = z.object({ toolsets: z.record(z.array(ToolSpecSchema)) });
 
 export interface ServerClientOptions {
   url: string;
@@ -96,20 +67,20 @@ export class BundleServerClient {
   }
 
   bundle(): Promise<BundleInfo> {
-    return this.get('/bundle', BundleInfo);
+    return this.get('/bundle', BundleInfoSchema);
   }
 
-  toolsets(): Promise<Record<string, ServerToolSpec[]>> {
-    return this.get('/toolsets', Toolsets).then((t) => t.toolsets);
+  toolsets(): Promise<Record<string, ToolSpec[]>> {
+    return this.get('/toolsets', ToolsetsSchema).then((t) => t.toolsets);
   }
 
   /** Every task of a split, a page of PAGE_LIMIT at a time; `onPage(done, total)` after each. */
-  async tasks(split: string, onPage?: (done: number, total: number) => void): Promise<ServerTaskRow[]> {
-    const rows: ServerTaskRow[] = [];
+  async tasks(split: string, onPage?: (done: number, total: number) => void): Promise<TaskRow[]> {
+    const rows: TaskRow[] = [];
     let total = Infinity;
     while (rows.length < total) {
       const q = `/tasks?split=${encodeURIComponent(split)}&offset=${rows.length}&limit=${PAGE_LIMIT}`;
-      const page = await this.get(q, TasksPage);
+      const page = await this.get(q, TasksPageSchema);
       if (total !== Infinity && page.total !== total) {
         throw new ServerReadError(`split "${split}" changed size while it was read (${total} then ${page.total} tasks); run again`);
       }

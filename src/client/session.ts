@@ -2,12 +2,17 @@
  * One `/ws` session of a bundle server, as slime's rollouts hold one: a frame out, the next frame
  * in, each within its own deadline. The client `openenv-bundle eval` and `play` play through, and
  * the one the scripts and tests drive servers with (scripts/lib/ws-client.ts). A connection that
- * drops, a refused upgrade or a reply that does not come is a SessionError (the server's side
- * failed, never the model's).
+ * drops, a refused upgrade, a reply that does not come or a frame that is not the protocol's is a
+ * SessionError (the server's side failed, never the model's).
+ *
+ * The frames come as the protocol's ServerFrame, parsed with its schema (`next`, `request` and
+ * the steps); the test rig, which checks the wire itself, reads them as they came (`receive`,
+ * `exchange`).
  */
 import WebSocket from 'ws';
+import { describeZod, ServerFrameSchema, type ServerFrame } from '../protocol/frames.js';
 
-export type SessionFailure = 'connection_lost' | 'reply_timeout';
+export type SessionFailure = 'connection_lost' | 'reply_timeout' | 'bad_frame';
 
 export class SessionError extends Error {
   override readonly name = 'SessionError';
@@ -21,10 +26,27 @@ export class SessionError extends Error {
   }
 }
 
-/** A frame as it came: its type, and its data unchecked (the caller parses what it expects). */
-export interface Frame {
-  type: string;
-  data?: Record<string, unknown>;
+/** The frames a client sends (what the session's steps send; the test rig sends them as they are). */
+export const clientFrames = {
+  reset: (data: Record<string, unknown> = {}) => ({ type: 'reset', data }),
+  call: (tool: string, args: unknown = {}) => ({ type: 'step', data: { type: 'call_tool', tool_name: tool, arguments: args } }),
+  listTools: () => ({ type: 'step', data: { type: 'list_tools' } }),
+  state: () => ({ type: 'state' }),
+  close: () => ({ type: 'close' }),
+};
+
+/** A frame's JSON as it came, or why it could not be read. */
+type Arrival = { json: unknown } | { error: SessionError };
+
+/** A frame as the protocol declares it; anything else is the server's failure. */
+function toServerFrame(json: unknown): ServerFrame {
+  const parsed = ServerFrameSchema.safeParse(json);
+  if (parsed.success) return parsed.data;
+  const about = JSON.stringify(json) ?? String(json);
+  throw new SessionError(
+    'bad_frame',
+    `the server sent a frame that is not the protocol's (${describeZod(parsed.error, 'frame')}): ${about.length > 300 ? `${about.slice(0, 299)}…` : about}`,
+  );
 }
 
 export interface OpenOptions {
@@ -50,12 +72,12 @@ export interface WaitOptions {
 const DEFAULT_WAIT_MS = 120_000;
 
 interface Waiter {
-  resolve(f: Frame): void;
+  resolve(json: unknown): void;
   reject(e: Error): void;
 }
 
 export class ServerSession {
-  private readonly inbox: Frame[] = [];
+  private readonly inbox: Arrival[] = [];
   private readonly waiters: Waiter[] = [];
   /** resolves once the socket has closed, with the server's code and reason */
   readonly closed: Promise<{ code: number; reason: string }>;
@@ -63,15 +85,16 @@ export class ServerSession {
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      let frame: Frame;
+      let got: Arrival;
       try {
-        frame = JSON.parse(data.toString()) as Frame;
+        got = { json: JSON.parse(data.toString()) as unknown };
       } catch {
-        frame = { type: 'error', data: { code: 'INVALID_JSON', message: 'the server sent a frame that is not JSON' } };
+        got = { error: new SessionError('bad_frame', 'the server sent a frame that is not JSON') };
       }
       const w = this.waiters.shift();
-      if (w) w.resolve(frame);
-      else this.inbox.push(frame);
+      if (!w) this.inbox.push(got);
+      else if ('json' in got) w.resolve(got.json);
+      else w.reject(got.error);
     });
     this.closed = new Promise((resolve) => {
       ws.on('close', (code, reason) => {
@@ -117,15 +140,20 @@ export class ServerSession {
     return `the server closed the session (${c.code}${c.reason ? ` ${c.reason}` : ''})`;
   }
 
-  /** The next frame the server sends, within the wait's deadline. */
-  next(opts: WaitOptions = {}): Promise<Frame> {
+  /** The next frame the server sends, as the protocol declares it, within the wait's deadline. */
+  async next(opts: WaitOptions = {}): Promise<ServerFrame> {
+    return toServerFrame(await this.receive(opts));
+  }
+
+  /** The next frame's JSON as it came, unchecked, within the wait's deadline (the test rig reads the wire with it). */
+  receive(opts: WaitOptions = {}): Promise<unknown> {
     const queued = this.inbox.shift();
-    if (queued) return Promise.resolve(queued);
+    if (queued) return 'json' in queued ? Promise.resolve(queued.json) : Promise.reject(queued.error);
     if (this.closeInfo) return Promise.reject(new SessionError('connection_lost', this.closedMessage()));
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const timeoutMs = opts.timeoutMs ?? DEFAULT_WAIT_MS;
-    return new Promise<Frame>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
@@ -161,35 +189,40 @@ export class ServerSession {
     this.ws.send(text);
   }
 
-  /** Sends a frame and waits for the reply (the next frame). */
-  request(frame: unknown, opts: WaitOptions = {}): Promise<Frame> {
+  /** Sends a frame and waits for the reply (the next frame), as the protocol declares it. */
+  async request(frame: unknown, opts: WaitOptions = {}): Promise<ServerFrame> {
+    return toServerFrame(await this.exchange(frame, opts));
+  }
+
+  /** Sends a frame and waits for the reply's JSON as it came, unchecked. */
+  exchange(frame: unknown, opts: WaitOptions = {}): Promise<unknown> {
     if (this.closeInfo) return Promise.reject(new SessionError('connection_lost', this.closedMessage()));
-    const reply = this.next(opts);
+    const reply = this.receive(opts);
     this.send(frame);
     return reply;
   }
 
-  reset(data: Record<string, unknown> = {}, opts?: WaitOptions): Promise<Frame> {
-    return this.request({ type: 'reset', data }, opts);
+  reset(data: Record<string, unknown> = {}, opts?: WaitOptions): Promise<ServerFrame> {
+    return this.request(clientFrames.reset(data), opts);
   }
 
-  call(tool: string, args: unknown = {}, opts?: WaitOptions): Promise<Frame> {
-    return this.request({ type: 'step', data: { type: 'call_tool', tool_name: tool, arguments: args } }, opts);
+  call(tool: string, args: unknown = {}, opts?: WaitOptions): Promise<ServerFrame> {
+    return this.request(clientFrames.call(tool, args), opts);
   }
 
-  listTools(opts?: WaitOptions): Promise<Frame> {
-    return this.request({ type: 'step', data: { type: 'list_tools' } }, opts);
+  listTools(opts?: WaitOptions): Promise<ServerFrame> {
+    return this.request(clientFrames.listTools(), opts);
   }
 
-  state(opts?: WaitOptions): Promise<Frame> {
-    return this.request({ type: 'state' }, opts);
+  state(opts?: WaitOptions): Promise<ServerFrame> {
+    return this.request(clientFrames.state(), opts);
   }
 
   /** Ends the session (the server tears its episode down when the socket closes); resolves once closed. */
   async close(): Promise<void> {
     if (this.ws.readyState === WebSocket.OPEN) {
       try {
-        this.ws.send(JSON.stringify({ type: 'close' }));
+        this.ws.send(JSON.stringify(clientFrames.close()));
       } catch {
         // already going
       }

@@ -1,10 +1,10 @@
 /**
- * HTTP calls to one env inside its episode network (the env contract, docs/bundle-format.md), each with a deadline.
+ * HTTP calls to one env inside its episode network, each with a deadline (the env contract's
+ * shapes: src/protocol/env-contract.ts).
  */
-import { z } from 'zod';
 import { ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
 import { readBoundedText } from '../bounded-body.js';
-import { jsonDepthExceeds } from '../protocol/frames.js';
+import { jsonDepthExceeds } from '../json.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
@@ -24,25 +24,17 @@ export class EnvCallError extends Error {
   }
 }
 
-export const ToolCallReplySchema = z
-  .object({
-    result: z.unknown().optional(),
-    text: z.string().optional(),
-    is_error: z.boolean().optional(),
-    done: z.boolean().optional(),
-    scores: z.record(z.unknown()).optional(),
-  })
-  .passthrough();
-export type ToolCallReply = z.infer<typeof ToolCallReplySchema>;
-
-export const FinishReplySchema = z.object({ scores: z.record(z.unknown()) }).passthrough();
-
 export interface EnvResponse {
   status: number;
   body: unknown;
 }
 
-export class EnvClient {
+/** One call to an env with its deadline; rejects with an EnvCallError when no usable answer came. */
+export interface EnvCaller {
+  request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse>;
+}
+
+export class EnvClient implements EnvCaller {
   /** the env has proven its identity: from now on every answer must */
   private verified = false;
 

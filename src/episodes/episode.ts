@@ -1,42 +1,50 @@
 /**
  * One episode's step state machine: waiting → deploying → running → done → torn down. Its env
- * lease (env-lease.ts) owns the slot and the env; the episode resets the env, runs the steps one at
- * a time, and ends exactly once whatever ends it (the env, the client, a budget, a failure, the
- * server stopping), failure reasons as failures.ts decides them.
+ * lease (capacity/env-lease.ts) owns the slot and the env; the episode resets the env, runs the
+ * steps one at a time, and ends exactly once whatever ends it (the env, the client, a budget, a
+ * failure, the server stopping). Why an env failed: diagnosis.ts asks, failures.ts decides; what
+ * a step answers is built by outcomes.ts.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
-import { isPlainObject } from '../bundle/schema.js';
-import { DIAGNOSE_RETRY, MAX_ARGUMENT_DEPTH } from '../defaults.js';
-import { DeployFailedError, EpisodeStateError, type Failure, type FailurePhase, type FailureReason } from '../errors.js';
-import { callVerdict, envVerdict, invalidScoresMessage, makeFailure, resetCallVerdict, toolErrorType, type FailureExtra } from '../failures.js';
+import { MAX_ARGUMENT_DEPTH } from '../defaults.js';
+import { DeployFailedError, EpisodeStateError } from '../errors.js';
+import { invalidScoresMessage, makeFailure, toolErrorType, type FailureExtra } from '../failures.js';
 import type { Metrics } from '../metrics.js';
-import { jsonDepthExceeds, type Action } from '../protocol/frames.js';
+import { jsonDepthExceeds } from '../json.js';
+import { FinishReplySchema, ToolCallReplySchema, type EnvResetRequest, type EnvToolCallRequest } from '../protocol/env-contract.js';
+import type { Action } from '../protocol/frames.js';
+import { DEFAULT_LANE, type Lane } from '../protocol/lanes.js';
 import type {
   CallObservation,
   EndReason,
   Ending,
   EpisodeState,
+  Failure,
+  FailurePhase,
+  FailureReason,
   Phase,
   ResetObservation,
   StepOutcome,
   Timings,
-  ToolErrorType,
-  ToolResult,
   ToolsObservation,
   Transport,
 } from '../protocol/observations.js';
-import { SandboxError, type EnvDiagnosis, type EnvHandle } from '../sandbox/sandbox.js';
+import type { EnvHandle, Sandbox } from '../sandbox/sandbox.js';
 import { fmtS, seconds3 } from '../time.js';
-import { EnvLease, type EnvLeaseDeps } from './env-lease.js';
-import { EnvCallError, EnvClient, FinishReplySchema, ToolCallReplySchema } from './env-client.js';
+import { EnvLease, type EnvLeaseDeps } from './capacity/env-lease.js';
+import { EnvInspector } from './diagnosis.js';
+import { EnvCallError, EnvClient, type EnvCaller } from './env-client.js';
+import { resetObservation, textResult, toolError } from './outcomes.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 
 export interface EpisodeSettings {
   /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
   resetTimeoutMs: number;
+  /** --split-priority: the lane a split's resets wait in (a reset may name its own; others: normal) */
+  splitLanes: ReadonlyMap<string, Lane>;
   toolTimeoutMs: number;
   episodeTimeoutMs: number;
   maxSteps: number;
@@ -44,6 +52,8 @@ export interface EpisodeSettings {
 
 /** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
 export interface EpisodeDeps extends EnvLeaseDeps {
+  /** besides the lease's deploy and teardown: a look at an env that failed a call, and the reconciler's list */
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds'>;
   bundle: LoadedBundle;
   settings: EpisodeSettings;
   reward: RewardFn;
@@ -51,6 +61,8 @@ export interface EpisodeDeps extends EnvLeaseDeps {
   metrics: Metrics;
   /** sees each episode's life (the web console's history, --record); it can never fail an episode */
   observer?: EpisodeObserver;
+  /** how the episode calls its env (default: an EnvClient over HTTP to the env's baseUrl) */
+  connect?: (handle: EnvHandle) => EnvCaller;
 }
 
 /** Callbacks at the points of an episode's life; a throwing callback is logged and ignored. */
@@ -79,7 +91,9 @@ export class Episode {
 
   /** the slot and the env: taken, deployed or pooled, and given back */
   private readonly lease: EnvLease;
-  private client: EnvClient | null = null;
+  private client: EnvCaller | null = null;
+  /** looks at the env when a call to it went wrong */
+  private readonly inspector: EnvInspector;
   private readonly abort = new AbortController();
   /** aborts env calls: the episode closing, or the env's container dying (handle.gone) */
   private callSignal: AbortSignal = this.abort.signal;
@@ -103,6 +117,8 @@ export class Episode {
     readonly queueTimeoutMs: number,
     /** the reset's own `episode_id` label, if it gave one */
     readonly clientLabel?: string,
+    /** the lane its reset waits in for a slot */
+    readonly lane: Lane = DEFAULT_LANE,
   ) {
     this.id = randomUUID();
     this.now = deps.now ?? Date.now;
@@ -110,6 +126,7 @@ export class Episode {
     this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
     this.tools = deps.bundle.toolsets[task.toolset] ?? [];
     this.lease = new EnvLease(deps, this.id, deps.bundle.envOf(task).name, this.log);
+    this.inspector = new EnvInspector(deps.sandbox, () => this.lease.handle, this.ids, this.log);
     this.tornDown = new Promise((r) => (this.resolveTornDown = r));
     this.notify((o) => o.onCreated?.(this));
   }
@@ -168,18 +185,18 @@ export class Episode {
    */
   async start(): Promise<StepOutcome<ResetObservation>> {
     const { admission, settings, metrics } = this.deps;
-    this.log.info({ event: 'queued', waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
+    this.log.info({ event: 'queued', lane: this.lane, waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
     try {
-      await this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal });
+      await this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal, lane: this.lane });
     } catch (e) {
       this.t.queued = this.now();
-      metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
+      metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
       this.endWith('closed');
       void this.teardown();
       throw e;
     }
     this.t.queued = this.now();
-    metrics.queueWait.observe((this.t.queued - this.createdAt) / 1000);
+    metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
     this.phase = 'deploying';
     try {
       await this.resetEnv(await this.lease.env(this.abort.signal)).catch(async (e: unknown) => {
@@ -193,7 +210,7 @@ export class Episode {
         void this.teardown();
         throw abortError('episode closed while deploying');
       }
-      const failure = await this.deployFailure(e);
+      const failure = await this.inspector.deployFailure(e, this.envResetCallMs());
       this.failure = failure;
       metrics.envFailures.inc({ reason: failure.reason });
       this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
@@ -207,34 +224,14 @@ export class Episode {
     this.episodeTimer = setTimeout(() => void this.onEpisodeTimeout(), settings.episodeTimeoutMs);
     this.episodeTimer.unref?.();
     this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
-    const outcome: StepOutcome<ResetObservation> = {
-      observation: {
-        episode_id: this.id,
-        task_id: this.task.task_id,
-        split: this.task.split,
-        index: this.task.index,
-        seed: this.seed,
-        toolset: this.task.toolset,
-        messages: [
-          { role: 'system', content: this.task.system_prompt },
-          { role: 'user', content: this.task.turns[0] ?? '' },
-        ],
-        tools: this.tools,
-        turn: 1,
-        turns: this.task.turns.length,
-        max_turns: this.task.max_turns,
-        timings: this.timings(),
-      },
-      reward: null,
-      done: false,
-    };
+    const outcome = resetObservation(this, this.tools, this.timings());
     this.notify((o) => o.onReset?.(this, outcome));
     return outcome;
   }
 
   /** Attaches to the env (its client, its death signal) and calls its /reset. */
   private async resetEnv(handle: EnvHandle): Promise<void> {
-    this.client = new EnvClient(handle.baseUrl, handle.secret);
+    this.client = this.deps.connect ? this.deps.connect(handle) : new EnvClient(handle.baseUrl, handle.secret);
     const gone = handle.gone;
     this.callSignal = gone ? AbortSignal.any([this.abort.signal, gone]) : this.abort.signal;
     if (gone) {
@@ -272,7 +269,7 @@ export class Episode {
     const res = await this.client.request(
       'POST',
       '/reset',
-      { task_id: this.task.task_id, data: this.task.data, seed: this.seed },
+      { task_id: this.task.task_id, data: this.task.data, seed: this.seed } satisfies EnvResetRequest,
       this.envResetCallMs(),
       this.callSignal,
     );
@@ -283,10 +280,8 @@ export class Episode {
 
   /** the /reset of an env taken from the pool got no answer because the env is gone */
   private async pooledEnvDied(e: unknown): Promise<boolean> {
-    if (!this.lease.pooled || this.abort.signal.aborted || !(e instanceof EnvCallError) || e.status !== undefined) return false;
-    if (this.lease.handle?.gone?.aborted) return true;
-    const d = await this.diagnose();
-    return d !== null && (!d.running || d.oomKilled || d.failureReason !== undefined);
+    if (!this.lease.pooled || this.abort.signal.aborted) return false;
+    return this.inspector.pooledEnvDied(e);
   }
 
   /** the env's own /reset call may take as long as a tool call or its deploy, whichever is longer */
@@ -407,11 +402,11 @@ export class Episode {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
-      res = await this.envCall(client, '/tools/call', { name, arguments: args }, timeoutMs);
+      res = await this.envCall(client, '/tools/call', { name, arguments: args } satisfies EnvToolCallRequest, timeoutMs);
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name); // the episode timed out or closed meanwhile
-      const verdict = await this.judgeCall(e);
+      const verdict = await this.inspector.judgeCall(e);
       if (verdict === 'ask_env') return this.failFromEnv('tool', `tool \`${name}\` failed: ${(e as Error).message}`, name);
       // an answer too large to read is the tool's failure, not the env's end: the episode goes on
       if ('tool_error' in verdict) return toolError(name, verdict.tool_error, `tool \`${name}\` failed: ${(e as Error).message}`);
@@ -444,7 +439,7 @@ export class Episode {
   }
 
   /** one call to the env, cut short when the episode is aborted or the env dies */
-  private envCall(client: EnvClient, path: string, body: unknown, timeoutMs: number) {
+  private envCall(client: EnvCaller, path: string, body: unknown, timeoutMs: number) {
     return client.request('POST', path, body, timeoutMs, this.callSignal);
   }
 
@@ -456,7 +451,7 @@ export class Episode {
       res = await this.envCall(this.client!, '/finish', {}, timeoutMs);
     } catch (e) {
       if (this.done) return this.endedOutcome(END_TURN);
-      const verdict = await this.judgeCall(e);
+      const verdict = await this.inspector.judgeCall(e);
       if (verdict === 'ask_env' || 'tool_error' in verdict) {
         return this.failFromEnv('finish', `the env failed to score the episode: ${(e as Error).message}`, END_TURN);
       }
@@ -491,14 +486,8 @@ export class Episode {
 
   /** An env that stopped answering: the sandbox's look at it decides why (failures.ts). */
   private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
-    const v = envVerdict(await this.diagnose());
+    const v = await this.inspector.verdict();
     return this.fail(v.reason, phase, `${message} (${v.what})`, toolName, v.extra);
-  }
-
-  /** a call that got no usable answer: what it means (failures.ts), asking the engine whether the env exited on a timeout */
-  private async judgeCall(e: unknown) {
-    const kind = e instanceof EnvCallError ? e.kind : null;
-    return callVerdict(kind, kind === 'timeout' ? await this.envExited() : false);
   }
 
   private fail(
@@ -590,63 +579,4 @@ export class Episode {
       this.resolveTornDown();
     }
   }
-
-  /** a call got no answer: was it because the env's container is no longer running? (one engine call) */
-  private async envExited(): Promise<boolean> {
-    const handle = this.lease.handle;
-    if (!handle) return false;
-    return this.deps.sandbox.diagnose(handle).then(
-      (d) => !d.running,
-      () => false,
-    );
-  }
-
-  /**
-   * The env's container state after a failed call. A dropped connection usually comes a moment
-   * before the engine marks the container exited: look again for up to a second before calling
-   * the env merely unreachable. Null when the engine cannot say.
-   */
-  private async diagnose(): Promise<EnvDiagnosis | null> {
-    const handle = this.lease.handle;
-    if (!handle) return null;
-    let last: EnvDiagnosis | null = null;
-    for (let i = 0; i < DIAGNOSE_RETRY.attempts; i++) {
-      try {
-        last = await this.deps.sandbox.diagnose(handle);
-      } catch {
-        return last;
-      }
-      if (!last.running || last.oomKilled) return last;
-      await new Promise((r) => setTimeout(r, DIAGNOSE_RETRY.delayMs));
-    }
-    return last;
-  }
-
-  /** why getting or resetting the env failed: the sandbox's reason, or the /reset call's (failures.ts) */
-  private async deployFailure(e: unknown): Promise<Failure> {
-    if (e instanceof SandboxError) {
-      return makeFailure(e.reason, 'deploy', e.message, this.ids, { exit_code: e.details.exitCode, log_tail: e.details.logTail });
-    }
-    if (e instanceof EnvCallError) {
-      const verdict = resetCallVerdict(e.kind);
-      if (verdict !== 'ask_env') return makeFailure(verdict.reason, 'reset', `the env did not answer /reset within ${fmtS(this.envResetCallMs())}`, this.ids);
-      const v = envVerdict(await this.diagnose());
-      return makeFailure(v.reason, 'reset', `the env failed its reset: ${e.message}`, this.ids, v.extra);
-    }
-    this.log.error({ err: e }, 'unexpected deploy error');
-    return makeFailure('engine_error', 'deploy', `deploy failed: ${(e as Error)?.message ?? String(e)}`, this.ids);
-  }
-}
-
-function textResult(text: string, data: unknown, isError = false): ToolResult {
-  return {
-    content: [{ type: 'text', text }],
-    structured_content: isPlainObject(data) ? data : null,
-    data,
-    is_error: isError,
-  };
-}
-
-function toolError(toolName: string, errorType: ToolErrorType, message: string): StepOutcome<CallObservation> {
-  return { observation: { tool_name: toolName, result: null, error: { error_type: errorType, message } }, reward: null, done: false };
 }

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Task } from '../bundle/index.js';
 import { BadInputError, CapacityError, DeployFailedError, NotFoundError, ShuttingDownError } from '../errors.js';
 import type { ResetData } from '../protocol/frames.js';
+import { DEFAULT_LANE } from '../protocol/lanes.js';
 import { isAbortError } from '../abort.js';
 import type { ResetObservation, StepOutcome, Transport } from '../protocol/observations.js';
 import { Episode, type EpisodeDeps } from './episode.js';
@@ -78,7 +79,9 @@ export class EpisodeManager {
     // the reset timeout is the wait in the queue for a slot: a reset may ask for less than the server's
     const cap = this.deps.settings.resetTimeoutMs;
     const queueTimeoutMs = data.reset_timeout_s !== undefined ? Math.min(cap, data.reset_timeout_s * 1000) : cap;
-    const ep = new Episode(this.deps, task, data.seed ?? null, transport, queueTimeoutMs, data.episode_id);
+    // the lane: the reset's own priority, else its split's (--split-priority), else normal
+    const lane = data.priority ?? this.deps.settings.splitLanes.get(task.split) ?? DEFAULT_LANE;
+    const ep = new Episode(this.deps, task, data.seed ?? null, transport, queueTimeoutMs, data.episode_id, lane);
     this.live.set(ep.id, ep);
     void ep.tornDown.then(() => this.live.delete(ep.id));
     return ep;

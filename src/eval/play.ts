@@ -10,9 +10,11 @@
  * the two failures carry no reward, as slime drops them rather than train on a false 0.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
-import type { ServerTaskRow } from '../client/http.js';
-import { ServerSession, SessionError, type Frame } from '../client/session.js';
+import { ServerSession, SessionError } from '../client/session.js';
+import type { TaskRow as ServerTaskRow } from '../protocol/bundle.js';
 import { MAX_FRAME_BYTES } from '../defaults.js';
+import type { ServerFrame } from '../protocol/frames.js';
+import type { CallObservation, Ending, Failure, ResetObservation, StepOutcome } from '../protocol/observations.js';
 import type { PromptRow } from '../rows/build.js';
 import { ModelError, type ChatMessage, type ChatModel, type Usage } from './model.js';
 
@@ -23,7 +25,7 @@ export class EnvError extends Error {
     readonly reason: string,
     message: string,
     /** the server's failure object, when it sent one */
-    readonly failure: Record<string, unknown> | null = null,
+    readonly failure: Failure | null = null,
   ) {
     super(message);
   }
@@ -35,7 +37,7 @@ export interface EpisodeFailure {
   reason: string;
   message: string;
   /** the server's failure object, for an env failure it reported */
-  detail?: Record<string, unknown>;
+  detail?: Failure;
 }
 
 export interface ToolCallRecord {
@@ -83,13 +85,15 @@ const MAX_EMPTY_TURNS = 256;
 
 const round3 = (s: number) => Math.round(s * 1000) / 1000;
 
+/** A step's answer: a tool call's observation, or the ending of an episode that ended between steps. */
+type StepObservation = CallObservation | Ending;
+
 /** The text a tool answer gives the model: the result's text, or the error's message. */
-function toolText(obs: Record<string, unknown>): string {
-  const result = obs.result as { content?: { type: string; text?: string }[] } | null | undefined;
-  const texts = (result?.content ?? []).filter((c) => c.type === 'text' && typeof c.text === 'string').map((c) => c.text!);
+function toolText(obs: StepObservation): string {
+  if (!('tool_name' in obs)) return '';
+  const texts = (obs.result?.content ?? []).map((c) => c.text);
   if (texts.length) return texts.join('\n');
-  const error = obs.error as { message?: string } | null | undefined;
-  return error?.message ?? '';
+  return obs.error?.message ?? '';
 }
 
 /** The tool call's `arguments` as the step sends them: the parsed JSON, or the raw text (the server answers that as invalid_args). */
@@ -102,23 +106,33 @@ function parseArguments(raw: string): unknown {
   }
 }
 
-function observationOf(frame: Frame, what: string): { observation: Record<string, unknown>; reward: number | null; done: boolean } {
-  if (frame.type === 'observation' && frame.data && typeof frame.data.observation === 'object') {
-    return frame.data as { observation: Record<string, unknown>; reward: number | null; done: boolean };
-  }
+/** An observation frame's outcome; an error frame is the env's failure, with the server's reason. */
+function outcomeOf(frame: ServerFrame, what: string): StepOutcome {
+  if (frame.type === 'observation') return frame.data;
   if (frame.type === 'error') {
-    const d = frame.data ?? {};
-    const failure = (d.failure as Record<string, unknown> | undefined) ?? null;
-    const code = String(d.code ?? 'error');
-    const reason = code === 'CAPACITY_REACHED' ? 'capacity_reached' : String(failure?.reason ?? d.reason ?? code.toLowerCase());
-    throw new EnvError(reason, `${what}: ${String(d.message ?? code)}`, failure);
+    const d = frame.data;
+    const reason = d.code === 'CAPACITY_REACHED' ? 'capacity_reached' : (d.failure?.reason ?? d.reason ?? d.code.toLowerCase());
+    throw new EnvError(reason, `${what}: ${d.message}`, d.failure ?? null);
   }
   throw new EnvError('server_error', `${what}: unexpected ${frame.type} frame`);
 }
 
+function resetOf(frame: ServerFrame): ResetObservation {
+  const o = outcomeOf(frame, 'reset').observation;
+  if ('episode_id' in o) return o;
+  throw new EnvError('server_error', "reset: the answer is not a reset's observation");
+}
+
 /** a tool call the model got wrong, answered to it as the server answers bad arguments */
-function modelMistake(name: string, message: string): ReturnType<typeof observationOf> {
+function modelMistake(name: string, message: string): StepOutcome<StepObservation> {
   return { observation: { tool_name: name, result: null, error: { error_type: 'invalid_args', message } }, reward: null, done: false };
+}
+
+function stepOf(frame: ServerFrame, what: string): StepOutcome<StepObservation> {
+  const out = outcomeOf(frame, what);
+  const o = out.observation;
+  if ('tools' in o) throw new EnvError('server_error', `${what}: the answer is not a tool call's observation`);
+  return { ...out, observation: o };
 }
 
 export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: ChatModel, s: PlaySettings, signal: AbortSignal): Promise<EpisodeRecord> {
@@ -142,23 +156,22 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
   };
   let socket: ServerSession | null = null;
   let done = false;
-  const ended = (out: { observation: Record<string, unknown>; reward: number | null; done: boolean }) => {
+  const ended = (out: StepOutcome<StepObservation>) => {
     if (!out.done) return false;
     const o = out.observation;
-    rec.end_reason = typeof o.end_reason === 'string' ? o.end_reason : null;
-    const t = o.timings as Record<string, number> | undefined;
-    if (t) Object.assign(rec.timings, { queued_s: t.queued_s ?? null, deploy_s: t.deploy_s ?? null, running_s: t.running_s ?? null });
+    rec.end_reason = o.end_reason ?? null;
+    const t = o.timings;
+    if (t) Object.assign(rec.timings, { queued_s: t.queued_s, deploy_s: t.deploy_s, running_s: t.running_s });
     if (o.failure || out.reward === null) {
-      const f = (o.failure as Record<string, unknown> | undefined) ?? {};
       rec.failure = {
         kind: 'env',
-        reason: String(f.reason ?? rec.end_reason ?? 'no_reward'),
-        message: String(f.message ?? 'the episode ended without a reward'),
-        detail: f,
+        reason: o.failure?.reason ?? rec.end_reason ?? 'no_reward',
+        message: o.failure?.message ?? 'the episode ended without a reward',
+        ...(o.failure ? { detail: o.failure } : {}),
       };
     } else {
       rec.reward = out.reward;
-      rec.scores = (o.scores as Record<string, number> | undefined) ?? null;
+      rec.scores = o.scores ?? null;
     }
     return true;
   };
@@ -167,23 +180,20 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     // too large for a frame is not sent (the server would close the session), and a call the
     // server refuses as malformed (an empty tool name) is answered to the model; the episode goes on.
     const bytes = Buffer.byteLength(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } }));
-    let out: ReturnType<typeof observationOf>;
+    let out: StepOutcome<StepObservation>;
     if (bytes > MAX_FRAME_BYTES) {
       out = modelMistake(name, `the call is ${bytes} bytes of JSON, over the ${MAX_FRAME_BYTES / 1024 / 1024} MiB a step may have: not sent`);
     } else {
       const frame = await socket!.call(name, args, { timeoutMs: s.toolTimeoutMs + REPLY_SLACK_MS, what: '--tool-timeout', signal });
-      out =
-        frame.type === 'error' && frame.data?.code === 'VALIDATION_ERROR'
-          ? modelMistake(name, String(frame.data.message))
-          : observationOf(frame, `tool ${name}`);
+      out = frame.type === 'error' && frame.data.code === 'VALIDATION_ERROR' ? modelMistake(name, frame.data.message) : stepOf(frame, `tool ${name}`);
     }
-    const err = out.observation.error as { error_type?: string } | null | undefined;
-    const result = out.observation.result as { is_error?: boolean } | null | undefined;
+    const o = out.observation;
+    const err = 'tool_name' in o ? o.error : null;
     rec.tool_calls.push({
       model_turn: modelTurn,
       name,
       arguments: bytes > MAX_FRAME_BYTES ? `[${bytes} bytes, not sent]` : args,
-      is_error: Boolean(err) || Boolean(result?.is_error),
+      is_error: err !== null || ('tool_name' in o && o.result?.is_error === true),
       error_type: err?.error_type ?? null,
     });
     return out;
@@ -198,14 +208,13 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
   };
   try {
     socket = await ServerSession.open(s.url, { token: s.token, timeoutMs: s.resetTimeoutMs, signal });
-    const reset = observationOf(
+    const reset = resetOf(
       await socket.reset(
         { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 },
         { timeoutMs: s.resetTimeoutMs + REPLY_SLACK_MS, what: '--reset-timeout', signal },
       ),
-      'reset',
     );
-    rec.episode_id = typeof reset.observation.episode_id === 'string' ? reset.observation.episode_id : null;
+    rec.episode_id = reset.episode_id;
     while (!done) {
       if (rec.model_turns >= s.maxTurns) {
         rec.turns_exhausted = true;

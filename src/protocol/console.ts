@@ -1,15 +1,17 @@
 /**
- * What the web console's routes answer, declared once as zod schemas: an episode in a line, its
- * transcript, the per-minute series and the overview. history.ts and recorder.ts take their types
- * from here; /openapi.json documents them from here.
+ * What the web console's routes take and answer, declared once as zod schemas: an episode in a
+ * line, its transcript, the per-minute series, the overview, and each /console/* page and query.
+ * The console's observers (src/console/) take their types from here, the page (web/) reads them
+ * from here, /openapi.json documents them from here.
  */
 import { z } from 'zod';
+import { LaneCountsSchema, LaneSchema } from './lanes.js';
 import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
 
 const at = z.string().datetime();
 
 /**
- * What a transcript holds in place of a payload past its bound (src/episodes/transcript.ts): the
+ * What a transcript holds in place of a payload past its bound (src/console/transcript.ts): the
  * model got the whole of it; the console, the download and --record get this.
  */
 export const TruncationMarkSchema = z
@@ -81,6 +83,7 @@ export const EpisodeSummarySchema = z
     last_tool: z.string().nullable(),
     end_reason: EndReasonSchema.nullable(),
     reward: z.number().nullable(),
+    scores: ScoresSchema.nullable().describe("the env's scores the reward came from (null until scored, and for a failure)"),
     failure_reason: z.string().nullable(),
     timings: TimingsSchema,
   })
@@ -90,7 +93,6 @@ export type EpisodeSummary = z.infer<typeof EpisodeSummarySchema>;
 export const TranscriptSchema = EpisodeSummarySchema.extend({
   toolset: z.string(),
   seed: z.number().int().nullable(),
-  scores: ScoresSchema.nullable(),
   failure: FailureSchema.nullable(),
   /** events past the per-transcript bound: counted, not kept */
   events_dropped: z.number().int(),
@@ -98,7 +100,7 @@ export const TranscriptSchema = EpisodeSummarySchema.extend({
 }).describe("what the model saw and sent, and how the episode ended; never the token nor the task's hidden data");
 export type Transcript = z.infer<typeof TranscriptSchema>;
 
-// ---- the series (src/episodes/series.ts) -------------------------------------------------------
+// ---- the series (src/console/series.ts) -------------------------------------------------------
 
 /** The windows the console's charts can span; each starts no earlier than the first data kept. */
 export const SeriesWindowSchema = z.enum(['15m', '1h', '6h', 'all']).describe('15m, 1h, 6h, or all: everything kept');
@@ -130,11 +132,19 @@ const SplitSeriesSchema = z
   })
   .describe("one split's buckets");
 
+/**
+ * Each score's mean beside the mean reward, as vf-eval prints each rubric function's: over the
+ * scored episodes that reported it (a failed episode reports none).
+ */
+export const ScoreMeansSchema = z.record(z.number()).describe('score name → its exact mean over the scored episodes that reported it');
+export type ScoreMeans = z.infer<typeof ScoreMeansSchema>;
+
 export const GroupStatsSchema = z.object({
   ended: z.number().int(),
   failed: z.number().int(),
   n: z.number().int().describe('scored episodes'),
   mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+  scores: ScoreMeansSchema,
 });
 export type GroupStats = z.infer<typeof GroupStatsSchema>;
 
@@ -150,6 +160,7 @@ export const SeriesSchema = z
     episodes_ended: ints,
     deploy_s: StatSeriesSchema,
     queue_wait_s: StatSeriesSchema,
+    queue_wait_s_by_lane: z.record(LaneSchema, StatSeriesSchema).describe('the same per lane the resets waited in (lanes with a wait in the window)'),
     failures: z.record(ints).describe('failure reason → episodes per bucket'),
     end_reasons: z.record(ints).describe('end reason → episodes per bucket'),
     by_split: z.record(SplitSeriesSchema).describe('split → its buckets'),
@@ -160,7 +171,12 @@ export const SeriesSchema = z
       })
       .describe('over the window, per split: counts in [<0, 0–0.1, …, 0.9–1 (1 included), >1], and the exact mean'),
     summary: z
-      .object({ reward: z.record(DistributionSchema).describe('split → rewards'), deploy_s: DistributionSchema, queue_wait_s: DistributionSchema })
+      .object({
+        reward: z.record(DistributionSchema).describe('split → rewards'),
+        deploy_s: DistributionSchema,
+        queue_wait_s: DistributionSchema,
+        queue_wait_s_by_lane: z.record(LaneSchema, DistributionSchema).describe('lane → queue waits (lanes with a wait in the window)'),
+      })
       .describe('over the window'),
     groups: z.record(z.record(z.record(GroupStatsSchema))).describe('split → group name → value → counts and mean reward, over the window'),
   })
@@ -173,8 +189,9 @@ export const RecentTaskSchema = z.object({
   split: z.string(),
   ended: z.number().int(),
   failed: z.number().int(),
-  n: z.number().int(),
-  mean: z.number().nullable(),
+  n: z.number().int().describe('scored episodes'),
+  mean: z.number().nullable().describe('exact mean reward of the scored ones'),
+  scores: ScoreMeansSchema,
   last_reward: z.number().nullable(),
   last_ended_at: at.nullable(),
 });
@@ -190,6 +207,7 @@ export const OverviewSchema = z.object({
   capacity: z.number().int().describe('--max-concurrent-envs'),
   running: z.number().int().describe('env slots held (deploying, running or tearing down)'),
   waiting: z.number().int().describe('resets waiting for a slot'),
+  waiting_by_lane: LaneCountsSchema.describe('the same, per lane'),
   deploying: z.number().int().describe('deploys in flight'),
   live: z.number().int().describe('episodes not ended (waiting, deploying or running)'),
   draining: z.boolean(),
@@ -198,6 +216,63 @@ export const OverviewSchema = z.object({
   series: SeriesSchema,
 });
 export type Overview = z.infer<typeof OverviewSchema>;
+
+/** GET /console/overview's query. */
+export const WindowQuerySchema = z.object({ window: SeriesWindowSchema.default('1h') }).strict();
+
+/** GET /console/recent-tasks */
+export const RecentTasksQuerySchema = z
+  .object({
+    n: z.coerce.number().int().min(1).max(100_000).default(200).describe('the last N ended episodes (at most the --history kept)'),
+    split: z.string().min(1).optional().describe('only this split'),
+  })
+  .strict();
+
+export const RecentTasksPageSchema = z.object({
+  episodes: z.number().int().describe('ended episodes looked at'),
+  tasks: z.array(RecentTaskSchema).describe('most episodes first'),
+});
+export type RecentTasksPage = z.infer<typeof RecentTasksPageSchema>;
+
+/** GET /console/tasks: a split's task ids, searchable (GET /tasks/{task_id} has the rest of a task). */
+export const ConsoleTasksQuerySchema = z
+  .object({
+    split: z.string().min(1).optional().describe('default: the default split'),
+    q: z.string().optional().describe('only task ids containing this (case-insensitive)'),
+    offset: z.coerce.number().int().min(0).default(0),
+    limit: z.coerce.number().int().min(1).max(1000).default(50),
+  })
+  .strict();
+
+/** A task in a line of the console's task picker. */
+export const TaskLineSchema = z.object({
+  task_id: z.string(),
+  index: z.number().int(),
+  toolset: z.string(),
+  turns: z.number().int(),
+  max_turns: z.number().int(),
+});
+export type TaskLine = z.infer<typeof TaskLineSchema>;
+
+export const ConsoleTasksPageSchema = z.object({
+  split: z.string(),
+  splits: z.record(z.number().int()).describe('every split and its task count'),
+  total: z.number().int().describe('tasks that match'),
+  offset: z.number().int(),
+  tasks: z.array(TaskLineSchema),
+});
+export type ConsoleTasksPage = z.infer<typeof ConsoleTasksPageSchema>;
+
+/** GET /console/episodes/{id}'s query. */
+export const TranscriptQuerySchema = z
+  .object({
+    download: z
+      .enum(['true', 'false'])
+      .transform((v) => v === 'true')
+      .optional()
+      .describe('answer as an attachment, episode-<id>.json'),
+  })
+  .strict();
 
 export const EndedFilterSchema = z
   .object({
@@ -216,7 +291,23 @@ export const EndedFilterSchema = z
   .strict();
 export type EndedFilter = Partial<z.output<typeof EndedFilterSchema>>;
 
+/** GET /console/episodes: live episodes and the last --history ended ones. */
+export const ConsoleEpisodesPageSchema = z.object({
+  live: z.array(EpisodeSummarySchema),
+  ended: z.array(EpisodeSummarySchema).describe('newest first'),
+  ended_total: z.number().int().describe('ended episodes kept that match the filter'),
+  history_size: z.number().int(),
+});
+export type ConsoleEpisodesPage = z.infer<typeof ConsoleEpisodesPageSchema>;
+
 // ---- the live stream (GET /console/stream): one JSON object per line -------------------------
+
+export const StreamQuerySchema = z
+  .object({
+    episode: z.string().min(1).optional().describe("also stream this episode's transcript events"),
+    window: SeriesWindowSchema.default('1h').describe("the overviews' series window"),
+  })
+  .strict();
 
 export const StreamMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('snapshot'), overview: OverviewSchema, live: z.array(EpisodeSummarySchema) }),

@@ -1,12 +1,11 @@
 /**
- * What clients send, as zod schemas (reset data, actions, /ws frames), the frames the server
- * answers on /ws, and the parsers every transport uses (docs/protocol.md).
+ * What clients send, as zod schemas (reset data, actions, /ws frames), and the frames the server
+ * answers on /ws (docs/protocol.md). The parsers every transport uses are src/sessions/client-input.ts.
  */
 import { z } from 'zod';
-import { isPlainObject } from '../bundle/schema.js';
-import { BadInputError } from '../errors.js';
-import type { RpcResponse } from './jsonrpc.js';
-import type { EpisodeState, StepOutcome } from './observations.js';
+import { RpcResponseSchema } from './jsonrpc.js';
+import { EpisodeStateSchema, FailureSchema, StepOutcomeSchema } from './observations.js';
+import { LaneSchema } from './lanes.js';
 
 /** Reset data: known fields are checked, unknown ones ignored (OpenEnv clients pass any kwargs). */
 export const ResetDataSchema = z
@@ -17,6 +16,7 @@ export const ResetDataSchema = z
     seed: z.number().int().min(0).optional(),
     episode_id: z.string().max(255).optional().describe('a client label, logged'),
     reset_timeout_s: z.number().positive().finite().optional().describe('wait at most this long for a slot (capped by the server)'),
+    priority: LaneSchema.optional().describe("the lane to wait in for a slot: high, normal or low (default: the split's, --split-priority, else normal)"),
   })
   .passthrough()
   .describe('reset data: a task by task_id, or split + index; neither: the default split, by seed or at random. Unknown fields are ignored.');
@@ -40,21 +40,40 @@ export type Action = z.infer<typeof ActionSchema>;
 export type ClientFrame =
   { type: 'reset'; data: ResetData } | { type: 'step'; data: Action } | { type: 'state' } | { type: 'close' } | { type: 'mcp'; data: unknown };
 
-/** Frames the server sends on /ws: exactly one per client frame. */
-export type ServerFrame =
-  | { type: 'observation'; data: StepOutcome }
-  | { type: 'state'; data: EpisodeState }
-  | { type: 'error'; data: { code: string; message: string; [detail: string]: unknown } }
-  | { type: 'mcp'; data: RpcResponse };
-
-const FRAME_KEYS: Record<ClientFrame['type'], { data: 'required' | 'optional' | 'none' }> = {
-  reset: { data: 'optional' },
-  step: { data: 'required' },
-  state: { data: 'none' },
-  close: { data: 'none' },
-  mcp: { data: 'required' },
+/** The frame types a client sends, and whether each carries `data`. */
+export const CLIENT_FRAME_DATA: Record<ClientFrame['type'], 'required' | 'optional' | 'none'> = {
+  reset: 'optional',
+  step: 'required',
+  state: 'none',
+  close: 'none',
+  mcp: 'required',
 };
 
+/** OpenEnv's error codes of an error frame. */
+export const WsErrorCodeSchema = z.enum(['INVALID_JSON', 'UNKNOWN_TYPE', 'VALIDATION_ERROR', 'EXECUTION_ERROR', 'CAPACITY_REACHED', 'SESSION_ERROR']);
+export type WsErrorCode = z.infer<typeof WsErrorCodeSchema>;
+
+/** `data` of an error frame: the code, a message a person can act on, and details by kind. */
+export const ErrorFrameDataSchema = z
+  .object({
+    code: WsErrorCodeSchema,
+    message: z.string(),
+    reason: z.string().optional().describe("why, in a word: the failure's reason, no_episode, episode_done, shutting_down, owned_by_ws_session"),
+    failure: FailureSchema.optional().describe('a deploy that failed: the failure, as an ended episode reports it'),
+  })
+  .passthrough();
+export type ErrorFrameData = z.infer<typeof ErrorFrameDataSchema>;
+
+/** Frames the server sends on /ws: exactly one per client frame. A client reads them with this schema. */
+export const ServerFrameSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('observation'), data: StepOutcomeSchema }),
+  z.object({ type: z.literal('state'), data: EpisodeStateSchema }),
+  z.object({ type: z.literal('error'), data: ErrorFrameDataSchema }),
+  z.object({ type: z.literal('mcp'), data: RpcResponseSchema }),
+]);
+export type ServerFrame = z.infer<typeof ServerFrameSchema>;
+
+/** A zod failure in one line, each issue at its path under `prefix` ("data.task_id: Required; ..."). */
 export function describeZod(err: z.ZodError, prefix: string): string {
   return err.issues
     .map((i) => {
@@ -62,83 +81,4 @@ export function describeZod(err: z.ZodError, prefix: string): string {
       return `${where}: ${i.message}`;
     })
     .join('; ');
-}
-
-/** Parses one text frame; throws BadInputError with OpenEnv's code on anything malformed. */
-export function parseClientFrame(text: string): ClientFrame {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new BadInputError('INVALID_JSON', `frame is not valid JSON: ${(e as Error).message}`);
-  }
-  if (!isPlainObject(raw)) {
-    throw new BadInputError('VALIDATION_ERROR', 'a frame must be a JSON object like {"type":"reset","data":{...}}');
-  }
-  const type = raw.type;
-  if (typeof type !== 'string') {
-    throw new BadInputError('VALIDATION_ERROR', 'the frame has no string "type" (one of reset, step, state, close)');
-  }
-  // own keys only: "constructor" or "__proto__" is no frame type
-  const shape = Object.hasOwn(FRAME_KEYS, type) ? FRAME_KEYS[type as ClientFrame['type']] : undefined;
-  if (!shape) {
-    throw new BadInputError('UNKNOWN_TYPE', `unknown frame type "${type}"; expected one of reset, step, state, close, mcp`);
-  }
-  const extra = Object.keys(raw).filter((k) => k !== 'type' && (k !== 'data' || shape.data === 'none'));
-  if (extra.length > 0) {
-    throw new BadInputError('VALIDATION_ERROR', `unexpected key(s) ${extra.map((k) => `"${k}"`).join(', ')} in a "${type}" frame`);
-  }
-  if (type === 'state' || type === 'close') return { type };
-  if (type === 'mcp') {
-    if (!('data' in raw)) throw new BadInputError('VALIDATION_ERROR', 'an "mcp" frame needs "data" (a JSON-RPC request)');
-    return { type, data: raw.data };
-  }
-  if (type === 'reset') {
-    const data = raw.data ?? {};
-    if (!isPlainObject(data)) throw new BadInputError('VALIDATION_ERROR', 'reset "data" must be an object');
-    const parsed = ResetDataSchema.safeParse(data);
-    if (!parsed.success) throw new BadInputError('VALIDATION_ERROR', describeZod(parsed.error, 'data'));
-    return { type, data: parsed.data };
-  }
-  // step
-  if (!isPlainObject(raw.data)) {
-    throw new BadInputError('VALIDATION_ERROR', 'step "data" must be an action object like {"type":"call_tool","tool_name":...,"arguments":{...}}');
-  }
-  const parsed = ActionSchema.safeParse(raw.data);
-  if (!parsed.success) throw new BadInputError('VALIDATION_ERROR', describeZod(parsed.error, 'data'));
-  return { type: 'step', data: parsed.data };
-}
-
-export function parseResetData(body: unknown): ResetData {
-  const data = body ?? {};
-  if (!isPlainObject(data)) throw new BadInputError('VALIDATION_ERROR', 'the reset body must be a JSON object');
-  const parsed = ResetDataSchema.safeParse(data);
-  if (!parsed.success) throw new BadInputError('VALIDATION_ERROR', describeZod(parsed.error, 'body'));
-  return parsed.data;
-}
-
-export function parseAction(body: unknown): Action {
-  if (!isPlainObject(body)) {
-    throw new BadInputError('VALIDATION_ERROR', 'an action must be a JSON object like {"type":"call_tool","tool_name":...,"arguments":{...}}');
-  }
-  const parsed = ActionSchema.safeParse(body);
-  if (!parsed.success) throw new BadInputError('VALIDATION_ERROR', describeZod(parsed.error, 'action'));
-  return parsed.data;
-}
-
-/**
- * Whether a parsed JSON value nests deeper than `max` arrays or objects. Iterative: a value nested
- * 100,000 deep (which JSON.parse accepts) must not overflow the stack that checks it.
- */
-export function jsonDepthExceeds(value: unknown, max: number): boolean {
-  const stack: { v: unknown; depth: number }[] = [{ v: value, depth: 0 }];
-  while (stack.length > 0) {
-    const { v, depth } = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth + 1 > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (typeof child === 'object' && child !== null) stack.push({ v: child, depth: depth + 1 });
-    }
-  }
-  return false;
 }

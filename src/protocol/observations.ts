@@ -4,7 +4,7 @@
  * here; `GET /schema` and `/openapi.json` are generated from here.
  */
 import { z } from 'zod';
-import { ToolSpecSchema } from '../bundle/schema.js';
+import { ToolSpecSchema } from './bundle.js';
 
 export const PhaseSchema = z.enum(['waiting', 'deploying', 'running', 'done']);
 export type Phase = z.infer<typeof PhaseSchema>;
@@ -28,6 +28,13 @@ export const FailureReasonSchema = z.enum([
   'shutting_down',
   'unschedulable',
   'node_lost',
+  // the model gateway (src/gateway/): an episode's model access ended
+  'model_calls_exhausted',
+  'model_tokens_exhausted',
+  'model_time_exhausted',
+  'model_upstream_error',
+  'model_upstream_timeout',
+  'verifier_timeout',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

@@ -17,26 +17,31 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ServerResponse } from 'node:http';
-import { z } from 'zod';
 import { CONSOLE_EPISODE_IDLE_S } from '../defaults.js';
 import { NotFoundError } from '../errors.js';
-import type { HistoryMessage } from '../episodes/history.js';
-import { recentTasks } from '../episodes/recent-tasks.js';
+import type { HistoryMessage } from '../console/history.js';
+import { recentTasks } from '../console/recent-tasks.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
 import {
+  ConsoleEpisodesPageSchema,
+  ConsoleTasksPageSchema,
+  ConsoleTasksQuerySchema,
   EndedFilterSchema,
-  EpisodeSummarySchema,
   OverviewSchema,
-  RecentTaskSchema,
-  SeriesWindowSchema,
+  RecentTasksPageSchema,
+  RecentTasksQuerySchema,
+  StreamQuerySchema,
+  TranscriptQuerySchema,
   TranscriptSchema,
+  WindowQuerySchema,
   type SeriesWindow,
   type StreamMessage,
 } from '../protocol/console.js';
+import { EPISODE_START_RESPONSES, EpisodeIdParamsSchema } from '../protocol/episodes.js';
 import { ResetDataSchema } from '../protocol/frames.js';
+import { ErrorBodySchema } from '../protocol/http.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import { dropReply, withClientGone } from './client-gone.js';
-import { EPISODE_START_RESPONSES, ErrorBodySchema } from './shapes.js';
 
 export interface ConsoleRouteOptions {
   runtime: OpenEnvRuntime;
@@ -46,21 +51,6 @@ export interface ConsoleRouteOptions {
 
 /** a stream whose client reads slower than this many buffered bytes is cut (it may reconnect) */
 const MAX_STREAM_BUFFER = 4 * 1024 * 1024;
-
-const IdParams = z.object({ id: z.string().describe('the episode_id') });
-
-const TasksQuery = z
-  .object({
-    split: z.string().min(1).optional().describe('default: the default split'),
-    q: z.string().optional().describe('only task ids containing this (case-insensitive)'),
-    offset: z.coerce.number().int().min(0).default(0),
-    limit: z.coerce.number().int().min(1).max(1000).default(50),
-  })
-  .strict();
-
-const WindowQuery = z.object({ window: SeriesWindowSchema.default('1h') }).strict();
-
-const TaskLineSchema = z.object({ task_id: z.string(), index: z.number().int(), toolset: z.string(), turns: z.number().int(), max_turns: z.number().int() });
 
 export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOptions): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -74,6 +64,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     capacity: admission.capacity,
     running: admission.activeCount,
     waiting: admission.waitingCount,
+    waiting_by_lane: admission.waitingByLane(),
     deploying: history.liveCount('deploying'),
     live: history.liveCount(),
     draining: manager.isDraining,
@@ -88,8 +79,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
       schema: {
         summary: 'Console: gauges and the time series over a window',
         description:
-          "Envs running and the cap, resets waiting, deploys in flight; per bucket (a minute, more for long windows): deploy latency, queue wait, episodes ended, failures by reason, and per split the reward's exact mean and p10–p90 band, failures, steps and turns; over the window: the reward histogram per split, p10/p50/p90 of reward, deploy and queue wait, and counts and rewards per task group. The window starts no earlier than the first data kept.",
-        querystring: WindowQuery,
+          "Envs running and the cap, resets waiting (in all and per lane), deploys in flight; per bucket (a minute, more for long windows): deploy latency, queue wait (in all and per lane), episodes ended, failures by reason, and per split the reward's exact mean and p10–p90 band, failures, steps and turns; over the window: the reward histogram per split, p10/p50/p90 of reward, deploy and queue wait, and counts and rewards per task group. The window starts no earlier than the first data kept.",
+        querystring: WindowQuerySchema,
         response: { 200: OverviewSchema.describe('the overview'), 400: ErrorBodySchema },
       },
     },
@@ -101,16 +92,10 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     {
       schema: {
         summary: 'Console: per task, over the last N ended episodes kept',
-        querystring: z
-          .object({
-            n: z.coerce.number().int().min(1).max(100_000).default(200).describe('the last N ended episodes (at most the --history kept)'),
-            split: z.string().min(1).optional().describe('only this split'),
-          })
-          .strict(),
-        response: {
-          200: z.object({ episodes: z.number().int().describe('ended episodes looked at'), tasks: z.array(RecentTaskSchema).describe('most episodes first') }),
-          400: ErrorBodySchema,
-        },
+        description:
+          "Each task's episodes and failures, its mean reward and each score's mean over the scored ones, and its last reward; tasks with most episodes first.",
+        querystring: RecentTasksQuerySchema,
+        response: { 200: RecentTasksPageSchema, 400: ErrorBodySchema },
       },
     },
     async (req) => {
@@ -142,15 +127,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
       schema: {
         summary: 'Console: live episodes and the last --history ended ones',
         querystring: EndedFilterSchema,
-        response: {
-          200: z.object({
-            live: z.array(EpisodeSummarySchema),
-            ended: z.array(EpisodeSummarySchema).describe('newest first'),
-            ended_total: z.number().int().describe('ended episodes kept that match the filter'),
-            history_size: z.number().int(),
-          }),
-          400: ErrorBodySchema,
-        },
+        response: { 200: ConsoleEpisodesPageSchema, 400: ErrorBodySchema },
       },
     },
     async (req) => {
@@ -168,17 +145,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     {
       schema: {
         summary: "Console: a split's tasks in a line each, searchable by task id",
-        querystring: TasksQuery,
-        response: {
-          200: z.object({
-            split: z.string(),
-            splits: z.record(z.number().int()).describe('every split and its task count'),
-            total: z.number().int().describe('tasks that match'),
-            offset: z.number().int(),
-            tasks: z.array(TaskLineSchema),
-          }),
-          404: ErrorBodySchema,
-        },
+        querystring: ConsoleTasksQuerySchema,
+        response: { 200: ConsoleTasksPageSchema, 404: ErrorBodySchema },
       },
     },
     async (req) => {
@@ -205,16 +173,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
         summary: "Console: an episode's transcript (live or kept)",
         description:
           'The reset prompt, every tool call with its arguments and result, turn ends (end_turn calls), and the end: scores, reward, timings or the failure with its log tail.',
-        params: IdParams,
-        querystring: z
-          .object({
-            download: z
-              .enum(['true', 'false'])
-              .transform((v) => v === 'true')
-              .optional()
-              .describe('answer as an attachment, episode-<id>.json'),
-          })
-          .strict(),
+        params: EpisodeIdParamsSchema,
+        querystring: TranscriptQuerySchema,
         response: { 200: TranscriptSchema, 404: ErrorBodySchema },
       },
     },
@@ -233,12 +193,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
         summary: 'Console: live updates as NDJSON (one JSON object per line)',
         description:
           'A long response, read with fetch and the Authorization header. First {"type":"snapshot","overview":…,"live":[…]} (and, with ?episode=<id>, {"type":"transcript","transcript":…}); then {"type":"episode","episode":<summary>} on every change of any episode, {"type":"event","episode_id":…,"event":…} for each new transcript event of the watched episode, and {"type":"overview","overview":…} every second.',
-        querystring: z
-          .object({
-            episode: z.string().min(1).optional().describe("also stream this episode's transcript events"),
-            window: SeriesWindowSchema.default('1h').describe("the overviews' series window"),
-          })
-          .strict(),
+        querystring: StreamQuerySchema,
         response: {
           200: { description: 'newline-delimited JSON', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
           404: ErrorBodySchema,

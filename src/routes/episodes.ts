@@ -3,35 +3,15 @@
  * episodes as `/ws`, held by request clients (src/sessions/request-episodes.ts).
  */
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import { NotFoundError, OwnedBySessionError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
+import { EPISODE_START_RESPONSES, EPISODE_STEP_RESPONSES, EpisodeIdParamsSchema, EpisodeListSchema } from '../protocol/episodes.js';
 import { ActionSchema, ResetDataSchema } from '../protocol/frames.js';
-import { EpisodeStateSchema, PhaseSchema, StepOutcomeSchema, TransportSchema } from '../protocol/observations.js';
+import { ErrorBodySchema } from '../protocol/http.js';
+import { EpisodeStateSchema } from '../protocol/observations.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import { dropReply, withClientGone } from './client-gone.js';
-import { EPISODE_START_RESPONSES, ErrorBodySchema } from './shapes.js';
-
-const IdParams = z.object({ id: z.string().describe('the episode_id') });
-
-const EpisodeListSchema = z
-  .object({
-    active: z.array(
-      z.object({
-        episode_id: z.string(),
-        task_id: z.string(),
-        phase: PhaseSchema,
-        transport: TransportSchema,
-        started_at: z.string().datetime(),
-        steps: z.number().int(),
-        reward: z.number().nullable(),
-      }),
-    ),
-    waiting: z.number().int(),
-    capacity: z.number().int(),
-  })
-  .describe('episodes');
 
 export async function episodesRoutes(root: FastifyInstance, { runtime }: { runtime: OpenEnvRuntime }): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -66,14 +46,9 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
     {
       schema: {
         summary: 'One action: list_tools or call_tool',
-        params: IdParams,
+        params: EpisodeIdParamsSchema,
         body: ActionSchema,
-        response: {
-          200: StepOutcomeSchema.describe('the observation'),
-          400: ErrorBodySchema.describe('a malformed action'),
-          404: ErrorBodySchema.describe('unknown episode'),
-          409: ErrorBodySchema.describe('the episode is not running yet, is done, or belongs to a WebSocket session'),
-        },
+        response: EPISODE_STEP_RESPONSES,
       },
     },
     async (req) => {
@@ -88,7 +63,7 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
     {
       schema: {
         summary: "An episode's state",
-        params: IdParams,
+        params: EpisodeIdParamsSchema,
         response: { 200: EpisodeStateSchema.describe('state'), 404: ErrorBodySchema.describe('unknown episode') },
       },
     },
@@ -104,7 +79,7 @@ export async function episodesRoutes(root: FastifyInstance, { runtime }: { runti
     {
       schema: {
         summary: 'End an episode and tear it down',
-        params: IdParams,
+        params: EpisodeIdParamsSchema,
         response: { 204: { description: 'torn down' }, 404: ErrorBodySchema.describe('unknown episode') },
       },
     },

@@ -1,36 +1,19 @@
 /**
  * Read-only routes: health, metadata, schema, bundle, tasks, toolsets. None of them deploys an
- * env. Each declares its shapes once, in its schema (validation, types, /openapi.json).
+ * env. Their shapes are src/protocol's (validation, types, /openapi.json).
  */
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
-import { BaselinesSchema, GroupsSchema, taskRow, TaskRowSchema, ToolSpecSchema } from '../bundle/index.js';
+import { taskRow } from '../bundle/index.js';
+import { splitLanes } from '../config.js';
 import { NotFoundError } from '../errors.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
+import { BundleInfoSchema, MetadataSchema, TaskParamsSchema, TaskRowSchema, TasksPageSchema, TasksQuerySchema, ToolsetsSchema } from '../protocol/bundle.js';
 import { ActionSchema } from '../protocol/frames.js';
+import { ErrorBodySchema } from '../protocol/http.js';
 import { toJsonSchema } from '../protocol/json-schema.js';
 import { EpisodeStateSchema, ObservationSchema } from '../protocol/observations.js';
-import { PoolStatusSchema } from '../protocol/pool.js';
+import { HealthySchema, SchemasSchema, UnhealthySchema } from '../protocol/server.js';
 import type { OpenEnvRuntime } from '../runtime.js';
-import { ErrorBodySchema } from './shapes.js';
-
-const TasksQuery = z
-  .object({
-    split: z.string().min(1).optional().describe('default: the default split'),
-    offset: z.coerce.number().int().min(0).default(0),
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-  })
-  .strict();
-
-/** OpenEnv's EnvironmentMetadata */
-const MetadataSchema = z.object({
-  name: z.string(),
-  description: z.string(),
-  readme_content: z.string().nullable(),
-  version: z.string().nullable(),
-  author: z.string().nullable(),
-  documentation_url: z.string().nullable(),
-});
 
 export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: OpenEnvRuntime }): Promise<void> {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -46,12 +29,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
       logLevel: 'warn',
       schema: {
         summary: 'Health check (no auth)',
-        response: {
-          200: z.object({ status: z.literal('healthy'), pool: PoolStatusSchema.optional() }).describe('serving (pool: only with --warm-pool above 0)'),
-          503: z
-            .object({ status: z.literal('unhealthy'), reason: z.string(), pool: PoolStatusSchema.optional() })
-            .describe('images still building, the engine unreachable, or draining'),
-        },
+        response: { 200: HealthySchema, 503: UnhealthySchema },
       },
     },
     async (_req, reply) => {
@@ -63,7 +41,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     },
   );
 
-  app.get('/metadata', { schema: { summary: "OpenEnv's EnvironmentMetadata", response: { 200: MetadataSchema.describe('metadata') } } }, async () => ({
+  app.get('/metadata', { schema: { summary: "OpenEnv's EnvironmentMetadata", response: { 200: MetadataSchema } } }, async () => ({
     name: m.name,
     description: m.description ?? bundle.description,
     readme_content: bundle.readme || null,
@@ -78,9 +56,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     {
       schema: {
         summary: 'JSON Schemas of the action, observation and state',
-        response: {
-          200: z.object({ action: z.object({}).passthrough(), observation: z.object({}).passthrough(), state: z.object({}).passthrough() }).describe('schemas'),
-        },
+        response: { 200: SchemasSchema },
       },
     },
     async () => schemas,
@@ -91,21 +67,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     {
       schema: {
         summary: "The bundle: name, splits with their task counts, toolsets and the server's settings",
-        response: {
-          200: z
-            .object({
-              name: z.string(),
-              version: z.string().optional(),
-              description: z.string(),
-              default_split: z.string(),
-              splits: z.record(z.number().int()),
-              toolsets: z.array(z.string()),
-              groups: GroupsSchema.describe("bundle.json's task groups: group name → where in a task line its value is ({} when none)"),
-              baselines: BaselinesSchema.describe("bundle.json's reference rewards: split → name → reward ({} when none)"),
-              settings: z.record(z.unknown()),
-            })
-            .describe('the bundle'),
-        },
+        response: { 200: BundleInfoSchema },
       },
     },
     async () => ({
@@ -121,6 +83,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
         max_concurrent_envs: o.maxConcurrentEnvs,
         max_waiting: o.maxWaiting,
         reset_timeout_s: o.resetTimeout,
+        split_priority: Object.fromEntries(splitLanes(o.splitPriority)),
         tool_timeout_s: o.toolTimeout,
         idle_timeout_s: o.idleTimeout,
         episode_timeout_s: o.episodeTimeout,
@@ -135,9 +98,9 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     {
       schema: {
         summary: 'A page of the task rows of a split',
-        querystring: TasksQuery,
+        querystring: TasksQuerySchema,
         response: {
-          200: z.object({ split: z.string(), total: z.number().int(), offset: z.number().int(), tasks: z.array(TaskRowSchema) }).describe('a page of tasks'),
+          200: TasksPageSchema,
           400: ErrorBodySchema.describe('a bad query'),
           404: ErrorBodySchema.describe('unknown split'),
         },
@@ -158,7 +121,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     {
       schema: {
         summary: 'One task row',
-        params: z.object({ task_id: z.string() }),
+        params: TaskParamsSchema,
         response: { 200: TaskRowSchema.describe('the task'), 404: ErrorBodySchema.describe('unknown task') },
       },
     },
@@ -174,7 +137,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     {
       schema: {
         summary: 'Every toolset with its tools, end_turn included (no env is deployed)',
-        response: { 200: z.object({ toolsets: z.record(z.array(ToolSpecSchema)) }).describe('toolsets') },
+        response: { 200: ToolsetsSchema },
       },
     },
     async () => ({ toolsets: bundle.toolsets }),

@@ -1,5 +1,5 @@
 /**
- * `/mcp`: two flavours of MCP on one path, told apart per request.
+ * `/mcp`: two flavours of MCP on one path, each POST classified once, here (classifyMcpPost).
  *
  * - Standard MCP over Streamable HTTP (src/sessions/mcp-standard-sessions.ts): a POST of
  *   `initialize` (without `Mcp-Session-Id`) starts a session, one episode; every request carrying
@@ -12,9 +12,9 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RpcCode, RpcRequestSchema, RpcResponseSchema, rpcError } from '../protocol/jsonrpc.js';
-import { MCP_SESSION_HEADER, MCP_VERSION_HEADER } from '../protocol/mcp-standard.js';
+import { classifyMcpPost, MCP_SESSION_HEADER, MCP_VERSION_HEADER } from '../protocol/mcp-standard.js';
 import type { OpenEnvRuntime } from '../runtime.js';
-import { isInitialize, type McpHttpAnswer } from '../sessions/mcp-standard-sessions.js';
+import type { McpHttpAnswer } from '../sessions/mcp-standard-sessions.js';
 import { dropReply, withClientGone } from './client-gone.js';
 
 function header(req: FastifyRequest, name: string): string | undefined {
@@ -70,34 +70,17 @@ export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: Op
       validatorCompiler: () => (data) => ({ value: data }),
     },
     async (req, reply) => {
-      const body = typeof req.body === 'string' ? req.body : '';
-      let msg: unknown;
-      let parsed = true;
-      try {
-        msg = JSON.parse(body);
-      } catch {
-        parsed = false;
+      const post = classifyMcpPost(typeof req.body === 'string' ? req.body : '', header(req, MCP_SESSION_HEADER));
+      if (post.flavour === 'standard' && post.sessionId !== null) {
+        return send(reply, await mcpStandard.handle(post.sessionId, header(req, MCP_VERSION_HEADER), post.message));
       }
-      const sid = header(req, MCP_SESSION_HEADER);
-      if (sid !== undefined) {
-        if (!parsed) return send(reply, { status: 400, body: rpcError(null, RpcCode.PARSE_ERROR, 'Parse error: the body is not valid JSON') });
-        if (isInitialize(msg)) {
-          return send(reply, {
-            status: 400,
-            body: rpcError(null, RpcCode.INVALID_REQUEST, `Bad request: initialize starts a session and must not carry ${MCP_SESSION_HEADER}`),
-          });
-        }
-        return send(reply, await mcpStandard.handle(sid, header(req, MCP_VERSION_HEADER), msg));
-      }
-      if (parsed && isInitialize(msg)) {
+      if (post.flavour === 'standard') {
         const query = (req.query ?? {}) as Record<string, unknown>;
-        const ans = await withClientGone(reply, (gone) => mcpStandard.initialize(msg as Record<string, unknown>, query, gone));
+        const ans = await withClientGone(reply, (gone) => mcpStandard.initialize(post.message, query, gone));
         if (ans === null || reply.raw.destroyed) return dropReply(reply);
         return send(reply, ans);
       }
-      const res = await withClientGone(reply, (gone) =>
-        parsed ? mcp.handleParsedHttp(msg, { clientGone: gone }) : mcp.handleHttp(body, { clientGone: gone }),
-      );
+      const res = await withClientGone(reply, (gone) => mcp.handlePost(post.message, { clientGone: gone }));
       // the client left while its session waited for a slot; the episode was closed
       if (reply.raw.destroyed) return dropReply(reply);
       // a notification (no "id"): run, not answered

@@ -10,8 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { z } from 'zod';
-import { ErrorBodySchema } from './shapes.js';
+import { ErrorBodySchema, WebAssetParamsSchema } from '../protocol/http.js';
 
 /** dist/web beside the compiled server (dist/routes/web.js), or from the sources (src/routes/web.ts) */
 export function findWebRoot(): string | null {
@@ -61,7 +60,7 @@ export async function webRoutes(app: FastifyInstance, opts: { root?: string | nu
   };
   const asset = {
     summary: "The web console's scripts and styles (no token needed)",
-    params: z.object({ file: z.string().describe('a file of the build, its name hashed') }),
+    params: WebAssetParamsSchema,
   };
   if (!root) {
     app.log.warn('the web console is not built (no dist/web/index.html): run `npm run build`; /web/ answers 503');

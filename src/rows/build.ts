@@ -3,7 +3,7 @@
  * OpenAI function tools, and metadata telling the generate function which episode to play where.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
-import type { ServerTaskRow, ServerToolSpec } from '../client/http.js';
+import type { TaskRow as ServerTaskRow, ToolSpec as ServerToolSpec } from '../protocol/bundle.js';
 
 /**
  * How a rollout plays an episode, shared by the row writer (which records it in each row for

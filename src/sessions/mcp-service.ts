@@ -1,29 +1,36 @@
 /**
- * OpenEnv's MCP JSON-RPC (RFC 003) over the same episodes as every other transport: `tools/list`,
- * `tools/call` (with `params.session_id`), `openenv/session/create` (a reset: it waits for a slot
- * and deploys the env) and `openenv/session/close`. Reached by `POST /mcp` and by `{"type":"mcp"}`
- * frames on `/ws`, where the session's own episode is the default.
+ * OpenEnv's MCP JSON-RPC dialect (RFC 003) over the same episodes as every other transport:
+ * `tools/list`, `tools/call` (with `params.session_id`), `openenv/session/create` (a reset: it
+ * waits for a slot and deploys the env) and `openenv/session/close`. Reached by `POST /mcp` (the
+ * route classified the message) and by `{"type":"mcp"}` frames on `/ws`, where the session's own
+ * episode is the default.
  */
 import type { Logger } from 'pino';
-import type { LoadedBundle, ToolSpec } from '../bundle/index.js';
-import { isPlainObject } from '../bundle/schema.js';
-import { BadInputError, CapacityError, NotFoundError, ServerError } from '../errors.js';
+import type { LoadedBundle } from '../bundle/index.js';
+import { isExpected, RpcFailure, toRpcError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
+import { isPlainObject } from '../json.js';
+import type { ToolSpec } from '../protocol/bundle.js';
+import {
+  MCP_METHODS,
+  McpMethodSchema,
+  readRpcMessage,
+  RpcCode,
+  rpcError,
+  type DialectCallResult,
+  type DialectClosed,
+  type DialectSession,
+  type DialectTool,
+  type DialectTools,
+  type McpMethod,
+  type RpcError,
+  type RpcId,
+  type RpcMessage,
+  type RpcResponse,
+} from '../protocol/jsonrpc.js';
 import type { StepOutcome } from '../protocol/observations.js';
-import { parseResetData } from '../protocol/frames.js';
-import { MCP_METHODS, McpMethodSchema, RpcCode, rpcError, type McpMethod, type RpcError, type RpcId, type RpcResponse } from '../protocol/jsonrpc.js';
+import { parseResetData } from './client-input.js';
 import type { RequestEpisodes } from './request-episodes.js';
-
-/** An answer as a JSON-RPC error; thrown inside a method, caught once. */
-export class RpcFailure extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: Record<string, unknown>,
-  ) {
-    super(message);
-  }
-}
 
 /** How a call reaches the service: over HTTP (aborted when the client leaves) or from a /ws session. */
 export interface McpContext {
@@ -39,18 +46,17 @@ export interface McpDeps {
   log: Logger;
 }
 
-/** A tool as tools/list answers it: OpenEnv's snake_case key and MCP's camelCase one. */
-function mcpTool(t: ToolSpec) {
+function dialectTool(t: ToolSpec): DialectTool {
   return { name: t.name, description: t.description, input_schema: t.input_schema, inputSchema: t.input_schema };
 }
 
-/** The answer of tools/call: the tool's result (content, structured_content, data, is_error) plus the episode's fields. */
-export function callResult(out: StepOutcome): Record<string, unknown> {
+/** A step's outcome as tools/call answers it: the tool's result (or the failure's message in its place) plus the episode's fields. */
+export function dialectCallResult(out: StepOutcome): DialectCallResult {
   const obs = out.observation;
   if (!('tool_name' in obs)) throw new Error('tools/call answered without a call observation');
   const { tool_name, result, error, ...rest } = obs;
   const base = result ?? {
-    content: [{ type: 'text', text: error?.message ?? 'the tool call failed' }],
+    content: [{ type: 'text' as const, text: error?.message ?? 'the tool call failed' }],
     structured_content: null,
     data: null,
     is_error: true,
@@ -58,70 +64,62 @@ export function callResult(out: StepOutcome): Record<string, unknown> {
   return { ...base, tool_name, error: error ?? null, ...rest, reward: out.reward, done: out.done };
 }
 
-/** A JSON-RPC notification: a request object naming a method, without an "id" member. */
-export function isNotification(req: unknown): boolean {
-  return isPlainObject(req) && !Object.hasOwn(req, 'id') && typeof req.method === 'string' && req.method !== '';
+/** The dialect's answer to a message that is not a request it can take. */
+function refusal(m: RpcMessage & { kind: 'invalid' | 'response' }): RpcError {
+  if (m.kind === 'response') return noMethod(m.id);
+  switch (m.problem) {
+    case 'unparsable':
+      return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${m.detail})`);
+    case 'batch':
+      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batch requests are not supported; send one JSON-RPC object per request');
+    case 'not_object':
+      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object like {"jsonrpc":"2.0","method":"tools/list","id":1}');
+    case 'bad_id':
+      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: "id" must be a string, a number or null');
+    case 'bad_version':
+      return badVersion(m.id);
+    case 'no_method':
+      return noMethod(m.id);
+  }
 }
+
+const badVersion = (id: RpcId) => rpcError(id, RpcCode.INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"');
+const noMethod = (id: RpcId) => rpcError(id, RpcCode.INVALID_REQUEST, `Invalid request: "method" must be a string, one of ${MCP_METHODS.join(', ')}`);
 
 export class McpService {
   constructor(private readonly deps: McpDeps) {}
 
-  /** The text of an HTTP body → its response (text that is not JSON is a parse error). */
-  async handleText(text: string, ctx: McpContext = {}): Promise<RpcResponse> {
-    let req: unknown;
-    try {
-      req = JSON.parse(text);
-    } catch (e) {
-      return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
-    }
-    return this.handle(req, ctx);
+  /** A /ws `mcp` frame's data → its response: over /ws every frame is answered (the envelope's rule), a notification too. */
+  async handle(value: unknown, ctx: McpContext = {}): Promise<RpcResponse> {
+    return this.answer(readRpcMessage(value), ctx);
   }
 
   /**
-   * An HTTP body → its response, or null for a notification (a request object with a method and no
-   * "id" member): JSON-RPC answers those with nothing, as MCP's streamable HTTP does (HTTP 202), but
-   * still runs them. Over /ws every frame gets one reply (the envelope's rule): `handle` answers all.
+   * A POST's message → its response, or null for a notification (a request without an "id"
+   * member): JSON-RPC answers those with nothing, as MCP's streamable HTTP does (HTTP 202), but
+   * still runs them.
    */
-  async handleHttp(text: string, ctx: McpContext = {}): Promise<RpcResponse | null> {
-    let req: unknown;
-    try {
-      req = JSON.parse(text);
-    } catch (e) {
-      return rpcError(null, RpcCode.PARSE_ERROR, `Parse error: the body is not valid JSON (${(e as Error).message})`);
-    }
-    return this.handleParsedHttp(req, ctx);
+  async handlePost(message: RpcMessage, ctx: McpContext = {}): Promise<RpcResponse | null> {
+    const res = await this.answer(message, ctx);
+    return message.kind === 'notification' ? null : res;
   }
 
-  /** `handleHttp` for a body the route already parsed (to tell OpenEnv's dialect from a standard session). */
-  async handleParsedHttp(req: unknown, ctx: McpContext = {}): Promise<RpcResponse | null> {
-    const res = await this.handle(req, ctx);
-    return isNotification(req) ? null : res;
-  }
-
-  /** One JSON-RPC request, already parsed from JSON → its response. */
-  async handle(req: unknown, ctx: McpContext = {}): Promise<RpcResponse> {
-    if (Array.isArray(req))
-      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batch requests are not supported; send one JSON-RPC object per request');
-    if (!isPlainObject(req))
-      return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object like {"jsonrpc":"2.0","method":"tools/list","id":1}');
-    const rawId = req.id;
-    const idOk = rawId === undefined || rawId === null || typeof rawId === 'string' || (typeof rawId === 'number' && Number.isFinite(rawId));
-    const id: RpcId = idOk ? ((rawId as RpcId | undefined) ?? null) : null;
-    if (!idOk) return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: "id" must be a string, a number or null');
-    if (req.jsonrpc !== undefined && req.jsonrpc !== '2.0') return rpcError(id, RpcCode.INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"');
-    if (typeof req.method !== 'string' || req.method === '')
-      return rpcError(id, RpcCode.INVALID_REQUEST, `Invalid request: "method" must be a string, one of ${MCP_METHODS.join(', ')}`);
-    const params = req.params ?? {};
+  private async answer(m: RpcMessage, ctx: McpContext): Promise<RpcResponse> {
+    if (m.kind === 'invalid' || m.kind === 'response') return refusal(m);
+    if (m.kind === 'notification' && m.problem === 'bad_version') return badVersion(null);
+    const id = m.kind === 'request' ? m.id : null;
+    const params = m.params ?? {};
     if (!isPlainObject(params)) return rpcError(id, RpcCode.INVALID_PARAMS, 'Invalid params: "params" must be an object');
-    const method = McpMethodSchema.safeParse(req.method);
+    const method = McpMethodSchema.safeParse(m.method);
     if (!method.success) {
-      return rpcError(id, RpcCode.METHOD_NOT_FOUND, `Method not found: ${req.method}; this server offers ${MCP_METHODS.join(', ')}`);
+      return rpcError(id, RpcCode.METHOD_NOT_FOUND, `Method not found: ${m.method}; this server offers ${MCP_METHODS.join(', ')}`);
     }
     try {
       const result = await this.dispatch(method.data, params, ctx);
       return { jsonrpc: '2.0', result, id };
     } catch (e) {
-      return toRpcError(id, e, method.data, this.deps.log);
+      if (!isExpected(e)) this.deps.log.error({ err: e, method: method.data }, 'mcp request failed');
+      return toRpcError(id, e);
     }
   }
 
@@ -168,13 +166,13 @@ export class McpService {
     throw new RpcFailure(RpcCode.INVALID_PARAMS, `Unknown session_id: ${sid} (never created, or closed and torn down)`);
   }
 
-  private async toolsList(params: Record<string, unknown>, ctx: McpContext): Promise<unknown> {
+  private async toolsList(params: Record<string, unknown>, ctx: McpContext): Promise<DialectTools> {
     const sid = this.sessionIdOf(params);
     if (sid !== undefined || ctx.sessionEpisode?.()) {
       const ep = this.episodeFor(params, ctx);
       const out = await this.deps.requests.run(ep, () => ep.step({ type: 'list_tools' }));
       if (!('tools' in out.observation)) throw new Error('list_tools answered without tools');
-      return { tools: out.observation.tools.map(mcpTool) };
+      return { tools: out.observation.tools.map(dialectTool) };
     }
     // no episode: the tools of a toolset, from the bundle (no env is deployed to answer)
     const { toolsets } = this.deps.bundle;
@@ -192,20 +190,21 @@ export class McpService {
     if (typeof name !== 'string' || !Object.hasOwn(toolsets, name)) {
       throw new RpcFailure(RpcCode.INVALID_PARAMS, `Invalid params: unknown toolset ${JSON.stringify(name)}; toolsets: ${names.join(', ')}`);
     }
-    return { tools: toolsets[name]!.map(mcpTool) };
+    return { tools: toolsets[name]!.map(dialectTool) };
   }
 
-  private async toolsCall(params: Record<string, unknown>, ctx: McpContext): Promise<unknown> {
+  private async toolsCall(params: Record<string, unknown>, ctx: McpContext): Promise<DialectCallResult> {
     const name = params.name;
     if (typeof name !== 'string' || name === '') throw new RpcFailure(RpcCode.INVALID_PARAMS, "Invalid params: missing 'name' (the tool to call) in params");
     const ep = this.episodeFor(params, ctx);
     // a non-object `arguments` is the model's error: the episode answers it (error_type invalid_args)
     const args = params.arguments === undefined ? {} : params.arguments;
     const out = await this.deps.requests.run(ep, () => ep.step({ type: 'call_tool', tool_name: name, arguments: args }));
-    return callResult(out);
+    return dialectCallResult(out);
   }
 
-  private async sessionCreate(params: Record<string, unknown>, ctx: McpContext): Promise<unknown> {
+  /** null: the HTTP client left while its episode waited for a slot (it was closed; no one reads the answer) */
+  private async sessionCreate(params: Record<string, unknown>, ctx: McpContext): Promise<DialectSession | null> {
     const own = ctx.sessionEpisode?.() ?? null;
     if (ctx.sessionEpisode) {
       // over /ws the session's episode is the MCP session (as in OpenEnv); a reset frame starts it
@@ -219,7 +218,7 @@ export class McpService {
     return { session_id: started.ep.id, episode_id: started.ep.id, ...started.out };
   }
 
-  private async sessionClose(params: Record<string, unknown>, ctx: McpContext): Promise<unknown> {
+  private async sessionClose(params: Record<string, unknown>, ctx: McpContext): Promise<DialectClosed> {
     const sid = this.sessionIdOf(params);
     if (sid === undefined) throw new RpcFailure(RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required");
     const own = ctx.sessionEpisode?.() ?? null;
@@ -230,24 +229,4 @@ export class McpService {
     await this.deps.requests.close(ep);
     return { session_id: sid, closed: true };
   }
-}
-
-/**
- * A method's failure as a JSON-RPC error, for both MCP flavours: bad input is -32602, the server's
- * refusals (capacity, shutting down, a failed deploy, an ended episode) -32000 with their details,
- * anything else -32603 (logged, never shown).
- */
-export function toRpcError(id: RpcId, e: unknown, method: string, log: Logger): RpcError {
-  if (e instanceof RpcFailure) return rpcError(id, e.code, e.message, e.data);
-  if (e instanceof BadInputError || e instanceof NotFoundError) {
-    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${e.message}`, { error: e.httpCode });
-  }
-  if (e instanceof ServerError) {
-    // capacity, shutting down, a failed deploy, a step on an ended episode
-    const data = { error: e.httpCode, ...e.details() };
-    if (e instanceof CapacityError) Object.assign(data, { retry_after_s: e.capacity.retry_after_s });
-    return rpcError(id, RpcCode.SERVER_ERROR, e.message, data);
-  }
-  log.error({ err: e, method }, 'mcp request failed');
-  return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
 }

@@ -1,7 +1,7 @@
 /**
  * Standard MCP sessions (Streamable HTTP, revisions 2025-03-26, 2025-06-18, 2025-11-25) at
  * `/mcp`, beside OpenEnv's dialect (mcp-service.ts): `initialize` starts an episode (the task from
- * the URL's query, the reset waiting in the same FIFO queue), its `Mcp-Session-Id` names it, and
+ * the URL's query, the reset waiting in the same queue), its `Mcp-Session-Id` names it, and
  * each later request is a step or a read of it. The episode is request-held (request-episodes.ts),
  * so it idles out, shows in the console and metrics and is recorded like any other, transport `mcp`.
  *
@@ -10,12 +10,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { LoadedBundle, ToolSpec } from '../bundle/index.js';
-import { isPlainObject } from '../bundle/schema.js';
+import type { LoadedBundle } from '../bundle/index.js';
 import { ENDED_EPISODES_KEPT } from '../defaults.js';
+import { isExpected, RpcFailure, toRpcError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
-import { parseResetData } from '../protocol/frames.js';
-import { RpcCode, rpcError, type RpcId, type RpcResponse } from '../protocol/jsonrpc.js';
+import { isPlainObject } from '../json.js';
+import type { ToolSpec } from '../protocol/bundle.js';
+import { isInitialize, RpcCode, rpcError, type RpcId, type RpcMessage, type RpcRequest, type RpcResponse } from '../protocol/jsonrpc.js';
 import {
   isSupportedMcpVersion,
   MCP_PROTOCOL_VERSIONS,
@@ -24,13 +25,17 @@ import {
   MCP_TASK_QUERY_KEYS,
   MCP_VERSION_HEADER,
   STANDARD_MCP_METHODS,
-  StandardMcpMethodSchema,
+  SessionMethodSchema,
   TASK_PROMPT_NAME,
+  type StandardCallResult,
   type StandardEnding,
+  type InitializeResult,
+  type SessionMethod,
+  type SessionResult,
   type StandardTool,
 } from '../protocol/mcp-standard.js';
 import type { ResetObservation, StepOutcome } from '../protocol/observations.js';
-import { callResult, RpcFailure, toRpcError } from './mcp-service.js';
+import { parseResetData } from './client-input.js';
 import type { RequestEpisodes } from './request-episodes.js';
 
 /** What the route sends: a status, headers, and a JSON body or none. */
@@ -52,11 +57,6 @@ export interface StandardMcpDeps {
   log: Logger;
 }
 
-/** A request carries `initialize` when it is one JSON-RPC object naming that method. */
-export function isInitialize(msg: unknown): boolean {
-  return isPlainObject(msg) && msg.method === 'initialize';
-}
-
 /** `/mcp?split=eval&index=3` → reset data: the query's strings, numbers where reset data wants them. */
 export function resetDataOfQuery(query: Record<string, unknown>) {
   const data: Record<string, unknown> = {};
@@ -75,34 +75,27 @@ function standardTool(t: ToolSpec): StandardTool {
 }
 
 /** A step's outcome as a standard `tools/call` result: tool errors are `isError` results, and the ending call carries the reward. */
-export function standardCallResult(out: StepOutcome, episodeId: string): Record<string, unknown> {
-  const r = callResult(out) as {
-    content: { type: 'text'; text: string }[];
-    structured_content: Record<string, unknown> | null;
-    is_error: boolean;
-    error: { error_type: string; message: string } | null;
-    end_reason?: string;
-    scores?: Record<string, number>;
-    failure?: Record<string, unknown>;
-    timings?: Record<string, unknown>;
-  };
-  const structured = isPlainObject(r.structured_content) ? r.structured_content : null;
-  const isError = r.is_error || r.error !== null;
-  if (!out.done) return { content: r.content, isError, ...(structured ? { structuredContent: structured } : {}) };
+export function standardCallResult(out: StepOutcome, episodeId: string): StandardCallResult {
+  const obs = out.observation;
+  if (!('tool_name' in obs)) throw new Error('tools/call answered without a call observation');
+  const content = obs.result?.content ?? [{ type: 'text' as const, text: obs.error?.message ?? 'the tool call failed' }];
+  const structured = isPlainObject(obs.result?.structured_content) ? obs.result.structured_content : null;
+  const isError = (obs.result?.is_error ?? true) || obs.error !== null;
+  if (!out.done) return { content, isError, ...(structured ? { structuredContent: structured } : {}) };
   const ending: StandardEnding = {
     done: true,
     episode_id: episodeId,
     reward: out.reward,
-    scores: r.scores ?? null,
-    end_reason: r.end_reason ?? 'closed',
-    timings: r.timings ?? {},
-    ...(r.failure ? { failure: r.failure } : {}),
+    scores: obs.scores ?? null,
+    end_reason: obs.end_reason ?? 'closed',
+    timings: obs.timings ?? {},
+    ...(obs.failure ? { failure: obs.failure } : {}),
   };
   const said =
     ending.reward === null
-      ? `The episode ended (${ending.end_reason}) without a reward${r.failure ? `: ${String(r.failure.message)}` : ''}.`
+      ? `The episode ended (${ending.end_reason}) without a reward${ending.failure ? `: ${ending.failure.message}` : ''}.`
       : `The episode ended (${ending.end_reason}) with reward ${ending.reward}.`;
-  return { content: [...r.content, { type: 'text', text: said }], isError, structuredContent: { ...structured, ...ending } };
+  return { content: [...content, { type: 'text', text: said }], isError, structuredContent: { ...structured, ...ending } };
 }
 
 export class StandardMcpSessions {
@@ -117,8 +110,8 @@ export class StandardMcpSessions {
    * `initialize`: plays the query's task as a new episode (it waits for a slot like any reset) and
    * answers with the session id. Null when the client left while it waited: no one to answer.
    */
-  async initialize(msg: Record<string, unknown>, query: Record<string, unknown>, clientGone?: AbortSignal): Promise<McpHttpAnswer | null> {
-    const id = rpcIdOf(msg);
+  async initialize(msg: RpcRequest, query: Record<string, unknown>, clientGone?: AbortSignal): Promise<McpHttpAnswer | null> {
+    const { id } = msg;
     const params = isPlainObject(msg.params) ? msg.params : {};
     const asked = params.protocolVersion;
     const version = isSupportedMcpVersion(asked) ? asked : MCP_PROTOCOL_VERSIONS[0];
@@ -126,26 +119,34 @@ export class StandardMcpSessions {
     try {
       started = await this.deps.requests.start(resetDataOfQuery(query), 'mcp', clientGone);
     } catch (e) {
-      return { status: 200, body: toRpcError(id, e, 'initialize', this.deps.log) };
+      return { status: 200, body: this.refused(id, e, 'initialize') };
     }
     if (!started) return null;
     const { ep, out } = started;
-    const reset = out.observation as ResetObservation;
-    const session: Session = { id: randomUUID(), ep, reset };
+    const session: Session = { id: randomUUID(), ep, reset: out.observation };
     this.live.set(session.id, session);
     void ep.tornDown.then(() => this.onTornDown(session.id));
     this.deps.log.info({ event: 'mcp_session', episode_id: ep.id, protocol_version: version }, 'standard MCP session started');
-    const result = {
+    const result: InitializeResult = {
       protocolVersion: version,
       capabilities: MCP_SERVER_CAPABILITIES,
       serverInfo: { name: this.deps.bundle.manifest.name, version: this.deps.bundle.manifest.version },
-      instructions: instructionsOf(reset),
+      instructions: instructionsOf(out.observation),
     };
     return { status: 200, headers: { [MCP_SESSION_HEADER]: session.id }, body: { jsonrpc: '2.0', id, result } };
   }
 
-  /** A POST naming a session: the version header checked, the session found, the message answered. */
-  async handle(sid: string, version: string | undefined, msg: unknown): Promise<McpHttpAnswer> {
+  /** A POST naming a session: the body read, the version header checked, the session found, the message answered. */
+  async handle(sid: string, version: string | undefined, msg: RpcMessage): Promise<McpHttpAnswer> {
+    if (msg.kind === 'invalid' && msg.problem === 'unparsable') {
+      return { status: 400, body: rpcError(null, RpcCode.PARSE_ERROR, 'Parse error: the body is not valid JSON') };
+    }
+    if (isInitialize(msg)) {
+      return {
+        status: 400,
+        body: rpcError(null, RpcCode.INVALID_REQUEST, `Bad request: initialize starts a session and must not carry ${MCP_SESSION_HEADER}`),
+      };
+    }
     if (version !== undefined && !isSupportedMcpVersion(version)) {
       return {
         status: 400,
@@ -158,28 +159,27 @@ export class StandardMcpSessions {
     }
     const session = this.live.get(sid);
     if (!session || session.ep.done) return notFound(sid, this.ended.has(sid) || session !== undefined);
-    if (Array.isArray(msg))
-      return { status: 400, body: rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batches are not supported; send one JSON-RPC object') };
-    if (!isPlainObject(msg)) return { status: 400, body: rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object') };
-    // a notification (a method, no id) or a client's response (a result or an error, no method): taken, not answered
-    const notification = typeof msg.method === 'string' && !Object.hasOwn(msg, 'id');
-    const response = msg.method === undefined && Object.hasOwn(msg, 'id') && (Object.hasOwn(msg, 'result') || Object.hasOwn(msg, 'error'));
-    if (notification || response) {
-      this.deps.requests.touch(session.ep);
-      return { status: 202 };
+    switch (msg.kind) {
+      case 'notification':
+      case 'response':
+        // a notification (a method, no id) or a client's response (a result or an error, no method): taken, not answered
+        this.deps.requests.touch(session.ep);
+        return { status: 202 };
+      case 'invalid':
+        return { status: 400, body: invalidRequest(msg) };
+      case 'request':
+        return this.request(session, msg);
     }
-    const id = rpcIdOf(msg);
-    if (typeof msg.method !== 'string') {
-      return {
-        status: 400,
-        body: rpcError(id, RpcCode.INVALID_REQUEST, 'Invalid request: expected a request ("method" and "id"), a notification or a response'),
-      };
-    }
-    const method = StandardMcpMethodSchema.safeParse(msg.method);
+  }
+
+  private async request(session: Session, msg: RpcRequest): Promise<McpHttpAnswer> {
+    const { id } = msg;
+    // initialize was refused before: this session is initialized
+    const method = SessionMethodSchema.safeParse(msg.method);
     if (!method.success) {
       return {
         status: 200,
-        body: rpcError(id, RpcCode.METHOD_NOT_FOUND, `Method not found: ${String(msg.method)}; this server offers ${STANDARD_MCP_METHODS.join(', ')}`),
+        body: rpcError(id, RpcCode.METHOD_NOT_FOUND, `Method not found: ${msg.method}; this server offers ${STANDARD_MCP_METHODS.join(', ')}`),
       };
     }
     const params = msg.params ?? {};
@@ -188,8 +188,14 @@ export class StandardMcpSessions {
       const result = await this.dispatch(session, method.data, params);
       return { status: 200, body: { jsonrpc: '2.0', id, result } };
     } catch (e) {
-      return { status: 200, body: toRpcError(id, e, method.data, this.deps.log) };
+      return { status: 200, body: this.refused(id, e, method.data) };
     }
+  }
+
+  /** A method's failure as its JSON-RPC error; one that is not an expected refusal is logged. */
+  private refused(id: RpcId, e: unknown, method: string) {
+    if (!isExpected(e)) this.deps.log.error({ err: e, method }, 'mcp request failed');
+    return toRpcError(id, e);
   }
 
   /** DELETE: ends the session's episode and tears its env down. */
@@ -209,18 +215,13 @@ export class StandardMcpSessions {
     this.ended.clear();
   }
 
-  private async dispatch(session: Session, method: string, params: Record<string, unknown>): Promise<unknown> {
+  private async dispatch(session: Session, method: SessionMethod, params: Record<string, unknown>): Promise<SessionResult> {
     const { ep, reset } = session;
     const { requests } = this.deps;
     switch (method) {
       case 'ping':
         requests.touch(ep);
         return {};
-      case 'initialize':
-        throw new RpcFailure(
-          RpcCode.INVALID_REQUEST,
-          'Invalid request: this session is already initialized; POST initialize without Mcp-Session-Id to play another episode',
-        );
       case 'tools/list':
         requests.touch(ep);
         return { tools: reset.tools.map(standardTool) };
@@ -247,12 +248,9 @@ export class StandardMcpSessions {
         }
         return {
           description: `task ${reset.task_id}: its system prompt and first prompt`,
-          // MCP prompts hold user and assistant messages only: the system prompt comes first, as the user's
-          messages: reset.messages.slice(0, 2).map((m) => ({ role: 'user', content: { type: 'text', text: m.content } })),
+          messages: reset.messages.slice(0, 2).map((m) => ({ role: 'user' as const, content: { type: 'text' as const, text: m.content } })),
         };
       }
-      default:
-        throw new RpcFailure(RpcCode.METHOD_NOT_FOUND, `Method not found: ${method}`);
     }
   }
 
@@ -280,9 +278,11 @@ export function instructionsOf(reset: ResetObservation): string {
     .join('\n\n');
 }
 
-function rpcIdOf(msg: Record<string, unknown>): RpcId {
-  const v = msg.id;
-  return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) ? v : null;
+/** A message on a session that is no JSON-RPC message this server takes (HTTP 400). */
+function invalidRequest(msg: RpcMessage & { kind: 'invalid' }): RpcResponse {
+  if (msg.problem === 'batch') return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: batches are not supported; send one JSON-RPC object');
+  if (msg.problem === 'not_object') return rpcError(null, RpcCode.INVALID_REQUEST, 'Invalid request: expected a JSON-RPC 2.0 object');
+  return rpcError(msg.id, RpcCode.INVALID_REQUEST, 'Invalid request: expected a request ("method" and "id"), a notification or a response');
 }
 
 function notFound(sid: string, ended: boolean): McpHttpAnswer {

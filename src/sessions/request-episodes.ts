@@ -9,7 +9,7 @@ import { ENDED_EPISODES_KEPT, REQUESTS_IN_FLIGHT_PER_EPISODE } from '../defaults
 import { EpisodeStateError, ShuttingDownError, TooManyRequestsError } from '../errors.js';
 import { isAbortError } from '../abort.js';
 import type { Episode } from '../episodes/episode.js';
-import type { StepOutcome } from '../protocol/observations.js';
+import type { ResetObservation, StepOutcome } from '../protocol/observations.js';
 import type { EpisodeManager } from '../episodes/manager.js';
 import type { ResetData } from '../protocol/frames.js';
 import { IdleClock } from './idle-clock.js';
@@ -39,7 +39,7 @@ export class RequestEpisodes {
     transport: 'http' | 'mcp',
     clientGone?: AbortSignal,
     idleTimeoutMs = this.idleTimeoutMs,
-  ): Promise<{ ep: Episode; out: StepOutcome } | null> {
+  ): Promise<{ ep: Episode; out: StepOutcome<ResetObservation> } | null> {
     const ep = this.manager.create(data, transport);
     this.hold(ep, Math.min(idleTimeoutMs, this.idleTimeoutMs));
     const onGone = () => {

@@ -11,8 +11,9 @@ import { WS_PENDING_LIMIT } from '../defaults.js';
 import { BadInputError, EpisodeStateError, ServerError, ShuttingDownError, toWsError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { EpisodeManager } from '../episodes/manager.js';
-import { parseClientFrame, type ClientFrame, type ServerFrame } from '../protocol/frames.js';
+import type { ClientFrame, ServerFrame } from '../protocol/frames.js';
 import { IDLE_STATE } from '../protocol/observations.js';
+import { parseClientFrame } from './client-input.js';
 import { IdleClock } from './idle-clock.js';
 import type { McpService } from './mcp-service.js';
 

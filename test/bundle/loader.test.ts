@@ -16,6 +16,7 @@ describe('loadBundle on a valid folder', () => {
     expect(b.manifest.reward).toBe('mean');
     expect(b.manifest.envs.echo).toEqual({
       build: 'envs/echo',
+      kind: 'http',
       port: 8000,
       ready_path: '/health',
       deploy_timeout_s: 60,
@@ -24,6 +25,7 @@ describe('loadBundle on a valid folder', () => {
     });
     expect(b.manifest.envs.calc).toEqual({
       image: 'example.org/calc:1.2',
+      kind: 'http',
       port: 9000,
       ready_path: '/ready',
       deploy_timeout_s: 30,

@@ -58,6 +58,7 @@ const PROVEN: Record<string, string> = {
   init: 'init',
   check: 'check',
   pack: 'pack',
+  import: 'test/harbor/import.test.ts, "openenv-bundle import harbor, the built binary"',
   play: 'play',
   eval: 'eval',
   rows: 'rows',

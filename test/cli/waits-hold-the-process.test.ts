@@ -20,7 +20,7 @@ const ALLOWED: Record<string, { count: number; why: string }> = {
   'app.ts': { count: 2, why: "the close's sweeps of idle connections: the connections themselves hold the process, and serve's close budget is ref'd" },
   'episodes/episode.ts': { count: 1, why: 'the episode-timeout watchdog: a step awaits its tool call (a socket), never the watchdog' },
   'episodes/manager.ts': { count: 1, why: 'the reconciler: periodic housekeeping nobody awaits' },
-  'episodes/refill-backoff.ts': { count: 1, why: "the warm pool's refill pause: nobody awaits a refill" },
+  'episodes/capacity/refill-backoff.ts': { count: 1, why: "the warm pool's refill pause: nobody awaits a refill" },
   'http-connections.ts': { count: 1, why: "a connection's headers timer: the server's own sockets hold the process" },
   'routes/console.ts': { count: 1, why: "the console stream's ticks: the server's own sockets hold the process" },
   'sandbox/engine/instance-lock.ts': {
@@ -55,7 +55,7 @@ describe('the waits a command awaits hold its process open', () => {
   it('a reset waiting for a slot, alone in its process, ends with its timeout, not with "exited without a result"', () => {
     const script = [
       `import { runAsProcess } from ${JSON.stringify(path.join(DIST, 'cli/process-entry.js'))};`,
-      `import { Admission } from ${JSON.stringify(path.join(DIST, 'episodes/admission.js'))};`,
+      `import { Admission } from ${JSON.stringify(path.join(DIST, 'episodes/capacity/admission.js'))};`,
       'const admission = new Admission(1, 8);',
       'runAsProcess(async () => {',
       '  await admission.acquire({ timeoutMs: 1000 });',

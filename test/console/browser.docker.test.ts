@@ -283,6 +283,55 @@ describeBrowser('the web console in Chromium', () => {
       await page.close();
     });
 
+    it('shows queue waits per lane: a summary row per lane that waited (counted as the server counted them), a queue line per lane, resets waiting per lane', async () => {
+      const page = await openConsole(s.url);
+      const byLane = (await call('GET', '/console/overview?window=1h')).body.series.summary.queue_wait_s_by_lane as Record<string, { n: number }>;
+      // the eval episode waited in the high lane (--split-priority's default), every train one in the normal lane
+      expect(Object.keys(byLane)).toEqual(['high', 'normal']);
+      expect(byLane.high!.n).toBe(rewards.eval!.length);
+      expect(byLane.normal!.n).toBe(rewards.train!.length + failedPlayed);
+      for (const [lane, d] of Object.entries(byLane)) {
+        const row = page.locator(`[data-testid=summary] [data-row=queue-${lane}]`);
+        await expect.poll(() => row.locator('[data-stat=n]').textContent()).toBe(String(d.n));
+      }
+      expect(await page.locator('[data-testid=summary] [data-row=queue-low]').count()).toBe(0);
+      const legend = await page.locator('[data-testid=chart-queue] .legend-item').allTextContents();
+      expect(legend.map((l) => l.trim())).toEqual(['high mean', 'high max', 'normal mean', 'normal max']);
+      expect(await page.getByTestId('waiting-by-lane').textContent()).toBe('high 0 · normal 0 · low 0');
+      await page.close();
+    });
+
+    it("the task table shows each declared score's mean beside the mean reward, read off real episodes", async () => {
+      // fx-echo-3 reports two scores, quality and steps (its tool calls); fx-echo-0 quality alone
+      const played: { reward: number; scores: Record<string, number> }[] = [];
+      for (const echoes of [1, 3]) {
+        const c = await call('POST', '/episodes', { task_id: 'fx-echo-3' });
+        for (let i = 0; i < echoes; i++)
+          await call('POST', `/episodes/${c.body.episode_id}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: `w${i}` } });
+        const end = await call('POST', `/episodes/${c.body.episode_id}/step`, { type: 'call_tool', tool_name: 'end_turn', arguments: {} });
+        expect(end.body.done).toBe(true);
+        played.push({ reward: end.body.reward, scores: end.body.observation.scores });
+      }
+      expect(played.map((p) => Object.keys(p.scores).sort())).toEqual([
+        ['quality', 'steps'],
+        ['quality', 'steps'],
+      ]);
+      const page = await openConsole(s.url);
+      const table = page.getByTestId('recent-tasks');
+      const row = table.locator('tr[data-task=fx-echo-3]');
+      await row.waitFor();
+      expect(await table.locator('th[data-score]').allTextContents()).toEqual(['mean quality', 'mean steps']);
+      expect(await row.locator('[data-stat=mean]').textContent()).toBe(String(mean(played.map((p) => p.reward))));
+      expect(await row.locator('td[data-score=quality]').textContent()).toBe(String(mean(played.map((p) => p.scores.quality!))));
+      expect(await row.locator('td[data-score=steps]').textContent()).toBe(String(mean(played.map((p) => p.scores.steps!))));
+      // a task that reports no steps score shows none; its quality is its reward (the mean of one score)
+      const echo0 = table.locator('tr[data-task=fx-echo-0]');
+      expect(await echo0.locator('td[data-score=steps]').textContent()).toBe('—');
+      expect(await echo0.locator('td[data-score=quality]').textContent()).toBe(await echo0.locator('[data-stat=mean]').textContent());
+      await table.screenshot({ path: join(ARTIFACTS, '10-recent-tasks.png') });
+      await page.close();
+    });
+
     it('describes a death during a call as during that call, from the failure and the call it cut short', async () => {
       const page = await openConsole(s.url, `#/episodes/${crashedId}`);
       await page.getByTestId('failure-headline').waitFor();
@@ -399,6 +448,9 @@ describeBrowser('the web console in Chromium', () => {
   describe('GridSim', () => {
     let s: TestServer;
     let browser: Awaited<ReturnType<typeof launch>>;
+    const call = (method: string, path: string, body?: unknown) => http(s.url, method, path, body, { authorization: `Bearer ${TOKEN}` });
+    /** the wiring task the playground played to reward 1.0 */
+    let wiringTask = '';
 
     beforeAll(async () => {
       s = await startServer({ token: TOKEN, maxConcurrentEnvs: 2 }, GRIDSIM);
@@ -423,6 +475,7 @@ describeBrowser('the web console in Chromium', () => {
       await first.waitFor();
       const taskId = (await first.getAttribute('data-task'))!;
       expect(taskId).toMatch(/^dam-v1-/);
+      wiringTask = taskId;
       await first.click();
       await expect.poll(() => page.getByTestId('chosen-task').textContent()).toBe(taskId);
       await page.getByTestId('start').click();
@@ -471,6 +524,37 @@ describeBrowser('the web console in Chromium', () => {
       await fold.locator('summary').click();
       expect(await fold.locator('pre').textContent()).toBe(prompt);
       await shot(page, '09-transcript-gridsim', true, 'transcript-gridsim');
+      await page.close();
+    });
+
+    it("the group table shows the schedule score's mean beside the mean reward, after the playground's episode and an idle one", async () => {
+      expect(wiringTask).not.toBe('');
+      // the same task again, idling all day: its schedule is scored too
+      const c = await call('POST', '/episodes', { task_id: wiringTask });
+      expect(c.status).toBe(201);
+      let end = await call('POST', `/episodes/${c.body.episode_id}/step`, {
+        type: 'call_tool',
+        tool_name: 'submit_schedule',
+        arguments: { schedule: new Array(24).fill(0) },
+      });
+      if (!end.body.done) end = await call('POST', `/episodes/${c.body.episode_id}/step`, { type: 'call_tool', tool_name: 'end_turn', arguments: {} });
+      expect(end.body.done).toBe(true);
+      const idle = { reward: end.body.reward as number, schedule: end.body.observation.scores.schedule as number };
+      expect(idle.reward).toBeLessThan(1);
+      const hours = String((await call('GET', `/tasks/${encodeURIComponent(wiringTask)}`)).body.groups.battery_h);
+
+      const page = await openConsole(s.url);
+      const groups = page.getByTestId('groups');
+      await groups.waitFor();
+      await page.getByTestId('groups-split').selectOption('wiring');
+      await page.getByTestId('groups-name').selectOption('battery_h');
+      const row = groups.locator(`tr[data-group-value="${hours}"]`);
+      await expect.poll(() => row.locator('td').nth(1).textContent()).toBe('2');
+      expect(await groups.locator('th[data-score]').allTextContents()).toEqual(['mean schedule']);
+      // the playground's episode scored 1 (its reward is the one score): the means are of 1 and the idle day's
+      expect(await row.locator('[data-stat=mean]').textContent()).toBe(String(mean([1, idle.reward])));
+      expect(await row.locator('td[data-score=schedule]').textContent()).toBe(String(mean([1, idle.schedule])));
+      await groups.screenshot({ path: join(ARTIFACTS, '11-groups.png') });
       await page.close();
     });
   });

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { dailyFile } from '../../src/episodes/recorder.js';
+import { dailyFile } from '../../src/console/recorder.js';
 import { findWebRoot } from '../../src/routes/web.js';
 import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
 import { INSTANCE_LABEL, suiteServer } from '../support/docker-server.js';

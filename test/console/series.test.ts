@@ -1,17 +1,29 @@
 /**
- * The console's time series (src/episodes/series.ts) and per-task view, fed by hand with a
+ * The console's time series (src/console/series.ts) and per-task view, fed by hand with a
  * controlled clock: exact means and counts, windows that follow the data, groups, percentiles,
  * and the memory bounds.
  */
 import { describe, expect, it } from 'vitest';
-import { recentTasks } from '../../src/episodes/recent-tasks.js';
-import { BUCKET_MS, EpisodeSeries, percentile, type EndedEpisode } from '../../src/episodes/series.js';
+import { recentTasks } from '../../src/console/recent-tasks.js';
+import { BUCKET_MS, EpisodeSeries, percentile, type EndedEpisode } from '../../src/console/series.js';
 import type { EpisodeSummary } from '../../src/protocol/console.js';
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 10);
 
 function ended(over: Partial<EndedEpisode> = {}): EndedEpisode {
-  return { split: 'eval', groups: {}, endReason: 'finished', failureReason: null, reward: 0.5, steps: 3, turns: 1, queuedWithoutStart: null, ...over };
+  return {
+    split: 'eval',
+    groups: {},
+    endReason: 'finished',
+    failureReason: null,
+    reward: 0.5,
+    scores: null,
+    steps: 3,
+    turns: 1,
+    queuedWithoutStart: null,
+    lane: 'normal',
+    ...over,
+  };
 }
 
 function clock() {
@@ -99,20 +111,39 @@ describe('EpisodeSeries', () => {
     const s = series.view();
     expect(s.by_split.eval).toMatchObject({ ended: [3], failed: [1], steps_mean: [2], turns_mean: [round(5 / 3)] });
     expect(s.groups.eval).toEqual({
-      size: { '1': { ended: 2, failed: 0, n: 2, mean: 0.3 }, '4': { ended: 1, failed: 1, n: 0, mean: null } },
-      zone: { n: { ended: 1, failed: 0, n: 1, mean: 0.2 }, s: { ended: 2, failed: 1, n: 1, mean: 0.4 } },
+      size: { '1': { ended: 2, failed: 0, n: 2, mean: 0.3, scores: {} }, '4': { ended: 1, failed: 1, n: 0, mean: null, scores: {} } },
+      zone: { n: { ended: 1, failed: 0, n: 1, mean: 0.2, scores: {} }, s: { ended: 2, failed: 1, n: 1, mean: 0.4, scores: {} } },
     });
   });
 
   it('deploy and queue wait: per bucket, and their distribution over the window; a reset that never started counts its wait', () => {
     const { series } = clock();
-    series.started(0.5, 2);
-    series.started(1.5, 4);
+    series.started(0.5, 2, 'normal');
+    series.started(1.5, 4, 'normal');
     series.ended(ended({ queuedWithoutStart: 3, reward: null, endReason: 'closed' }));
     const s = series.view();
     expect(s.deploy_s).toEqual({ count: [2], mean: [3], max: [4] });
     expect(s.queue_wait_s).toEqual({ count: [3], mean: [round(5 / 3)], max: [3] });
     expect(s.summary.queue_wait_s).toMatchObject({ n: 3, p50: 1.5, max: 3 });
+  });
+
+  it('queue wait per lane: each lane its own buckets and distribution beside the total, only lanes that waited in the window', () => {
+    const c = clock();
+    c.series.started(0.2, 1, 'high');
+    c.series.started(4, 1, 'normal');
+    c.series.started(6, 1, 'normal');
+    c.now += BUCKET_MS;
+    c.series.started(0.4, 1, 'high');
+    // a reset that never got a slot counts in its own lane
+    c.series.ended(ended({ queuedWithoutStart: 8, reward: null, endReason: 'closed', lane: 'normal' }));
+    const s = c.series.view();
+    expect(Object.keys(s.queue_wait_s_by_lane)).toEqual(['high', 'normal']);
+    expect(s.queue_wait_s_by_lane.high).toEqual({ count: [1, 1], mean: [0.2, 0.4], max: [0.2, 0.4] });
+    expect(s.queue_wait_s_by_lane.normal).toEqual({ count: [2, 1], mean: [5, 8], max: [6, 8] });
+    expect(s.queue_wait_s).toEqual({ count: [3, 2], mean: [round(10.2 / 3), 4.2], max: [6, 8] });
+    expect(s.summary.queue_wait_s_by_lane.high).toMatchObject({ n: 2, mean: 0.3, max: 0.4 });
+    expect(s.summary.queue_wait_s_by_lane.normal).toMatchObject({ n: 3, p50: 6, max: 8 });
+    expect(s.summary.queue_wait_s_by_lane.low).toBeUndefined();
   });
 
   it('keeps at most its minutes and its samples per minute; counts and means stay exact past the sample bound', () => {
@@ -135,8 +166,8 @@ describe('recentTasks', () => {
   it('counts each task over the episodes given, most episodes first, with the newest reward', () => {
     const out = recentTasks([summary('a', 1), summary('b', 0.2), summary('a', 0), summary('a', null, 'env_crashed')]);
     expect(out).toEqual([
-      { task_id: 'a', split: 'eval', ended: 3, failed: 1, n: 2, mean: 0.5, last_reward: 1, last_ended_at: '2026-01-01T00:00:00.000Z' },
-      { task_id: 'b', split: 'eval', ended: 1, failed: 0, n: 1, mean: 0.2, last_reward: 0.2, last_ended_at: '2026-01-01T00:00:00.000Z' },
+      { task_id: 'a', split: 'eval', ended: 3, failed: 1, n: 2, mean: 0.5, scores: {}, last_reward: 1, last_ended_at: '2026-01-01T00:00:00.000Z' },
+      { task_id: 'b', split: 'eval', ended: 1, failed: 0, n: 1, mean: 0.2, scores: {}, last_reward: 0.2, last_ended_at: '2026-01-01T00:00:00.000Z' },
     ]);
   });
 });

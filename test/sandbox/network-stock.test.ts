@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { NetworkStock, STOCK_KEY_PREFIX } from '../../src/sandbox/engine/network-stock.js';
 import { silentLogger } from '../../src/sandbox/engine/logger.js';
-import { DeployLimiter } from '../../src/episodes/deploy-limiter.js';
+import { DeployLimiter } from '../../src/episodes/capacity/deploy-limiter.js';
 import { waitFor } from '../support/docker.js';
 
 /** fake engine: networks it holds by key; creations can be held back or made to fail */

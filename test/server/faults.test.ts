@@ -1,5 +1,5 @@
 /**
- * Faults of issue 12 not covered elsewhere, with the envs as processes: a peer that goes silent
+ * Faults a server meets in production, with the envs as processes: a peer that goes silent
  * without closing, a deploy that hangs, the engine restarting mid-episode (a stand-in: see
  * EngineRestartSandbox), an env that writes or answers without end.
  */

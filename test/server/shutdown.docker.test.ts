@@ -1,5 +1,5 @@
 /**
- * Issue 18, item 5: SIGTERM exits 0 with idle connections open, and gives the instance name back.
+ * SIGTERM exits 0 with idle connections open, and gives the instance name back.
  * One idle TCP connection, a half-sent request, an aborted /console/stream fetch and a stream
  * reader that stopped reading used to make the process exit 1 after 5 s ("server did not close in
  * time"), on a path that left the instance's lock volume behind.

@@ -1,8 +1,9 @@
 /**
  * The FIFO scenario both layers play (capacity.test.ts on processes, capacity.docker.test.ts on
  * real containers): 12 clients reset one after another on a server with 4 slots, each plays a
- * short episode. Returns the order the resets reached the queue, the order slots were granted, and
- * each reset's queue wait; each layer adds how it measured the cap.
+ * short episode; the first four play only once all four have their env, so the cap is reached
+ * whatever the engine's speed. Returns the order the resets reached the queue, the order slots
+ * were granted, and each reset's queue wait; each layer adds how it measured the cap.
  */
 import type { FastifyInstance } from 'fastify';
 import { expect } from 'vitest';
@@ -38,6 +39,11 @@ export async function playTwelveThroughFour(app: FastifyInstance, url: string): 
     return realAcquire(opts).then((slot) => (granted.push(k), slot));
   };
   const waits: number[] = [];
+  // the first `SLOTS` episodes hold their envs together: each waits until all have been reset
+  const SLOTS = admission.capacity;
+  let resetsIn = 0;
+  let allIn!: () => void;
+  const firstAllIn = new Promise<void>((r) => (allIn = r));
   try {
     await Promise.all(
       clients.map(async (c, i) => {
@@ -46,6 +52,10 @@ export async function playTwelveThroughFour(app: FastifyInstance, url: string): 
         const r = await c.reset({ task_id: 'fx-echo-0', episode_id: `c${i}` });
         expect(r.type).toBe('observation');
         waits[i] = r.data.observation.timings.queued_s;
+        if (i < SLOTS) {
+          if (++resetsIn === SLOTS) allIn();
+          await firstAllIn;
+        }
         await c.call('sleep', { seconds: 0.3 });
         const end = await c.call('end_turn', {});
         expect(end.data.done).toBe(true);

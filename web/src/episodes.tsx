@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import type { EndReason } from '../../src/protocol/observations';
 import { download } from './api';
 import { Folded, Json, Messages, resultText } from './text';
-import type { EndEvent, EpisodeSummary, Transcript, TranscriptEvent } from './types';
+import type { ConsoleEpisodesPage, EndEvent, EpisodeSummary, Transcript, TranscriptEvent } from './types';
 import { useGet } from './use-get';
 
 export function age(iso: string, now = Date.now()): string {
@@ -24,12 +24,6 @@ function Phase(props: { phase: string; reason?: string | null; failed?: boolean 
 const END_REASON_SET: Record<EndReason, true> = { finished: true, turns_ended: true, max_steps: true, env_failed: true, closed: true };
 const END_REASONS = Object.keys(END_REASON_SET) as EndReason[];
 
-interface EndedPage {
-  ended: EpisodeSummary[];
-  ended_total: number;
-  history_size: number;
-}
-
 export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; endedTick: number }) {
   const [split, setSplit] = useState('');
   const [reason, setReason] = useState('');
@@ -41,7 +35,7 @@ export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; 
   if (failed) q.set('failed', failed);
   if (task) q.set('task', task);
   // a burst of ends refetches once
-  const { data: ended, error } = useGet<EndedPage>(`console/episodes?${q}`, { refresh: props.endedTick, delayMs: 150 });
+  const { data: ended, error } = useGet<ConsoleEpisodesPage>(`console/episodes?${q}`, { refresh: props.endedTick, delayMs: 150 });
 
   const live = props.live.filter((e) => (!split || e.split === split) && (!task || e.task_id.includes(task)));
   const now = Date.now();

@@ -1,13 +1,14 @@
 /**
  * Overview: the gauges, then what a person watching a training run keeps open: per split the
  * reward over time (exact mean, p10–p90 band, the bundle's baselines as lines), failure rate and
- * episode length over time; episodes, failures, deploy and queue wait per bucket; percentiles next
- * to the means; per task group and per task. The series come from the server (they survive a
+ * episode length over time; episodes, failures, deploy and queue wait (per lane) per bucket;
+ * percentiles next to the means; per task group and per task. The series come from the server (they survive a
  * reload) over a chosen window that starts at the first data kept.
  */
 import { useState } from 'preact/hooks';
 import { BarChart, LineChart, PALETTE, type RefLine } from './chart';
-import type { BundleInfo, Overview, RecentTask, Series, SeriesWindow } from './types';
+import { ScoreCells, ScoreHeads, scoreNames } from './score-columns';
+import type { BundleInfo, Lane, Overview, RecentTasksPage, Series, SeriesWindow } from './types';
 import { useGet } from './use-get';
 
 const WINDOWS: { id: SeriesWindow; label: string }[] = [
@@ -52,6 +53,9 @@ const num = (v: number | null | undefined) => (v === null || v === undefined ? '
 const pct = (failed: number, ended: number) => (ended ? `${Math.round((failed / ended) * 1000) / 10} %` : '—');
 const colorOf = (splits: string[], split: string) => PALETTE[Math.max(0, splits.indexOf(split)) % PALETTE.length]!;
 const REF_COLORS = ['#6b7280', '#b45309', '#047857', '#9333ea'];
+const LANE_COLORS: Record<Lane, string> = { high: '#dc2626', normal: '#2563eb', low: '#6b7280' };
+/** the lanes a series has waits of, highest first (the server sends them in that order) */
+const lanesOf = (s: Series) => Object.keys(s.queue_wait_s_by_lane) as Lane[];
 
 function timeLabels(s: Series): string[] {
   return s.t.map((t) => {
@@ -105,6 +109,7 @@ function SummaryTable(props: { s: Series; splits: string[]; bundle: BundleInfo |
         })}
         {row('deploy', 'deploy s', s.summary.deploy_s)}
         {row('queue', 'queue wait s', s.summary.queue_wait_s)}
+        {lanesOf(s).map((lane) => row(`queue-${lane}`, `queue wait s · ${lane} lane`, s.summary.queue_wait_s_by_lane[lane]!))}
       </tbody>
     </table>
   );
@@ -118,6 +123,7 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
   const sp = split ?? props.splits[0] ?? null;
   const g = group ?? names[0]!;
   const rows = sp ? Object.entries(props.s.groups[sp]?.[g] ?? {}).sort((a, b) => a[0].localeCompare(b[0], undefined, { numeric: true })) : [];
+  const scores = scoreNames(rows.map(([, r]) => r));
   return (
     <div data-testid="groups">
       <div class="filters">
@@ -150,13 +156,14 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
             <th>failure rate</th>
             <th>scored</th>
             <th>mean reward</th>
+            <ScoreHeads names={scores} />
             <th />
           </tr>
         </thead>
         <tbody>
           {rows.length === 0 && (
             <tr>
-              <td colSpan={6} class="muted">
+              <td colSpan={6 + scores.length} class="muted">
                 no episode of this split in the window
               </td>
             </tr>
@@ -170,6 +177,7 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
               <td class="num" data-stat="mean">
                 {num(r.mean)}
               </td>
+              <ScoreCells names={scores} scores={r.scores} />
               <td class="bar-cell">{r.mean !== null && <span class="hbar" style={{ width: `${Math.max(0, Math.min(1, r.mean)) * 100}%` }} />}</td>
             </tr>
           ))}
@@ -181,8 +189,10 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
 
 function RecentTasks(props: { endedTick: number }) {
   const [n, setN] = useState(200);
-  const got = useGet<{ episodes: number; tasks: RecentTask[] }>(`console/recent-tasks?n=${n}`, { refresh: props.endedTick, delayMs: 300 });
+  const got = useGet<RecentTasksPage>(`console/recent-tasks?n=${n}`, { refresh: props.endedTick, delayMs: 300 });
   const r = got.data;
+  const shown = r?.tasks.slice(0, 20) ?? [];
+  const scores = scoreNames(shown);
   return (
     <div data-testid="recent-tasks">
       <div class="filters">
@@ -207,11 +217,12 @@ function RecentTasks(props: { endedTick: number }) {
             <th>episodes</th>
             <th>failures</th>
             <th>mean reward</th>
+            <ScoreHeads names={scores} />
             <th>last reward</th>
           </tr>
         </thead>
         <tbody>
-          {r?.tasks.slice(0, 20).map((t) => (
+          {shown.map((t) => (
             <tr key={t.task_id} data-task={t.task_id}>
               <td>
                 <a href={`#/tasks/${encodeURIComponent(t.task_id)}`}>{t.task_id}</a>
@@ -219,7 +230,10 @@ function RecentTasks(props: { endedTick: number }) {
               <td>{t.split}</td>
               <td class="num">{t.ended}</td>
               <td class="num">{t.failed}</td>
-              <td class="num">{num(t.mean)}</td>
+              <td class="num" data-stat="mean">
+                {num(t.mean)}
+              </td>
+              <ScoreCells names={scores} scores={t.scores} />
               <td class="num">{num(t.last_reward)}</td>
             </tr>
           ))}
@@ -257,6 +271,14 @@ export function OverviewView(props: {
         </div>
         <div class="gauge-card">
           <Meter id="meter-waiting" label="Resets waiting" value={o.waiting} max={Math.max(o.capacity, o.waiting)} tone="#d97706" />
+          <div class="muted" data-testid="waiting-by-lane">
+            {(Object.keys(o.waiting_by_lane) as Lane[]).map((lane, i) => (
+              <span key={lane} data-lane={lane}>
+                {i > 0 && ' · '}
+                {lane} {o.waiting_by_lane[lane]}
+              </span>
+            ))}
+          </div>
           <Meter id="meter-deploying" label="Deploys in flight" value={o.deploying} max={Math.max(1, o.capacity)} tone="#7c3aed" />
         </div>
         <div class="gauge-card small">
@@ -351,12 +373,12 @@ export function OverviewView(props: {
         />
         <LineChart
           id="chart-queue"
-          title={`Queue wait (s, ${per}: mean, dashed: max)`}
+          title={`Queue wait per lane (s, ${per}: mean, dashed: max)`}
           slotLabels={labels}
-          series={[
-            { label: 'mean', color: PALETTE[3]!, values: s.queue_wait_s.mean },
-            { label: 'max', color: PALETTE[1]!, values: s.queue_wait_s.max, dash: true },
-          ]}
+          series={lanesOf(s).flatMap((lane) => [
+            { label: `${lane} mean`, color: LANE_COLORS[lane], values: s.queue_wait_s_by_lane[lane]!.mean },
+            { label: `${lane} max`, color: LANE_COLORS[lane], values: s.queue_wait_s_by_lane[lane]!.max, dash: true },
+          ])}
         />
         <BarChart
           id="chart-rewards"

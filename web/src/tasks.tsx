@@ -2,24 +2,8 @@
 import { useState } from 'preact/hooks';
 import { get } from './api';
 import { Json, Messages } from './text';
-import type { TaskRow, ToolSpec } from './types';
+import type { ConsoleTasksPage, TaskRow, ToolSpec } from './types';
 import { useGet } from './use-get';
-
-export interface TaskLine {
-  task_id: string;
-  index: number;
-  toolset: string;
-  turns: number;
-  max_turns: number;
-}
-
-interface TaskPage {
-  split: string;
-  splits: Record<string, number>;
-  total: number;
-  offset: number;
-  tasks: TaskLine[];
-}
 
 const PAGE = 50;
 
@@ -32,7 +16,7 @@ export function TaskPicker(props: { onPick: (id: string) => void; selected?: str
   const p = new URLSearchParams({ offset: String(offset), limit: String(size) });
   if (split) p.set('split', split);
   if (q) p.set('q', q);
-  const { data: page, error } = useGet<TaskPage>(`console/tasks?${p}`, { delayMs: q ? 200 : 0, onData: (r) => split === null && setSplit(r.split) });
+  const { data: page, error } = useGet<ConsoleTasksPage>(`console/tasks?${p}`, { delayMs: q ? 200 : 0, onData: (r) => split === null && setSplit(r.split) });
 
   return (
     <div class="task-picker">

@@ -1,0 +1,172 @@
+/**
+ * The images a Harbor task's Dockerfile builds from (FROM, COPY --from), and the offline mapping
+ * of public base images to local ones (`--base-image FROM=LOCAL`): matched by repository and
+ * tag, a pinned digest set aside and said so, the Dockerfile rewritten with the old line kept as
+ * a comment above the new one.
+ */
+
+export interface ImageRef {
+  /** as written */
+  text: string;
+  /** the repository with its registry, Docker Hub's spelled out: docker.io/library/debian */
+  repository: string;
+  /** `latest` when none is written */
+  tag: string;
+  digest: string | null;
+}
+
+/** Parses an image reference; null for what is not one (a variable left unresolved, scratch). */
+export function parseImageRef(text: string): ImageRef | null {
+  if (text === '' || /[$\s]/.test(text)) return null;
+  let rest = text;
+  let digest: string | null = null;
+  const at = rest.indexOf('@');
+  if (at >= 0) {
+    digest = rest.slice(at + 1);
+    rest = rest.slice(0, at);
+  }
+  let tag = 'latest';
+  const slash = rest.lastIndexOf('/');
+  const colon = rest.lastIndexOf(':');
+  if (colon > slash) {
+    tag = rest.slice(colon + 1);
+    rest = rest.slice(0, colon);
+  }
+  if (rest === '' || tag === '') return null;
+  const parts = rest.split('/');
+  const first = parts[0]!;
+  const hasRegistry = parts.length > 1 && (first.includes('.') || first.includes(':') || first === 'localhost');
+  let repository = rest.toLowerCase();
+  if (!hasRegistry) repository = parts.length === 1 ? `docker.io/library/${repository}` : `docker.io/${repository}`;
+  else if (first === 'index.docker.io' || first === 'registry-1.docker.io') repository = `docker.io/${parts.slice(1).join('/')}`;
+  if (repository.startsWith('docker.io/') && repository.split('/').length === 2) repository = `docker.io/library/${repository.slice('docker.io/'.length)}`;
+  return { text, repository, tag, digest };
+}
+
+export interface BaseImageRule {
+  /** what it matches: a repository, with a tag or for every tag */
+  from: { repository: string; tag: string | null };
+  fromText: string;
+  /** the local image used instead */
+  to: string;
+}
+
+/** `debian:bookworm=openenv-local/debian:bookworm` (a FROM without a tag matches every tag); throws with what is wrong */
+export function parseBaseImageRule(text: string): BaseImageRule {
+  const eq = text.lastIndexOf('=');
+  if (eq <= 0 || eq === text.length - 1)
+    throw new Error(`--base-image expects FROM=LOCAL (e.g. debian:bookworm=openenv-local/debian:bookworm), got ${JSON.stringify(text)}`);
+  const fromText = text.slice(0, eq);
+  const to = text.slice(eq + 1);
+  const ref = parseImageRef(fromText);
+  if (!ref || ref.digest !== null) throw new Error(`--base-image ${JSON.stringify(text)}: ${JSON.stringify(fromText)} is not an image repository[:tag]`);
+  if (!parseImageRef(to)) throw new Error(`--base-image ${JSON.stringify(text)}: ${JSON.stringify(to)} is not an image reference`);
+  const slash = fromText.lastIndexOf('/');
+  const hasTag = fromText.lastIndexOf(':') > slash;
+  return { from: { repository: ref.repository, tag: hasTag ? ref.tag : null }, fromText, to };
+}
+
+/** the rule for `ref`: one naming its tag first, else one for every tag of its repository */
+export function matchRule(ref: ImageRef, rules: readonly BaseImageRule[]): BaseImageRule | null {
+  const same = rules.filter((r) => r.from.repository === ref.repository);
+  return same.find((r) => r.from.tag === ref.tag) ?? same.find((r) => r.from.tag === null) ?? null;
+}
+
+export interface DockerfileImages {
+  /** the Dockerfile, its image references mapped */
+  text: string;
+  /** every image the build needs (after mapping), in order, without repeats */
+  images: string[];
+  /** what was mapped: the reference as written → the local image, and whether a digest was set aside */
+  mapped: { from: string; to: string; digestSetAside: boolean }[];
+  /** references that could not be read (a variable without a default) */
+  unresolved: string[];
+}
+
+/** ARG defaults before the first FROM, which FROM lines may use */
+function globalArgs(lines: string[]): Map<string, string> {
+  const args = new Map<string, string>();
+  for (const line of lines) {
+    const t = line.trim();
+    if (/^FROM\s/i.test(t)) break;
+    const m = /^ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$/i.exec(t);
+    if (m) args.set(m[1]!, (m[2] ?? '').trim().replace(/^"(.*)"$/, '$1'));
+  }
+  return args;
+}
+
+function substitute(text: string, args: Map<string, string>, buildArgs: Record<string, string>): string {
+  return text.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (whole, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
+      const name = (braced ?? bare)!;
+      const value = buildArgs[name] ?? args.get(name) ?? fallback;
+      return value === undefined || value === '' ? whole : value;
+    },
+  );
+}
+
+/**
+ * Reads a Dockerfile's FROM lines and COPY --from references, maps what `rules` match and says
+ * which images the build needs. Stage names (FROM x AS name) and `scratch` are not images.
+ */
+export function mapDockerfileImages(dockerfile: string, rules: readonly BaseImageRule[], buildArgs: Record<string, string> = {}): DockerfileImages {
+  const lines = dockerfile.split('\n');
+  const args = globalArgs(lines);
+  const stages = new Set<string>();
+  const images: string[] = [];
+  const mapped: DockerfileImages['mapped'] = [];
+  const unresolved: string[] = [];
+  const out: string[] = [];
+  const need = (image: string) => {
+    if (!images.includes(image)) images.push(image);
+  };
+  /** the reference to build from, mapped when a rule matches */
+  const resolve = (written: string): string => {
+    const text = substitute(written, args, buildArgs);
+    if (text.toLowerCase() === 'scratch' || stages.has(text.toLowerCase())) return written;
+    const ref = parseImageRef(text);
+    if (!ref) {
+      unresolved.push(written);
+      return written;
+    }
+    const rule = matchRule(ref, rules);
+    if (!rule) {
+      need(text);
+      return written;
+    }
+    mapped.push({ from: text, to: rule.to, digestSetAside: ref.digest !== null });
+    need(rule.to);
+    return rule.to;
+  };
+  for (const line of lines) {
+    const from = /^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$/i.exec(line);
+    if (from) {
+      const [, head, flags, image, tail] = from as unknown as [string, string, string, string, string];
+      const to = resolve(image);
+      const stage = /^\s+AS\s+(\S+)/i.exec(tail);
+      if (stage) stages.add(stage[1]!.toLowerCase());
+      if (to !== image) {
+        out.push(`# openenv-bundle import: was ${line.trim()}`);
+        out.push(`${head}${flags}${to}${tail}`);
+      } else {
+        out.push(line);
+      }
+      continue;
+    }
+    const copy = /^(\s*(?:COPY|ADD)\s+(?:--\S+\s+)*?--from=)(\S+)(.*)$/i.exec(line);
+    if (copy && !/^\d+$/.test(copy[2]!)) {
+      const [, head, image, tail] = copy as unknown as [string, string, string, string];
+      const to = resolve(image);
+      if (to !== image) {
+        out.push(`# openenv-bundle import: was ${line.trim()}`);
+        out.push(`${head}${to}${tail}`);
+      } else {
+        out.push(line);
+      }
+      continue;
+    }
+    out.push(line);
+  }
+  return { text: out.join('\n'), images, mapped, unresolved };
+}

@@ -1,0 +1,386 @@
+/**
+ * A Harbor task's task.toml (schema 1.0, 1.1's [[steps]] and the later fields) read into what the
+ * import maps, with every field it does not take named: a refusal when serving the task without
+ * it would change what the task means (a GPU, a separate verifier, a user, the internet), a note
+ * when dropping it changes nothing the agent or the grade sees (a build timeout, artifacts).
+ */
+import { parse as parseToml } from 'smol-toml';
+
+export interface Finding {
+  /** where in task.toml: `[environment] gpus`, `[[steps]] 2 (implement) artifacts` */
+  field: string;
+  message: string;
+}
+
+export interface HealthcheckSpec {
+  command: string;
+  intervalS: number;
+  timeoutS: number;
+  retries: number;
+}
+
+export interface HarborStep {
+  name: string;
+  agentTimeoutS?: number;
+  verifierTimeoutS?: number;
+  verifierEnv: Record<string, string>;
+  minReward?: number | Record<string, number>;
+  healthcheck?: HealthcheckSpec;
+}
+
+export interface HarborConfig {
+  schemaVersion: string;
+  agentTimeoutS?: number;
+  verifierTimeoutS?: number;
+  verifierEnv: Record<string, string>;
+  solutionEnv: Record<string, string>;
+  cpus?: number;
+  memoryMb?: number;
+  storageMb?: number;
+  workdir?: string;
+  envVars: Record<string, string>;
+  dockerImage?: string;
+  healthcheck?: HealthcheckSpec;
+  /** what [metadata] holds */
+  metadata: Record<string, unknown>;
+  /** what [task] holds (name, description, authors, keywords) */
+  task: Record<string, unknown> | null;
+  steps: HarborStep[] | null;
+  stepReward?: 'mean' | 'final';
+  /** the task did not say allow_internet (Harbor's default allows it) */
+  internetUnsaid: boolean;
+}
+
+export interface ReadOptions {
+  /** take tasks that allow the internet anyway: they run without it here */
+  ignoreInternet: boolean;
+}
+
+type Table = Record<string, unknown>;
+
+const isTable = (v: unknown): v is Table => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
+
+/** Reads a table's keys one by one; what was not read is named at the end. */
+class Reader {
+  private readonly read = new Set<string>();
+
+  constructor(
+    readonly table: Table,
+    readonly where: string,
+    private readonly out: { refusals: Finding[]; notes: Finding[] },
+  ) {}
+
+  has(key: string): boolean {
+    return Object.hasOwn(this.table, key);
+  }
+
+  raw(key: string): unknown {
+    this.read.add(key);
+    return this.table[key];
+  }
+
+  field(key: string): string {
+    return `${this.where} ${key}`.trim();
+  }
+
+  refuse(key: string, message: string): void {
+    this.out.refusals.push({ field: this.field(key), message });
+  }
+
+  note(key: string, message: string): void {
+    this.out.notes.push({ field: this.field(key), message });
+  }
+
+  number(key: string, { min = 0 }: { min?: number } = {}): number | undefined {
+    if (!this.has(key)) return undefined;
+    const v = this.raw(key);
+    if (v === null || v === undefined) return undefined;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < min) {
+      this.refuse(key, `expected a number${min > 0 ? ` ≥ ${min}` : ''}, got ${JSON.stringify(v)}`);
+      return undefined;
+    }
+    return v;
+  }
+
+  string(key: string): string | undefined {
+    if (!this.has(key)) return undefined;
+    const v = this.raw(key);
+    if (v === null || v === undefined) return undefined;
+    if (typeof v !== 'string') {
+      this.refuse(key, `expected a string, got ${JSON.stringify(v)}`);
+      return undefined;
+    }
+    return v;
+  }
+
+  table_(key: string): Reader | null {
+    if (!this.has(key)) return null;
+    const v = this.raw(key);
+    if (!isTable(v)) {
+      this.refuse(key, `expected a table, got ${JSON.stringify(v)}`);
+      return null;
+    }
+    return new Reader(v, `[${[this.where.replace(/^\[|\]$/g, ''), key].filter(Boolean).join('.')}]`, this.out);
+  }
+
+  /** a table of string values (an env) */
+  vars(key: string): Record<string, string> {
+    const t = this.table_(key);
+    const out: Record<string, string> = {};
+    if (!t) return out;
+    for (const [k, v] of Object.entries(t.table)) {
+      t.raw(k);
+      if (typeof v !== 'string') t.refuse(k, `expected a string value, got ${JSON.stringify(v)}`);
+      else if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) t.refuse(k, 'expected a variable name ([A-Za-z_][A-Za-z0-9_]*)');
+      else if (/\$\{/.test(v)) t.refuse(k, `its value ${JSON.stringify(v)} reads a variable of the host running Harbor; give it a value`);
+      else out[k] = v;
+    }
+    return out;
+  }
+
+  /** names what was not read, as notes (dropped) */
+  rest(what = 'not supported by this import: dropped'): void {
+    for (const k of Object.keys(this.table)) if (!this.read.has(k)) this.note(k, what);
+  }
+}
+
+/** `2G`, `512M`, `1024K` (Harbor's deprecated memory and storage fields) in MB */
+function sizeMb(text: string): number | null {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([GMK])\s*$/i.exec(text);
+  if (!m) return null;
+  const n = Number(m[1]);
+  const unit = m[2]!.toUpperCase();
+  return Math.floor(unit === 'G' ? n * 1024 : unit === 'M' ? n : n / 1024);
+}
+
+function healthcheck(r: Reader | null): HealthcheckSpec | undefined {
+  if (!r) return undefined;
+  const command = r.string('command');
+  if (command === undefined) {
+    r.refuse('command', 'a healthcheck needs its command');
+    return undefined;
+  }
+  const spec = {
+    command,
+    intervalS: r.number('interval_sec') ?? 5,
+    timeoutS: r.number('timeout_sec', { min: 0.001 }) ?? 30,
+    retries: r.number('retries', { min: 1 }) ?? 3,
+  };
+  for (const k of ['start_period_sec', 'start_interval_sec']) {
+    if (r.has(k)) {
+      r.raw(k);
+      r.note(k, 'no start period here: the check runs its retries at once');
+    }
+  }
+  r.rest();
+  return spec;
+}
+
+/** agent/verifier keys every phase may carry that the import cannot honour */
+function phaseLimits(r: Reader): void {
+  if (r.has('user')) {
+    const u = r.raw('user');
+    if (u !== null && u !== undefined) r.refuse('user', `runs as ${JSON.stringify(u)}: this server runs the shell and the verifier as the image's user`);
+  }
+  if (r.has('network_mode')) {
+    const mode = r.raw('network_mode');
+    if (mode !== 'no-network') r.refuse('network_mode', `${JSON.stringify(mode)}: envs here have no network; only "no-network" can be served`);
+  }
+  if (r.has('allowed_hosts')) {
+    const hosts = r.raw('allowed_hosts');
+    if (Array.isArray(hosts) && hosts.length > 0) r.refuse('allowed_hosts', 'an allowlist of hosts: envs here reach no host');
+  }
+}
+
+function minReward(r: Reader): number | Record<string, number> | undefined {
+  if (!r.has('min_reward')) return undefined;
+  const v = r.raw('min_reward');
+  if (typeof v === 'number' && Number.isFinite(v)) return v;
+  if (isTable(v) && Object.values(v).every((x) => typeof x === 'number' && Number.isFinite(x))) return v as Record<string, number>;
+  if (v !== null && v !== undefined) r.refuse('min_reward', `expected a number or a table of numbers, got ${JSON.stringify(v)}`);
+  return undefined;
+}
+
+export function readTaskConfig(text: string, opts: ReadOptions): { config: HarborConfig | null; refusals: Finding[]; notes: Finding[] } {
+  const out = { refusals: [] as Finding[], notes: [] as Finding[] };
+  let doc: Table;
+  try {
+    doc = parseToml(text) as Table;
+  } catch (e) {
+    out.refusals.push({ field: 'task.toml', message: `not valid TOML: ${(e as Error).message.split('\n')[0]}` });
+    return { config: null, ...out };
+  }
+  const top = new Reader(doc, '', out);
+  const version = top.string('schema_version') ?? top.string('version') ?? '1.0';
+  if (!/^1(\.\d+)*$/.test(version)) top.refuse('schema_version', `schema ${JSON.stringify(version)}: this import reads Harbor's schema 1.x`);
+
+  // [task] and [metadata] are kept whole, in the task's meta
+  const taskInfo = top.table_('task');
+  const meta = top.table_('metadata');
+  if (top.has('source')) top.raw('source');
+
+  const verifier = top.table_('verifier');
+  let verifierTimeoutS: number | undefined;
+  let verifierEnv: Record<string, string> = {};
+  if (verifier) {
+    verifierTimeoutS = verifier.number('timeout_sec', { min: 0.001 });
+    verifierEnv = verifier.vars('env');
+    phaseLimits(verifier);
+    if (verifier.has('environment_mode')) {
+      const mode = verifier.raw('environment_mode');
+      if (mode !== 'shared' && mode !== null)
+        verifier.refuse('environment_mode', `${JSON.stringify(mode)}: the verifier runs in the agent's container here ("shared")`);
+    }
+    if (verifier.has('environment')) {
+      verifier.raw('environment');
+      verifier.refuse('environment', "a separate verifier container: the verifier runs in the agent's container here");
+    }
+    verifier.rest();
+  }
+  const agent = top.table_('agent');
+  let agentTimeoutS: number | undefined;
+  if (agent) {
+    agentTimeoutS = agent.number('timeout_sec', { min: 0.001 });
+    phaseLimits(agent);
+    agent.rest();
+  }
+  const solution = top.table_('solution');
+  const solutionEnv = solution ? solution.vars('env') : {};
+  solution?.rest();
+
+  const env = top.table_('environment');
+  const config: HarborConfig = {
+    schemaVersion: version,
+    verifierEnv,
+    solutionEnv,
+    envVars: {},
+    metadata: meta?.table ?? {},
+    task: taskInfo?.table ?? null,
+    steps: null,
+    internetUnsaid: true,
+    ...(agentTimeoutS !== undefined ? { agentTimeoutS } : {}),
+    ...(verifierTimeoutS !== undefined ? { verifierTimeoutS } : {}),
+  };
+  if (env) {
+    const num = (k: string, min = 0) => env.number(k, { min });
+    const cpus = num('cpus', 0.001);
+    if (cpus !== undefined) config.cpus = cpus;
+    let memoryMb = num('memory_mb', 6);
+    let storageMb = num('storage_mb', 1);
+    for (const [k, set] of [
+      ['memory', (n: number) => (memoryMb ??= n)],
+      ['storage', (n: number) => (storageMb ??= n)],
+    ] as const) {
+      const s = env.string(k);
+      if (s === undefined) continue;
+      const mb = sizeMb(s);
+      if (mb === null) env.refuse(k, `expected a size such as "2G" or "512M", got ${JSON.stringify(s)}`);
+      else set(mb);
+    }
+    if (memoryMb !== undefined) config.memoryMb = Math.round(memoryMb);
+    if (storageMb !== undefined) config.storageMb = Math.round(storageMb);
+    const workdir = env.string('workdir');
+    if (workdir !== undefined) {
+      if (!workdir.startsWith('/')) env.refuse('workdir', `expected an absolute path, got ${JSON.stringify(workdir)}`);
+      else config.workdir = workdir;
+    }
+    config.envVars = env.vars('env');
+    const image = env.string('docker_image');
+    if (image !== undefined) config.dockerImage = image;
+    const os = env.string('os');
+    if (os !== undefined && os.toLowerCase() !== 'linux') env.refuse('os', `${JSON.stringify(os)}: envs here are Linux containers`);
+    const gpus = num('gpus');
+    if (gpus !== undefined && gpus > 0) env.refuse('gpus', `${gpus} GPU(s): envs here get none`);
+    if (env.has('gpu_types')) {
+      const g = env.raw('gpu_types');
+      if (g !== null && !(Array.isArray(g) && g.length === 0)) env.refuse('gpu_types', 'GPU types: envs here get no GPU');
+    }
+    if (env.has('build_timeout_sec')) {
+      env.raw('build_timeout_sec');
+      env.note('build_timeout_sec', 'not applied: images build without a time limit here');
+    }
+    if (env.has('mcp_servers')) {
+      const servers = env.raw('mcp_servers');
+      if (Array.isArray(servers) && servers.length > 0)
+        env.refuse('mcp_servers', 'MCP servers (sidecar services) are not supported: the agent gets the shell toolset only');
+    }
+    if (env.has('skills_dir')) {
+      env.raw('skills_dir');
+      env.note('skills_dir', 'agent skills are for installed agents: dropped (the model gets the shell toolset)');
+    }
+    config.healthcheck = healthcheck(env.table_('healthcheck'));
+    if (config.healthcheck === undefined) delete config.healthcheck;
+    // the internet: network_mode when given, else allow_internet (Harbor's default: allowed)
+    const mode = env.has('network_mode') ? env.raw('network_mode') : undefined;
+    const allow = env.has('allow_internet') ? env.raw('allow_internet') : undefined;
+    const hosts = env.has('allowed_hosts') ? env.raw('allowed_hosts') : undefined;
+    config.internetUnsaid = mode === undefined && allow === undefined;
+    const wantsInternet = mode !== undefined ? mode !== 'no-network' : allow === true;
+    if (mode === 'allowlist' || (mode === undefined && allow === false && Array.isArray(hosts) && hosts.length > 0)) {
+      env.refuse(mode !== undefined ? 'network_mode' : 'allowed_hosts', 'an allowlist of hosts: envs here reach no host');
+    } else if (wantsInternet) {
+      const field = mode !== undefined ? 'network_mode' : 'allow_internet';
+      if (opts.ignoreInternet) env.note(field, 'the task allows the internet; imported with --ignore-internet, it runs without it');
+      else
+        env.refuse(
+          field,
+          'the task allows the internet, and envs here have none: import with --ignore-internet to run it offline anyway (its tests and solution must then not need the network)',
+        );
+    }
+    env.rest();
+  }
+
+  const rule = top.string('multi_step_reward_strategy');
+  if (rule !== undefined) {
+    if (rule === 'mean' || rule === 'final') config.stepReward = rule;
+    else top.refuse('multi_step_reward_strategy', `${JSON.stringify(rule)}: expected "mean" or "final"`);
+  }
+  if (top.has('artifacts')) {
+    const a = top.raw('artifacts');
+    if (Array.isArray(a) && a.length > 0) top.note('artifacts', 'artifacts are not collected here: dropped');
+  }
+  if (top.has('steps')) {
+    const steps = top.raw('steps');
+    if (!Array.isArray(steps) || steps.length === 0 || !steps.every(isTable)) {
+      top.refuse('steps', 'expected [[steps]] tables');
+    } else {
+      config.steps = steps.map((raw, i) => {
+        const r = new Reader(raw as Table, `[[steps]] ${i + 1}`, out);
+        const name = r.string('name') ?? '';
+        if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) r.refuse('name', `expected a step name (a folder of steps/), got ${JSON.stringify(name)}`);
+        const step: HarborStep = { name, verifierEnv: {} };
+        const a = r.table_('agent');
+        if (a) {
+          const t = a.number('timeout_sec', { min: 0.001 });
+          if (t !== undefined) step.agentTimeoutS = t;
+          phaseLimits(a);
+          a.rest();
+        }
+        const v = r.table_('verifier');
+        if (v) {
+          const t = v.number('timeout_sec', { min: 0.001 });
+          if (t !== undefined) step.verifierTimeoutS = t;
+          step.verifierEnv = v.vars('env');
+          phaseLimits(v);
+          v.rest();
+        }
+        const m = minReward(r);
+        if (m !== undefined) step.minReward = m;
+        const h = healthcheck(r.table_('healthcheck'));
+        if (h) step.healthcheck = h;
+        if (r.has('artifacts')) {
+          const art = r.raw('artifacts');
+          if (Array.isArray(art) && art.length > 0) r.note('artifacts', 'artifacts are not collected here: dropped');
+        }
+        r.rest();
+        return step;
+      });
+      const names = config.steps.map((s) => s.name);
+      names.forEach((n, i) => {
+        if (names.indexOf(n) !== i) out.refusals.push({ field: `[[steps]] ${i + 1} name`, message: `"${n}" names two steps` });
+      });
+    }
+  }
+  top.rest();
+  return { config, ...out };
+}

@@ -1,0 +1,174 @@
+/**
+ * An env lease: one episode's env slot and the env in it, the one owner of both. It takes a slot
+ * (from admission, or with a pooled env through the warm pool), gets the env (the pooled one, or
+ * one deployed under the deploy limiter), and gives the slot back once the sandbox says the env is
+ * gone (TeardownOptions.onEnvRemoved), or at the end of a teardown that failed, so a slot never
+ * leaks. The warm pool's own refills hold their slots in pool.ts until a lease takes one over.
+ */
+import type { Logger } from 'pino';
+import { throwIfAborted } from '../../abort.js';
+import type { Metrics } from '../../metrics.js';
+import type { Lane } from '../../protocol/lanes.js';
+import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
+import { seconds3 } from '../../time.js';
+import type { Admission, Slot } from './admission.js';
+import type { DeployLimiter } from './deploy-limiter.js';
+import type { WarmPool } from './pool.js';
+
+export interface EnvLeaseDeps {
+  /** what a lease asks of the sandbox: deploy its env, remove it */
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown'>;
+  admission: Admission;
+  /** --max-concurrent-deploys; absent: deploys are not limited */
+  deploys?: DeployLimiter;
+  /** --warm-pool above 0: slots come with pooled envs when one is ready */
+  pool?: WarmPool;
+  envSpec: (envName: string) => Promise<EnvSpec>;
+  metrics: Metrics;
+  now?: () => number;
+}
+
+export class EnvLease {
+  /**
+   * The id the env's resources are labelled with: the episode's own id for an env deployed for it,
+   * the pooled env's id (`pool-…`) for one taken from the warm pool.
+   */
+  envId: string;
+  /** set while the env is one taken from the warm pool: how long it waited there (ms) */
+  pooled: { waitedMs: number } | null = null;
+  /** the env, once there is one */
+  handle: EnvHandle | null = null;
+  spec: EnvSpec | null = null;
+  private slot: Slot | null = null;
+  /** resources may exist under envId: a deploy started, or a pooled env was adopted */
+  private envStarted = false;
+  private pooledEnv: { handle: EnvHandle; spec: EnvSpec } | null = null;
+  private released: Promise<void> | null = null;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly deps: EnvLeaseDeps,
+    readonly episodeId: string,
+    readonly envName: string,
+    private readonly log: Logger,
+  ) {
+    this.envId = episodeId;
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** true when the server has a warm pool (timings then say where the env came from) */
+  get withPool(): boolean {
+    return this.deps.pool !== undefined;
+  }
+
+  /**
+   * Waits in the queue for a slot, in `lane` (default normal), at most `queueTimeoutMs` (the
+   * reset timeout); with a warm pool, the slot may come with a pooled env. Rejects as
+   * Admission.acquire does (CapacityError, ShuttingDownError, AbortError).
+   */
+  async takeSlot(opts: { queueTimeoutMs: number; signal: AbortSignal; lane?: Lane }): Promise<void> {
+    const { admission, pool } = this.deps;
+    if (!pool) {
+      this.slot = await admission.acquire({ timeoutMs: opts.queueTimeoutMs, signal: opts.signal, lane: opts.lane });
+      return;
+    }
+    const grant = await pool.acquire(this.envName, {
+      timeoutMs: opts.queueTimeoutMs,
+      signal: opts.signal,
+      lane: opts.lane,
+      // synchronous with the hand-over: no reconcile can find the pooled id owned by nobody
+      adopt: (envId) => {
+        this.envId = envId;
+        this.envStarted = true;
+      },
+    });
+    this.slot = grant.slot;
+    if (grant.pooled) {
+      this.pooled = { waitedMs: grant.pooled.waitedMs };
+      this.pooledEnv = { handle: grant.pooled.handle, spec: grant.pooled.spec };
+    }
+  }
+
+  /** The env in the slot: the pooled one, or one deployed now (under the deploy limiter). */
+  async env(signal: AbortSignal): Promise<EnvHandle> {
+    if (this.pooledEnv) {
+      throwIfAborted(signal);
+      this.handle = this.pooledEnv.handle;
+      this.spec = this.pooledEnv.spec;
+      this.pooledEnv = null;
+      return this.handle;
+    }
+    return this.deployFresh(signal);
+  }
+
+  /**
+   * A pooled env that died before the episode's first observation is the server's loss, not the
+   * episode's: it is removed and a fresh env deployed in the same slot, under the episode's own id
+   * (within that deploy's own budget). Only for a pooled env, and at most once.
+   */
+  async replaceDeadPooledEnv(signal: AbortSignal): Promise<EnvHandle> {
+    if (!this.pooled) throw new Error('only an env taken from the warm pool is replaced');
+    const deadId = this.envId;
+    this.log.warn({ event: 'pooled_env_replaced', env_id: deadId }, 'the pooled env died before the first observation: deploying a fresh one');
+    this.deps.metrics.poolDiscarded.inc({ reason: 'dead' });
+    this.handle = null;
+    await this.deps.sandbox.teardown(deadId);
+    this.pooled = null;
+    this.envId = this.episodeId;
+    return this.deployFresh(signal);
+  }
+
+  private async deployFresh(signal: AbortSignal): Promise<EnvHandle> {
+    const { sandbox, deploys, envSpec } = this.deps;
+    const spec = await envSpec(this.envName);
+    throwIfAborted(signal);
+    this.spec = spec;
+    this.envStarted = true;
+    const deploy = () => sandbox.deploy({ episodeId: this.envId, env: spec, signal });
+    this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal }) : deploy());
+    return this.handle;
+  }
+
+  /**
+   * Removes the env (when there may be one) and gives the slot back as soon as the sandbox says
+   * the env is gone, before its network is removed. A failed removal is logged (the reconciler
+   * retries it) and the slot is freed anyway. Idempotent: every call gets the same promise.
+   */
+  release(): Promise<void> {
+    return (this.released ??= this.runRelease());
+  }
+
+  private async runRelease(): Promise<void> {
+    const { sandbox, metrics } = this.deps;
+    const started = this.now();
+    try {
+      if (!this.envStarted) return;
+      let envRemovedAt: number | null = null;
+      await sandbox.teardown(this.envId, {
+        onEnvRemoved: () => {
+          envRemovedAt = this.now();
+          metrics.teardownStage.observe({ stage: 'env_removed' }, (envRemovedAt - started) / 1000);
+          this.freeSlot();
+        },
+      });
+      const done = this.now();
+      metrics.teardown.observe({ outcome: 'ok' }, (done - started) / 1000);
+      if (envRemovedAt !== null) metrics.teardownStage.observe({ stage: 'network_removed' }, (done - envRemovedAt) / 1000);
+      this.log.info(
+        { event: 'torn_down', teardown_s: seconds3(done - started), ...(envRemovedAt !== null ? { env_removed_s: seconds3(envRemovedAt - started) } : {}) },
+        'episode torn down',
+      );
+    } catch (e) {
+      // the reconciler retries what is left; the slot must not leak meanwhile
+      metrics.teardown.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
+      this.log.error({ event: 'teardown_failed', err: (e as Error).message }, 'teardown failed; the reconciler will retry');
+    } finally {
+      this.freeSlot();
+    }
+  }
+
+  private freeSlot(): void {
+    this.slot?.release();
+    this.slot = null;
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * One episode's standing at the gateway: its credential, upstream and budgets, what it has used,
+ * the requests it has open, and whether its model access has ended (and why). The budgets are
+ * decided here: a call is admitted or refused, a finished call is settled, and an end is given
+ * to the observer once and cuts every open request short.
+ */
+import type { Credential } from './credentials.js';
+import type { Door } from './door.js';
+import type { Usage } from './reassembly.js';
+import type { CallOutcome, GatewayEnd, GatewayEndReason, GatewayObserver, ModelCallRecord } from './records.js';
+import type { Budgets, Upstream } from './upstream.js';
+
+/** what a harness gets for each way model access ends */
+export const END_STATUS: Record<GatewayEndReason, number> = {
+  model_calls_exhausted: 429,
+  model_tokens_exhausted: 429,
+  model_time_exhausted: 429,
+  model_upstream_error: 502,
+  model_upstream_timeout: 504,
+};
+
+/** why a running request stopped early: set as its abort reason */
+export interface Stop {
+  kind: 'timeout' | 'stall' | 'too_large' | 'client_gone' | 'cut_short';
+  message: string;
+  /** cut_short: the code and status the harness is given */
+  code?: string;
+  status?: number;
+}
+
+interface OpenRequest {
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+export class EpisodeGate {
+  /** null until the door listens (no connection can come before) */
+  door: Door | null = null;
+  calls = 0;
+  tokens = 0;
+  /** calls forwarded upstream now */
+  forwarding = 0;
+  ended: GatewayEnd | null = null;
+  revoked = false;
+  private seq = 0;
+  private readonly requests = new Set<OpenRequest>();
+  private wallTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    readonly id: string,
+    readonly credential: Credential,
+    readonly upstream: Upstream,
+    readonly budgets: Budgets,
+    private readonly observer: GatewayObserver,
+  ) {}
+
+  /** the wall-time budget starts (when the credential is handed out) */
+  startClock(): void {
+    const s = this.budgets.wall_time_s;
+    if (s === undefined) return;
+    // held (not unref'd): a harness episode may wait on it; revoke() and close() clear it
+    this.wallTimer = setTimeout(() => this.end('model_time_exhausted', `the episode's model access passed its wall-time budget of ${s} s`), s * 1000);
+  }
+
+  /** runs one request, tracked until it settles; `handle` gets the signal that cuts it short */
+  open(handle: (signal: AbortSignal) => Promise<void>): void {
+    const abort = new AbortController();
+    const r: OpenRequest = { abort, done: Promise.resolve() };
+    this.requests.add(r);
+    r.done = handle(abort.signal).finally(() => this.requests.delete(r));
+  }
+
+  /** cuts every open request short and resolves once each has settled (its record given); the door stays for the caller */
+  async revoke(): Promise<void> {
+    this.revoked = true;
+    this.stopClock();
+    this.cutShort({ kind: 'cut_short', code: 'episode_ended', status: 410, message: 'the episode ended' });
+    await Promise.allSettled([...this.requests].map((r) => r.done));
+  }
+
+  /** ends the episode's model access on its own (a budget, the upstream): once, open requests cut short */
+  end(reason: GatewayEndReason, message: string): void {
+    if (this.ended || this.revoked) return;
+    this.ended = { reason, message };
+    this.stopClock();
+    this.cutShort({ kind: 'cut_short', code: reason, status: END_STATUS[reason], message });
+    this.observer.ended?.(this.id, this.ended);
+  }
+
+  /** a model call may go upstream (counted), or the budgets refuse it (and end access for it) */
+  admit(): GatewayEndReason | null {
+    const b = this.budgets;
+    if (b.calls !== undefined && this.calls >= b.calls) {
+      this.end('model_calls_exhausted', `the harness asked for model call ${this.calls + 1}, past the episode's budget of ${b.calls}`);
+      return 'model_calls_exhausted';
+    }
+    if (b.tokens !== undefined && this.tokens >= b.tokens) {
+      this.end('model_tokens_exhausted', `the episode used ${this.tokens} tokens, its budget is ${b.tokens}`);
+      return 'model_tokens_exhausted';
+    }
+    this.calls++;
+    return null;
+  }
+
+  /** what a finished model call means for the budgets and the episode's access */
+  settle(outcome: CallOutcome, usage: Usage | null, error: string | null): void {
+    if (usage) this.tokens += usage.total_tokens;
+    if (outcome === 'upstream_error') this.end('model_upstream_error', error ?? 'the model upstream failed');
+    else if (outcome === 'upstream_timeout') this.end('model_upstream_timeout', error ?? 'the model upstream did not answer in time');
+    else if (this.budgets.tokens !== undefined && this.tokens > this.budgets.tokens) {
+      this.end('model_tokens_exhausted', `the episode used ${this.tokens} tokens, past its budget of ${this.budgets.tokens}`);
+    }
+  }
+
+  report(record: Omit<ModelCallRecord, 'episode_id' | 'seq'>): void {
+    this.observer.call?.({ episode_id: this.id, seq: ++this.seq, ...record });
+  }
+
+  private cutShort(stop: Stop): void {
+    for (const r of this.requests) r.abort.abort(stop);
+  }
+
+  private stopClock(): void {
+    if (this.wallTimer) clearTimeout(this.wallTimer);
+    this.wallTimer = null;
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * What the shell tools and the verifier need of a container, and nothing more: start a process in
+ * it (the engine's exec API), copy files in and out (its archive API), look at a path. The Docker
+ * implementation is docker-exec.ts; tests and other backends implement the same few calls.
+ */
+
+export interface ExecRequest {
+  /** the program and its arguments (no shell is put in front) */
+  cmd: string[];
+  /** variables added to the container's own environment */
+  env?: Record<string, string>;
+  /** where the process starts; default: the image's WORKDIR */
+  workdir?: string;
+  /** user[:group] or uid[:gid]; default: the image's USER */
+  user?: string;
+  /** attach the process's standard input (write to it with ExecProcess.write) */
+  stdin?: boolean;
+}
+
+export interface OutputHandlers {
+  /** a chunk of the process's standard output, in the order the engine sent them */
+  stdout(chunk: Buffer): void;
+  /** a chunk of its standard error */
+  stderr(chunk: Buffer): void;
+  /**
+   * The connection ended: the process exited and nothing holds its output open any more, or the
+   * engine dropped it (`error`). Called once.
+   */
+  end(error?: Error): void;
+}
+
+export interface ExecProcess {
+  /** writes to the process's standard input (started with `stdin: true`) */
+  write(data: string | Buffer): void;
+  /** stops reading its output (the process blocks once its pipes fill) until resume() */
+  pause(): void;
+  resume(): void;
+  /** its exit code once the engine reports it ended; null while it runs or when the engine cannot say */
+  exitCode(): Promise<number | null>;
+  /** drops the connection: the process's standard input closes; nothing more is read */
+  close(): void;
+}
+
+/**
+ * What the engine says of a path (Docker's X-Docker-Container-Path-Stat). `mode` is Go's
+ * os.FileMode: permission bits plus type bits (PATH_MODE below).
+ */
+export interface PathStat {
+  name: string;
+  size: number;
+  mode: number;
+  mtime: string;
+  /** for a symbolic link, the path it points to (absolute, resolved in the container); else "" */
+  linkTarget: string;
+}
+
+/** Go's os.FileMode type bits, as the engine reports them. */
+export const PATH_MODE = {
+  dir: 2 ** 31,
+  symlink: 2 ** 27,
+  device: 2 ** 26,
+  namedPipe: 2 ** 25,
+  socket: 2 ** 24,
+  charDevice: 2 ** 21,
+  irregular: 2 ** 19,
+} as const;
+
+export function pathKind(mode: number): 'file' | 'dir' | 'symlink' | 'other' {
+  // bitwise operators work on 32-bit integers: the top bit (dir) survives as the sign bit
+  const has = (bit: number) => (mode & bit) !== 0;
+  if (has(PATH_MODE.dir)) return 'dir';
+  if (has(PATH_MODE.symlink)) return 'symlink';
+  return Object.values(PATH_MODE).some(has) ? 'other' : 'file';
+}
+
+export interface ContainerExec {
+  /** the container's id (or a backend's name for it), for messages */
+  readonly id: string;
+  /** starts a process; rejects with ContainerGoneError when the container is not running */
+  start(req: ExecRequest, handlers: OutputHandlers): Promise<ExecProcess>;
+  /** extracts a tar archive into the folder `dir` (which must exist) */
+  putArchive(dir: string, tar: Buffer, opts?: { copyUidGid?: boolean }): Promise<void>;
+  /** a tar archive of `path` (a file or a folder and everything in it); rejects when it does not exist */
+  getArchive(path: string): Promise<NodeJS.ReadableStream & { destroy(): void }>;
+  /** what the engine says of `path`, or null when nothing is there */
+  stat(path: string): Promise<PathStat | null>;
+}
+
+/** The container is gone or stopped: nothing can run in it any more. */
+export class ContainerGoneError extends Error {
+  override readonly name = 'ContainerGoneError';
+}

@@ -1,0 +1,19 @@
+/** The built-in shell toolset: bash, read_file and write_file in any env's container (docs/harbor.md). */
+export {
+  ContainerGoneError,
+  PATH_MODE,
+  pathKind,
+  type ContainerExec,
+  type ExecProcess,
+  type ExecRequest,
+  type OutputHandlers,
+  type PathStat,
+} from './container-exec.js';
+export { DockerContainerExec, FrameDemuxer } from './docker-exec.js';
+export { BoundedOutput, truncationMark, type BoundedText } from './bounded-output.js';
+export { KEEP_ALIVE_CMD, shellEnvContainerOptions, type ShellEnvContainer, type ShellEnvPlacement } from './container-options.js';
+export { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';
+export { killGroup, runKillable, runToEnd, type KillableResult, type RunResult } from './run-command.js';
+export { ShellSession, ShellStartError, encodeCommand, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
+export { BASH_TOOL, READ_FILE_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, SHELL_TOOL_NAMES, SHELL_TOOL_SPECS, WRITE_FILE_TOOL } from './specs.js';
+export { ShellToolset, bashText, type ShellToolOutcome, type ShellToolReply } from './toolset.js';

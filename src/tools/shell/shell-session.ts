@@ -1,0 +1,371 @@
+/**
+ * One persistent bash per episode, driven over a single attached exec (docs/harbor.md, "the
+ * shell"). The shell reads one command per line from its stdin and runs each as a job of its own:
+ *
+ * - a subshell in a process group of its own (`set -m`), stdin /dev/null, stderr into stdout; a
+ *   call past its timeout has that group killed, whatever it started with it;
+ * - when the job ends (however: `exit` included) it writes its working directory and exported
+ *   variables to a state file, which the shell applies before the next command: those carry
+ *   over between calls, as in a terminal (plain variables, functions and `set` options do not);
+ * - the shell then prints the end line (exit code and working directory) on stdout, after
+ *   everything the command wrote.
+ *
+ * A shell that died (killed, out of memory) is replaced at the next call by a new one, which
+ * starts from the state file, and the model is told. Commands travel as one line of `printf %b`
+ * escapes, so no quote or newline in a command can confuse the shell's reading of the next one.
+ */
+import { SHELL_TOOLS } from '../../defaults.js';
+import { BoundedOutput, type BoundedText } from './bounded-output.js';
+import type { ContainerExec, ExecProcess } from './container-exec.js';
+import { END_TAG, EndMarkerScanner, LineSplitter, PID_TAG, newNonce } from './end-marker.js';
+import { killGroup } from './run-command.js';
+
+const READY_TAG = '__OE_READY';
+
+/** Where a job leaves the state the next command starts from (one file per user: /tmp is shared). */
+const STATE_FILE = '/tmp/.openenv-shell-$EUID';
+
+/** `if the state file is complete (ends with its mark, of this nonce or any), apply it` */
+const applyState = (mark: string) =>
+  `if IFS= read -r -d '' __oe_s < "$__oe_file"; [[ $__oe_s == *${mark}* ]]; then __oe_x=$(compgen -e); unset -v $__oe_x; eval "$__oe_s"; fi`;
+
+/** The shell's program (bash -c). Only builtins on a call's path, but one `compgen` capture. */
+export const SHELL_BOOT = [
+  'set -m',
+  // fd 3 carries the control lines (stderr of the exec); job notices and bash's own complaints go nowhere
+  'exec 3>&2 2>/dev/null',
+  `__oe_file=${STATE_FILE}`,
+  applyState(`$'\\n'__oe_saved=`),
+  `printf '${READY_TAG} %s %s %s %s\\n' "$$" "$EUID" "\${GROUPS[0]}" "$PWD" >&3`,
+  'while IFS= read -r __oe_line; do',
+  '  __oe_nonce=${__oe_line%% *}',
+  '  printf -v __oe_cmd \'%b\' "${__oe_line#* }"',
+  '  (',
+  '    exec 2>&1 </dev/null 3>&-',
+  `    trap '{ export -p; printf "cd -- %q\\n__oe_saved=%s\\n" "$PWD" "$__oe_nonce"; } >"$__oe_file" 2>/dev/null' EXIT`,
+  '    eval "$__oe_cmd"',
+  '  ) &',
+  `  printf '${PID_TAG} %s %s\\n' "$__oe_nonce" "$!" >&3`,
+  '  wait "$!"',
+  '  __oe_rc=$?',
+  `  ${applyState('"__oe_saved=$__oe_nonce"')}`,
+  `  printf '\\n${END_TAG} %s %s %s\\n' "$__oe_nonce" "$__oe_rc" "$PWD"`,
+  'done',
+].join('\n');
+
+/** A command as one line of `printf %b` input: printable ASCII as it is, every other byte as \xHH. */
+export function encodeCommand(command: string): string {
+  const bytes = Buffer.from(command, 'utf8');
+  const parts: string[] = [];
+  for (const b of bytes) {
+    if (b === 0x5c) parts.push('\\\\');
+    else if (b >= 0x20 && b < 0x7f) parts.push(String.fromCharCode(b));
+    else parts.push(`\\x${b.toString(16).padStart(2, '0')}`);
+  }
+  return parts.join('');
+}
+
+export interface ShellSettings {
+  /** where the first shell starts; default: the image's WORKDIR */
+  workdir?: string;
+  /** the user the shell runs as; default: the image's USER */
+  user?: string;
+  /** variables added to the container's environment for the shell */
+  env?: Record<string, string>;
+}
+
+export interface ShellLimits {
+  headBytes: number;
+  tailBytes: number;
+  killGraceMs: number;
+  startTimeoutMs: number;
+}
+
+const DEFAULT_LIMITS: ShellLimits = {
+  headBytes: SHELL_TOOLS.outputHeadBytes,
+  tailBytes: SHELL_TOOLS.outputTailBytes,
+  killGraceMs: SHELL_TOOLS.killGraceMs,
+  startTimeoutMs: SHELL_TOOLS.startTimeoutMs,
+};
+
+export interface ShellRun {
+  output: BoundedText;
+  /** the command's exit code (137 for one killed at its timeout); null when the shell died under it */
+  exitCode: number | null;
+  /** the call's timeout passed: its process group was killed */
+  timedOut: boolean;
+  /** the shell itself exited while the command ran (a new one starts with the next call) */
+  shellDied: boolean;
+  /** a new shell ran this command because the previous one had exited: why; else null */
+  restartedBecause: string | null;
+  /** the shell's working directory after the command */
+  cwd: string | null;
+  durationMs: number;
+}
+
+/** The shell could not be started at all (no bash in the image, a user that does not exist, …). */
+export class ShellStartError extends Error {
+  override readonly name = 'ShellStartError';
+}
+
+interface Ready {
+  pid: number;
+  uid: number;
+  gid: number;
+  cwd: string;
+}
+
+type CallEnd = { kind: 'ended'; exitCode: number; cwd: string } | { kind: 'died'; started: boolean };
+
+interface ActiveCall {
+  nonce: string;
+  scanner: EndMarkerScanner;
+  out: BoundedOutput;
+  pid: number | null;
+  finish(end: CallEnd): void;
+}
+
+/** One bash process and its connection. */
+class ShellProcess {
+  ready: Ready | null = null;
+  /** the connection ended: the shell is gone */
+  private gone = false;
+  private why: Promise<string> | null = null;
+  private proc!: ExecProcess;
+  private call: ActiveCall | null = null;
+  /** output that came between calls (processes left in the background), shown with the next call */
+  private pending: BoundedOutput;
+  private startup: BoundedOutput;
+  private onReady: ((r: Ready) => void) | null = null;
+  private onStartFailed: ((e: Error) => void) | null = null;
+
+  private constructor(
+    private readonly exec: ContainerExec,
+    private readonly settings: ShellSettings,
+    private readonly limits: ShellLimits,
+  ) {
+    this.pending = new BoundedOutput(limits.headBytes, limits.tailBytes);
+    this.startup = new BoundedOutput(4096, 4096);
+  }
+
+  static async start(exec: ContainerExec, settings: ShellSettings, limits: ShellLimits): Promise<ShellProcess> {
+    const shell = new ShellProcess(exec, settings, limits);
+    await shell.boot();
+    return shell;
+  }
+
+  private async boot(): Promise<void> {
+    const control = new LineSplitter((line) => this.controlLine(line));
+    const readyP = new Promise<Ready>((resolve, reject) => {
+      this.onReady = resolve;
+      this.onStartFailed = reject;
+    });
+    this.proc = await this.exec.start(
+      {
+        cmd: ['bash', '--noprofile', '--norc', '-c', SHELL_BOOT],
+        stdin: true,
+        ...(this.settings.env ? { env: this.settings.env } : {}),
+        ...(this.settings.workdir ? { workdir: this.settings.workdir } : {}),
+        ...(this.settings.user ? { user: this.settings.user } : {}),
+      },
+      {
+        stdout: (c) => this.stdout(c),
+        stderr: (c) => {
+          if (!this.ready) this.startup.push(c);
+          control.push(c);
+        },
+        end: (e) => this.ended(e),
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new ShellStartError(`the shell did not start within ${this.limits.startTimeoutMs / 1000} s`)),
+        this.limits.startTimeoutMs,
+      );
+    });
+    try {
+      this.ready = await Promise.race([readyP, timeout]);
+    } catch (e) {
+      this.proc.close();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    this.proc.pause();
+  }
+
+  private controlLine(line: string): void {
+    const [tag, a, b, c, ...rest] = line.split(' ');
+    if (tag === READY_TAG && !this.ready) {
+      this.onReady?.({ pid: Number(a), uid: Number(b), gid: Number(c), cwd: rest.join(' ') });
+    } else if (tag === PID_TAG && this.call && a === this.call.nonce) {
+      this.call.pid = Number(b);
+    }
+  }
+
+  private stdout(chunk: Buffer): void {
+    if (!this.ready) {
+      this.startup.push(chunk);
+      return;
+    }
+    const call = this.call;
+    if (!call) {
+      this.pending.push(chunk);
+      return;
+    }
+    if (!call.scanner.push(chunk)) return;
+    const end = call.scanner.end!;
+    this.call = null;
+    this.proc.pause();
+    if (call.scanner.leftover.length > 0) this.pending.push(call.scanner.leftover);
+    call.finish({ kind: 'ended', exitCode: end.exitCode, cwd: end.rest });
+  }
+
+  private ended(error?: Error): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.why = (async () => {
+      if (error) return `its connection failed: ${error.message}`;
+      const code = await this.proc.exitCode().catch(() => null);
+      return code === null ? 'it exited' : `it exited with code ${code}${code === 137 ? ', killed' : ''}`;
+    })();
+    if (!this.ready) {
+      void this.why.then((why) => {
+        const said = this.startup.render().text.trim();
+        this.onStartFailed?.(
+          new ShellStartError(
+            `the shell could not start (bash --noprofile --norc: ${why})${said ? `: ${said}` : ''}; the shell tools need bash in the env's image`,
+          ),
+        );
+      });
+      return;
+    }
+    const call = this.call;
+    this.call = null;
+    if (call) {
+      call.scanner.flush();
+      call.finish({ kind: 'died', started: call.pid !== null });
+    }
+  }
+
+  get alive(): boolean {
+    return !this.gone;
+  }
+
+  /** why the shell ended (once it has) */
+  whyEnded(): Promise<string> {
+    return this.why ?? Promise.resolve('it is still running');
+  }
+
+  /** Runs one command; the caller runs one at a time. */
+  async run(command: string, timeoutMs: number): Promise<{ end: CallEnd; output: BoundedText; timedOut: boolean }> {
+    if (this.gone) return { end: { kind: 'died', started: false }, output: new BoundedOutput(0, 0).render(), timedOut: false };
+    const nonce = newNonce();
+    const out = this.pending;
+    this.pending = new BoundedOutput(this.limits.headBytes, this.limits.tailBytes);
+    let finish!: (end: CallEnd) => void;
+    const ended = new Promise<CallEnd>((resolve) => (finish = resolve));
+    const call: ActiveCall = { nonce, out, scanner: new EndMarkerScanner(nonce, out), pid: null, finish };
+    this.call = call;
+    let timedOut = false;
+    let grace: NodeJS.Timeout | undefined;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      if (call.pid !== null) void killGroup(this.exec, call.pid, this.settings.user).catch(() => {});
+      // a group that does not end when killed (or a shell that never said which group): replace the shell
+      grace = setTimeout(() => void this.kill(), call.pid !== null ? this.limits.killGraceMs : 0);
+    }, timeoutMs);
+    this.proc.resume();
+    this.proc.write(`${nonce} ${encodeCommand(command)}\n`);
+    try {
+      const end = await ended;
+      return { end, output: out.render(), timedOut };
+    } finally {
+      clearTimeout(timer);
+      clearTimeout(grace);
+    }
+  }
+
+  /** Kills the shell (its own process group) and drops the connection. */
+  async kill(): Promise<void> {
+    if (this.ready) await killGroup(this.exec, this.ready.pid, this.settings.user).catch(() => {});
+    this.proc.close();
+  }
+
+  close(): void {
+    this.proc.close();
+  }
+}
+
+/** The episode's shell: started at the first call, replaced when it dies, one call at a time. */
+export class ShellSession {
+  private shell: ShellProcess | null = null;
+  private cwd: string | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly exec: ContainerExec,
+    private readonly settings: ShellSettings = {},
+    private readonly limits: ShellLimits = DEFAULT_LIMITS,
+  ) {}
+
+  /** one at a time, in the order called */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn, fn);
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  /** A running shell: the current one, or a new one (and why the old one had to go). */
+  private async live(): Promise<{ shell: ShellProcess; restartedBecause: string | null }> {
+    if (this.closed) throw new Error('the shell session is closed');
+    if (this.shell?.alive) return { shell: this.shell, restartedBecause: null };
+    const why = this.shell ? `the previous shell had ended (${await this.shell.whyEnded()})` : null;
+    // a replacement starts in the workdir, then moves to where the last completed command left off (the state file)
+    this.shell = await ShellProcess.start(this.exec, this.settings, this.limits);
+    this.cwd = this.shell.ready!.cwd;
+    return { shell: this.shell, restartedBecause: why };
+  }
+
+  run(command: string, timeoutMs: number): Promise<ShellRun> {
+    return this.serial(async () => {
+      const started = Date.now();
+      let { shell, restartedBecause } = await this.live();
+      let result = await shell.run(command, timeoutMs);
+      if (result.end.kind === 'died' && !result.end.started) {
+        // the shell was gone before the command started: a new one runs it
+        ({ shell, restartedBecause } = await this.live());
+        result = await shell.run(command, timeoutMs);
+      }
+      const { end, output, timedOut } = result;
+      if (end.kind === 'ended') this.cwd = end.cwd;
+      return {
+        output,
+        exitCode: end.kind === 'ended' ? end.exitCode : null,
+        timedOut,
+        shellDied: end.kind === 'died',
+        restartedBecause,
+        cwd: this.cwd,
+        durationMs: Date.now() - started,
+      };
+    });
+  }
+
+  /** The shell's working directory and identity (starting the shell if none runs), for the file tools. */
+  where(): Promise<{ cwd: string; uid: number; gid: number }> {
+    return this.serial(async () => {
+      const { shell } = await this.live();
+      return { cwd: this.cwd ?? shell.ready!.cwd, uid: shell.ready!.uid, gid: shell.ready!.gid };
+    });
+  }
+
+  /** Ends the shell (its stdin closes); what its commands left running stays until the container goes. */
+  close(): Promise<void> {
+    return this.serial(async () => {
+      this.closed = true;
+      this.shell?.close();
+    });
+  }
+}

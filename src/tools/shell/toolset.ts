@@ -1,0 +1,205 @@
+/**
+ * The shell toolset of one episode: `bash`, `read_file` and `write_file` in one container,
+ * answered as an env answers /tools/call (docs/bundle-format.md, the env contract): a reply with
+ * `text` for the model, a structured `result` and `is_error` for the tool's own failures (a
+ * timeout, a missing file), or the model's mistake in its arguments (`invalid_args`). Only a
+ * container that is gone (ContainerGoneError) or a shell that cannot start (ShellStartError)
+ * is thrown: those are the env's failure, not the call's.
+ */
+import { SHELL_TOOLS } from '../../defaults.js';
+import type { ContainerExec } from './container-exec.js';
+import { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';
+import { ShellSession, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
+import { BASH_TOOL, READ_FILE_TOOL, SHELL_TOOL_NAMES, WRITE_FILE_TOOL } from './specs.js';
+
+export interface ShellToolReply {
+  /** what the model reads */
+  text: string;
+  /** the call's facts, for clients and transcripts (no copy of the output) */
+  result: Record<string, unknown>;
+  /** the tool's own failure: the model reads it as a failed call; the episode goes on */
+  is_error: boolean;
+}
+
+export type ShellToolOutcome = { kind: 'reply'; reply: ShellToolReply } | { kind: 'invalid_args' | 'tool_not_found'; message: string };
+
+const invalid = (message: string): ShellToolOutcome => ({ kind: 'invalid_args', message });
+const reply = (text: string, result: Record<string, unknown>, isError = false): ShellToolOutcome => ({
+  kind: 'reply',
+  reply: { text, result, is_error: isError },
+});
+
+/** the arguments object may hold only these keys */
+function unknownKeys(args: Record<string, unknown>, allowed: readonly string[]): string | null {
+  const extra = Object.keys(args).filter((k) => !allowed.includes(k));
+  return extra.length
+    ? `unknown argument${extra.length > 1 ? 's' : ''} ${extra.map((k) => JSON.stringify(k)).join(', ')}; the arguments are ${allowed.join(', ')}`
+    : null;
+}
+
+function stringArg(args: Record<string, unknown>, name: string): string | null {
+  return typeof args[name] === 'string' ? args[name] : null;
+}
+
+/** the text a bash call answers: its output, then what became of it */
+export function bashText(run: ShellRun, timeoutS: number): string {
+  const parts: string[] = [];
+  if (run.restartedBecause) {
+    parts.push(`[a new shell was started: ${run.restartedBecause}; its working directory and exported variables are those the last completed command left]`);
+  }
+  const out = run.output.text;
+  if (out !== '') parts.push(out.endsWith('\n') ? out.slice(0, -1) : out);
+  if (run.timedOut) {
+    parts.push(`[timed out after ${timeoutS} s: the command was killed, with every process it started${run.shellDied ? ', and the shell with it' : ''}]`);
+  } else if (run.shellDied) {
+    parts.push(
+      '[the shell exited while this command ran; the next call starts a new one, in the working directory and with the exported variables the last completed command left]',
+    );
+  } else {
+    parts.push(`[exit code ${run.exitCode}]`);
+  }
+  return parts.join('\n');
+}
+
+/** UTF-8 text, or null when the bytes are not (or hold NUL, which no text file does) */
+function asText(data: Buffer): string | null {
+  if (data.includes(0)) return null;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(data);
+  } catch {
+    return null;
+  }
+}
+
+/** the bytes of `data` up to its last complete UTF-8 character (a read cut mid-character resumes there) */
+function toCharBoundary(data: Buffer): Buffer {
+  for (let back = 1; back <= Math.min(3, data.length); back++) {
+    const byte = data[data.length - back]!;
+    if ((byte & 0xc0) === 0x80) continue;
+    const need = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    return need > back ? data.subarray(0, data.length - back) : data;
+  }
+  return data;
+}
+
+export class ShellToolset {
+  readonly session: ShellSession;
+
+  constructor(
+    private readonly exec: ContainerExec,
+    settings: ShellSettings = {},
+    limits?: ShellLimits,
+  ) {
+    this.session = new ShellSession(exec, settings, limits);
+  }
+
+  static has(name: string): boolean {
+    return SHELL_TOOL_NAMES.includes(name);
+  }
+
+  async call(name: string, args: Record<string, unknown>): Promise<ShellToolOutcome> {
+    switch (name) {
+      case BASH_TOOL:
+        return this.bash(args);
+      case READ_FILE_TOOL:
+        return this.readFile(args);
+      case WRITE_FILE_TOOL:
+        return this.writeFile(args);
+      default:
+        return { kind: 'tool_not_found', message: `no shell tool "${name}"; the shell tools are ${SHELL_TOOL_NAMES.join(', ')}` };
+    }
+  }
+
+  private async bash(args: Record<string, unknown>): Promise<ShellToolOutcome> {
+    const extra = unknownKeys(args, ['command', 'timeout_s']);
+    if (extra) return invalid(extra);
+    const command = stringArg(args, 'command');
+    if (command === null || command.trim() === '') return invalid('"command" must be a non-empty string: the command line to run');
+    if (command.includes('\0')) return invalid('"command" holds a NUL byte, which no shell command can');
+    if (Buffer.byteLength(command) > SHELL_TOOLS.maxCommandBytes) {
+      return invalid(`"command" is longer than ${SHELL_TOOLS.maxCommandBytes} bytes; write long content with write_file`);
+    }
+    const t = args.timeout_s ?? SHELL_TOOLS.defaultTimeoutS;
+    if (typeof t !== 'number' || !Number.isFinite(t) || t <= 0 || t > SHELL_TOOLS.maxTimeoutS) {
+      return invalid(`"timeout_s" must be a number of seconds above 0 and at most ${SHELL_TOOLS.maxTimeoutS}, got ${JSON.stringify(t)}`);
+    }
+    const run = await this.session.run(command, t * 1000);
+    return reply(
+      bashText(run, t),
+      {
+        exit_code: run.exitCode,
+        timed_out: run.timedOut,
+        output_bytes: run.output.totalBytes,
+        dropped_bytes: run.output.droppedBytes,
+        shell_restarted: run.restartedBecause !== null,
+        shell_died: run.shellDied,
+        cwd: run.cwd,
+        duration_s: run.durationMs / 1000,
+      },
+      run.timedOut || run.shellDied,
+    );
+  }
+
+  private async readFile(args: Record<string, unknown>): Promise<ShellToolOutcome> {
+    const extra = unknownKeys(args, ['path', 'offset', 'limit']);
+    if (extra) return invalid(extra);
+    const p = stringArg(args, 'path');
+    if (p === null || p === '' || p.includes('\0')) return invalid('"path" must be a non-empty string: the file to read');
+    const offset = args.offset ?? 0;
+    if (typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0)
+      return invalid(`"offset" must be a whole number ≥ 0, got ${JSON.stringify(offset)}`);
+    const limit = args.limit ?? SHELL_TOOLS.readDefaultBytes;
+    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > SHELL_TOOLS.readMaxBytes) {
+      return invalid(`"limit" must be a whole number from 1 to ${SHELL_TOOLS.readMaxBytes}, got ${JSON.stringify(limit)}`);
+    }
+    const { cwd } = await this.session.where();
+    const abs = resolvePath(cwd, p);
+    let slice;
+    try {
+      slice = await readFileSlice(this.exec, abs, offset, limit);
+    } catch (e) {
+      if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
+      throw e;
+    }
+    const whole = slice.offset === 0 && slice.data.length === slice.size;
+    // a read that stops inside a character ends before it: the next read starts there
+    const data = slice.offset + slice.data.length < slice.size ? toCharBoundary(slice.data) : slice.data;
+    const end = slice.offset + data.length;
+    const text = asText(data);
+    const next = end < slice.size ? end : null;
+    const result = { path: abs, size: slice.size, offset: slice.offset, bytes: data.length, encoding: text === null ? 'base64' : 'utf-8', next_offset: next };
+    if (text !== null && whole) return reply(text, result);
+    const range = `bytes ${slice.offset}–${end} of ${slice.size}${next !== null ? `; read on with offset=${next}` : ''}`;
+    if (text === null) return reply(`[read_file: ${abs} is not UTF-8 text; ${range}, base64-encoded on the next line]\n${data.toString('base64')}`, result);
+    return reply(`${text}\n[read_file: ${range}]`, result);
+  }
+
+  private async writeFile(args: Record<string, unknown>): Promise<ShellToolOutcome> {
+    const extra = unknownKeys(args, ['path', 'content']);
+    if (extra) return invalid(extra);
+    const p = stringArg(args, 'path');
+    if (p === null || p === '' || p.includes('\0')) return invalid('"path" must be a non-empty string: the file to write');
+    const content = stringArg(args, 'content');
+    if (content === null) return invalid('"content" must be a string: the complete new content of the file');
+    const data = Buffer.from(content, 'utf8');
+    if (data.length > SHELL_TOOLS.writeMaxBytes)
+      return invalid(`"content" is ${data.length} bytes, more than the ${SHELL_TOOLS.writeMaxBytes} write_file takes`);
+    const { cwd, uid, gid } = await this.session.where();
+    const abs = resolvePath(cwd, p);
+    try {
+      const { real, created } = await writeFileBytes(this.exec, abs, data, { uid, gid });
+      return reply(`wrote ${data.length} bytes to ${abs}${real !== abs ? ` (${real})` : ''}${created ? ', a new file' : ''}`, {
+        path: abs,
+        bytes: data.length,
+        created,
+      });
+    } catch (e) {
+      if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
+      throw e;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.session.close();
+  }
+}

@@ -1,0 +1,9 @@
+/** Where a verified task's files are in the env's container (Harbor's layout). */
+export const TESTS_DIR = '/tests';
+/** the verifier's entry point, in a task's tests folder */
+export const TEST_SCRIPT_NAME = 'test.sh';
+export const TEST_SCRIPT = `${TESTS_DIR}/${TEST_SCRIPT_NAME}`;
+export const REWARD_DIR = '/logs/verifier';
+export const REWARD_TXT = `${REWARD_DIR}/reward.txt`;
+export const REWARD_JSON = `${REWARD_DIR}/reward.json`;
+export const ARTIFACTS_DIR = '/logs/artifacts';

@@ -1,0 +1,64 @@
+/**
+ * Before a turn's prompt (a Harbor step's workdir/ and healthcheck): a folder of the task is
+ * copied into the env's working directory, a `setup.sh` at its top runs there (Harbor's reserved
+ * name; such scripts usually delete themselves), and a ready check runs until it passes. A
+ * failure says which part failed, with the output.
+ */
+import type { ContainerExec } from '../tools/shell/container-exec.js';
+import { runKillable, runToEnd } from '../tools/shell/run-command.js';
+import { packFolder } from './pack.js';
+import { readdir } from 'node:fs/promises';
+
+export const SETUP_SCRIPT = 'setup.sh';
+
+export interface ReadyCheck {
+  /** a shell command: exit 0 means ready */
+  command: string;
+  intervalMs: number;
+  timeoutMs: number;
+  /** attempts before the check counts as failed */
+  retries: number;
+}
+
+export interface TurnSetup {
+  /** a folder of this machine whose contents go into `workdir` */
+  upload?: string;
+  /** the env's working directory (absolute) */
+  workdir: string;
+  /** how long setup.sh may run */
+  setupTimeoutMs: number;
+  readyCheck?: ReadyCheck;
+  user?: string;
+  env?: Record<string, string>;
+}
+
+export type TurnSetupResult = { ok: true } | { ok: false; message: string; output: string };
+
+const bounds = { headBytes: 4096, tailBytes: 4096 };
+
+export async function prepareTurn(exec: ContainerExec, setup: TurnSetup): Promise<TurnSetupResult> {
+  const common = { workdir: setup.workdir, ...(setup.user ? { user: setup.user } : {}), ...(setup.env ? { env: setup.env } : {}) };
+  if (setup.upload !== undefined) {
+    const made = await runToEnd(exec, { cmd: ['mkdir', '-p', setup.workdir], ...(setup.user ? { user: setup.user } : {}) });
+    if (made.exitCode !== 0) return { ok: false, message: `could not make the working directory ${setup.workdir}`, output: made.output.text };
+    await exec.putArchive(setup.workdir, await packFolder(setup.upload, ''), { copyUidGid: false });
+    if ((await readdir(setup.upload)).includes(SETUP_SCRIPT)) {
+      const ran = await runKillable(exec, { cmd: ['bash', SETUP_SCRIPT], ...common }, setup.setupTimeoutMs, bounds);
+      if (ran.timedOut)
+        return { ok: false, message: `the turn's ${SETUP_SCRIPT} was still running after ${setup.setupTimeoutMs / 1000} s`, output: ran.output.text };
+      if (ran.exitCode !== 0) return { ok: false, message: `the turn's ${SETUP_SCRIPT} failed with exit code ${ran.exitCode}`, output: ran.output.text };
+    }
+  }
+  const check = setup.readyCheck;
+  if (check) {
+    let last = '';
+    for (let attempt = 1; attempt <= check.retries; attempt++) {
+      const ran = await runKillable(exec, { cmd: ['bash', '-c', check.command], ...common }, check.timeoutMs, bounds);
+      if (!ran.timedOut && ran.exitCode === 0) return { ok: true };
+      last = ran.output.text;
+      if (attempt < check.retries) await new Promise((r) => setTimeout(r, check.intervalMs));
+    }
+    return { ok: false, message: `the turn's ready check (${check.command}) did not pass in ${check.retries} attempt(s)`, output: last };
+  }
+  return { ok: true };
+}

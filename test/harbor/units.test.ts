@@ -1,0 +1,168 @@
+/**
+ * The engine-free parts of the shell toolset and the verifier: output bounds, the end line found
+ * however the stream is cut, the engine's frames split anywhere, commands encoded for the shell's
+ * reading (checked with this machine's own bash), reward files, turn scores and min_reward, and the
+ * create options of a shell env.
+ */
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { BoundedOutput, encodeCommand, FrameDemuxer, KEEP_ALIVE_CMD, shellEnvContainerOptions, pathKind, PATH_MODE } from '../../src/tools/shell/index.js';
+import { EndMarkerScanner } from '../../src/tools/shell/end-marker.js';
+import { combineTurnScores, meetsMinReward, parseRewardJson, parseRewardText } from '../../src/verifier/index.js';
+
+describe('BoundedOutput', () => {
+  it('keeps everything under its bounds, and the head, a mark and the tail over them', () => {
+    const small = new BoundedOutput(4, 4);
+    small.push(Buffer.from('abc'));
+    small.push(Buffer.from('defgh'));
+    expect(small.render()).toEqual({ text: 'abcdefgh', totalBytes: 8, droppedBytes: 0 });
+    const big = new BoundedOutput(4, 4);
+    for (let i = 0; i < 1000; i++) big.push(Buffer.from('0123456789'));
+    expect(big.render()).toEqual({
+      text: '0123\n[... 9992 bytes dropped: the output was 10000 bytes; its first 4 and last 4 are shown ...]\n6789',
+      totalBytes: 10000,
+      droppedBytes: 9992,
+    });
+  });
+
+  it('cuts at character boundaries and replaces what is not UTF-8', () => {
+    const o = new BoundedOutput(3, 3);
+    o.push(Buffer.from('éééééé'));
+    const r = o.render();
+    expect(r.text).toBe('é\n[... 8 bytes dropped: the output was 12 bytes; its first 2 and last 2 are shown ...]\né');
+    const bad = new BoundedOutput(100, 100);
+    bad.push(Buffer.from([0x61, 0xff, 0x62]));
+    expect(bad.render().text).toBe('a\uFFFDb');
+  });
+});
+
+describe('EndMarkerScanner', () => {
+  it('finds the end line however the stream is cut, and passes on what follows', () => {
+    const stream = Buffer.from('output line\nno newline at end\n__OE_END abc123 7 /tmp/some dir\nlater');
+    for (let cut = 1; cut < stream.length; cut++) {
+      const out = new BoundedOutput(1000, 1000);
+      const s = new EndMarkerScanner('abc123', out);
+      expect(s.push(stream.subarray(0, cut)) && cut < 49).toBe(false);
+      s.push(stream.subarray(cut));
+      expect(s.end).toEqual({ exitCode: 7, rest: '/tmp/some dir' });
+      expect(out.render().text).toBe('output line\nno newline at end');
+      expect(s.leftover.toString()).toBe('later');
+    }
+  });
+
+  it('is not fooled by another nonce, and gives back what it held when the stream ends without the line', () => {
+    const out = new BoundedOutput(1000, 1000);
+    const s = new EndMarkerScanner('abc123', out);
+    expect(s.push(Buffer.from('\n__OE_END other 0 /\n\n__OE_END abc'))).toBe(false);
+    s.flush();
+    expect(out.render().text).toBe('\n__OE_END other 0 /\n\n__OE_END abc');
+  });
+});
+
+describe('FrameDemuxer', () => {
+  it('splits stdout and stderr frames cut anywhere', () => {
+    const frame = (type: number, text: string) => {
+      const h = Buffer.alloc(8);
+      h[0] = type;
+      h.writeUInt32BE(Buffer.byteLength(text), 4);
+      return Buffer.concat([h, Buffer.from(text)]);
+    };
+    const all = Buffer.concat([frame(1, 'hello '), frame(2, 'oops'), frame(1, 'world'), frame(1, '')]);
+    for (let cut = 0; cut <= all.length; cut++) {
+      const got = { 1: '', 2: '' };
+      const d = new FrameDemuxer((s, p) => (got[s] += p.toString()));
+      d.push(all.subarray(0, cut));
+      d.push(all.subarray(cut));
+      expect(got).toEqual({ 1: 'hello world', 2: 'oops' });
+    }
+  });
+});
+
+describe('encodeCommand', () => {
+  it("gives bash's printf %b the exact bytes back: quotes, backslashes, newlines, UTF-8, control bytes", () => {
+    const commands = [
+      'echo "a b" \'c\' \\n $HOME `x`',
+      'line1\nline2\r\n\ttab',
+      'é ✓ 😀 \\x41 \\0101 %b %s',
+      '\u0001\u001b[31m\u007f',
+      'ends with backslash \\',
+    ];
+    for (const c of commands) {
+      const encoded = encodeCommand(c);
+      expect(encoded).not.toMatch(/[\n\r]/);
+      const back = execFileSync('bash', ['-c', 'printf -v x %b "$1"; printf %s "$x"', '_', encoded]);
+      expect(back.toString('utf8')).toBe(c);
+    }
+  });
+});
+
+describe('reward files', () => {
+  it('reads reward.txt as one number, reward.json as named numbers, and says what a malformed one holds', () => {
+    expect(parseRewardText(' 0.75\n')).toEqual({ scores: { reward: 0.75 }, file: 'reward.txt' });
+    expect(parseRewardText('1e0')).toEqual({ scores: { reward: 1 }, file: 'reward.txt' });
+    expect(parseRewardText('')).toEqual({ problem: '/logs/verifier/reward.txt holds "", not one number' });
+    expect(parseRewardText('NaN')).toMatchObject({ problem: expect.stringContaining('not one number') });
+    expect(parseRewardJson('{"a": 1, "b": 0.5}')).toEqual({ scores: { a: 1, b: 0.5 }, file: 'reward.json' });
+    expect(parseRewardJson('[1]')).toMatchObject({ problem: expect.stringContaining('not an object of named numbers') });
+    expect(parseRewardJson('{"a": null}')).toEqual({ problem: '/logs/verifier/reward.json\'s "a" is null, not a finite number' });
+  });
+});
+
+describe('turn scores', () => {
+  it('mean: over every turn, an unplayed turn or a missing score counting 0; final: the last turn, 0 when it was not played', () => {
+    expect(combineTurnScores('mean', [{ reward: 1 }, { reward: 0.5 }], 2)).toEqual({ reward: 0.75 });
+    expect(combineTurnScores('mean', [{ reward: 0.8 }], 3)).toEqual({ reward: 0.8 / 3 });
+    expect(combineTurnScores('mean', [{ a: 1 }, { b: 1 }], 2)).toEqual({ a: 0.5, b: 0.5 });
+    expect(combineTurnScores('final', [{ reward: 0 }, { reward: 0.5 }], 2)).toEqual({ reward: 0.5 });
+    expect(combineTurnScores('final', [{ reward: 1 }], 2)).toEqual({ reward: 0 });
+    expect(() => combineTurnScores('mean', [{}, {}, {}], 2)).toThrow(/3 turn score\(s\) for a task of 2/);
+  });
+
+  it('min_reward: a number gates the reward of the turn, a table each score it names', () => {
+    const mean = (s: Record<string, number>) => Object.values(s).reduce((a, b) => a + b, 0) / Object.values(s).length;
+    expect(meetsMinReward({ a: 1, b: 0 }, 0.5, mean)).toEqual({ ok: true });
+    expect(meetsMinReward({ a: 1, b: 0 }, 0.6, mean)).toEqual({ ok: false, why: "the turn's reward 0.5 is under its min_reward 0.6" });
+    expect(meetsMinReward({ reward: 1 }, { reward: 1 }, mean)).toEqual({ ok: true });
+    expect(meetsMinReward({ correctness: 0.4 }, { correctness: 0.5 }, mean)).toEqual({
+      ok: false,
+      why: 'the turn\'s score "correctness" is 0.4, under its min_reward 0.5',
+    });
+    expect(meetsMinReward({ other: 1 }, { reward: 0 }, mean)).toEqual({
+      ok: false,
+      why: 'the turn reported no score "reward", which min_reward requires to be at least 0',
+    });
+  });
+});
+
+describe('a shell env container', () => {
+  it('waits forever instead of the image command, under init, on its network only, limited, with no new privileges', () => {
+    const o = shellEnvContainerOptions(
+      { image: 'img:1', environment: { A: '1' }, memoryMb: 256, cpus: 0.5, pids: 64, storageMb: 1024, workdir: '/app' },
+      { name: 'n', labels: { l: 'v' }, networkName: 'net', storageLimits: true },
+    );
+    expect(o).toMatchObject({ Image: 'img:1', Cmd: [...KEEP_ALIVE_CMD], Env: ['A=1'], WorkingDir: '/app', Labels: { l: 'v' } });
+    expect(o.Entrypoint).toBeUndefined();
+    expect(o.HostConfig).toMatchObject({
+      NetworkMode: 'net',
+      Init: true,
+      Memory: 256 * 1024 * 1024,
+      MemorySwap: 256 * 1024 * 1024,
+      NanoCpus: 5e8,
+      PidsLimit: 64,
+      SecurityOpt: ['no-new-privileges:true'],
+      RestartPolicy: { Name: 'no' },
+      StorageOpt: { size: '1024M' },
+    });
+    expect(
+      shellEnvContainerOptions({ image: 'i', environment: {}, memoryMb: 6, cpus: 1, pids: 1, storageMb: 5 }, { name: 'n', labels: {}, networkName: 'net' })
+        .HostConfig!.StorageOpt,
+    ).toBeUndefined();
+  });
+
+  it("reads the engine's file modes", () => {
+    expect(pathKind(0o644)).toBe('file');
+    expect(pathKind(PATH_MODE.dir + 0o755)).toBe('dir');
+    expect(pathKind(PATH_MODE.symlink + 0o777)).toBe('symlink');
+    expect(pathKind(PATH_MODE.namedPipe + 0o600)).toBe('other');
+  });
+});

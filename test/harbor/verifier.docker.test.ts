@@ -1,0 +1,123 @@
+/**
+ * Task verifiers on real containers: the tests reach /tests only when the verifier runs (and what
+ * the agent left there, or in /logs/verifier, counts for nothing), reward.txt and reward.json
+ * become scores, a verifier that writes no reward or a malformed one is said so with its output,
+ * one that hangs is killed at its timeout with what it started, and a turn's upload, setup.sh and
+ * ready check run before it.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { runToEnd } from '../../src/tools/shell/index.js';
+import { outputTail, prepareTurn, runVerifier } from '../../src/verifier/index.js';
+import { describeDocker } from '../support/docker.js';
+import { shellBox } from './helpers.js';
+
+const dirs: string[] = [];
+/** a tests folder holding test.sh (and more files) */
+function tests(script: string, files: Record<string, string> = {}): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'verifier-test-'));
+  dirs.push(dir);
+  for (const [rel, content] of Object.entries({ 'test.sh': script, ...files })) {
+    mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    writeFileSync(path.join(dir, rel), content);
+  }
+  return dir;
+}
+
+describeDocker('a task verifier in the env container', () => {
+  const held = shellBox();
+  const sh = async (command: string) => {
+    const o = await held.shell.call('bash', { command });
+    if (o.kind !== 'reply') throw new Error(o.message);
+    return o.reply.text;
+  };
+
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('copies the tests to /tests only when it runs: absent during the episode, stale files and planted rewards removed', async () => {
+    expect(await sh('ls -d /tests /logs 2>&1; true')).toMatch(/ls: cannot access '\/tests': No such file or directory\nls: cannot access '\/logs'/);
+    // the agent plants a fake test file and a reward
+    await sh('mkdir -p /tests /logs/verifier && echo planted > /tests/extra.txt && echo 1 > /logs/verifier/reward.txt');
+    const dir = tests('ls /tests | sort | xargs; cat /tests/data/answer.txt; ls /logs/verifier | wc -l\necho 0.25 > /logs/verifier/reward.txt\n', {
+      'data/answer.txt': '42\n',
+    });
+    const out = await runVerifier(held.box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app' });
+    expect(out).toMatchObject({ status: 'scored', scores: { reward: 0.25 }, rewardFile: 'reward.txt' });
+    expect(out.run.output.text).toBe('data test.sh\n42\n0\n');
+  });
+
+  it('reads reward.json as named scores, with the verifier env and the working directory set', async () => {
+    const dir = tests('cd "$(pwd)"; printf \'{"correctness": 1, "speed": 0.5, "who": %s}\' "$(printf %s "$MODE" | wc -c)" > /logs/verifier/reward.json; pwd\n');
+    const out = await runVerifier(held.box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app', env: { MODE: 'strict' } });
+    expect(out).toMatchObject({ status: 'scored', scores: { correctness: 1, speed: 0.5, who: 6 }, rewardFile: 'reward.json' });
+    expect(out.run.output.text).toBe('/app\n');
+  });
+
+  it('says a verifier wrote no reward, with its exit code and output tail, and hints at the network when its output does', async () => {
+    const out = await runVerifier(held.box.exec, { testsDir: tests('echo "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n'), timeoutMs: 30_000 });
+    expect(out.status).toBe('invalid');
+    if (out.status !== 'invalid') return;
+    expect(out.message).toBe(
+      'the verifier (tests/test.sh, exit code 3) wrote no reward: neither /logs/verifier/reward.txt nor /logs/verifier/reward.json exists (its output suggests it needed the network, which envs do not have here: a verifier must find what it runs in the image)',
+    );
+    expect(outputTail(out.run)).toBe('curl: (6) Could not resolve host: astral.sh\n');
+  });
+
+  it.each([
+    ['reward.txt holding words', 'echo passed > /logs/verifier/reward.txt', '/logs/verifier/reward.txt holds "passed\\n", not one number'],
+    ['reward.txt holding two numbers', 'echo "1 0" > /logs/verifier/reward.txt', '/logs/verifier/reward.txt holds "1 0\\n", not one number'],
+    ['reward.json not JSON', 'echo "{correct: 1}" > /logs/verifier/reward.json', '/logs/verifier/reward.json is not JSON'],
+    ['reward.json with a string score', 'echo \'{"a": "1"}\' > /logs/verifier/reward.json', '/logs/verifier/reward.json\'s "a" is "1", not a finite number'],
+    ['reward.json empty', "echo '{}' > /logs/verifier/reward.json", '/logs/verifier/reward.json holds no score'],
+  ])('says the reward is malformed: %s', async (_what, script, message) => {
+    const out = await runVerifier(held.box.exec, { testsDir: tests(`${script}\n`), timeoutMs: 30_000 });
+    expect(out.status).toBe('invalid');
+    if (out.status === 'invalid') expect(out.message).toContain(`the verifier wrote a malformed reward: ${message}`);
+  });
+
+  it('kills a verifier that hangs at its timeout, with what it started, and says so with its output', async () => {
+    const started = Date.now();
+    const out = await runVerifier(held.box.exec, {
+      testsDir: tests('echo starting tests\n(sleep 400; echo late > /logs/verifier/reward.txt) &\nsleep 401\n'),
+      timeoutMs: 1500,
+    });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(out).toMatchObject({ status: 'timeout', message: 'the verifier (tests/test.sh) was still running after 1.5 s and was killed' });
+    expect(out.run.output.text).toBe('starting tests\n');
+    expect(await sh("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done | grep -c 'sleep 40[01]' || true")).toBe('0\n[exit code 0]');
+  });
+
+  it("keeps the verifier's output out of the shell: the model's next command sees nothing of it", async () => {
+    await runVerifier(held.box.exec, { testsDir: tests('echo SECRET-VERIFIER-OUTPUT; echo 1 > /logs/verifier/reward.txt\n'), timeoutMs: 30_000 });
+    expect(await sh('echo mine')).toBe('mine\n[exit code 0]');
+  });
+
+  it('prepares a turn: the upload lands in the working directory, setup.sh runs there, then the ready check', async () => {
+    const upload = tests('', {});
+    rmSync(path.join(upload, 'test.sh'));
+    writeFileSync(path.join(upload, 'config.txt'), 'Harbor  \n');
+    writeFileSync(path.join(upload, 'setup.sh'), 'printf "%s\\n" "$(tr -d "[:space:]" < config.txt)" > config.txt\nrm -- "$0"\n');
+    const ok = await prepareTurn(held.box.exec, {
+      upload,
+      workdir: '/app',
+      setupTimeoutMs: 10_000,
+      readyCheck: { command: 'grep -qx Harbor config.txt', intervalMs: 100, timeoutMs: 5000, retries: 2 },
+    });
+    expect(ok).toEqual({ ok: true });
+    expect(await sh('cd /app && ls && cat config.txt')).toBe('config.txt\nHarbor\n[exit code 0]');
+    const failing = await prepareTurn(held.box.exec, {
+      workdir: '/app',
+      setupTimeoutMs: 1000,
+      readyCheck: { command: 'echo not yet; false', intervalMs: 50, timeoutMs: 1000, retries: 3 },
+    });
+    expect(failing).toEqual({ ok: false, message: "the turn's ready check (echo not yet; false) did not pass in 3 attempt(s)", output: 'not yet\n' });
+  });
+
+  it('leaves the container running after it all', async () => {
+    expect((await runToEnd(held.box.exec, { cmd: ['true'] })).exitCode).toBe(0);
+  });
+});
