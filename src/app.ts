@@ -13,10 +13,11 @@ import { CLOSE_GRACE_MS, MAX_FRAME_BYTES } from './defaults.js';
 import type { RewardFn } from './episodes/reward.js';
 import { autoMaxConnections, ConnectionGuard } from './http-connections.js';
 import { loggerHygiene } from './logging.js';
-import auth, { pathTokenRewriter } from './plugins/auth.js';
+import auth, { pathTokenRewriter, tokenProblem } from './plugins/auth.js';
 import httpErrors from './plugins/errors.js';
 import openapi from './plugins/openapi.js';
 import requestLog from './plugins/request-log.js';
+import siteGuard from './plugins/site-guard.js';
 import zodSchemas from './plugins/zod-schemas.js';
 import { episodesRoutes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
@@ -67,6 +68,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     sandbox: typeof sandbox === 'string' ? sandbox : undefined,
   });
   if (!parsed.success) throw new Error(`invalid buildApp options:\n${formatZodError(parsed.error, (k) => k)}`);
+  if (token && tokenProblem(token)) throw new Error(`invalid buildApp options:\ntoken: ${tokenProblem(token)}`);
   const opts = parsed.data;
   const bundle = typeof bundleOrPath === 'string' ? await loadBundle(bundleOrPath) : bundleOrPath;
   const log = logger ?? pino({ level: opts.logLevel, ...loggerHygiene(token) });
@@ -126,6 +128,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
       socket.terminate();
     },
   });
+  await app.register(siteGuard, { allowedHosts: opts.allowedHosts, allowedOrigins: opts.allowedOrigins });
   await app.register(auth, { token });
   await app.register(infoRoutes, { runtime });
   await app.register(wsRoutes, { runtime });

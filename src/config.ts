@@ -96,6 +96,24 @@ const bool = z
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes' || v === '')
   .default(false);
 
+/** A host name as --allowed-hosts takes it: a name, `.name` (it and every name under it), or `*`. */
+const HOST_NAME = /^(\*|\.?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?)$/;
+
+/** a comma-separated list (or a list of them, from repeated flags), each item checked, then normalised */
+function commaList(item: z.ZodString | z.ZodEffects<z.ZodString>, normal: (s: string) => string) {
+  return z
+    .union([z.string(), z.array(z.string())])
+    .transform((v) =>
+      (Array.isArray(v) ? v : [v])
+        .flatMap((s) => s.split(','))
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    )
+    .pipe(z.array(item))
+    .transform((list) => list.map(normal))
+    .default([]);
+}
+
 const S = 'S';
 const N = 'N';
 
@@ -203,24 +221,20 @@ export const SERVER_OPTIONS = {
     schema: bool,
     help: 'also accept the token as a path prefix, http://host:port/t/<token>/... (for clients that send no headers; off by default because proxies log paths)',
   },
-  mcpAllowedOrigins: {
-    schema: z
-      .union([z.string(), z.array(z.string())])
-      .transform((v) =>
-        (Array.isArray(v) ? v : [v])
-          .flatMap((s) => s.split(','))
-          .map((s) => s.trim())
-          .filter((s) => s !== ''),
-      )
-      .pipe(
-        z.array(
-          z.string().refine((o) => o === '*' || normalOrigin(o) !== null, 'expected an origin such as https://console.example.com (scheme://host[:port]) or *'),
-        ),
-      )
-      .transform((list) => list.map((o) => (o === '*' ? o : normalOrigin(o)!)))
-      .default([]),
+  allowedHosts: {
+    schema: commaList(z.string().regex(HOST_NAME, 'expected a host name such as envs.example.com, .example.com (it and every name under it) or *'), (h) =>
+      h.toLowerCase().replace(/\.$/, ''),
+    ),
+    value: 'NAMES',
+    help: "host names (comma-separated; .example.com: it and every name under it; *: any) requests may name in Host besides loopback names and IP addresses, e.g. the TLS proxy's public name; any other Host gets 403 (DNS rebinding)",
+  },
+  allowedOrigins: {
+    schema: commaList(
+      z.string().refine((o) => o === '*' || normalOrigin(o) !== null, 'expected an origin such as https://console.example.com (scheme://host[:port]) or *'),
+      (o) => (o === '*' ? o : normalOrigin(o)!),
+    ),
     value: 'ORIGINS',
-    help: 'origins (comma-separated scheme://host[:port], or *) whose browser pages may call /mcp besides loopback ones; any other Origin header gets 403 (DNS rebinding)',
+    help: 'origins (comma-separated scheme://host[:port], or *) whose browser pages may call the server besides its own page and loopback pages; any other Origin header gets 403, on every route and upgrade (cross-site requests)',
   },
   sandbox: {
     schema: z.enum(['docker', 'swarm']).default('docker'),

@@ -165,6 +165,27 @@ export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
 
+// --- security (issue 26) ---
+
+/**
+ * The shortest bearer token the server takes: shorter ones are guessed, and a token of a few
+ * characters would make the log redaction (logging.ts) blank out those characters in every word.
+ */
+export const MIN_TOKEN_CHARS = 16;
+/** Nesting depth allowed in what an env answers (a tool result, scores), as MAX_ARGUMENT_DEPTH for what a model sends. */
+export const ENV_REPLY_MAX_DEPTH = 64;
+/**
+ * Env lock-down (src/sandbox/engine/hardening.ts): every env's open-file limit (soft and hard; far
+ * above what an env serving one client and a model's commands open, and kernel memory per file is
+ * under the memory limit anyway), the tmpfs at /tmp of an env with a read-only root, and under
+ * gVisor the host threads its sandbox takes of the pids cgroup: measured on Debian's runsc
+ * 2022-12 (ptrace platform), about 56 at rest and 5 per guest process (threads cost none), so
+ * `runscPidsBase + runscPidsPerProcess * pids` leaves the env its `pids`.
+ */
+export const ENV_LOCKDOWN = { nofile: 8192, readOnlyTmpMb: 64, runscPidsBase: 64, runscPidsPerProcess: 6 } as const;
+/** `eval`: the largest chat-completion reply it reads from a model endpoint (a reply of the longest context is far smaller); past it the model's reply is bad. */
+export const MODEL_REPLY_MAX_BYTES = 16 * 1024 * 1024;
+
 /**
  * The model gateway (src/gateway/): the port its doors listen on (one door per episode, bound to
  * the server's address on that episode's network; 0: a free port per door), and the bounds of one

@@ -10,12 +10,12 @@ describe('--token-file', () => {
 
   it('reads the token from the file (a mounted secret), trimmed, and wins over --token-env', () => {
     const file = join(dir, 'secret');
-    writeFileSync(file, '  s3cret-token\n');
-    expect(readToken({ tokenFile: file, tokenEnv: 'T' }, { T: 'from-env' })).toBe('s3cret-token');
+    writeFileSync(file, '  s3cret-token-from-the-file\n');
+    expect(readToken({ tokenFile: file, tokenEnv: 'T' }, { T: 'token-from-the-env-var' })).toBe('s3cret-token-from-the-file');
   });
 
   it('falls back to the variable --token-env names', () => {
-    expect(readToken({ tokenEnv: 'T' }, { T: 'from-env' })).toBe('from-env');
+    expect(readToken({ tokenEnv: 'T' }, { T: 'token-from-the-env-var' })).toBe('token-from-the-env-var');
     expect(readToken({ tokenEnv: 'T' }, {})).toBeNull();
   });
 

@@ -7,7 +7,7 @@
  * Entries are sorted, owned by 0:0 and dated 1970, so the same files give the same archive.
  */
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import dockerignore from '@balena/dockerignore';
 import { create as tarCreate } from 'tar';
@@ -46,7 +46,9 @@ export async function packList(dir: string, buildDirs: readonly string[]): Promi
     for (const name of (await readdir(path.join(root, relDir))).sort()) {
       const rel = relDir ? `${relDir}/${name}` : name;
       if (excluded(rel)) continue;
-      const st = await lstat(path.join(root, rel));
+      const st = await lstat(path.join(root, rel)).catch((e: NodeJS.ErrnoException) => {
+        throw e.code === 'ENOENT' ? new PackError(`${rel} vanished while the bundle was being listed: pack it again`) : e;
+      });
       if (st.isSymbolicLink())
         throw new PackError(
           `${rel} is a symbolic link: a bundle archive holds files and folders only; copy the file in, or list the link in ${BUNDLE_IGNORE_FILE}`,
@@ -58,6 +60,21 @@ export async function packList(dir: string, buildDirs: readonly string[]): Promi
   };
   await walk('');
   return out;
+}
+
+/** `p`'s real path: its deepest existing ancestor resolved (symlinks followed), the rest appended. */
+async function realTarget(p: string): Promise<string> {
+  const tail: string[] = [];
+  for (let at = p; ; at = path.dirname(at)) {
+    const real = await realpath(at).catch(() => null);
+    if (real !== null) return path.join(real, ...tail);
+    if (path.dirname(at) === at) return p;
+    tail.unshift(path.basename(at));
+  }
+}
+
+function relativeTo(dir: string, p: string | undefined): string {
+  return p === undefined ? 'a file' : path.relative(dir, path.resolve(dir, p)) || p;
 }
 
 export interface Packed {
@@ -80,13 +97,27 @@ export async function packBundle(dir: string, out = '.'): Promise<Packed> {
   const buildDirs = Object.values(envs).flatMap((e) => (e.build === undefined ? [] : [e.build]));
   const files = await packList(bundle.dir, buildDirs);
   const toFile = /\.(tar\.gz|tgz)$/.test(out);
+  const outKind = (await stat(out).catch(() => null))?.isDirectory();
+  if (toFile && outKind === true)
+    throw new PackError(`-o ${out} is a folder: give a file path that is not one, or the folder alone to name the archive by its hash`);
+  if (!toFile && outKind === false) throw new PackError(`-o ${out} is a file: give a folder, or a file path ending in .tar.gz or .tgz`);
   const outDir = toFile ? path.dirname(path.resolve(out)) : path.resolve(out);
-  const inside = path.relative(bundle.dir, outDir);
-  if (!inside.startsWith('..') && !path.isAbsolute(inside)) throw new PackError(`the archive would be written inside the bundle (${outDir}): pick another -o`);
+  // where it really is, through any symlink on the way: never inside the bundle
+  const real = await realTarget(outDir);
+  const inside = path.relative(bundle.dir, real);
+  if (!inside.startsWith('..') && !path.isAbsolute(inside)) {
+    throw new PackError(`the archive would be written inside the bundle (${outDir}${real === outDir ? '' : `, which is ${real}`}): pick another -o`);
+  }
   await mkdir(outDir, { recursive: true });
   const partial = path.join(outDir, `.${name}-${process.pid}-${Date.now()}.tar.gz.partial`);
   try {
-    await tarCreate({ gzip: { level: 9 }, file: partial, cwd: bundle.dir, prefix: name, portable: true, mtime: new Date(0), noDirRecurse: true }, files);
+    await tarCreate({ gzip: { level: 9 }, file: partial, cwd: bundle.dir, prefix: name, portable: true, mtime: new Date(0), noDirRecurse: true }, files).catch(
+      (e: NodeJS.ErrnoException) => {
+        if (e.code === 'ENOENT' || e.code === 'ENOTDIR')
+          throw new PackError(`${relativeTo(bundle.dir, e.path)} vanished while it was being packed: the bundle changed; nothing was written, pack it again`);
+        throw new PackError(`cannot pack ${relativeTo(bundle.dir, e.path)}: ${e.code ?? e.message}; nothing was written`);
+      },
+    );
     // what the server will do with it: an ignore rule that dropped a task file shows here
     const reloaded = await loadBundle(partial).catch((e: Error) => {
       throw new PackError(`the archive does not load as a bundle (an ignore rule left out something it needs?): ${e.message}`);

@@ -4,7 +4,8 @@
  * invalid bundle rather than failing an episode later (docs/bundle-format.md).
  */
 import { createReadStream } from 'node:fs';
-import { readFile, realpath, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { forEachLine } from '../lines.js';
 import { extractBundleArchive, looksLikeGzip, type ExtractOptions } from './archive.js';
@@ -150,6 +151,21 @@ async function resolveInside(root: string, relPath: string): Promise<{ real: str
   return { real };
 }
 
+/**
+ * A regular file's text, or null when the path is something else (a FIFO, a device, a socket, a
+ * folder): opened without blocking and checked on the open descriptor, so a FIFO named bundle.json
+ * cannot hang a reader waiting for a writer.
+ */
+async function readRegularFile(real: string): Promise<string | null> {
+  const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!(await fh.stat()).isFile()) return null;
+    return await fh.readFile('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
 /** "line L" of a JSON.parse error, when V8's message gives a position. */
 function jsonErrorLine(text: string, err: unknown): number | undefined {
   const m = /at position (\d+)/.exec((err as Error).message);
@@ -165,7 +181,12 @@ async function readManifest(dir: string, context: string): Promise<Manifest> {
   if ('problem' in where) {
     throw new BundleError({ file: 'bundle.json', message: `${where.problem}; a bundle folder holds bundle.json at its root` }, context);
   }
-  const text = await readFile(where.real, 'utf8');
+  const text = await readRegularFile(where.real);
+  if (text === null)
+    throw new BundleError(
+      { file: 'bundle.json', message: 'is not a regular file (a FIFO, a device or a folder?); a bundle folder holds bundle.json at its root' },
+      context,
+    );
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -189,7 +210,10 @@ async function readReadme(dir: string, issues: IssueCollector): Promise<string> 
     if (where.problem !== 'not found') issues.add({ file: 'README.md', message: `expected a text file in the bundle, but it ${where.problem}` });
     return '';
   }
-  return readFile(where.real, 'utf8');
+  const text = await readRegularFile(where.real);
+  if (text === null)
+    issues.add({ file: 'README.md', message: 'expected a text file in the bundle, but it is not a regular file (a FIFO, a device or a folder?)' });
+  return text ?? '';
 }
 
 /** README.md's first non-empty line, without its leading `#`s. */

@@ -5,6 +5,7 @@
  * resets told why, every episode torn down) and exits 0. The only file that listens.
  */
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { z } from 'zod';
 import { buildApp } from '../app.js';
@@ -13,6 +14,7 @@ import { checkServerOptions, isLoopback, SERVER_OPTIONS, serverOptionEnv, type S
 import { checkRecordDir } from '../console/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
+import { tokenProblem } from '../plugins/auth.js';
 import { defineCommand, EXIT, type CliIo } from './command.js';
 import { UsageError } from './options.js';
 import { exitWith } from './process-entry.js';
@@ -31,9 +33,13 @@ export function readToken(o: Pick<ServerOptions, 'tokenFile' | 'tokenEnv'>, env:
     }
     const token = text.trim();
     if (!token) throw new UsageError(`--token-file ${o.tokenFile} is empty`);
+    if (tokenProblem(token)) throw new UsageError(`--token-file ${o.tokenFile}: ${tokenProblem(token)}`);
     return token;
   }
-  return env[o.tokenEnv] || null;
+  const token = env[o.tokenEnv] || null;
+  const problem = token === null ? null : tokenProblem(token);
+  if (problem) throw new UsageError(`${o.tokenEnv}: ${problem}`);
+  return token;
 }
 
 function makeLogger(level: ServerOptions['logLevel'], token: string | null): Logger {
@@ -72,7 +78,9 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
     return EXIT.problems;
   }
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
-  const app = await buildApp(bundle, { ...appOptions, reward, token, logger: log });
+  // a --host given by name is a name the server answers to (plugins/site-guard.ts)
+  const allowedHosts = isIP(host) ? appOptions.allowedHosts : [...appOptions.allowedHosts, host.toLowerCase()];
+  const app = await buildApp(bundle, { ...appOptions, allowedHosts, reward, token, logger: log });
   if (!token) {
     log.warn(
       isLoopback(host)

@@ -56,6 +56,8 @@ export interface OpenOptions {
   /** a PEM to trust for wss:// (a self-signed certificate) */
   ca?: string | Buffer;
   headers?: Record<string, string>;
+  /** aborting (Ctrl-C) ends the handshake at once, rejecting with the signal's reason */
+  signal?: AbortSignal;
 }
 
 export interface WaitOptions {
@@ -111,8 +113,19 @@ export class ServerSession {
     const target = base.endsWith('/ws') ? base : `${base}/ws`;
     const headers = { ...(opts.headers ?? {}), ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}) };
     const ws = new WebSocket(target, { headers, ca: opts.ca, maxPayload: 64 * 1024 * 1024, handshakeTimeout: opts.timeoutMs ?? 30_000 });
+    const { signal } = opts;
     return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(new ServerSession(ws)));
+      const onAbort = () => {
+        ws.terminate();
+        reject(signal!.reason as Error);
+      };
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      ws.once('close', () => signal?.removeEventListener('abort', onAbort));
+      ws.once('open', () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(new ServerSession(ws));
+      });
       ws.once('unexpected-response', (_req, res) => {
         const hint = res.statusCode === 401 ? ' (the server needs its bearer token)' : '';
         reject(new SessionError('connection_lost', `the server refused the WebSocket at ${target}: HTTP ${res.statusCode}${hint}`, res.statusCode));

@@ -2,13 +2,19 @@
  * HTTP calls to one env inside its episode network, each with a deadline (the env contract's
  * shapes: src/protocol/env-contract.ts).
  */
-import { ENV_REPLY_MAX_BYTES } from '../defaults.js';
+import { ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
+import { readBoundedText } from '../bounded-body.js';
+import { jsonDepthExceeds } from '../json.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
   override readonly name = 'EnvCallError';
   constructor(
-    /** wrong_env: the answer did not come from this episode's env (see sandbox/env-identity.ts) */
+    /**
+     * wrong_env: the answer did not come from this episode's env (see sandbox/env-identity.ts);
+     * too_large: an answer past what the server reads (ENV_REPLY_MAX_BYTES, or nested deeper than
+     * ENV_REPLY_MAX_DEPTH); bad_response: one it cannot use (not JSON, a redirect)
+     */
     readonly kind: 'timeout' | 'unreachable' | 'bad_response' | 'aborted' | 'wrong_env' | 'too_large',
     message: string,
     readonly status?: number,
@@ -26,35 +32,6 @@ export interface EnvResponse {
 /** One call to an env with its deadline; rejects with an EnvCallError when no usable answer came. */
 export interface EnvCaller {
   request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse>;
-}
-
-/**
- * An env's answer, read up to `max` bytes: an env that streams without end (or answers a
- * gigabyte) costs the server at most that much; past it the connection is dropped.
- */
-async function readBounded(res: Response, max: number): Promise<string> {
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (declared > max) {
-    void res.body?.cancel().catch(() => {});
-    throw new EnvCallError('too_large', `a body of ${declared} bytes, over the ${max / 1024 / 1024} MiB an env answer may have`);
-  }
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      void reader.cancel().catch(() => {});
-      throw new EnvCallError('too_large', `a body over the ${max / 1024 / 1024} MiB an env answer may have`);
-    }
-    chunks.push(value);
-  }
-  return chunks.length === 1
-    ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString('utf8')
-    : Buffer.concat(chunks).toString('utf8');
 }
 
 export class EnvClient implements EnvCaller {
@@ -83,9 +60,21 @@ export class EnvClient implements EnvCaller {
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: combined,
+        // an env's redirect is never followed: it would make the server fetch any URL (a service
+        // on the host's loopback, the server's own API, another episode's env) for the env
+        redirect: 'manual',
       });
     } catch (e) {
       throw this.classify(e, timeout, path, signal);
+    }
+    if (res.status >= 300 && res.status < 400) {
+      void res.body?.cancel().catch(() => {});
+      const to = res.headers.get('location');
+      throw new EnvCallError(
+        'bad_response',
+        `env answered ${method} ${path} with a redirect (HTTP ${res.status}${to ? ` to ${JSON.stringify(to.slice(0, 200))}` : ''}): the server never follows an env's redirect`,
+        res.status,
+      );
     }
     if (this.secret) {
       const problem = this.identityProblem(res, nonce);
@@ -94,19 +83,29 @@ export class EnvClient implements EnvCaller {
         throw new EnvCallError('wrong_env', `${method} ${path} was answered by something other than this episode's env: ${problem}`, res.status);
       }
     }
-    let text: string;
+    let read: Awaited<ReturnType<typeof readBoundedText>>;
     try {
-      text = await readBounded(res, ENV_REPLY_MAX_BYTES);
+      read = await readBoundedText(res, ENV_REPLY_MAX_BYTES);
     } catch (e) {
-      if (e instanceof EnvCallError) throw new EnvCallError(e.kind, `env answered ${method} ${path} with ${e.message}`, res.status);
       throw this.classify(e, timeout, path, signal);
     }
+    if ('over' in read) {
+      throw new EnvCallError(
+        'too_large',
+        `env answered ${method} ${path} with a body over the ${ENV_REPLY_MAX_BYTES / 1024 / 1024} MiB an env answer may have`,
+        res.status,
+      );
+    }
+    const text = read.text;
     let parsed: unknown = null;
     if (text.length > 0) {
       try {
         parsed = JSON.parse(text);
       } catch {
         throw new EnvCallError('bad_response', `env answered ${method} ${path} with ${res.status} and a body that is not JSON`, res.status, text.slice(0, 500));
+      }
+      if (jsonDepthExceeds(parsed, ENV_REPLY_MAX_DEPTH)) {
+        throw new EnvCallError('too_large', `env answered ${method} ${path} with JSON nested deeper than ${ENV_REPLY_MAX_DEPTH} levels`, res.status);
       }
     }
     return { status: res.status, body: parsed };

@@ -5,6 +5,8 @@
  * never as the env's and never as a score.
  */
 import { z } from 'zod';
+import { readBoundedText } from '../bounded-body.js';
+import { MODEL_REPLY_MAX_BYTES } from '../defaults.js';
 import type { FunctionTool } from '../rows/build.js';
 
 export const ToolCallSchema = z.object({
@@ -88,19 +90,22 @@ export class ChatModel {
     const timeoutMs = Math.min(this.o.timeoutMs, PROBE_TIMEOUT_MS);
     const deadline = AbortSignal.timeout(timeoutMs);
     let res: Response;
-    let text: string;
+    let read: Awaited<ReturnType<typeof readBoundedText>>;
     try {
       res = await fetch(url, {
         headers: { accept: 'application/json', ...(this.o.apiKey ? { authorization: `Bearer ${this.o.apiKey}` } : {}) },
         signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
       });
-      text = await res.text();
+      read = await readBoundedText(res, MODEL_REPLY_MAX_BYTES);
     } catch (e) {
       if (signal?.aborted) throw e;
       if (deadline.aborted) throw new ModelError('model_timeout', `the model endpoint did not answer GET ${url} within ${timeoutMs / 1000} s`);
       const err = e as Error & { cause?: { code?: string; message?: string } };
       throw new ModelError('model_unreachable', `cannot reach the model at ${url}: ${err.cause?.message ?? err.cause?.code ?? err.message}`);
     }
+    if ('over' in read)
+      throw new ModelError('model_bad_reply', `the model endpoint answered GET ${url} with more than ${MODEL_REPLY_MAX_BYTES / 1024 / 1024} MiB: not read`);
+    const text = read.text;
     if (res.status === 401 || res.status === 403) {
       throw new ModelError(
         'model_http_error',
@@ -139,7 +144,7 @@ export class ChatModel {
     const deadline = AbortSignal.timeout(timeoutMs);
     const both = signal ? AbortSignal.any([signal, deadline]) : deadline;
     let res: Response;
-    let text: string;
+    let read: Awaited<ReturnType<typeof readBoundedText>>;
     try {
       res = await fetch(this.endpoint, {
         method: 'POST',
@@ -147,13 +152,20 @@ export class ChatModel {
         body: JSON.stringify(body),
         signal: both,
       });
-      text = await res.text();
+      read = await readBoundedText(res, MODEL_REPLY_MAX_BYTES);
     } catch (e) {
       if (signal?.aborted) throw e;
       if (deadline.aborted) throw new ModelError('model_timeout', `the model did not answer within model_timeout (${timeoutMs / 1000} s)`);
       const err = e as Error & { cause?: { code?: string; message?: string } };
       throw new ModelError('model_unreachable', `cannot reach the model at ${this.endpoint}: ${err.cause?.message ?? err.cause?.code ?? err.message}`);
     }
+    if ('over' in read) {
+      throw new ModelError(
+        'model_bad_reply',
+        `the model endpoint answered HTTP ${res.status} with more than ${MODEL_REPLY_MAX_BYTES / 1024 / 1024} MiB, more than any chat completion: not read`,
+      );
+    }
+    const text = read.text;
     if (!res.ok) {
       throw new ModelError('model_http_error', `the model endpoint answered HTTP ${res.status}: ${text.replace(/\s+/g, ' ').slice(0, 300)}`);
     }

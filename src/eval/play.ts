@@ -12,6 +12,7 @@
 import { END_TURN_TOOL } from '../bundle/index.js';
 import { ServerSession, SessionError } from '../client/session.js';
 import type { TaskRow as ServerTaskRow } from '../protocol/bundle.js';
+import { MAX_FRAME_BYTES } from '../defaults.js';
 import type { ServerFrame } from '../protocol/frames.js';
 import type { CallObservation, Ending, Failure, ResetObservation, StepOutcome } from '../protocol/observations.js';
 import type { PromptRow } from '../rows/build.js';
@@ -122,6 +123,11 @@ function resetOf(frame: ServerFrame): ResetObservation {
   throw new EnvError('server_error', "reset: the answer is not a reset's observation");
 }
 
+/** a tool call the model got wrong, answered to it as the server answers bad arguments */
+function modelMistake(name: string, message: string): StepOutcome<StepObservation> {
+  return { observation: { tool_name: name, result: null, error: { error_type: 'invalid_args', message } }, reward: null, done: false };
+}
+
 function stepOf(frame: ServerFrame, what: string): StepOutcome<StepObservation> {
   const out = outcomeOf(frame, what);
   const o = out.observation;
@@ -170,14 +176,23 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     return true;
   };
   const step = async (name: string, args: unknown, modelTurn: number) => {
-    const frame = await socket!.call(name, args, { timeoutMs: s.toolTimeoutMs + REPLY_SLACK_MS, what: '--tool-timeout', signal });
-    const out = stepOf(frame, `tool ${name}`);
+    // The model's own mistakes are its tool errors, as the server answers a bad argument: a call
+    // too large for a frame is not sent (the server would close the session), and a call the
+    // server refuses as malformed (an empty tool name) is answered to the model; the episode goes on.
+    const bytes = Buffer.byteLength(JSON.stringify({ type: 'step', data: { type: 'call_tool', tool_name: name, arguments: args } }));
+    let out: StepOutcome<StepObservation>;
+    if (bytes > MAX_FRAME_BYTES) {
+      out = modelMistake(name, `the call is ${bytes} bytes of JSON, over the ${MAX_FRAME_BYTES / 1024 / 1024} MiB a step may have: not sent`);
+    } else {
+      const frame = await socket!.call(name, args, { timeoutMs: s.toolTimeoutMs + REPLY_SLACK_MS, what: '--tool-timeout', signal });
+      out = frame.type === 'error' && frame.data.code === 'VALIDATION_ERROR' ? modelMistake(name, frame.data.message) : stepOf(frame, `tool ${name}`);
+    }
     const o = out.observation;
     const err = 'tool_name' in o ? o.error : null;
     rec.tool_calls.push({
       model_turn: modelTurn,
       name,
-      arguments: args,
+      arguments: bytes > MAX_FRAME_BYTES ? `[${bytes} bytes, not sent]` : args,
       is_error: err !== null || ('tool_name' in o && o.result?.is_error === true),
       error_type: err?.error_type ?? null,
     });
@@ -192,7 +207,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (!done) throw new EnvError('server_error', `the episode did not end after ${MAX_EMPTY_TURNS} end_turn calls`);
   };
   try {
-    socket = await ServerSession.open(s.url, { token: s.token, timeoutMs: s.resetTimeoutMs });
+    socket = await ServerSession.open(s.url, { token: s.token, timeoutMs: s.resetTimeoutMs, signal });
     const reset = resetOf(
       await socket.reset(
         { split: task.split, index: task.index, reset_timeout_s: s.resetTimeoutMs / 1000 },

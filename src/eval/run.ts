@@ -95,7 +95,12 @@ export async function runEval(args: EvalSettings, secrets: EvalSecrets, signal: 
   }
   const out = args.out;
   await prepareOut(out);
-  await writeFile(path.join(out, 'episodes.jsonl'), '');
+  // created, never truncated: an earlier run's episodes are not lost to a repeated --out
+  await writeFile(path.join(out, 'episodes.jsonl'), '', { flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
+    throw e.code === 'EEXIST'
+      ? new EvalError(`${out} holds an earlier run's episodes.jsonl: pass another --out (or move that folder away); nothing was changed`)
+      : e;
+  });
   const play = { url: args.url, token, maxTurns: args.maxTurns, toolTimeoutMs: args.toolTimeout * 1000, resetTimeoutMs: args.resetTimeout * 1000 };
 
   const records: EpisodeRecord[] = [];

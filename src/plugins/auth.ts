@@ -7,6 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { MIN_TOKEN_CHARS } from '../defaults.js';
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
@@ -15,6 +16,13 @@ function digest(s: string): Buffer {
 /** Constant-time whatever the lengths: both sides are hashed to 32 bytes first. */
 export function tokenMatches(given: string, expected: string): boolean {
   return timingSafeEqual(digest(given), digest(expected));
+}
+
+/** Why a token cannot guard the server (too short to be secret), or null when it can. */
+export function tokenProblem(token: string): string | null {
+  const n = [...token].length;
+  if (n >= MIN_TOKEN_CHARS) return null;
+  return `the token is ${n} character${n === 1 ? '' : 's'} long: a token shorter than ${MIN_TOKEN_CHARS} characters is guessed (and the log redaction would blank its characters out of every word); make one with \`openssl rand -hex 32\``;
 }
 
 export function bearerOf(header: string | undefined): string | null {
@@ -34,12 +42,18 @@ export function isOpenPath(method: string, path: string): boolean {
   return OPEN_PATHS.has(path) || path === '/' || path === '/web' || path.startsWith('/web/');
 }
 
-export function unauthorized(reply: FastifyReply, message: string): FastifyReply {
-  // a refused request's body is never read: the connection closes once the 401 is written
-  // (keep-alive would read and discard all of it first, however large)
+/**
+ * A refused request's body is never read: the connection closes once the refusal is written
+ * (keep-alive would read and discard all of it first, however large).
+ */
+export function closeUnreadBody(reply: FastifyReply): FastifyReply {
   const h = reply.request.headers;
   if ((h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined) reply.header('connection', 'close');
-  return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message });
+  return reply;
+}
+
+export function unauthorized(reply: FastifyReply, message: string): FastifyReply {
+  return closeUnreadBody(reply).code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message });
 }
 
 /** What the `/t/<token>/` prefix of a request's path said (set by the URL rewriter, before routing). */

@@ -7,26 +7,15 @@
  * - OpenEnv's JSON-RPC dialect (src/sessions/mcp-service.ts): everything else. Every answer is
  *   HTTP 200 with a JSON-RPC body, but a notification's (202, no body).
  *
- * A browser page from an origin that is not allowed (`--mcp-allowed-origins`, loopback pages
- * always) gets 403 on either: the DNS-rebinding rule of the MCP spec.
+ * A browser page from an origin that is not allowed gets 403 on either, as on every route
+ * (plugins/site-guard.ts): the DNS-rebinding rule of the MCP spec.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isLoopback, normalOrigin } from '../config.js';
 import { RpcCode, RpcRequestSchema, RpcResponseSchema, rpcError } from '../protocol/jsonrpc.js';
 import { classifyMcpPost, MCP_SESSION_HEADER, MCP_VERSION_HEADER } from '../protocol/mcp-standard.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import type { McpHttpAnswer } from '../sessions/mcp-standard-sessions.js';
 import { dropReply, withClientGone } from './client-gone.js';
-
-/** Whether a request with this `Origin` header may use /mcp: none (not a browser), a loopback page, or a listed origin. */
-export function originAllowed(origin: string | undefined, allowed: readonly string[]): boolean {
-  if (origin === undefined) return true;
-  if (allowed.includes('*')) return true;
-  const normal = normalOrigin(origin);
-  if (normal === null) return false;
-  const host = new URL(normal).hostname.replace(/^\[(.*)\]$/, '$1');
-  return isLoopback(host) || allowed.includes(normal);
-}
 
 function header(req: FastifyRequest, name: string): string | undefined {
   const v = req.headers[name.toLowerCase()];
@@ -41,7 +30,6 @@ function send(reply: FastifyReply, ans: McpHttpAnswer) {
 
 export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: OpenEnvRuntime }): Promise<void> {
   const { mcp, mcpStandard } = runtime.sessions;
-  const allowedOrigins = runtime.options.mcpAllowedOrigins;
   // The body is parsed here, not by fastify, so bad JSON is a JSON-RPC parse error (HTTP 200).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
@@ -62,12 +50,6 @@ export async function mcpRoutes(app: FastifyInstance, { runtime }: { runtime: Op
           clients ? `Invalid request: ${(err as Error).message}` : 'Internal error; see the server log',
         ),
       );
-  });
-  app.addHook('onRequest', async (req, reply) => {
-    const origin = header(req, 'origin');
-    if (originAllowed(origin, allowedOrigins)) return;
-    req.log.info({ event: 'mcp_origin_refused', origin }, 'mcp request from an origin that is not allowed');
-    return reply.code(403).send(rpcError(null, RpcCode.INVALID_REQUEST, `Forbidden: origin ${origin} may not use /mcp; allow it with --mcp-allowed-origins`));
   });
 
   app.post(

@@ -19,11 +19,17 @@ import { get, playEchoEpisode } from './helpers.js';
 import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 import { freePort } from '../../scripts/lib/free-port.js';
 import { waitFor } from '../../scripts/lib/wait.js';
+import { chromium } from 'playwright-core';
+import { fixtureGolden } from '../support/fixture-policy.js';
+import { startScriptedModel } from '../support/scripted-model.js';
 
 const ROOT = process.cwd();
 const LOCAL_NGINX_IMAGE = process.env.OPENENV_TEST_NGINX_IMAGE ?? 'openenv-local/nginx:1';
 const IMAGE = 'openenv-bundle-server:compose-test';
 const LABEL_INSTANCE = 'io.openenv.bundle-server.instance';
+/** the proxy's public name, as a browser reaches it (Chromium maps it to 127.0.0.1) */
+const PUBLIC_NAME = 'envs.test';
+const CHROMIUM = process.env.OPENENV_TEST_CHROMIUM ?? '/usr/bin/chromium';
 
 function hasCommand(cmd: string): boolean {
   try {
@@ -113,7 +119,8 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   beforeAll(async () => {
     execFileSync('bash', ['docker/make-local-nginx-base.sh', LOCAL_NGINX_IMAGE], { stdio: 'inherit' });
     execFileSync('bash', ['docker/prepare-prebuilt.sh'], { stdio: 'inherit' });
-    execFileSync('bash', ['deploy/make-self-signed-cert.sh', certDir], { stdio: 'inherit' });
+    // valid for envs.test too: the proxy's public name in the console's test (issue 26)
+    execFileSync('bash', ['deploy/make-self-signed-cert.sh', certDir, PUBLIC_NAME], { stdio: 'inherit' });
     ca = readFileSync(join(certDir, 'tls.crt'));
     const [port, tlsPort] = [await freePort(), await freePort()];
     plain = `http://127.0.0.1:${port}`;
@@ -140,6 +147,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       TLS_PORT: String(tlsPort),
       TLS_CERT_DIR: certDir,
       OPENENV_EDGE_SUBNET: `10.212.${Math.floor(Math.random() * 250)}.0/29`,
+      OPENENV_ALLOWED_HOSTS: PUBLIC_NAME,
       OPENENV_SHUTDOWN_TIMEOUT: '20',
       OPENENV_STOP_GRACE_PERIOD: '40s',
     };
@@ -204,7 +212,9 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   it('logs JSON, not a crash, when started on a terminal without the dev-only pretty printer', async () => {
     // `docker run -it` gives the server a TTY; pino-pretty is a dev dependency, absent here
     const out = await new Promise<{ code: number | null; text: string }>((resolve) => {
-      const p = spawn('docker', ['run', '--rm', '-t', '-e', 'AGENTENV_TOKEN=x', IMAGE, '/bundles/none', '--host', '0.0.0.0'], { env });
+      const p = spawn('docker', ['run', '--rm', '-t', '-e', 'AGENTENV_TOKEN=a-token-long-enough-to-pass', IMAGE, '/bundles/none', '--host', '0.0.0.0'], {
+        env,
+      });
       let text = '';
       p.stdout.on('data', (d) => (text += d));
       p.stderr.on('data', (d) => (text += d));
@@ -319,6 +329,76 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(valueOf(fams, 'openenv_episode_reward_sum', { split: 'train' })).toBe(1.5);
     expect(valueOf(fams, 'openenv_episode_networks')).toBe(0);
   });
+
+  it('the console in a browser and `eval` through the TLS proxy: the public name and its own page pass the cross-site checks; a foreign name gets 403', async () => {
+    if (!existsSync(CHROMIUM) && !IN_CI) {
+      console.warn(`\n!!! no Chromium at ${CHROMIUM}: the console part of this test is skipped (apt-get install -y chromium) !!!\n`);
+    } else {
+      const profile = mkdtempSync(join(tmpdir(), 'openenv-chromium-'));
+      const ctx = await chromium.launchPersistentContext(profile, {
+        executablePath: CHROMIUM,
+        headless: true,
+        ignoreHTTPSErrors: true,
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', `--host-resolver-rules=MAP ${PUBLIC_NAME} 127.0.0.1, MAP evil.test 127.0.0.1`],
+      });
+      try {
+        const page = await ctx.newPage();
+        const site = `https://${PUBLIC_NAME}:${new URL(tls).port}`;
+        await page.goto(`${site}/web/#/playground/fx-echo-0`);
+        await page.getByTestId('token-input').fill(token);
+        await page.getByTestId('token-submit').click();
+        // a POST from the page (Origin https://envs.test:<port>, the server speaks http behind the proxy): its own page
+        await expect.poll(() => page.getByTestId('chosen-task').textContent(), { timeout: 30_000 }).toBe('fx-echo-0');
+        await page.getByTestId('start').click();
+        await page.getByTestId('playground').waitFor({ timeout: 60_000 });
+        await page.close();
+        // a name the server does not answer to, through the same proxy: refused before the page loads
+        const foreign = await ctx.newPage();
+        const answer = await foreign.goto(`https://evil.test:${new URL(tls).port}/web/`);
+        expect(answer?.status()).toBe(403);
+        expect(await foreign.textContent('body')).toContain('forbidden_host');
+        await foreign.close();
+      } finally {
+        await ctx.close();
+        rmSync(profile, { recursive: true, force: true });
+      }
+      // the playground's episode ended with its page
+      await waitFor(() => labelledResources(`${LABEL_INSTANCE}=${instance}`).containers.length === 0, 30_000, "the playground's env torn down", 250);
+    }
+
+    // eval through the proxy (NODE_EXTRA_CA_CERTS trusts its certificate), the model a scripted one on this host
+    const model = await startScriptedModel(fixtureGolden);
+    const out = mkdtempSync(join(tmpdir(), 'openenv-compose-eval-'));
+    try {
+      const r = await run(
+        process.execPath,
+        [
+          'dist/cli/openenv-bundle.js',
+          'eval',
+          tls,
+          '--model-url',
+          model.url,
+          '--model',
+          'scripted',
+          '--split',
+          'eval',
+          '--token-var',
+          'EVAL_TOKEN',
+          '--out',
+          join(out, 'run'),
+        ],
+        { PATH: process.env.PATH, EVAL_TOKEN: token, NODE_EXTRA_CA_CERTS: join(certDir, 'tls.crt') },
+      );
+      expect(r).toContain('wrote');
+      const summary = JSON.parse(readFileSync(join(out, 'run', 'summary.json'), 'utf8'));
+      expect(summary).toMatchObject({ tasks: 2, played: 2, failures: { total: 0 } });
+      expect(summary.scored.mean).toBeCloseTo(0.5, 12);
+    } finally {
+      await model.close();
+      rmSync(out, { recursive: true, force: true });
+    }
+    await waitFor(() => labelledResources(`${LABEL_INSTANCE}=${instance}`).containers.length === 0, 30_000, "eval's envs torn down", 250);
+  }, 180_000);
 
   it('a server killed mid-episode comes back, and its startup sweep removes the env and network it left (leaving them itself)', async () => {
     const c = await WsClient.open(plain, token);

@@ -69,7 +69,7 @@ afterAll(async () => {
 });
 
 describe('eval on the fixture bundle', () => {
-  const TOKEN = 'eval-test-token';
+  const TOKEN = 'eval-test-token-8c2e';
   const s = processSuiteServer({ maxConcurrentEnvs: 3, token: TOKEN }, { bundle: FIXTURE_BUNDLE });
   const env = { EVAL_TOKEN: TOKEN };
   let model: ScriptedModel;

@@ -53,7 +53,7 @@ const init = (version = '2025-06-18') => ({
 describe('standard MCP on the fixture bundle', () => {
   const record = mkdtempSync(join(tmpdir(), 'openenv-mcp-record-'));
   afterAll(() => rmSync(record, { recursive: true, force: true }));
-  const s = processSuiteServer({ maxConcurrentEnvs: 2, token: TOKEN, mcpAllowedOrigins: 'https://agents.example.com', record });
+  const s = processSuiteServer({ maxConcurrentEnvs: 2, token: TOKEN, allowedOrigins: 'https://agents.example.com', record });
 
   it('the official SDK plays a task to its reward: initialize, instructions, tools/list, tools/call, the reward in structuredContent', async () => {
     const { client, transport } = await sdkClient(s.url, 'task_id=fx-echo-0');
@@ -170,7 +170,7 @@ describe('standard MCP on the fixture bundle', () => {
 
     const foreign = await post(s.url, init(), { origin: 'http://evil.example' }, '/mcp?task_id=fx-echo-0');
     expect(foreign.status).toBe(403);
-    expect(JSON.stringify(foreign.body)).toContain('--mcp-allowed-origins');
+    expect(JSON.stringify(foreign.body)).toContain('--allowed-origins');
     // the dialect is guarded too
     expect((await post(s.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'http://evil.example' })).status).toBe(403);
     // loopback pages and listed origins pass

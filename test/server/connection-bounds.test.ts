@@ -50,7 +50,7 @@ async function health(url: string, under: string): Promise<number> {
 
 /** a client that sends one header byte every `everyMs` and never finishes its request */
 function slowLoris(socket: Socket, everyMs: number): () => void {
-  const text = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(10_000);
+  const text = 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ' + 'a'.repeat(10_000);
   let i = 0;
   const t = setInterval(() => {
     if (socket.destroyed) return clearInterval(t);
@@ -78,7 +78,7 @@ describe('every socket has a deadline', () => {
 
   it('a body sent slower than --request-timeout is cut; an answer that takes longer than it (a reset waiting for a slot) is not', async () => {
     const slowBody = await rawConnect(s.url);
-    slowBody.socket.write('POST /episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{');
+    slowBody.socket.write('POST /episodes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{');
     const drip = setInterval(() => !slowBody.socket.destroyed && slowBody.socket.write(' '), 200);
     stops.push(() => clearInterval(drip));
     expect(await health(s.url, 'a body dripping one byte every 200 ms')).toBe(200);
@@ -122,7 +122,7 @@ describe('at --max-connections', () => {
     for (let i = 0; i < max * 3; i++) {
       const c = await rawConnect(s.url);
       // slower than the headers timeout lets through: every one of them would stay forever
-      c.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n');
+      c.socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
       clients.push(c);
     }
     // every connection past the bound made room for itself (the server may see the last one a moment after its client)
@@ -141,7 +141,7 @@ describe('an unauthenticated body is not read', () => {
   it('a 100 MB POST without a token gets its 401 and the connection closes long before the body is sent', async () => {
     const total = 100 * 1024 * 1024;
     const c = await rawConnect(s.url);
-    c.socket.write(`POST /episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${total}\r\n\r\n`);
+    c.socket.write(`POST /episodes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${total}\r\n\r\n`);
     const chunk = Buffer.alloc(1024 * 1024, 0x20);
     let sent = 0;
     let closed = false;
@@ -167,9 +167,9 @@ describe('the server closes with idle, half-sent and abandoned connections open'
     const s = await startProcessServer({ token: TOKEN });
     const idle = await rawConnect(s.url);
     const half = await rawConnect(s.url);
-    half.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n');
+    half.socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
     const stream = await rawConnect(s.url);
-    stream.socket.write(`GET /console/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
+    stream.socket.write(`GET /console/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
     await waitFor(() => stream.received().includes('200'), 10_000, 'the stream answered');
     // a reader that went away without closing (its process stopped reading)
     stream.socket.pause();
@@ -218,7 +218,7 @@ describe('small things a user hit', () => {
       const c = await rawConnect(s.url);
       const body = '{"task_id":"fx-echo-0"}';
       c.socket.write(
-        `POST /episodes HTTP/1.1\r\nHost: x\r\n${type ? `Content-Type: ${type}\r\n` : ''}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        `POST /episodes HTTP/1.1\r\nHost: 127.0.0.1\r\n${type ? `Content-Type: ${type}\r\n` : ''}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
       );
       expect(await within(c.closed, 10_000)).toBe(true);
       const [head, text] = c.received().split('\r\n\r\n');

@@ -50,7 +50,7 @@ describeDocker('SIGTERM with idle and abandoned connections', () => {
       ctl.abort();
       // a reader that stopped reading without closing
       const stalled = await rawConnect(srv.url);
-      stalled.socket.write(`GET /console/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
+      stalled.socket.write(`GET /console/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
       await waitFor(() => stalled.received().includes('200'), 10_000, 'the stream answered');
       stalled.socket.pause();
 

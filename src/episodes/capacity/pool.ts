@@ -500,9 +500,10 @@ export class WarmPool {
 
 async function httpCheck(env: PooledEnv): Promise<boolean> {
   try {
-    const res = await fetch(`${env.handle.baseUrl}${env.spec.readyPath}`, { signal: AbortSignal.timeout(WARM_POOL.handoutCheckMs) });
-    await res.arrayBuffer().catch(() => undefined);
-    return res.ok;
+    // a redirect is not followed (it is a broken env), nor is the body read (it carries nothing)
+    const res = await fetch(`${env.handle.baseUrl}${env.spec.readyPath}`, { signal: AbortSignal.timeout(WARM_POOL.handoutCheckMs), redirect: 'manual' });
+    await res.body?.cancel().catch(() => undefined);
+    return res.status === 200;
   } catch {
     return false;
   }

@@ -1,0 +1,292 @@
+/**
+ * Env lock-down (docs/security.md, Envs locked down): what every env gets, what a bundle env may
+ * ask for by name, and the engine settings that say it, for both backends. Nothing here talks to
+ * the engine: `dockerLockdown` gives the Docker backend's HostConfig (and the container's User),
+ * `swarmLockdown` the swarm backend's ContainerSpec and resource limits, `granted` what `check`
+ * and the console show. Each default was proven on the engine (test/security/lockdown.docker.test.ts):
+ *
+ * - capabilities: all dropped but DEFAULT_CAPABILITIES, the short set a shell and common images
+ *   need as root (install packages, chown, run a command as another user, signal it); a bundle adds
+ *   more by name, never one of REFUSED_CAPABILITIES (each lets a container reach the host);
+ * - `no-new-privileges`: a setuid binary gains nothing;
+ * - an init process (the engine's docker-init) as PID 1: it reaps orphaned zombies and passes
+ *   signals on, so an env's process need not be written to be PID 1;
+ * - ulimits: open files (ENV_LOCKDOWN.nofile) and no core dumps. Processes are bounded by the pids
+ *   limit (a cgroup, per container), not RLIMIT_NPROC: the kernel counts that per user id across the
+ *   whole host (two envs running as uid 1000 would share one budget, so one env's fork bomb would
+ *   starve the other) and ignores it for root;
+ * - memory (no swap above it), CPU and pids as the manifest's resources say. Under gVisor (runsc)
+ *   the sandbox's own host threads count against the pids cgroup (about 56 at rest and 5 per guest
+ *   process, measured), so the limit given to the engine is scaled to leave the env its `pids`;
+ * - root filesystem: writable (the image's), or read-only with a size-bounded tmpfs at /tmp (its
+ *   pages count against the memory limit);
+ * - user: the image's, or the one the bundle names.
+ *
+ * Where it plugs in (not yet wired): the Docker backend's container creation spreads
+ * `dockerLockdown(...).hostConfig` into its HostConfig (replacing its own Memory, MemorySwap,
+ * NanoCpus, PidsLimit, Init and SecurityOpt) and sets `user` as the container's User; the swarm
+ * backend's service creation spreads `swarmLockdown(...).containerSpec` into its ContainerSpec and
+ * `.limits` into Resources.Limits (the engine's API version from `docker.version()`); the manifest
+ * takes `EnvSecuritySchema` as an env's `security`, and the EnvSpec carries it with the runtime.
+ */
+import type Dockerode from 'dockerode';
+import { z } from 'zod';
+import { ENV_LOCKDOWN } from '../../defaults.js';
+
+/** Linux capabilities by the names Docker takes (without CAP_). */
+export const LINUX_CAPABILITIES = [
+  'AUDIT_CONTROL',
+  'AUDIT_READ',
+  'AUDIT_WRITE',
+  'BLOCK_SUSPEND',
+  'BPF',
+  'CHECKPOINT_RESTORE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'DAC_READ_SEARCH',
+  'FOWNER',
+  'FSETID',
+  'IPC_LOCK',
+  'IPC_OWNER',
+  'KILL',
+  'LEASE',
+  'LINUX_IMMUTABLE',
+  'MAC_ADMIN',
+  'MAC_OVERRIDE',
+  'MKNOD',
+  'NET_ADMIN',
+  'NET_BIND_SERVICE',
+  'NET_BROADCAST',
+  'NET_RAW',
+  'PERFMON',
+  'SETFCAP',
+  'SETGID',
+  'SETPCAP',
+  'SETUID',
+  'SYSLOG',
+  'SYS_ADMIN',
+  'SYS_BOOT',
+  'SYS_CHROOT',
+  'SYS_MODULE',
+  'SYS_NICE',
+  'SYS_PACCT',
+  'SYS_PTRACE',
+  'SYS_RAWIO',
+  'SYS_RESOURCE',
+  'SYS_TIME',
+  'SYS_TTY_CONFIG',
+  'WAKE_ALARM',
+] as const;
+export type Capability = (typeof LINUX_CAPABILITIES)[number];
+
+/**
+ * What every env keeps, each for something a shell or a common image does as root (proven one by
+ * one: dropping it makes that fail):
+ * CHOWN (chown, tar and apt keeping owners), DAC_OVERRIDE (root reading and writing files it does
+ * not own), FOWNER (chmod and utime on files of other users), FSETID (keeping setgid bits), KILL
+ * (signalling a command run as another user, e.g. on a timeout), SETGID and SETUID (`su`,
+ * `setpriv`, apt dropping to its `_apt` user). Docker's defaults also keep NET_RAW (raw packets on
+ * the episode network, ARP spoofing), MKNOD, AUDIT_WRITE, SETFCAP, SETPCAP, NET_BIND_SERVICE (not
+ * needed: the engine lets any user bind a port below 1024 in a container) and SYS_CHROOT: dropped.
+ */
+export const DEFAULT_CAPABILITIES: readonly Capability[] = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'];
+
+/**
+ * Never granted, whatever a bundle asks: each breaks the container's walls (mounts and namespaces,
+ * kernel modules, raw devices and memory, open_by_handle_at on the host's filesystem, eBPF and
+ * perf, the host's clock, log and accounting, the LSMs) or lifts the bounds (SYS_RESOURCE).
+ */
+export const REFUSED_CAPABILITIES: readonly Capability[] = [
+  'SYS_ADMIN',
+  'SYS_MODULE',
+  'SYS_RAWIO',
+  'SYS_BOOT',
+  'SYS_TIME',
+  'SYS_PACCT',
+  'SYS_TTY_CONFIG',
+  'SYS_RESOURCE',
+  'DAC_READ_SEARCH',
+  'MAC_ADMIN',
+  'MAC_OVERRIDE',
+  'BPF',
+  'PERFMON',
+  'SYSLOG',
+  'AUDIT_CONTROL',
+  'AUDIT_READ',
+  'CHECKPOINT_RESTORE',
+  'LINUX_IMMUTABLE',
+  'WAKE_ALARM',
+  'BLOCK_SUSPEND',
+];
+
+const CapabilityName = z
+  .string()
+  .transform((s) => s.toUpperCase().replace(/^CAP_/, ''))
+  .pipe(z.enum(LINUX_CAPABILITIES, { errorMap: () => ({ message: 'expected a Linux capability name such as NET_RAW or SYS_PTRACE' }) }))
+  .refine(
+    (c) => !REFUSED_CAPABILITIES.includes(c),
+    (c) => ({ message: `${c} is never granted to an env: it lets a container reach the host` }),
+  );
+
+/** `1000`, `1000:1000`, or a user (and group) name the image knows */
+const USER = /^([a-z_][a-z0-9_-]{0,31}|\d{1,10})(:([a-z_][a-z0-9_-]{0,31}|\d{1,10}))?$/;
+
+/**
+ * What a bundle env may ask for beyond the defaults, by name (bundle.json's `envs.<name>.security`,
+ * to be wired into the manifest's schema): more capabilities, a read-only root (with a tmpfs at
+ * /tmp of `tmp_mb`), a user.
+ */
+export const EnvSecuritySchema = z
+  .object({
+    capabilities: z.array(CapabilityName).default([]).describe('capabilities added to the default set, e.g. ["NET_RAW", "SYS_PTRACE"]'),
+    root: z.enum(['writable', 'read-only']).default('writable').describe("the root filesystem: the image's, writable, or read-only with a tmpfs at /tmp"),
+    tmp_mb: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(`size of the tmpfs at /tmp when root is read-only (counts against memory_mb; default ${ENV_LOCKDOWN.readOnlyTmpMb})`),
+    user: z
+      .string()
+      .regex(USER, 'expected a user id, uid:gid, or a user name of the image')
+      .optional()
+      .describe("the user the env runs as (default: the image's)"),
+  })
+  .strict();
+export type EnvSecurity = z.output<typeof EnvSecuritySchema>;
+
+/** The runtimes an env may run under: the engine's default (runc), or gVisor (runsc, registered with the engine). */
+export type EnvRuntime = 'runc' | 'runsc';
+
+export interface LockdownInput {
+  resources: { memoryMb: number; cpus: number; pids: number };
+  /** what the bundle asked for (EnvSecuritySchema's output); absent: the defaults */
+  security?: EnvSecurity;
+  /** absent: the engine's default runtime */
+  runtime?: EnvRuntime;
+}
+
+/** What an env was granted, for `check` and the console to show. */
+export interface Granted {
+  capabilities: Capability[];
+  /** capabilities added to the defaults because the bundle asked */
+  added: Capability[];
+  no_new_privileges: boolean;
+  init: boolean;
+  root: 'writable' | 'read-only';
+  tmp_mb: number | null;
+  user: string | null;
+  runtime: EnvRuntime;
+  memory_mb: number;
+  cpus: number;
+  pids: number;
+  nofile: number;
+  /** what the backend asked for cannot be enforced on this engine, each with why */
+  not_enforced: string[];
+}
+
+function capabilitiesOf(security: EnvSecurity | undefined): { all: Capability[]; added: Capability[] } {
+  const added = [...new Set(security?.capabilities ?? [])].filter((c) => !DEFAULT_CAPABILITIES.includes(c)).sort();
+  return { all: [...DEFAULT_CAPABILITIES, ...added].sort(), added };
+}
+
+/** The pids limit given to the engine: the env's own, plus what gVisor's sandbox takes of it under runsc. */
+export function enginePidsLimit(pids: number, runtime: EnvRuntime | undefined): number {
+  return runtime === 'runsc' ? ENV_LOCKDOWN.runscPidsBase + ENV_LOCKDOWN.runscPidsPerProcess * pids : pids;
+}
+
+function tmpMb(security: EnvSecurity | undefined): number | null {
+  return security?.root === 'read-only' ? (security.tmp_mb ?? ENV_LOCKDOWN.readOnlyTmpMb) : null;
+}
+
+const ULIMITS = [
+  { Name: 'nofile', Soft: ENV_LOCKDOWN.nofile, Hard: ENV_LOCKDOWN.nofile },
+  { Name: 'core', Soft: 0, Hard: 0 },
+];
+
+/** The Docker backend's settings: spread `hostConfig` into the container's HostConfig, set `user` as its User when given. */
+export function dockerLockdown(input: LockdownInput): { hostConfig: Dockerode.HostConfig; user?: string } {
+  const { resources: r, security } = input;
+  const memory = r.memoryMb * 1024 * 1024;
+  const tmp = tmpMb(security);
+  const hostConfig: Dockerode.HostConfig = {
+    CapDrop: ['ALL'],
+    CapAdd: capabilitiesOf(security).all,
+    SecurityOpt: ['no-new-privileges:true'],
+    Init: true,
+    Ulimits: ULIMITS.map((u) => ({ ...u })),
+    Memory: memory,
+    // equal to Memory: no swap on top of the limit, so "out of memory" means the limit
+    MemorySwap: memory,
+    NanoCpus: Math.round(r.cpus * 1e9),
+    PidsLimit: enginePidsLimit(r.pids, input.runtime),
+    ReadonlyRootfs: tmp !== null,
+    ...(tmp !== null ? { Tmpfs: { '/tmp': `rw,nosuid,nodev,mode=1777,size=${tmp}m` } } : {}),
+    ...(input.runtime === 'runsc' ? { Runtime: 'runsc' } : {}),
+  };
+  return security?.user ? { hostConfig, user: security.user } : { hostConfig };
+}
+
+/** The first engine API version whose swarm services take `no-new-privileges` (Docker 25). */
+export const SWARM_NO_NEW_PRIVILEGES_API = '1.44';
+
+function apiAtLeast(version: string, wanted: string): boolean {
+  const [a = 0, b = 0] = version.split('.').map(Number);
+  const [c = 0, d = 0] = wanted.split('.').map(Number);
+  return a > c || (a === c && b >= d);
+}
+
+/**
+ * The swarm backend's settings: spread `containerSpec` into the service's ContainerSpec and
+ * `limits` into its Resources.Limits. `apiVersion` is the engine's (`docker version`'s API
+ * version): older engines silently ignore what they do not know, so what they cannot enforce is
+ * said in `not_enforced` instead of being sent.
+ */
+export function swarmLockdown(
+  input: LockdownInput,
+  apiVersion: string,
+): { containerSpec: Dockerode.ContainerSpec; limits: { MemoryBytes: number; NanoCPUs: number; Pids: number }; not_enforced: string[] } {
+  const { resources: r, security } = input;
+  const tmp = tmpMb(security);
+  const notEnforced: string[] = [];
+  const nnp = apiAtLeast(apiVersion, SWARM_NO_NEW_PRIVILEGES_API);
+  if (!nnp)
+    notEnforced.push(`no-new-privileges: swarm services take it from engine API ${SWARM_NO_NEW_PRIVILEGES_API} (Docker 25); this engine speaks ${apiVersion}`);
+  // swarm has no per-service runtime: gVisor there is the nodes' default runtime (daemon.json)
+  if (input.runtime === 'runsc') notEnforced.push("runtime runsc: a swarm service cannot choose its runtime; make runsc the nodes' default-runtime");
+  const containerSpec: Dockerode.ContainerSpec = {
+    CapabilityDrop: ['ALL'],
+    CapabilityAdd: capabilitiesOf(security).all.map((c) => `CAP_${c}`),
+    Init: true,
+    Ulimits: ULIMITS.map((u) => ({ ...u })),
+    ReadOnly: tmp !== null,
+    ...(tmp !== null ? { Mounts: [{ Type: 'tmpfs', Source: '', Target: '/tmp', TmpfsOptions: { SizeBytes: tmp * 1024 * 1024, Mode: 0o1777 } }] } : {}),
+    ...(security?.user ? { User: security.user } : {}),
+    ...(nnp ? { Privileges: { NoNewPrivileges: true } as Dockerode.ContainerSpec['Privileges'] } : {}),
+  };
+  return {
+    containerSpec,
+    limits: { MemoryBytes: r.memoryMb * 1024 * 1024, NanoCPUs: Math.round(r.cpus * 1e9), Pids: r.pids },
+    not_enforced: notEnforced,
+  };
+}
+
+/** What an env gets, in the words `check` and the console use; `notEnforced` from swarmLockdown on swarm. */
+export function granted(input: LockdownInput, notEnforced: string[] = []): Granted {
+  const caps = capabilitiesOf(input.security);
+  return {
+    capabilities: caps.all,
+    added: caps.added,
+    no_new_privileges: !notEnforced.some((n) => n.startsWith('no-new-privileges')),
+    init: true,
+    root: input.security?.root ?? 'writable',
+    tmp_mb: tmpMb(input.security),
+    user: input.security?.user ?? null,
+    runtime: input.runtime ?? 'runc',
+    memory_mb: input.resources.memoryMb,
+    cpus: input.resources.cpus,
+    pids: input.resources.pids,
+    nofile: ENV_LOCKDOWN.nofile,
+    not_enforced: notEnforced,
+  };
+}
