@@ -11,6 +11,7 @@ import { loadBundle, type LoadedBundle } from './bundle/index.js';
 import { formatZodError, OptionsSchema, type ServerOptionsInput } from './config.js';
 import { CLOSE_GRACE_MS, MAX_FRAME_BYTES } from './defaults.js';
 import type { RewardFn } from './episodes/reward.js';
+import { refuseEpisodeSources } from './gateway/index.js';
 import { autoMaxConnections, ConnectionGuard } from './http-connections.js';
 import { loggerHygiene } from './logging.js';
 import auth, { pathTokenRewriter, tokenProblem } from './plugins/auth.js';
@@ -104,6 +105,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     ...(opts.tokenInPath && token ? { rewriteUrl: pathTokenRewriter(token) } : {}),
   });
   app.decorate('openenv', runtime);
+  // with the gateway on, envs are meant to reach the server: never its API, only their doors
+  if (runtime.modelAccess && opts.sandbox === 'docker') refuseEpisodeSources(app.server, opts.subnetPool);
   const connections = new ConnectionGuard(app.server, {
     max: opts.maxConnections || autoMaxConnections(opts.maxConcurrentEnvs),
     headersTimeoutMs: opts.headersTimeout * 1000,

@@ -8,7 +8,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
-import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, LANE_SHARE, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
+import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, GATEWAY, LANE_SHARE, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
 import { LANES, type Lane } from './protocol/lanes.js';
 
 /** One option of a command, declared once: type and default, help, spelling. */
@@ -264,6 +264,49 @@ export const SERVER_OPTIONS = {
     value: 'DIR',
     help: "folder to append every ended episode's transcript to, one JSON line each, in a daily file episodes-YYYY-MM-DD.jsonl",
   },
+  modelUrl: {
+    schema: z
+      .string()
+      .url()
+      .refine((u) => /^https?:$/.test(new URL(u).protocol), 'expected an http:// or https:// URL')
+      .optional(),
+    value: 'URL',
+    help: "the model API (an OpenAI- or Anthropic-style base, e.g. http://127.0.0.1:30000/v1) every episode's env may call through the model gateway, with a credential of its own (docs/gateway.md)",
+  },
+  model: { schema: z.string().min(1).optional(), value: 'NAME', help: 'the model every call through the gateway names upstream, whatever the env asked for' },
+  modelKeyEnv: {
+    schema: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+      .optional(),
+    value: 'NAME',
+    help: "environment variable holding --model-url's API key, sent upstream as Authorization: Bearer (it never reaches an env)",
+  },
+  modelFromReset: {
+    schema: bool,
+    help: "a reset may name its episode's model upstream (reset data `model`: base_url, headers, model), e.g. a trainer's per-rollout session; the server connects to whatever URL a client gives",
+  },
+  gatewayPort: {
+    schema: z.coerce.number().int().min(0).max(65535).default(GATEWAY.port),
+    value: 'PORT',
+    help: "port of each episode's gateway door, on the server's address in that episode's network (0: a free port per door)",
+  },
+  modelCallTimeout: {
+    schema: seconds(GATEWAY.callTimeoutMs / 1000),
+    value: S,
+    help: 'seconds one model call through the gateway may take, start to end (a stream too); past it the episode fails (model_upstream_timeout)',
+  },
+  modelCalls: { schema: z.coerce.number().int().positive().optional(), value: N, help: 'model calls an episode may make through the gateway; past it the episode fails (model_calls_exhausted)' },
+  modelTokens: {
+    schema: z.coerce.number().int().positive().optional(),
+    value: N,
+    help: 'tokens (input and output, as the upstream reports them) an episode may use; past it the episode fails (model_tokens_exhausted)',
+  },
+  modelTime: {
+    schema: z.coerce.number().positive().finite().optional(),
+    value: S,
+    help: "seconds from an episode's deploy after which its model access ends and the episode fails (model_time_exhausted)",
+  },
   logLevel: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     value: 'LEVEL',
@@ -320,6 +363,7 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
       message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
     });
   }
+  checkGatewayOptions(o, ctx);
   const pool = parseCidr(o.subnetPool);
   if ('problem' in pool) return;
   const networks = episodeNetworks(pool.prefix);
@@ -332,6 +376,20 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
       message: `the subnet pool ${o.subnetPool} holds ${networks} episode networks, fewer than --max-concurrent-envs ${o.maxConcurrentEnvs}`,
     });
   }
+}
+
+/** The model gateway's options against the rest: what it cannot serve yet is refused at start. */
+function checkGatewayOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void {
+  const on = o.modelUrl !== undefined || o.modelFromReset;
+  const issue = (path: string, message: string) => ctx.addIssue({ code: z.ZodIssueCode.custom, path: [path], message });
+  if (!on) {
+    for (const k of ['model', 'modelKeyEnv', 'modelCalls', 'modelTokens', 'modelTime'] as const) {
+      if (o[k] !== undefined) issue(k, 'takes effect only with the model gateway on: give --model-url or --model-from-reset');
+    }
+    return;
+  }
+  if (o.sandbox === 'swarm') issue('sandbox', 'the model gateway opens its doors on Docker bridges: --sandbox swarm does not serve it yet');
+  if (o.warmPool > 0) issue('warmPool', "the model gateway issues each episode's credential at its deploy: a warm pool's envs are deployed before their episode, so the two do not go together yet");
 }
 
 /** Options as the CLI and the environment give them. */

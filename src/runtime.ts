@@ -13,6 +13,8 @@ import { WarmPool } from './episodes/capacity/pool.js';
 import type { EpisodeSettings } from './episodes/episode.js';
 import { EpisodeHistory } from './console/history.js';
 import { EpisodeManager } from './episodes/manager.js';
+import { ModelAccess } from './episodes/model-access.js';
+import { ipv4Forwarding, ModelGateway, UpstreamSchema, wildcardListenPorts, type GatewayObserver } from './gateway/index.js';
 import { checkRecordDir, EpisodeRecorder } from './console/recorder.js';
 import { makeReward, type RewardFn } from './episodes/reward.js';
 import { Metrics } from './metrics.js';
@@ -50,6 +52,8 @@ export interface OpenEnvRuntime {
   history: EpisodeHistory;
   /** --record: every ended episode's transcript appended to a daily JSONL file */
   recorder: EpisodeRecorder | null;
+  /** the model gateway's side of episodes (--model-url or --model-from-reset), else null */
+  modelAccess: ModelAccess | null;
   /** the reward as /bundle reports it: a rule's name, or "custom" */
   rewardName: string;
   /** resolves when the engine answered, leftovers were swept and every env image exists */
@@ -67,6 +71,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   // a folder that cannot take the records is refused now, not at the first ended episode
   if (opts.record) await checkRecordDir(opts.record);
   let sandbox: Sandbox;
+  /** where this process reaches envs from (what an env could reach through it), when it made a Docker sandbox */
+  let placement: 'host' | 'container' | null = null;
   if (ro.sandbox) {
     sandbox = ro.sandbox;
   } else {
@@ -88,6 +94,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;
+    if (opts.sandbox === 'docker') placement = made.attachedTo ? 'container' : 'host';
     if (made.attachedTo) {
       log.info(
         { container: made.attachedTo.slice(0, 12), sandbox: opts.sandbox },
@@ -129,6 +136,22 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   });
   const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
   const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
+  const gatewayLog = log.child({ component: 'gateway' });
+  const modelAccess = makeModelAccess(opts, sandbox, gatewayLog, {
+    // every call goes into its episode's transcript (the console, --record), before its teardown ends
+    call: (r) => {
+      history.onModelCall(r);
+      gatewayLog.debug({ event: 'model_call', episode_id: r.episode_id, seq: r.seq, api: r.api, status: r.status, outcome: r.outcome, ms: r.latency_ms, usage: r.usage }, 'model call');
+    },
+    ended: (id, end) => manager.get(id)?.modelAccessEnded(end.reason, end.message),
+  });
+  if (modelAccess) {
+    gatewayLog.info(
+      { event: 'gateway_on', model_url: opts.modelUrl ?? null, model: opts.model ?? null, from_reset: opts.modelFromReset, port: opts.gatewayPort },
+      "the model gateway is on: each episode's env gets a credential and a door on its network",
+    );
+    warnOfExposure(placement, gatewayLog);
+  }
   if (opts.warmPool > 0) {
     pool = new WarmPool({
       size: opts.warmPool,
@@ -154,6 +177,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       log,
       metrics,
       observer: history,
+      ...(modelAccess ? { modelAccess } : {}),
     },
     log,
   );
@@ -270,6 +294,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     await ready.catch(() => undefined);
     await drain();
     manager.stopReconciler();
+    await modelAccess?.close();
     sessions.stop();
     await recorder?.flush();
     if (!ro.sandbox) await sandbox.close();
@@ -288,10 +313,45 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     sessions,
     history,
     recorder,
+    modelAccess,
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
     ready,
     unhealthy,
     drain,
     close,
   };
+}
+
+/** the gateway and the episodes' side of it, when the server has a model upstream or takes one per reset */
+function makeModelAccess(opts: ServerOptions, sandbox: Sandbox, log: Logger, observer: GatewayObserver): ModelAccess | null {
+  if (opts.modelUrl === undefined && !opts.modelFromReset) return null;
+  if (!sandbox.modelDoors) throw new Error('--model-url / --model-from-reset: this sandbox opens no model gateway door on its networks (the Docker sandbox does)');
+  const headers: Record<string, string> = {};
+  if (opts.modelKeyEnv !== undefined) {
+    const key = process.env[opts.modelKeyEnv];
+    if (!key) throw new Error(`--model-key-env ${opts.modelKeyEnv}: that environment variable is not set`);
+    headers.authorization = `Bearer ${key}`;
+  }
+  const defaultUpstream = opts.modelUrl ? UpstreamSchema.parse({ base_url: opts.modelUrl, headers, ...(opts.model ? { model: opts.model } : {}) }) : null;
+  const budgets = {
+    ...(opts.modelCalls !== undefined ? { calls: opts.modelCalls } : {}),
+    ...(opts.modelTokens !== undefined ? { tokens: opts.modelTokens } : {}),
+    ...(opts.modelTime !== undefined ? { wall_time_s: opts.modelTime } : {}),
+  };
+  const gateway = new ModelGateway({ observer, limits: { port: opts.gatewayPort, callTimeoutMs: opts.modelCallTimeout * 1000 } });
+  return new ModelAccess({ gateway, defaultUpstream, defaultModel: opts.model ?? null, fromReset: opts.modelFromReset, budgets });
+}
+
+/** what, besides its door, an episode's env could reach through this process's namespace (docs/gateway.md), said at start */
+function warnOfExposure(placement: 'host' | 'container' | null, log: Logger): void {
+  if (placement === 'host') {
+    const ports = wildcardListenPorts();
+    if (ports.length > 0)
+      log.warn(
+        { event: 'gateway_exposure', wildcard_ports: ports },
+        `host services listening on every address answer an env at its bridge's host address too (ports ${ports.join(', ')}): bind them to specific addresses, run the server in a container, or add the input rule of docs/gateway.md`,
+      );
+  } else if (placement === 'container' && ipv4Forwarding() === true) {
+    log.warn({ event: 'gateway_exposure', ip_forward: true }, "this container forwards IPv4: run it with sysctl net.ipv4.ip_forward=0 (compose.yaml does), so no env's packet is routed on to its other networks");
+  }
 }

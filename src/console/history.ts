@@ -9,6 +9,7 @@
  * recorded) nor a task's hidden `data` (only the reset observation is).
  */
 import type { Action } from '../protocol/frames.js';
+import type { ModelCall } from '../protocol/model.js';
 import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, StreamMessage, Transcript, TranscriptEvent } from '../protocol/console.js';
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from '../episodes/episode.js';
@@ -158,6 +159,14 @@ export class EpisodeHistory implements EpisodeObserver {
     this.live.delete(ep.id);
     this.finishing.set(ep.id, l);
     this.keepEnded(l);
+  }
+
+  /** a model call the episode's env made through the gateway (the gateway's observer); given before the episode is torn down */
+  onModelCall(call: ModelCall): void {
+    const l = this.live.get(call.episode_id) ?? this.finishing.get(call.episode_id);
+    if (!l) return;
+    const { episode_id: _id, ...rest } = call;
+    this.push(l, { kind: 'model_call', at: new Date(call.started_at).toISOString(), ...rest, request: call.request ?? null, response: call.response ?? null });
   }
 
   // ---- reading -----------------------------------------------------------------------------

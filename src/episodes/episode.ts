@@ -37,6 +37,7 @@ import { fmtS, seconds3 } from '../time.js';
 import { EnvLease, type EnvLeaseDeps } from './capacity/env-lease.js';
 import { EnvInspector } from './diagnosis.js';
 import { EnvCallError, EnvClient, type EnvCaller } from './env-client.js';
+import type { ModelAccess } from './model-access.js';
 import { resetObservation, textResult, toolError } from './outcomes.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 
@@ -63,6 +64,8 @@ export interface EpisodeDeps extends EnvLeaseDeps {
   observer?: EpisodeObserver;
   /** how the episode calls its env (default: an EnvClient over HTTP to the env's baseUrl) */
   connect?: (handle: EnvHandle) => EnvCaller;
+  /** the model gateway's side of episodes (a credential per env, issued at deploy, revoked before teardown) */
+  modelAccess?: ModelAccess;
 }
 
 /** Callbacks at the points of an episode's life; a throwing callback is logged and ignored. */
@@ -102,6 +105,8 @@ export class Episode {
   private teardownStarted = false;
   /** a step reply has told the client the episode is done */
   private endReported = false;
+  /** its model access ended while it deployed: it fails once running */
+  private modelEnd: { reason: FailureReason; message: string } | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly t: { queued?: number; deployed?: number; running?: number; ended?: number } = {};
   private readonly now: () => number;
@@ -199,7 +204,7 @@ export class Episode {
     metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
     this.phase = 'deploying';
     try {
-      await this.resetEnv(await this.lease.env(this.abort.signal)).catch(async (e: unknown) => {
+      await this.resetEnv(await this.lease.env(this.abort.signal, this.deps.modelAccess?.doorFor(this.id))).catch(async (e: unknown) => {
         // a pooled env that died before the first observation: a fresh one, once
         if (!(await this.pooledEnvDied(e))) throw e;
         await this.resetEnv(await this.lease.replaceDeadPooledEnv(this.abort.signal));
@@ -226,7 +231,14 @@ export class Episode {
     this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
     const outcome = resetObservation(this, this.tools, this.timings());
     this.notify((o) => o.onReset?.(this, outcome));
+    if (this.modelEnd) this.modelAccessEnded(this.modelEnd.reason, this.modelEnd.message);
     return outcome;
+  }
+
+  /** its model access ended on its own (a budget spent, the upstream failed): the episode fails with that reason */
+  modelAccessEnded(reason: FailureReason, message: string): void {
+    if (this.phase === 'deploying') this.modelEnd = { reason, message };
+    else if (this.phase === 'running') this.fail(reason, 'model', message, null);
   }
 
   /** Attaches to the env (its client, its death signal) and calls its /reset. */
@@ -571,6 +583,8 @@ export class Episode {
     // abort an in-flight deploy first, so it removes what it made before the lease looks
     this.abort.abort();
     try {
+      // model calls in flight are cut short (and recorded) before the env goes
+      await this.deps.modelAccess?.revoke(this.id).catch((e: unknown) => this.log.error({ err: (e as Error).message }, 'revoking the model credential failed'));
       await this.lease.release();
     } finally {
       // the step that ended the episode (its env died, its episode timed out) reports after

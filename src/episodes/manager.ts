@@ -11,6 +11,7 @@ import { DEFAULT_LANE } from '../protocol/lanes.js';
 import { isAbortError } from '../abort.js';
 import type { ResetObservation, StepOutcome, Transport } from '../protocol/observations.js';
 import { Episode, type EpisodeDeps } from './episode.js';
+import { modelAsk } from './model-access.js';
 
 export class EpisodeManager {
   private readonly live = new Map<string, Episode>();
@@ -70,8 +71,10 @@ export class EpisodeManager {
       throw new ShuttingDownError();
     }
     let task: Task;
+    let model;
     try {
       task = this.pickTask(data);
+      model = modelAsk(this.deps.modelAccess, data);
     } catch (e) {
       this.deps.metrics.resets.inc({ outcome: 'invalid' });
       throw e;
@@ -82,6 +85,7 @@ export class EpisodeManager {
     // the lane: the reset's own priority, else its split's (--split-priority), else normal
     const lane = data.priority ?? this.deps.settings.splitLanes.get(task.split) ?? DEFAULT_LANE;
     const ep = new Episode(this.deps, task, data.seed ?? null, transport, queueTimeoutMs, data.episode_id, lane);
+    this.deps.modelAccess?.hold(ep.id, model);
     this.live.set(ep.id, ep);
     void ep.tornDown.then(() => this.live.delete(ep.id));
     return ep;

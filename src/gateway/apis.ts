@@ -3,6 +3,7 @@
  * path on the upstream (relative to its base URL), how an error is shaped for that API's clients,
  * where a reply says its usage, and how its stream is put back together.
  */
+import type { ModelApi } from '../protocol/model.js';
 import { isObject } from './bounded-json.js';
 import {
   AnthropicMessagesReassembler,
@@ -15,7 +16,7 @@ import {
   type Usage,
 } from './reassembly.js';
 
-export type ApiName = 'openai.chat' | 'openai.responses' | 'anthropic.messages' | 'openai.models';
+export type ApiName = ModelApi;
 
 export interface ApiSpec {
   name: ApiName;

@@ -3,15 +3,12 @@
  * reply put back together into the shape the same call would have returned unstreamed (the text,
  * the tool calls, the stop reason, the usage), one reassembler per API's stream format.
  */
+import type { ModelUsage } from '../protocol/model.js';
 import { isObject } from './bounded-json.js';
 import type { SseEvent } from './sse.js';
 
 /** token counts in one shape, whatever the API called them */
-export interface Usage {
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-}
+export type Usage = ModelUsage;
 
 export interface Reassembled {
   /** the reply as the unstreamed call would have returned it (as far as the stream said) */

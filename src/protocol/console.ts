@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { LaneCountsSchema, LaneSchema } from './lanes.js';
+import { ModelCallSchema } from './model.js';
 import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
 
 const at = z.string().datetime();
@@ -58,12 +59,17 @@ export const EndEventSchema = z.object({
   failure: FailureSchema.nullable(),
   timings: TimingsSchema,
 });
+/** a model call the env made through the gateway: request, response (a stream put back together), usage, latency, status */
+export const ModelCallEventSchema = ModelCallSchema.omit({ episode_id: true }).extend({ kind: z.literal('model_call'), at });
 export const TranscriptEventSchema = z
-  .discriminatedUnion('kind', [ResetEventSchema, ToolCallEventSchema, ListToolsEventSchema, EndEventSchema])
-  .describe('reset: the prompt and tools; tool_call: one call (end_turn included) with arguments and result; list_tools; end: how it ended');
+  .discriminatedUnion('kind', [ResetEventSchema, ToolCallEventSchema, ListToolsEventSchema, ModelCallEventSchema, EndEventSchema])
+  .describe(
+    'reset: the prompt and tools; tool_call: one call (end_turn included) with arguments and result; list_tools; model_call: a call of the env to the model gateway; end: how it ended',
+  );
 export type ResetEvent = z.infer<typeof ResetEventSchema>;
 export type ToolCallEvent = z.infer<typeof ToolCallEventSchema>;
 export type ListToolsEvent = z.infer<typeof ListToolsEventSchema>;
+export type ModelCallEvent = z.infer<typeof ModelCallEventSchema>;
 export type EndEvent = z.infer<typeof EndEventSchema>;
 export type TranscriptEvent = z.infer<typeof TranscriptEventSchema>;
 

@@ -38,7 +38,7 @@ export const FailureReasonSchema = z.enum([
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 
-export const FailurePhaseSchema = z.enum(['queue', 'deploy', 'reset', 'tool', 'finish', 'teardown']);
+export const FailurePhaseSchema = z.enum(['queue', 'deploy', 'reset', 'tool', 'finish', 'teardown', 'model']);
 export type FailurePhase = z.infer<typeof FailurePhaseSchema>;
 
 /** OpenEnv's ToolErrorType: what went wrong around a tool call (never the tool's own is_error). */

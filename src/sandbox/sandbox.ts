@@ -34,7 +34,22 @@ export interface DeployRequest {
   env: EnvSpec;
   /** aborting stops the deploy, removes what it created, and rejects with an AbortError */
   signal?: AbortSignal;
+  /**
+   * The model gateway's door for this env (src/gateway/): called once the env's network exists
+   * (and the server's container, if any, joined it), before the env starts, with where the server
+   * is on that network; the variables it resolves with are added to the env's environment. A
+   * sandbox that cannot open such a door rejects the deploy (`modelDoors` false or absent).
+   */
+  modelDoor?: ModelDoorHook;
 }
+
+/** where the server is on an episode's network: its address there (left out: find it by the subnet) and the subnet */
+export interface NetworkPlace {
+  address?: string;
+  subnet: string;
+}
+
+export type ModelDoorHook = (place: NetworkPlace) => Promise<Record<string, string>>;
 
 export interface EnvHandle {
   episodeId: string;
@@ -166,6 +181,8 @@ export interface Sandbox {
   readonly deadInstances?: DeadInstances;
   /** resources made ahead of demand (episode networks); absent: every deploy makes its own */
   readonly stock?: AheadOfDemand;
+  /** true when deploy() honours DeployRequest.modelDoor (the Docker backend) */
+  readonly modelDoors?: boolean;
   /*
    * The slot for the next capability, which the shell toolset needs (not defined yet): into a
    * deployed env's container, exec a command, put and get tar archives, and deploy one kept alive

@@ -281,6 +281,12 @@ export class ProcessSandbox implements Sandbox {
     return this.envs.size;
   }
 
+  /**
+   * The model gateway's door of an env process: the loopback address (every env process shares
+   * the host's), so the door's source check admits any local process; the credential is the check.
+   */
+  readonly modelDoors = true;
+
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
     const fault = this.deployFault?.(req.episodeId);
@@ -292,7 +298,9 @@ export class ProcessSandbox implements Sandbox {
         this.deploying++;
         this.deployPeak = Math.max(this.deployPeak, this.deploying);
         try {
-          return await this.runDeploy(req.episodeId, req.env, signal);
+          const doorEnv = req.modelDoor ? await req.modelDoor({ address: '127.0.0.1', subnet: '127.0.0.0/8' }) : {};
+          throwIfAborted(signal);
+          return await this.runDeploy(req.episodeId, { ...req.env, environment: { ...req.env.environment, ...doorEnv } }, signal);
         } finally {
           this.deploying--;
         }

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { throwIfAborted } from '../../abort.js';
 import type { Metrics } from '../../metrics.js';
 import type { Lane } from '../../protocol/lanes.js';
-import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
+import type { EnvHandle, EnvSpec, ModelDoorHook, Sandbox } from '../../sandbox/sandbox.js';
 import { seconds3 } from '../../time.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter } from './deploy-limiter.js';
@@ -89,8 +89,8 @@ export class EnvLease {
     }
   }
 
-  /** The env in the slot: the pooled one, or one deployed now (under the deploy limiter). */
-  async env(signal: AbortSignal): Promise<EnvHandle> {
+  /** The env in the slot: the pooled one, or one deployed now (under the deploy limiter), with the model gateway's door if given. */
+  async env(signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     if (this.pooledEnv) {
       throwIfAborted(signal);
       this.handle = this.pooledEnv.handle;
@@ -98,7 +98,7 @@ export class EnvLease {
       this.pooledEnv = null;
       return this.handle;
     }
-    return this.deployFresh(signal);
+    return this.deployFresh(signal, modelDoor);
   }
 
   /**
@@ -118,13 +118,13 @@ export class EnvLease {
     return this.deployFresh(signal);
   }
 
-  private async deployFresh(signal: AbortSignal): Promise<EnvHandle> {
+  private async deployFresh(signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     const { sandbox, deploys, envSpec } = this.deps;
     const spec = await envSpec(this.envName);
     throwIfAborted(signal);
     this.spec = spec;
     this.envStarted = true;
-    const deploy = () => sandbox.deploy({ episodeId: this.envId, env: spec, signal });
+    const deploy = () => sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}) });
     this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal }) : deploy());
     return this.handle;
   }

@@ -4,7 +4,7 @@
  * deaths seen in the engine's events. What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
-import { LABELS, SandboxError, type AbandonedSweep, type DeadInstances, type EnvDiagnosis, type EnvHandle, type EnvSpec } from '../sandbox.js';
+import { LABELS, SandboxError, type AbandonedSweep, type DeadInstances, type EnvDiagnosis, type EnvHandle, type EnvSpec, type ModelDoorHook } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
@@ -84,19 +84,25 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     return network;
   }
 
-  protected async deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+  override readonly modelDoors = true;
+
+  protected async deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     const episodeId = owner.episode;
     const startedAt = Date.now();
     throwIfAborted(signal);
     const stocked = this.networks.take(episodeId);
     const network = stocked?.net ?? (await this.makeNetwork(owner));
     throwIfAborted(signal);
+    // the gateway's door on this network: on the host, the bridge's own address; from a container
+    // joined to it, the container's address there (the door finds it by the subnet)
+    const doorEnv = modelDoor ? await modelDoor({ subnet: network.subnet.cidr, ...(this.attach ? {} : { address: network.subnet.gateway }) }) : {};
+    throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
     const secret = newEnvSecret();
-    const container = await createEnvContainer(this.docker, owner, env, network, secret);
+    const container = await createEnvContainer(this.docker, owner, { ...env, environment: { ...env.environment, ...doorEnv } }, network, secret);
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);
     const startAt = Date.now();

@@ -19,6 +19,7 @@ import {
   type EnvSpec,
   type ImageBuildRequest,
   type InstanceClaim,
+  type ModelDoorHook,
   type Sandbox,
   type SweepResult,
   type TeardownOptions,
@@ -143,7 +144,9 @@ export abstract class EngineSandbox<N> implements Sandbox {
    * Makes the episode's network (or takes one from `this.networks`) and env, and waits for it to
    * be ready; whatever it throws, what it made is removed by the caller (removeEpisode).
    */
-  protected abstract deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle>;
+  protected abstract deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle>;
+  /** true when deployEnv honours a model door (DeployRequest.modelDoor) */
+  readonly modelDoors: boolean = false;
   /** the state of a deployed env, to explain a failure */
   protected abstract inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis>;
   /** whether an episode network of the id may exist on the engine (made, or its creation in doubt) */
@@ -224,18 +227,19 @@ export abstract class EngineSandbox<N> implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
+    if (req.modelDoor && !this.modelDoors) throw new SandboxError('engine_failed', `${this.names.sandbox} opens no model gateway door on its networks`);
     return this.lifecycles.deploy(
       req,
       (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
-      (signal) => this.deployOrCleanUp(req.episodeId, req.env, signal),
+      (signal) => this.deployOrCleanUp(req.episodeId, req.env, signal, req.modelDoor),
     );
   }
 
-  private async deployOrCleanUp(episodeId: string, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+  private async deployOrCleanUp(episodeId: string, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     try {
       // Creation steps are not interrupted mid-call: an engine call cut off may still complete
       // on the engine's side, and its resource would then escape this cleanup.
-      return await this.deployEnv(this.ownerOf(episodeId, env.name), env, signal);
+      return await this.deployEnv(this.ownerOf(episodeId, env.name), env, signal, modelDoor);
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
       try {

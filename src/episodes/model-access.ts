@@ -1,0 +1,104 @@
+/**
+ * Episodes' model access through the gateway (src/gateway/, docs/gateway.md): which upstream and
+ * budgets an episode gets (its reset's `model` and `model_budgets`, or the server's), its
+ * credential issued at its deploy once its network exists (the door on that network, the variables
+ * in its env), and revoked before its teardown. The episode machinery holds one of these when the
+ * server has a gateway (--model-url or --model-from-reset); the episode calls doorFor() and
+ * revoke(), and the runtime tells an episode when its access ended on its own (a budget, the
+ * upstream) through the gateway's observer.
+ */
+import { BadInputError } from '../errors.js';
+import type { ModelGateway } from '../gateway/index.js';
+import type { ResetData } from '../protocol/frames.js';
+import type { Budgets, Upstream } from '../protocol/model.js';
+import type { ModelDoorHook } from '../sandbox/sandbox.js';
+
+export interface ModelAccessOptions {
+  gateway: ModelGateway;
+  /** the server's upstream (--model-url, --model, the key), if it has one */
+  defaultUpstream: Upstream | null;
+  /** the model a reset's upstream names when it names none (--model) */
+  defaultModel: string | null;
+  /** a reset may name its episode's upstream (--model-from-reset) */
+  fromReset: boolean;
+  /** the server's budgets (--model-calls, --model-tokens, --model-time): a reset's are capped by them */
+  budgets: Budgets;
+}
+
+/** what an episode's model access will be, decided at its reset */
+export interface ModelAsk {
+  upstream: Upstream;
+  budgets: Budgets;
+}
+
+/**
+ * The model access a reset asks for, checked: null when the episode gets none (the server has no
+ * gateway, or only per-reset upstreams and this reset named none). Throws BadInputError for fields
+ * this server does not take.
+ */
+export function modelAsk(access: ModelAccess | undefined, data: ResetData): ModelAsk | null {
+  if (!access) {
+    if (data.model !== undefined || data.model_budgets !== undefined) {
+      throw new BadInputError('VALIDATION_ERROR', 'data.model: this server has no model gateway (start it with --model-url, or --model-from-reset)');
+    }
+    return null;
+  }
+  return access.ask(data);
+}
+
+export class ModelAccess {
+  private readonly asks = new Map<string, ModelAsk>();
+
+  constructor(private readonly opts: ModelAccessOptions) {}
+
+  get gateway(): ModelGateway {
+    return this.opts.gateway;
+  }
+
+  ask(data: ResetData): ModelAsk | null {
+    const { defaultUpstream, fromReset, budgets } = this.opts;
+    if (data.model !== undefined && !fromReset) {
+      throw new BadInputError('VALIDATION_ERROR', "data.model: this server takes no model upstream at reset (its own is --model-url; --model-from-reset lets a reset name one)");
+    }
+    const upstream = data.model ? { ...data.model, model: data.model.model ?? this.opts.defaultModel ?? undefined } : defaultUpstream;
+    if (!upstream) {
+      if (data.model_budgets !== undefined) throw new BadInputError('VALIDATION_ERROR', 'data.model_budgets: the reset names no model upstream (data.model) and the server has none');
+      return null;
+    }
+    return { upstream, budgets: capBudgets(budgets, data.model_budgets ?? {}) };
+  }
+
+  /** holds what the episode's reset asked for until its deploy */
+  hold(episodeId: string, ask: ModelAsk | null): void {
+    if (ask) this.asks.set(episodeId, ask);
+  }
+
+  /** the hook its env's deploy calls to open its door (undefined: the episode has no model access) */
+  doorFor(episodeId: string): ModelDoorHook | undefined {
+    const ask = this.asks.get(episodeId);
+    if (!ask) return undefined;
+    return async (place) => ({ ...(await this.opts.gateway.issue(episodeId, { door: place, upstream: ask.upstream, budgets: ask.budgets })).env });
+  }
+
+  /** ends the episode's model access (calls in flight cut short, each recorded) and closes its door; idempotent */
+  async revoke(episodeId: string): Promise<void> {
+    this.asks.delete(episodeId);
+    await this.opts.gateway.revoke(episodeId);
+  }
+
+  close(): Promise<void> {
+    return this.opts.gateway.close();
+  }
+}
+
+/** each budget at most the server's: a reset may ask for less, never for more */
+export function capBudgets(server: Budgets, asked: Budgets): Budgets {
+  const out: Budgets = {};
+  for (const k of ['calls', 'tokens', 'wall_time_s'] as const) {
+    const s = server[k];
+    const a = asked[k];
+    const v = s === undefined ? a : a === undefined ? s : Math.min(s, a);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
