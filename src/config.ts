@@ -296,7 +296,11 @@ export const SERVER_OPTIONS = {
     value: S,
     help: 'seconds one model call through the gateway may take, start to end (a stream too); past it the episode fails (model_upstream_timeout)',
   },
-  modelCalls: { schema: z.coerce.number().int().positive().optional(), value: N, help: 'model calls an episode may make through the gateway; past it the episode fails (model_calls_exhausted)' },
+  modelCalls: {
+    schema: z.coerce.number().int().positive().optional(),
+    value: N,
+    help: 'model calls an episode may make through the gateway; past it the episode fails (model_calls_exhausted)',
+  },
   modelTokens: {
     schema: z.coerce.number().int().positive().optional(),
     value: N,
@@ -389,7 +393,11 @@ function checkGatewayOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void 
     return;
   }
   if (o.sandbox === 'swarm') issue('sandbox', 'the model gateway opens its doors on Docker bridges: --sandbox swarm does not serve it yet');
-  if (o.warmPool > 0) issue('warmPool', "the model gateway issues each episode's credential at its deploy: a warm pool's envs are deployed before their episode, so the two do not go together yet");
+  if (o.warmPool > 0)
+    issue(
+      'warmPool',
+      "the model gateway issues each episode's credential at its deploy: a warm pool's envs are deployed before their episode, so the two do not go together yet",
+    );
 }
 
 /** Options as the CLI and the environment give them. */

@@ -141,7 +141,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // every call goes into its episode's transcript (the console, --record), before its teardown ends
     call: (r) => {
       history.onModelCall(r);
-      gatewayLog.debug({ event: 'model_call', episode_id: r.episode_id, seq: r.seq, api: r.api, status: r.status, outcome: r.outcome, ms: r.latency_ms, usage: r.usage }, 'model call');
+      gatewayLog.debug(
+        { event: 'model_call', episode_id: r.episode_id, seq: r.seq, api: r.api, status: r.status, outcome: r.outcome, ms: r.latency_ms, usage: r.usage },
+        'model call',
+      );
     },
     ended: (id, end) => manager.get(id)?.modelAccessEnded(end.reason, end.message),
   });
@@ -325,7 +328,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
 /** the gateway and the episodes' side of it, when the server has a model upstream or takes one per reset */
 function makeModelAccess(opts: ServerOptions, sandbox: Sandbox, log: Logger, observer: GatewayObserver): ModelAccess | null {
   if (opts.modelUrl === undefined && !opts.modelFromReset) return null;
-  if (!sandbox.modelDoors) throw new Error('--model-url / --model-from-reset: this sandbox opens no model gateway door on its networks (the Docker sandbox does)');
+  if (!sandbox.modelDoors)
+    throw new Error('--model-url / --model-from-reset: this sandbox opens no model gateway door on its networks (the Docker sandbox does)');
   const headers: Record<string, string> = {};
   if (opts.modelKeyEnv !== undefined) {
     const key = process.env[opts.modelKeyEnv];
@@ -352,6 +356,9 @@ function warnOfExposure(placement: 'host' | 'container' | null, log: Logger): vo
         `host services listening on every address answer an env at its bridge's host address too (ports ${ports.join(', ')}): bind them to specific addresses, run the server in a container, or add the input rule of docs/gateway.md`,
       );
   } else if (placement === 'container' && ipv4Forwarding() === true) {
-    log.warn({ event: 'gateway_exposure', ip_forward: true }, "this container forwards IPv4: run it with sysctl net.ipv4.ip_forward=0 (compose.yaml does), so no env's packet is routed on to its other networks");
+    log.warn(
+      { event: 'gateway_exposure', ip_forward: true },
+      "this container forwards IPv4: run it with sysctl net.ipv4.ip_forward=0 (compose.yaml does), so no env's packet is routed on to its other networks",
+    );
   }
 }

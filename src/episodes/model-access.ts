@@ -58,11 +58,15 @@ export class ModelAccess {
   ask(data: ResetData): ModelAsk | null {
     const { defaultUpstream, fromReset, budgets } = this.opts;
     if (data.model !== undefined && !fromReset) {
-      throw new BadInputError('VALIDATION_ERROR', "data.model: this server takes no model upstream at reset (its own is --model-url; --model-from-reset lets a reset name one)");
+      throw new BadInputError(
+        'VALIDATION_ERROR',
+        'data.model: this server takes no model upstream at reset (its own is --model-url; --model-from-reset lets a reset name one)',
+      );
     }
     const upstream = data.model ? { ...data.model, model: data.model.model ?? this.opts.defaultModel ?? undefined } : defaultUpstream;
     if (!upstream) {
-      if (data.model_budgets !== undefined) throw new BadInputError('VALIDATION_ERROR', 'data.model_budgets: the reset names no model upstream (data.model) and the server has none');
+      if (data.model_budgets !== undefined)
+        throw new BadInputError('VALIDATION_ERROR', 'data.model_budgets: the reset names no model upstream (data.model) and the server has none');
       return null;
     }
     return { upstream, budgets: capBudgets(budgets, data.model_budgets ?? {}) };

@@ -18,8 +18,12 @@ export const ResetDataSchema = z
     episode_id: z.string().max(255).optional().describe('a client label, logged'),
     reset_timeout_s: z.number().positive().finite().optional().describe('wait at most this long for a slot (capped by the server)'),
     priority: LaneSchema.optional().describe("the lane to wait in for a slot: high, normal or low (default: the split's, --split-priority, else normal)"),
-    model: UpstreamSchema.optional().describe("this episode's model upstream, which the env's model calls go to through the gateway (a server started with --model-from-reset); default: the server's --model-url"),
-    model_budgets: BudgetsSchema.optional().describe("this episode's model budgets (calls, tokens, wall_time_s), each at most the server's (--model-calls, --model-tokens, --model-time)"),
+    model: UpstreamSchema.optional().describe(
+      "this episode's model upstream, which the env's model calls go to through the gateway (a server started with --model-from-reset); default: the server's --model-url",
+    ),
+    model_budgets: BudgetsSchema.optional().describe(
+      "this episode's model budgets (calls, tokens, wall_time_s), each at most the server's (--model-calls, --model-tokens, --model-time)",
+    ),
   })
   .passthrough()
   .describe('reset data: a task by task_id, or split + index; neither: the default split, by seed or at random. Unknown fields are ignored.');

@@ -100,7 +100,15 @@ describe('the gateway served', () => {
     const t = await transcript(s, id);
     const calls = t.events.filter((e: any) => e.kind === 'model_call');
     expect(calls).toHaveLength(2);
-    expect(calls[0]).toMatchObject({ seq: 1, api: 'openai.chat', stream: false, status: 200, upstream_status: 200, outcome: 'ok', usage: { total_tokens: 17 } });
+    expect(calls[0]).toMatchObject({
+      seq: 1,
+      api: 'openai.chat',
+      stream: false,
+      status: 200,
+      upstream_status: 200,
+      outcome: 'ok',
+      usage: { total_tokens: 17 },
+    });
     expect(calls[0].request).toMatchObject({ model: 'policy', messages: [{ role: 'user', content: 'one' }] });
     expect(calls[0].response.choices[0].message.content).toBe('whole reply to one');
     expect(calls[1]).toMatchObject({ seq: 2, stream: true, status: 200, outcome: 'ok', usage: { input_tokens: 10, output_tokens: 7 } });

@@ -184,6 +184,7 @@ export function describeFailure(failure: NonNullable<EndEvent['failure']>, event
     reset: "during the env's /reset",
     finish: 'while the env scored the episode',
     teardown: 'while the env was torn down',
+    model: "at the env's model call through the gateway",
   };
   return `${cause} ${during[failure.phase]}`;
 }
@@ -236,6 +237,26 @@ export function EventView(props: { ev: TranscriptEvent; events: readonly Transcr
             {text !== null ? <Folded text={text} label={`result${ev.result?.is_error ? ' · is_error' : ''}`} /> : <Json value={ev.result} label="result" />}
           </div>
         )}
+      </article>
+    );
+  }
+  if (ev.kind === 'model_call') {
+    const failed = ev.outcome !== 'ok';
+    return (
+      <article class={`ev ev-call ${failed ? 'call-error' : ''}`} data-kind="model_call" data-outcome={ev.outcome}>
+        <header>
+          <strong>model call · {ev.api ?? ev.path}</strong>{' '}
+          <span class="muted">
+            #{ev.seq} · {time} · {ev.latency_ms} ms{ev.stream ? ' · streamed' : ''} · HTTP {ev.status} · {ev.outcome}
+            {ev.usage ? ` · ${ev.usage.input_tokens} in / ${ev.usage.output_tokens} out tokens` : ''}
+          </span>
+        </header>
+        <div class="call-args">
+          <Json value={ev.request} label="request" />
+        </div>
+        <div class={failed ? 'call-result call-error' : 'call-result'}>
+          {ev.error ? <Folded text={ev.error} label={`error${ev.refusal ? ` · ${ev.refusal}` : ''}`} /> : <Json value={ev.response} label="response" />}
+        </div>
       </article>
     );
   }

@@ -12,6 +12,7 @@ import type {
   EndEvent,
   EpisodeSummary,
   ListToolsEvent,
+  ModelCallEvent,
   Overview,
   RecentTask,
   RecentTasksPage,
@@ -36,6 +37,7 @@ export type {
   Failure,
   Lane,
   ListToolsEvent,
+  ModelCallEvent,
   Overview,
   RecentTask,
   RecentTasksPage,
@@ -52,7 +54,7 @@ export type Message = ResetObservation['messages'][number];
 
 export type ResetEvent = Omit<WireResetEvent, 'messages'> & { messages: Message[] };
 export type ToolCallEvent = Omit<WireToolCallEvent, 'result' | 'error'> & { result: ToolResult | null; error: ToolError | null };
-export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | EndEvent;
+export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | EndEvent;
 export type Transcript = Omit<WireTranscript, 'events'> & { events: TranscriptEvent[] };
 
 /** POST /episodes/{id}/step's answer to a call_tool */

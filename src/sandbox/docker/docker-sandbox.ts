@@ -4,7 +4,16 @@
  * deaths seen in the engine's events. What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
-import { LABELS, SandboxError, type AbandonedSweep, type DeadInstances, type EnvDiagnosis, type EnvHandle, type EnvSpec, type ModelDoorHook } from '../sandbox.js';
+import {
+  LABELS,
+  SandboxError,
+  type AbandonedSweep,
+  type DeadInstances,
+  type EnvDiagnosis,
+  type EnvHandle,
+  type EnvSpec,
+  type ModelDoorHook,
+} from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, logTail } from './containers.js';
 import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
