@@ -34,6 +34,9 @@ export class Metrics {
   readonly envFailures: Counter<'reason'>;
   readonly rewards: Histogram<'split'>;
   readonly episodesEnded: Counter<'end_reason'>;
+  readonly modelCalls: Counter<'outcome'>;
+  readonly modelCallSeconds: Histogram<'stream'>;
+  readonly modelTokens: Counter<'kind'>;
   readonly teardownStage: Histogram<'stage'>;
   readonly poolHits: Counter;
   readonly poolMisses: Counter;
@@ -214,6 +217,26 @@ export class Metrics {
       name: `${prefix}episodes_ended_total`,
       help: 'Episodes ended, by end reason',
       labelNames: ['end_reason'],
+      registers: [r],
+    });
+    // the model gateway's (--model-url, --model-from-reset)
+    this.modelCalls = new Counter({
+      name: `${prefix}model_calls_total`,
+      help: "Envs' model calls through the gateway, by outcome",
+      labelNames: ['outcome'],
+      registers: [r],
+    });
+    this.modelCallSeconds = new Histogram({
+      name: `${prefix}model_call_seconds`,
+      help: 'Model calls through the gateway that succeeded, start to end, streamed or not',
+      labelNames: ['stream'],
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    this.modelTokens = new Counter({
+      name: `${prefix}model_tokens_total`,
+      help: 'Tokens the upstream reported for model calls through the gateway',
+      labelNames: ['kind'],
       registers: [r],
     });
   }

@@ -141,6 +141,12 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // every call goes into its episode's transcript (the console, --record), before its teardown ends
     call: (r) => {
       history.onModelCall(r);
+      metrics.modelCalls.inc({ outcome: r.outcome });
+      if (r.outcome === 'ok') metrics.modelCallSeconds.observe({ stream: String(r.stream) }, r.latency_ms / 1000);
+      if (r.usage) {
+        metrics.modelTokens.inc({ kind: 'input' }, r.usage.input_tokens);
+        metrics.modelTokens.inc({ kind: 'output' }, r.usage.output_tokens);
+      }
       gatewayLog.debug(
         { event: 'model_call', episode_id: r.episode_id, seq: r.seq, api: r.api, status: r.status, outcome: r.outcome, ms: r.latency_ms, usage: r.usage },
         'model call',

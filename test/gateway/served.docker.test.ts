@@ -86,6 +86,7 @@ describeDocker('the gateway served on Docker', () => {
     expect(door.hostname.startsWith(POOL.split('.').slice(0, 3).join('.') + '.')).toBe(true);
     expect(door.port).toBe('8201');
     expect(JSON.stringify(vars)).not.toContain(UPSTREAM_KEY);
+    expect(vars.addresses).toHaveLength(1);
 
     expect(resultOf(await c.call('ask', { prompt: 'one' }))).toMatchObject({ status: 200, text: 'whole reply to one' });
     expect(resultOf(await c.call('ask', { prompt: 'two', stream: true }))).toMatchObject({ status: 200, text: 'from the stream' });
@@ -115,10 +116,15 @@ describeDocker('the gateway served on Docker', () => {
     const host = new URL(a.vars.OPENAI_BASE_URL).hostname;
     const apiPort = new URL(srv.url).port;
     const upstreamPort = new URL(upstream.baseUrl).port;
-    for (const port of [apiPort, upstreamPort]) {
+    // nor the engine's API port there (the socket is not mounted in any env)
+    for (const port of [apiPort, upstreamPort, '2375']) {
       const probe = resultOf(await a.c.call('probe', { url: `http://${host}:${port}/health` }));
       expect(probe.error, `port ${port}`).toMatch(/ECONNREFUSED|ETIMEDOUT|ECONNRESET/);
     }
+    // nor B's env, on B's network
+    expect(b.vars.addresses).toHaveLength(1);
+    const env = resultOf(await a.c.call('probe', { url: `http://${b.vars.addresses[0]}:8000/health` }));
+    expect(env.error).toMatch(/ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNREFUSED/);
     // neither episode is hurt
     expect(resultOf(await a.c.call('ask', { prompt: 'fine' })).status).toBe(200);
     expect(resultOf(await b.c.call('ask', { prompt: 'fine' })).status).toBe(200);

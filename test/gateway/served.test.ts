@@ -209,6 +209,17 @@ describe('the gateway served', () => {
     await c.close();
   });
 
+  it('counts the calls, their time and tokens, and the failures, in /metrics', async () => {
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    const value = (line: string) => Number(text.split('\n').find((l) => l.startsWith(line))?.split(' ').at(-1));
+    expect(value('openenv_model_calls_total{outcome="ok"}')).toBeGreaterThanOrEqual(6);
+    expect(value('openenv_model_calls_total{outcome="refused"}')).toBeGreaterThanOrEqual(4);
+    expect(value('openenv_model_call_seconds_count{stream="true"}')).toBeGreaterThanOrEqual(1);
+    expect(value('openenv_model_tokens_total{kind="output"}')).toBeGreaterThanOrEqual(45);
+    for (const reason of ['model_calls_exhausted', 'model_tokens_exhausted', 'model_time_exhausted', 'model_upstream_timeout'])
+      expect(value(`openenv_env_failures_total{reason="${reason}"}`)).toBe(1);
+  });
+
   it('a server budget caps what a reset asks, and a reset may ask for less', () => {
     expect(capBudgets({ calls: 5, tokens: 100 }, { calls: 9, wall_time_s: 3 })).toEqual({ calls: 5, tokens: 100, wall_time_s: 3 });
     expect(capBudgets({ calls: 5 }, { calls: 2 })).toEqual({ calls: 2 });
@@ -230,7 +241,7 @@ describe('a server without the gateway', () => {
     expect(refused.data.message).toMatch(/no model gateway/);
     const ok = await c.reset({ task_id: 'ask-0' });
     expect(ok.type).toBe('observation');
-    expect(resultOf(await c.call('whoami'))).toEqual({ OPENAI_BASE_URL: null, OPENAI_API_KEY: null, ANTHROPIC_BASE_URL: null, ANTHROPIC_API_KEY: null });
+    expect(resultOf(await c.call('whoami'))).toMatchObject({ OPENAI_BASE_URL: null, OPENAI_API_KEY: null, ANTHROPIC_BASE_URL: null, ANTHROPIC_API_KEY: null });
     await c.close();
   });
 });
