@@ -8,6 +8,8 @@
 import { z } from 'zod';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** headers that frame the request itself: the gateway sets them, an upstream's headers may not */
+const FRAMING_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect']);
 
 export const UpstreamSchema = z
   .object({
@@ -20,7 +22,10 @@ export const UpstreamSchema = z
     /** sent with every call upstream (e.g. Authorization for the upstream, a session header) */
     headers: z
       .record(
-        z.string().regex(HEADER_NAME, 'not a valid HTTP header name'),
+        z
+          .string()
+          .regex(HEADER_NAME, 'not a valid HTTP header name')
+          .refine((h) => !FRAMING_HEADERS.has(h.toLowerCase()), "a header that frames the request (host, content-length, connection…) is the gateway's to set"),
         z.string().refine((v) => !/[\r\n\0]/.test(v), 'a header value may not hold CR, LF or NUL'),
       )
       .default({})

@@ -139,6 +139,10 @@ describe('the gateway served', () => {
     // --model names the model of a reset's upstream that names none
     expect(r.body.model).toBe('policy');
     expect(JSON.stringify(await transcript(s, id))).not.toContain('rollout-7');
+    // a header that frames the request is the gateway's: refused at reset, with where
+    const bad = await c.reset({ task_id: 'ask-0', model: { base_url: perReset.baseUrl, headers: { 'Content-Length': '0' } } });
+    expect(bad.data).toMatchObject({ code: 'VALIDATION_ERROR' });
+    expect(bad.data.message).toMatch(/model\.headers.*frames the request/);
     await c.close();
   });
 
