@@ -235,12 +235,6 @@ export class Episode {
     return outcome;
   }
 
-  /** its model access ended on its own (a budget spent, the upstream failed): the episode fails with that reason */
-  modelAccessEnded(reason: FailureReason, message: string): void {
-    if (this.phase === 'deploying') this.modelEnd = { reason, message };
-    else if (this.phase === 'running') this.fail(reason, 'model', message, null);
-  }
-
   /** Attaches to the env (its client, its death signal) and calls its /reset. */
   private async resetEnv(handle: EnvHandle): Promise<void> {
     this.client = this.deps.connect ? this.deps.connect(handle) : new EnvClient(handle.baseUrl, handle.secret);
@@ -568,6 +562,12 @@ export class Episode {
     this.endWith('closed');
     this.abort.abort();
     await this.teardown();
+  }
+
+  /** its model access ended on its own (a budget spent, the upstream failed): the episode fails with that reason */
+  modelAccessEnded(reason: FailureReason, message: string): void {
+    if (this.phase === 'deploying') this.modelEnd = { reason, message };
+    else if (this.phase === 'running') this.fail(reason, 'model', message, null);
   }
 
   /** Gives the env lease back (the env and network removed, the slot freed). Exactly once. */

@@ -81,7 +81,11 @@ export class ModelAccess {
   doorFor(episodeId: string): ModelDoorHook | undefined {
     const ask = this.asks.get(episodeId);
     if (!ask) return undefined;
-    return async (place) => ({ ...(await this.opts.gateway.issue(episodeId, { door: place, upstream: ask.upstream, budgets: ask.budgets })).env });
+    return async (place) => {
+      // a deploy that runs on after its episode's teardown began opens no door
+      if (this.asks.get(episodeId) !== ask) throw new Error(`episode ${episodeId} ended before its model door opened`);
+      return { ...(await this.opts.gateway.issue(episodeId, { door: place, upstream: ask.upstream, budgets: ask.budgets })).env };
+    };
   }
 
   /** ends the episode's model access (calls in flight cut short, each recorded) and closes its door; idempotent */

@@ -91,6 +91,11 @@ export class ModelGateway {
       this.gates.delete(episodeId);
       throw err;
     }
+    if (this.gates.get(episodeId) !== gate) {
+      // revoked (or the gateway closed) while its door opened: nothing of it may stay open
+      await door.close();
+      throw new GatewayError(`episode ${episodeId}'s model access was revoked while its door opened`);
+    }
     gate.door = door;
     gate.startClock();
     const key = gate.credential.value;

@@ -175,14 +175,14 @@ export interface Sandbox {
 
   /** the env images: built from a bundle's contexts, or checked present */
   readonly images: EnvImages;
+  /** true when deploy() honours DeployRequest.modelDoor (the Docker backend) */
+  readonly modelDoors?: boolean;
   /** one live server per instance name on the engine; absent: the sandbox shares nothing to guard */
   readonly instanceClaim?: InstanceClaim;
   /** what dead servers under other instance names left behind; absent: the sandbox cannot tell */
   readonly deadInstances?: DeadInstances;
   /** resources made ahead of demand (episode networks); absent: every deploy makes its own */
   readonly stock?: AheadOfDemand;
-  /** true when deploy() honours DeployRequest.modelDoor (the Docker backend) */
-  readonly modelDoors?: boolean;
   /*
    * The slot for the next capability, which the shell toolset needs (not defined yet): into a
    * deployed env's container, exec a command, put and get tar archives, and deploy one kept alive

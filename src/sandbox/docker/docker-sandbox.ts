@@ -104,14 +104,17 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
     // joined to it, the container's address there (the door finds it by the subnet)
-    const doorEnv = modelDoor ? await modelDoor({ subnet: network.subnet.cidr, ...(this.attach ? {} : { address: network.subnet.gateway }) }) : {};
+    if (modelDoor) {
+      const doorEnv = await modelDoor({ subnet: network.subnet.cidr, ...(this.attach ? {} : { address: network.subnet.gateway }) });
+      env = { ...env, environment: { ...env.environment, ...doorEnv } };
+    }
     throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
     const secret = newEnvSecret();
-    const container = await createEnvContainer(this.docker, owner, { ...env, environment: { ...env.environment, ...doorEnv } }, network, secret);
+    const container = await createEnvContainer(this.docker, owner, env, network, secret);
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);
     const startAt = Date.now();
