@@ -139,13 +139,15 @@ describeDocker('the gateway served on Docker', () => {
     expect(second.data.observation.failure).toMatchObject({ reason: 'model_calls_exhausted', phase: 'model' });
 
     const tokens = await episode({ model_budgets: { tokens: 30 } });
-    const big = await tokens.c.call('ask', { prompt: 'big' });
-    const after = big.data.done ? big : await tokens.c.listTools();
+    // the call that passes the budget completes; the episode ends as it is settled, by the next step at the latest
+    let after = await tokens.c.call('ask', { prompt: 'big' });
+    if (!after.data.done) await waitFor(async () => (after = await tokens.c.listTools()).data.done === true, 15_000, 'the tokens budget');
     expect(after.data.observation.failure).toMatchObject({ reason: 'model_tokens_exhausted', phase: 'model' });
 
     const time = await episode({ model_budgets: { wall_time_s: 1 } });
+    // the first step after the budget ran out says so (later ones are refused as episode_done)
     let r = await time.c.listTools();
-    await waitFor(async () => (r = await time.c.listTools()).data.done === true, 15_000, 'the wall-time budget');
+    if (!r.data.done) await waitFor(async () => (r = await time.c.listTools()).data.done === true, 15_000, 'the wall-time budget');
     expect(r.data.observation.failure).toMatchObject({ reason: 'model_time_exhausted', phase: 'model' });
     for (const e of [calls, tokens, time]) await e.c.close();
   });
