@@ -14,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { waitFor } from '../../scripts/lib/wait.js';
-import { capBudgets } from '../../src/episodes/model-access.js';
+import { capBudgets, ModelAccess } from '../../src/episodes/model-access.js';
+import { ModelGateway } from '../../src/gateway/index.js';
 import { startProcessServer, type ProcessServer } from '../support/process-server.js';
 import { chatChunks, chatCompletion, startFakeUpstream, type FakeUpstream, type Received } from './support/fake-upstream.js';
 
@@ -215,7 +216,14 @@ describe('the gateway served', () => {
 
   it('counts the calls, their time and tokens, and the failures, in /metrics', async () => {
     const text = await (await fetch(`${s.url}/metrics`)).text();
-    const value = (line: string) => Number(text.split('\n').find((l) => l.startsWith(line))?.split(' ').at(-1));
+    const value = (line: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(line))
+          ?.split(' ')
+          .at(-1),
+      );
     expect(value('openenv_model_calls_total{outcome="ok"}')).toBeGreaterThanOrEqual(6);
     expect(value('openenv_model_calls_total{outcome="refused"}')).toBeGreaterThanOrEqual(4);
     expect(value('openenv_model_call_seconds_count{stream="true"}')).toBeGreaterThanOrEqual(1);
@@ -228,6 +236,20 @@ describe('the gateway served', () => {
     expect(capBudgets({ calls: 5, tokens: 100 }, { calls: 9, wall_time_s: 3 })).toEqual({ calls: 5, tokens: 100, wall_time_s: 3 });
     expect(capBudgets({ calls: 5 }, { calls: 2 })).toEqual({ calls: 2 });
     expect(capBudgets({}, {})).toEqual({});
+  });
+
+  it("takes a reset's upstream only with --model-from-reset, and budgets only with an upstream", () => {
+    const base = { gateway: new ModelGateway(), defaultModel: null, budgets: { calls: 3 } };
+    const serverOnly = new ModelAccess({ ...base, defaultUpstream: { base_url: 'http://127.0.0.1:9/v1', headers: {} }, fromReset: false });
+    expect(() => serverOnly.ask({ model: { base_url: 'http://127.0.0.1:8/v1', headers: {} } })).toThrow(/--model-from-reset/);
+    expect(serverOnly.ask({ model_budgets: { calls: 9, tokens: 5 } })).toEqual({
+      upstream: { base_url: 'http://127.0.0.1:9/v1', headers: {} },
+      budgets: { calls: 3, tokens: 5 },
+    });
+    const resetOnly = new ModelAccess({ ...base, defaultUpstream: null, fromReset: true });
+    expect(resetOnly.ask({})).toBeNull();
+    expect(() => resetOnly.ask({ model_budgets: { calls: 1 } })).toThrow(/names no model upstream/);
+    expect(resetOnly.doorFor('never-reset')).toBeUndefined();
   });
 });
 
