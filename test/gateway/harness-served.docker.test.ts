@@ -84,7 +84,7 @@ describeDocker('the shipped harness in an env, through the served gateway', () =
       const got = upstream.received.slice(before).filter((x) => x.path === '/v1/chat/completions');
       expect(got).toHaveLength(2);
       for (const x of got) expect([x.body.model, Boolean(x.body.stream)]).toEqual(['policy', stream]);
-      const t = await (await fetch(`${srv.url}/console/episodes/${id}`)).json();
+      const t = (await (await fetch(`${srv.url}/console/episodes/${id}`)).json()) as any;
       const calls = t.events.filter((e: any) => e.kind === 'model_call' && e.api === 'openai.chat');
       expect(calls.map((e: any) => [e.stream, e.status, e.outcome])).toEqual([
         [stream, 200, 'ok'],

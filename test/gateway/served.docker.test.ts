@@ -93,7 +93,7 @@ describeDocker('the gateway served on Docker', () => {
     const got = upstream.received.slice(-2);
     for (const r of got) expect(r.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
 
-    const t = await (await fetch(`${srv.url}/console/episodes/${id}`)).json();
+    const t = (await (await fetch(`${srv.url}/console/episodes/${id}`)).json()) as any;
     const calls = t.events.filter((e: any) => e.kind === 'model_call');
     expect(calls.map((e: any) => [e.seq, e.stream, e.status, e.outcome])).toEqual([
       [1, false, 200, 'ok'],
@@ -144,8 +144,10 @@ describeDocker('the gateway served on Docker', () => {
     if (!after.data.done) await waitFor(async () => (after = await tokens.c.listTools()).data.done === true, 15_000, 'the tokens budget');
     expect(after.data.observation.failure).toMatchObject({ reason: 'model_tokens_exhausted', phase: 'model' });
 
-    const time = await episode({ model_budgets: { wall_time_s: 1 } });
-    // the first step after the budget ran out says so (later ones are refused as episode_done)
+    // no step before the budget may run out (it may do so while the env deploys): the first step
+    // after it says so, later ones are refused as episode_done
+    const time = { c: await WsClient.open(srv.url) };
+    expect((await time.c.reset({ task_id: 'ask-0', model_budgets: { wall_time_s: 1 } }, 60_000)).type).toBe('observation');
     let r = await time.c.listTools();
     if (!r.data.done) await waitFor(async () => (r = await time.c.listTools()).data.done === true, 15_000, 'the wall-time budget');
     expect(r.data.observation.failure).toMatchObject({ reason: 'model_time_exhausted', phase: 'model' });

@@ -199,7 +199,9 @@ describe('the gateway served', () => {
   });
 
   it('ends an episode past its wall time with model_time_exhausted, without a call', async () => {
-    const { c } = await episode(s, { model_budgets: { wall_time_s: 1 } });
+    // no step before the budget may run out (it may do so while the env starts): the first step after it says so
+    const c = await WsClient.open(s.url);
+    expect((await c.reset({ task_id: 'ask-0', model_budgets: { wall_time_s: 1 } })).type).toBe('observation');
     expect(await failureOf(c, () => c.listTools())).toMatchObject({ reason: 'model_time_exhausted', phase: 'model' });
     await c.close();
   });
