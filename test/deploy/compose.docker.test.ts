@@ -209,6 +209,17 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     expect(ids[1]!.split(',')).toContain(env.DOCKER_GID);
   });
 
+  it("the server's container forwards no IPv4: no env's packet is routed on to its other networks (docs/gateway.md)", () => {
+    const forwarding = execFileSync(
+      'docker',
+      ['exec', serverId, 'node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8'))"],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(forwarding.trim()).toBe('0');
+  });
+
   it('logs JSON, not a crash, when started on a terminal without the dev-only pretty printer', async () => {
     // `docker run -it` gives the server a TTY; pino-pretty is a dev dependency, absent here
     const out = await new Promise<{ code: number | null; text: string }>((resolve) => {
