@@ -77,7 +77,8 @@ export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemoval
  * sustained phase (128 episodes, 16 at a time, fixture env, 2-core shared engine) gave, in
  * episodes/s for 2 / 4 / 8 deploys at once, 1.88 / 2.68 / 2.50, then 2.24 / 2.12 / 2.15 (engine
  * loaded by other work), then 0.92 / 2.66 / 3.72: 8 averages 0.97 of each run's best, 4 averages
- * 0.89 and 2 is always last (docs/warm-pool.md has the figures).
+ * 0.89; four later runs (with the network stock) put 8 at 0.97 and 4 at 0.96, within the noise
+ * (docs/warm-pool.md has the figures).
  */
 export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 8;
 
@@ -165,7 +166,7 @@ export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
 
-// --- security (issue 26) ---
+// --- security ---
 
 /**
  * The shortest bearer token the server takes: shorter ones are guessed, and a token of a few

@@ -119,7 +119,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   beforeAll(async () => {
     execFileSync('bash', ['docker/make-local-nginx-base.sh', LOCAL_NGINX_IMAGE], { stdio: 'inherit' });
     execFileSync('bash', ['docker/prepare-prebuilt.sh'], { stdio: 'inherit' });
-    // valid for envs.test too: the proxy's public name in the console's test (issue 26)
+    // valid for envs.test too: the proxy's public name in the console's test
     execFileSync('bash', ['deploy/make-self-signed-cert.sh', certDir, PUBLIC_NAME], { stdio: 'inherit' });
     ca = readFileSync(join(certDir, 'tls.crt'));
     const [port, tlsPort] = [await freePort(), await freePort()];
@@ -451,7 +451,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const c = await WsClient.open(plain, token);
     const reset = await c.reset({ task_id: 'fx-echo-2' });
     expect(reset.data.done).toBe(false);
-    // issue 18, item 7: a wss:// session behind the proxy sees the same drain (it got 1006 before)
+    // a wss:// session behind the proxy sees the same drain (it got 1006 before)
     const viaProxy = await WsClient.open(tls, token, { ca });
     expect((await viaProxy.reset({ task_id: 'fx-echo-1' })).data.done).toBe(false);
     expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toHaveLength(2);
