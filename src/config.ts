@@ -192,6 +192,10 @@ export const SERVER_OPTIONS = {
     value: 'NAME',
     help: 'name labelled on every container and network; a restart with the same name removes what a killed run left',
   },
+  noReaper: {
+    schema: bool,
+    help: 'start no watcher beside the server: what a server killed hard leaves then waits for the next start with its --instance (docker sandbox)',
+  },
   shutdownTimeout: { schema: seconds(30), value: S, help: 'seconds SIGTERM waits for episodes (and the network stock) to be torn down' },
   headersTimeout: {
     schema: seconds(30),

@@ -250,3 +250,9 @@ export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outp
  * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
  */
 export const LANE_SHARE = { oldestEvery: 4 } as const;
+
+/**
+ * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
+ * looks whether the server's process is gone once the pipe closed, and its removals' retries.
+ */
+export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200 } as const;

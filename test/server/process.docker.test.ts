@@ -46,7 +46,8 @@ describeDocker('the server process and its signals', () => {
   it('SIGKILL leaves labelled envs; a restart with the same instance removes them and says so', async () => {
     const instance = uniqueInstance('sigkill');
     // no network stock: the networks counted are the episodes' (the stock has a test of its own below)
-    const first = await spawnServer(serverArgs(instance, ['--network-stock', '0']));
+    // no reaper: what SIGKILL leaves is the restart's to sweep here (the reaper has a test of its own)
+    const first = await spawnServer(serverArgs(instance, ['--network-stock', '0', '--no-reaper']));
     const clients = await Promise.all([WsClient.open(first.url), WsClient.open(first.url)]);
     await Promise.all(clients.map((c) => c.reset({ task_id: 'fx-echo-0' })));
     first.child.kill('SIGKILL');
@@ -77,7 +78,7 @@ describeDocker('the server process and its signals', () => {
       const m = parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
       return valueOf(m, 'openenv_network_stock_size') === 3 && valueOf(m, 'openenv_network_stock_ready') === 3;
     };
-    const first = await spawnServer(serverArgs(instance, ['--network-stock', '3']));
+    const first = await spawnServer(serverArgs(instance, ['--network-stock', '3', '--no-reaper']));
     await waitFor(() => stockFull(first.url), 30_000, 'the stock made');
     const stocked = labelledResources(label).networks;
     expect(stocked).toHaveLength(3);
