@@ -85,6 +85,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             subnetPool: opts.subnetPool,
             inContainer: opts.inContainer,
             networkStock: networkStockSize(opts),
+            recycleNetworks: !opts.noNetworkRecycling,
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;

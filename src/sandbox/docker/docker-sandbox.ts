@@ -73,6 +73,16 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     return this.makeNetwork(owner);
   }
 
+  protected override canCheckEmpty(): boolean {
+    return true;
+  }
+
+  /** no container on the bridge any more, the server's own (when it joined) aside */
+  protected override async networkIsEmpty(net: EpisodeNetwork): Promise<boolean> {
+    const info = (await this.docker.getNetwork(net.id).inspect()) as { Containers?: Record<string, unknown> };
+    return Object.keys(info.Containers ?? {}).every((id) => id === this.attach);
+  }
+
   /**
    * An episode network on a fresh subnet, joined by the server's container when it has one
    * (labelled: removed with its owner's id). With a container set, episode bridges get no host

@@ -14,6 +14,8 @@ export interface DockerSandboxFactoryOptions {
   inContainer: 'auto' | 'always' | 'never';
   /** episode networks made ahead of demand */
   networkStock: number;
+  /** an ended episode's stocked network goes back to the stock (default true) */
+  recycleNetworks?: boolean;
   logger: SandboxLogger;
 }
 
@@ -34,6 +36,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     subnetPool: o.subnetPool,
     attachContainer: own,
     networkStock: o.networkStock,
+    ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };
