@@ -70,7 +70,12 @@ export const MAX_ARGUMENT_DEPTH = 64;
  * death or a lost node, how long removing an overlay waits for its service's tasks to go, and how
  * long one node listing serves the deploys that check their env against it.
  */
-export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000, nodeListMaxAgeMs: 1000 } as const;
+/**
+ * The swarm backend. `pullBudgetMs`: a task's time in "preparing" (its node pulling the env image,
+ * once per node and image) is not counted against the env's deploy timeout, up to this much: a
+ * first deploy on a node of a slow registry is not a failed env.
+ */
+export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000, nodeListMaxAgeMs: 1000, pullBudgetMs: 300_000 } as const;
 
 /**
  * --max-concurrent-deploys' default: envs starting at once. Measured, not guessed: `npm run bench`'s
