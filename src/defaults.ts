@@ -249,3 +249,11 @@ export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outp
  * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
  */
 export const LANE_SHARE = { oldestEvery: 4 } as const;
+
+/**
+ * The storage bound where the engine cannot limit a container's writable layer
+ * (src/sandbox/docker/storage-watch.ts): the env's layer is looked at (SizeRw) every
+ * `costFactor` times as long as the last look took, at least every `minIntervalMs` and at most
+ * every `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.8 s a look).
+ */
+export const STORAGE_WATCH = { minIntervalMs: 500, maxIntervalMs: 30_000, costFactor: 20 } as const;
