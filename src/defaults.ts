@@ -257,3 +257,10 @@ export const LANE_SHARE = { oldestEvery: 4 } as const;
  * every `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.8 s a look).
  */
 export const STORAGE_WATCH = { minIntervalMs: 500, maxIntervalMs: 30_000, costFactor: 20 } as const;
+
+/**
+ * The console's task search (src/console/task-search.ts): ids scanned `chunk` at a time, the event
+ * loop served between chunks; the last `cachedQueries` answers kept, those of at most
+ * `cachedMatchesMax` tasks (a million ids scan in tens of milliseconds, in chunks of a fraction of one).
+ */
+export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 65_536 } as const;

@@ -91,6 +91,8 @@ export const SANDBOX_FACTS = {
   node_gone: 'node_lost',
   /** the engine failed a call or cannot be reached, or the sandbox is closed */
   engine_failed: 'engine_error',
+  /** the sandbox stopped the env for what it wrote past its storage bound */
+  storage_exceeded: 'storage_exceeded',
 } as const satisfies Record<string, FailureReason>;
 
 export type SandboxFact = keyof typeof SANDBOX_FACTS;

@@ -187,6 +187,8 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
         outcome.kind === 'exited'
           ? { kind: 'exited' as const, exitCode: after?.exitCode ?? outcome.exitCode, oomKilled: after ? after.oomKilled : null }
           : outcome;
+      const storageEnd = outcome.kind === 'exited' ? this.storage.exceeded(container.id) : null;
+      if (storageEnd !== null) throw new SandboxError('storage_exceeded', `env \`${env.name}\`: ${storageEnd} before it was ready`, { logTail: tail });
       const verdict = notReadyVerdict(seen, { env, runs: 'container' });
       throw new SandboxError(verdict.fact, verdict.message, { exitCode: seen.kind === 'exited' ? seen.exitCode : null, logTail: tail });
     } finally {
