@@ -164,9 +164,9 @@ export abstract class EngineSandbox<N> implements Sandbox {
   protected abstract removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult>;
   abstract networksInUse(): number;
 
-  /** what of an env's lock-down this engine cannot enforce, each with why (default: nothing) */
-  protected notEnforced(_env: EnvSpec): Promise<string[]> {
-    return Promise.resolve([]);
+  /** the runtime the env really runs under here, and what of its lock-down this engine cannot enforce, each with why (default: its own, nothing) */
+  protected onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
+    return Promise.resolve({ runtime: env.runtime, notEnforced: [] });
   }
 
   /** the engine can run containers under `runtime` (runc always can); a swarm overrides it: its services cannot choose */
@@ -265,7 +265,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
       },
       granted: async (env) => {
         const spec = sandbox.withRuntime(env);
-        return granted({ resources: spec.resources, security: spec.security, runtime: spec.runtime }, await sandbox.notEnforced(spec));
+        const here = await sandbox.onEngine(spec);
+        return granted({ resources: spec.resources, security: spec.security, runtime: here.runtime }, here.notEnforced);
       },
       checkRuntime: (runtime) => {
         sandbox.assertOpen();

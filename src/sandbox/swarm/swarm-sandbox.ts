@@ -86,12 +86,13 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     return this.engineFacts;
   }
 
-  /** what the manager's services cannot take, and a storage bound nothing watches on swarm */
-  protected override async notEnforced(env: EnvSpec): Promise<string[]> {
-    const out = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.engine()).not_enforced;
+  /** the nodes' default runtime, what the manager's services cannot take, and a storage bound nothing watches on swarm */
+  protected override async onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
+    const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.engine());
+    const notEnforced = [...l.not_enforced];
     if (env.resources.storageMb !== undefined)
-      out.push("storage_mb: on swarm the writable layer is neither limited nor watched (the task's container may be on any node)");
-    return out;
+      notEnforced.push("storage_mb: on swarm the writable layer is neither limited nor watched (the task's container may be on any node)");
+    return { runtime: l.runtime, notEnforced };
   }
 
   /**
