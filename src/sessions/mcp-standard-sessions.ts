@@ -117,7 +117,10 @@ export class StandardMcpSessions {
     const valid = InitializeParamsSchema.safeParse(msg.params);
     if (!valid.success) {
       const why = valid.error.issues.map((i) => i.message).join('; ');
-      return { status: 200, body: rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: initialize needs protocolVersion, capabilities and clientInfo (${why})`) };
+      return {
+        status: 200,
+        body: rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: initialize needs protocolVersion, capabilities and clientInfo (${why})`),
+      };
     }
     const params = valid.data;
     const asked = params.protocolVersion;

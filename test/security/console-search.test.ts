@@ -81,7 +81,7 @@ describe('the console task search', () => {
     for (const r of rs) expect(r.body.total).toBe(0);
     const slowest = Math.max(...healthTimes);
     console.log(
-      `[console search] 20 searches over ${TASKS} tasks took ${burstMs.toFixed(0)} ms; /health answered ${healthTimes.length} times meanwhile, the slowest in ${slowest.toFixed(1)} ms (${healthTimes.map((t) => t.toFixed(0)).join(" ")})`,
+      `[console search] 20 searches over ${TASKS} tasks took ${burstMs.toFixed(0)} ms; /health answered ${healthTimes.length} times meanwhile, the slowest in ${slowest.toFixed(1)} ms (${healthTimes.map((t) => t.toFixed(0)).join(' ')})`,
     );
     // before, a /health asked during the burst waited for the searches queued ahead of it: a few answers, each about the burst's length
     const median = [...healthTimes].sort((a, b) => a - b)[Math.floor(healthTimes.length / 2)]!;

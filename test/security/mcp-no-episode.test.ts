@@ -67,7 +67,10 @@ describe('MCP requests that must not start episodes', () => {
     const before = s.sandbox.spawned;
     const r = await post(s.url, { jsonrpc: '2.0', id: 1, method: 'initialize', ...(params === undefined ? {} : { params }) }, '/mcp?task_id=fx-echo-0');
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: 1, error: { code: -32602, message: expect.stringContaining('initialize needs protocolVersion, capabilities and clientInfo') } });
+    expect(r.body).toMatchObject({
+      id: 1,
+      error: { code: -32602, message: expect.stringContaining('initialize needs protocolVersion, capabilities and clientInfo') },
+    });
     expect(r.headers.get('mcp-session-id')).toBeNull();
     await settle();
     expect(s.sandbox.spawned).toBe(before);

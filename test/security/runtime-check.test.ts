@@ -47,7 +47,12 @@ describe('the runtime start check', () => {
     const registered = new SwarmSandbox({ instance: 'rt-check-c', bundleName: 'b', docker: fakeEngine(WITH_RUNSC), attachContainer: 'x' });
     const err = await registered.lockdown.checkRuntime('runsc').catch((e: Error) => e);
     expect((err as Error).message).toMatch(/cannot choose a service's runtime, and the manager's default-runtime is runc, not runsc/);
-    const byDefault = new SwarmSandbox({ instance: 'rt-check-d', bundleName: 'b', docker: fakeEngine({ ...WITH_RUNSC, DefaultRuntime: 'runsc' }), attachContainer: 'x' });
+    const byDefault = new SwarmSandbox({
+      instance: 'rt-check-d',
+      bundleName: 'b',
+      docker: fakeEngine({ ...WITH_RUNSC, DefaultRuntime: 'runsc' }),
+      attachContainer: 'x',
+    });
     await expect(byDefault.lockdown.checkRuntime('runsc')).resolves.toBeUndefined();
     // what the env is then granted: runsc, and the lock-down this engine's API cannot take said
     const g = await byDefault.lockdown.granted({
@@ -111,7 +116,9 @@ describe("bundle.json's envs.<name>.security", () => {
       'envs.echo.security.capabilities[1]: SYS_ADMIN is never granted to an env: it lets a container reach the host',
     ]);
     expect((await issuesOf({ capabilities: ['FLY'] }))[0]).toMatch(/^envs\.echo\.security\.capabilities\[0\]: expected a Linux capability name/);
-    expect((await issuesOf({ privileged: true }))[0]).toMatch(/^envs\.echo\.security\.privileged: unknown field; the fields here are capabilities, root, tmp_mb, user, runtime/);
+    expect((await issuesOf({ privileged: true }))[0]).toMatch(
+      /^envs\.echo\.security\.privileged: unknown field; the fields here are capabilities, root, tmp_mb, user, runtime/,
+    );
     expect((await issuesOf({ user: 'root; rm -rf /' }))[0]).toMatch(/^envs\.echo\.security\.user: expected a user id, uid:gid, or a user name/);
     expect((await issuesOf({ runtime: 'runc' }))[0]).toMatch(/^envs\.echo\.security\.runtime: expected "runsc"/);
     expect((await issuesOf({ root: 'tmpfs' }))[0]).toMatch(/^envs\.echo\.security\.root: /);

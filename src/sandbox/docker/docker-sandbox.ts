@@ -185,7 +185,12 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       const after = outcome.kind === 'exited' ? await inspectState(this.docker, container.id).catch(() => null) : null;
       const seen =
         outcome.kind === 'exited'
-          ? { kind: 'exited' as const, exitCode: after?.exitCode ?? outcome.exitCode, oomKilled: after ? after.oomKilled : null }
+          ? // under gVisor the engine does not always see an OOM kill: not seeing one there is not knowing
+            {
+              kind: 'exited' as const,
+              exitCode: after?.exitCode ?? outcome.exitCode,
+              oomKilled: after && (after.oomKilled || env.runtime !== 'runsc') ? after.oomKilled : null,
+            }
           : outcome;
       const storageEnd = outcome.kind === 'exited' ? this.storage.exceeded(container.id) : null;
       if (storageEnd !== null) throw new SandboxError('storage_exceeded', `env \`${env.name}\`: ${storageEnd} before it was ready`, { logTail: tail });
@@ -201,7 +206,8 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     try {
       state = await inspectState(this.docker, handle.containerId);
     } catch (err) {
-      if (isNotFound(err)) return { running: false, exitCode: this.watcher.exitCodeOf(handle.containerId), oomKilled: false, logTail: '', ...this.storageEnd(handle) };
+      if (isNotFound(err))
+        return { running: false, exitCode: this.watcher.exitCodeOf(handle.containerId), oomKilled: false, logTail: '', ...this.storageEnd(handle) };
       throw toSandboxError(err, `inspecting the env container ${handle.containerId.slice(0, 12)}`);
     }
     return {

@@ -2,11 +2,13 @@
  * The storage bound of envs whose engine cannot limit their writable layer (overlay2 off xfs with
  * pquota: docs/security.md, "A storage bound per env"): the layer is watched through the engine
  * (`GET /containers/{id}/json?size=1`, its SizeRw) and an env past its `storage_mb` is killed, its
- * episode ending with `storage_exceeded`. What asking costs grows with the files in the layer, not
- * their bytes (about 1 ms for one big file, 0.1 to 0.2 s with 20,000 files, measured): the next
- * look waits `costFactor` times as long as the last took, so that a layer of many small files
- * cannot make the watcher hog the engine, and at least `minIntervalMs`. An env may overshoot by
- * what it writes in one interval (the engine's write rate times the interval).
+ * episode ending with `storage_exceeded`. The first look comes `firstLookMs` after the start, the
+ * next every `intervalMs`, sooner when the layer grows toward the bound (half the time the last
+ * growth rate leaves, at least `nearMs`), so a fast writer overshoots by about what it writes in
+ * `nearMs`. What asking costs grows with the files in the layer, not their bytes (about 1 ms for
+ * one big file, 0.1 to 0.2 s with 20,000 files, measured): a look never comes sooner than
+ * `costFactor` times as long as the last took, so that a layer of many small files cannot make
+ * the watcher hog the engine (it then overshoots more), nor later than `maxIntervalMs`.
  */
 import type Dockerode from 'dockerode';
 import { STORAGE_WATCH } from '../../defaults.js';
@@ -18,6 +20,16 @@ interface Watched {
   limitBytes: number;
   timer: NodeJS.Timeout | null;
   stopped: boolean;
+  /** the last look: its size and time (performance.now()) */
+  last: { bytes: number; at: number } | null;
+}
+
+export interface StorageWatchSettings {
+  firstLookMs: number;
+  intervalMs: number;
+  nearMs: number;
+  maxIntervalMs: number;
+  costFactor: number;
 }
 
 /** what ended envs for their storage, for a diagnosis after (bounded) */
@@ -32,16 +44,16 @@ export class StorageWatch {
   constructor(
     private readonly docker: Dockerode,
     private readonly log: SandboxLogger,
-    private readonly settings: { minIntervalMs: number; maxIntervalMs: number; costFactor: number } = STORAGE_WATCH,
+    private readonly settings: StorageWatchSettings = STORAGE_WATCH,
   ) {}
 
   /** watches the container's writable layer until forget(episodeId), its removal, or its end for its storage */
   watch(episodeId: string, containerId: string, storageMb: number): void {
     if (this.closed) return;
     this.forget(episodeId);
-    const w: Watched = { containerId, limitBytes: storageMb * 1024 * 1024, timer: null, stopped: false };
+    const w: Watched = { containerId, limitBytes: storageMb * 1024 * 1024, timer: null, stopped: false, last: null };
     this.byEpisode.set(episodeId, w);
-    this.schedule(episodeId, w, 0);
+    this.schedule(episodeId, w, this.settings.firstLookMs);
   }
 
   /** why the container was killed for what it wrote, or null */
@@ -99,8 +111,20 @@ export class StorageWatch {
         });
       return;
     }
-    const next = Math.min(this.settings.maxIntervalMs, Math.max(this.settings.minIntervalMs, costMs * this.settings.costFactor));
-    this.schedule(episodeId, w, next);
+    this.schedule(episodeId, w, this.nextLook(w, sizeRw, costMs));
+  }
+
+  /** when to look again: the interval, sooner as the layer grows toward its bound, never sooner than the engine can spare */
+  private nextLook(w: Watched, bytes: number, costMs: number): number {
+    const now = performance.now();
+    const { intervalMs, nearMs, maxIntervalMs, costFactor } = this.settings;
+    let next = intervalMs;
+    if (w.last && bytes > w.last.bytes && now > w.last.at) {
+      const perMs = (bytes - w.last.bytes) / (now - w.last.at);
+      next = Math.min(next, Math.max(nearMs, (w.limitBytes - bytes) / perMs / 2));
+    }
+    w.last = { bytes, at: now };
+    return Math.min(maxIntervalMs, Math.max(next, costMs * costFactor));
   }
 
   private remember(containerId: string, why: string): void {
