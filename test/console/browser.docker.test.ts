@@ -562,7 +562,16 @@ describeBrowser('the web console in Chromium', () => {
       const page = await openConsole(s.url);
       const row = page.getByTestId('envs-granted').getByTestId('env-gridsim');
       await row.waitFor();
-      expect(await row.locator('td').allTextContents()).toEqual(['gridsim', 'runc', 'defaults', 'writable', "image's", expect.stringMatching(/ MB, /), 'unbounded', '—']);
+      expect(await row.locator('td').allTextContents()).toEqual([
+        'gridsim',
+        'runc',
+        'defaults',
+        'writable',
+        "image's",
+        expect.stringMatching(/ MB, /),
+        'unbounded',
+        '—',
+      ]);
       await page.close();
     });
   });
