@@ -3,9 +3,10 @@
  * pquota: docs/security.md, "A storage bound per env"): the layer is watched through the engine
  * (`GET /containers/{id}/json?size=1`, its SizeRw) and an env past its `storage_mb` is killed, its
  * episode ending with `storage_exceeded`. The first look comes `firstLookMs` after the start, the
- * next every `intervalMs`, sooner when the layer grows toward the bound (half the time the last
- * growth rate leaves, at least `nearMs`), so a fast writer overshoots by about what it writes in
- * `nearMs`. What asking costs grows with the files in the layer, not their bytes (about 1 ms for
+ * next after `intervalMs`, or sooner: after the time the env would take to fill what is left of its
+ * bound writing as fast as the disk takes it (`writeBytesPerMs`, or the rate last seen when faster),
+ * at least `nearMs`; so a small bound is looked at often, a large one seldom, and a writer at full
+ * speed overshoots by about what it writes in `nearMs` plus a look's own time. What asking costs grows with the files in the layer, not their bytes (about 1 ms for
  * one big file, 0.1 to 0.2 s with 20,000 files, measured): a look never comes sooner than
  * `costFactor` times as long as the last took, so that a layer of many small files cannot make
  * the watcher hog the engine (it then overshoots more), nor later than `maxIntervalMs`.
@@ -29,6 +30,8 @@ export interface StorageWatchSettings {
   intervalMs: number;
   nearMs: number;
   maxIntervalMs: number;
+  /** how fast an env may write to its layer, bytes per ms: the soonest a bound can be reached */
+  writeBytesPerMs: number;
   costFactor: number;
 }
 
@@ -118,11 +121,10 @@ export class StorageWatch {
   private nextLook(w: Watched, bytes: number, costMs: number): number {
     const now = performance.now();
     const { intervalMs, nearMs, maxIntervalMs, costFactor } = this.settings;
-    let next = intervalMs;
-    if (w.last && bytes > w.last.bytes && now > w.last.at) {
-      const perMs = (bytes - w.last.bytes) / (now - w.last.at);
-      next = Math.min(next, Math.max(nearMs, (w.limitBytes - bytes) / perMs / 2));
-    }
+    // the soonest the env could reach its bound, writing as fast as the engine's disk takes it (or faster, when seen)
+    const seen = w.last && bytes > w.last.bytes && now > w.last.at ? (bytes - w.last.bytes) / (now - w.last.at) : 0;
+    const reachMs = (w.limitBytes - bytes) / Math.max(this.settings.writeBytesPerMs, seen);
+    const next = Math.min(intervalMs, Math.max(nearMs, reachMs));
     w.last = { bytes, at: now };
     return Math.min(maxIntervalMs, Math.max(next, costMs * costFactor));
   }
