@@ -145,6 +145,7 @@ describe("a sandbox's facts", () => {
       unplaceable: 'unschedulable',
       node_gone: 'node_lost',
       engine_failed: 'engine_error',
+      storage_exceeded: 'storage_exceeded',
     });
     for (const [fact, reason] of Object.entries(SANDBOX_FACTS)) {
       expect(ALL_FAILURE_REASONS).toContain(reason);
