@@ -90,6 +90,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             inContainer: opts.inContainer,
             networkStock: networkStockSize(opts),
             runtime: opts.runtime,
+            recycleNetworks: !opts.noNetworkRecycling,
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;

@@ -271,6 +271,8 @@ export interface StockStats {
   made: number;
   taken: number;
   missed: number;
+  /** networks that came back empty from an ended episode into the stock (recycling) */
+  recycled: number;
 }
 
 /** Label keys on every container and network this server creates, from the moment of creation. */

@@ -66,9 +66,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     }
   }
 
-  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
+  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
     this.storage.forget(episodeId);
-    return super.removeEpisode(episodeId, onEnvRemoved);
+    return super.removeEpisode(episodeId, onEnvRemoved, recycle);
   }
 
   override async close(): Promise<void> {
@@ -108,6 +108,16 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
 
   protected makeStockedNetwork(owner: Owner): Promise<EpisodeNetwork> {
     return this.makeNetwork(owner);
+  }
+
+  protected override canCheckEmpty(): boolean {
+    return true;
+  }
+
+  /** no container on the bridge any more, the server's own (when it joined) aside */
+  protected override async networkIsEmpty(net: EpisodeNetwork): Promise<boolean> {
+    const info = (await this.docker.getNetwork(net.id).inspect()) as { Containers?: Record<string, unknown> };
+    return Object.keys(info.Containers ?? {}).every((id) => id === this.attach);
   }
 
   /**

@@ -17,6 +17,8 @@ export interface DockerSandboxFactoryOptions {
   networkStock: number;
   /** what runs envs whose bundle names no runtime (--runtime) */
   runtime?: EnvRuntime;
+  /** an ended episode's stocked network goes back to the stock (default true) */
+  recycleNetworks?: boolean;
   logger: SandboxLogger;
 }
 
@@ -38,6 +40,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     attachContainer: own,
     networkStock: o.networkStock,
     runtime: o.runtime,
+    ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

@@ -57,6 +57,12 @@ export interface EngineSandboxOptions {
   networkStock?: number;
   /** what envs run under unless their spec names a runtime (--runtime; default runc) */
   runtime?: EnvRuntime;
+  /**
+   * A stocked network whose episode ended goes back to the stock, once the backend found it empty
+   * (engine/network-stock.ts); false: removed with its episode. Backends that cannot check a
+   * network empty never recycle. Default true.
+   */
+  recycleNetworks?: boolean;
 }
 
 /** how a backend's messages and logs name it */
@@ -115,6 +121,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     };
     this.networks = new NetworkStock<N>({
       size: opts.networkStock ?? 0,
+      recycle: (opts.recycleNetworks ?? true) && this.canCheckEmpty(),
       what: names.network,
       log: this.log,
       create: async (key) => {
@@ -185,6 +192,16 @@ export abstract class EngineSandbox<N> implements Sandbox {
           'register gVisor with it (sudo bash deploy/register-runsc.sh), or serve without --runtime runsc and without envs whose security asks for it',
       );
     }
+  }
+
+  /** whether networkIsEmpty answers (a backend that recycles its episode networks overrides both) */
+  protected canCheckEmpty(): boolean {
+    return false;
+  }
+
+  /** the network has no endpoint left on the engine (the server's own container aside) */
+  protected networkIsEmpty(_net: N): Promise<boolean> {
+    return Promise.resolve(false);
   }
 
   /** the image reference envs are deployed from, once built (the swarm's: pushed to its registry) */
@@ -297,7 +314,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
       try {
-        await this.removeEpisode(episodeId);
+        // a network a failed deploy used is not trusted to the next one: removed, never recycled
+        await this.removeEpisode(episodeId, undefined, false);
       } catch (cleanupErr) {
         this.log.error({ episode: episodeId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
       }
@@ -317,20 +335,29 @@ export abstract class EngineSandbox<N> implements Sandbox {
 
   /**
    * Removes the episode's labelled resources, and the stocked network it took (labelled with that
-   * network's key, removed under the episode's id so that the backend knows whose it is).
+   * network's key, removed under the episode's id so that the backend knows whose it is), unless
+   * that network goes back to the stock: its env removed, found empty on the engine, and the stock
+   * wanting it (engine/network-stock.ts). `recycle` false: removed in any case.
    */
-  protected async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
+  protected async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
     this.watcher.forget(episodeId);
-    const key = this.networks.keyTakenBy(episodeId);
+    const stocked = this.networks.takenBy(episodeId);
     const owned = await this.list(episodeId);
-    if (key) owned.networks.push(...(await this.list(key)).networks.map((n) => ({ ...n, episode: episodeId })));
+    const stockedNetworks = async () => (stocked ? (await this.list(stocked.key)).networks.map((n) => ({ ...n, episode: episodeId })) : []);
+    const mayGoBack = recycle && stocked !== undefined && this.networks.wantsBack();
+    if (!mayGoBack) owned.networks.push(...(await stockedNetworks()));
     const result = await this.removeOwned(owned, onEnvRemoved);
     if (result.failed.length > 0) throw this.removalError(result.failed, `episode ${episodeId}`);
     this.released(episodeId);
-    if (key) {
-      this.released(key);
-      this.networks.forget(episodeId);
+    if (!stocked) return;
+    if (mayGoBack) {
+      if ((await this.networkIsEmpty(stocked.net).catch(() => false)) && this.networks.giveBack(episodeId)) return;
+      // not empty, or the stock full or closing meanwhile: removed as any other
+      const rest = await this.removeOwned({ envs: [], networks: await stockedNetworks() });
+      if (rest.failed.length > 0) throw this.removalError(rest.failed, `episode ${episodeId}`);
     }
+    this.released(stocked.key);
+    this.networks.forget(episodeId);
   }
 
   async sweep(): Promise<SweepResult> {

@@ -173,7 +173,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       stages.mark('service');
       const gone = this.watcher.watch(episodeId, serviceId);
       throwIfAborted(signal);
-      const { task, ip, polls } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
+      const { task, ip, polls, pulledMs } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
       const connectMs = await joined;
       stages.mark('attach');
       throwIfAborted(signal);
@@ -182,7 +182,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         else gone.addEventListener('abort', () => resolve(-1), { once: true });
       });
       const baseUrl = `http://${ip}:${env.port}`;
-      const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
+      // the image pull's time is the node's, not the env's: the readiness keeps what the pull took
+      const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline: deadline + pulledMs, exited, signal });
       if (outcome.kind === 'ready') {
         throwIfAborted(signal);
         stages.mark('ready');
@@ -216,7 +217,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     }
   }
 
-  /** polls the service's task until it runs with an address on the overlay, ends, or the deadline passes */
+  /**
+   * polls the service's task until it runs with an address on the overlay, ends, or the deadline
+   * passes; the time the task spends preparing (its node pulling the image) moves the deadline, up
+   * to SWARM.pullBudgetMs, and is returned as `pulledMs`
+   */
   private async waitForTask(
     serviceId: string,
     networkId: string,
@@ -224,9 +229,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     deadline: number,
     signal: AbortSignal,
     stages: DeployStages,
-  ): Promise<{ task: SwarmTask; ip: string; polls: number }> {
+  ): Promise<{ task: SwarmTask; ip: string; polls: number; pulledMs: number }> {
     let delay = 50;
     let last: SwarmTask | undefined;
+    let pulledMs = 0;
+    let polledAt = Date.now();
     for (let polls = 1; ; polls++) {
       throwIfAborted(signal);
       const tasks = await listTasks(this.docker, [serviceId]).catch((err) => {
@@ -234,27 +241,30 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       });
       last = latestTask(tasks, serviceId) ?? last;
       const state = last?.Status?.State ?? '';
+      const now = Date.now();
+      if (state === 'preparing') pulledMs = Math.min(SWARM.pullBudgetMs, pulledMs + (now - polledAt));
+      polledAt = now;
       if (last?.NodeID && !stages.has('schedule')) stages.mark('schedule');
       if (last && state === 'running') {
         if (!stages.has('start')) stages.mark('start');
         const ip = taskAddress(last, networkId);
         if (ip) {
           stages.mark('address');
-          return { task: last, ip, polls };
+          return { task: last, ip, polls, pulledMs };
         }
       }
       if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env);
-      if (Date.now() >= deadline) {
+      if (Date.now() >= deadline + pulledMs) {
         const err = last?.Status?.Err;
         const where = last?.NodeID ? ` on node ${last.NodeID.slice(0, 12)}` : '';
         throw new SandboxError(
           'not_ready_in_time',
-          `env \`${env.name}\` did not start within its deploy timeout (${fmtS(env.deployTimeoutMs)}): its task is still ${state || 'unscheduled'}${where}` +
+          `env \`${env.name}\` did not start within its deploy timeout (${fmtS(env.deployTimeoutMs)}${pulledMs > 0 ? `, and ${fmtS(pulledMs)} of image pull beside it` : ''}): its task is still ${state || 'unscheduled'}${where}` +
             (state === 'pending' && err ? ` (the scheduler says: ${err}; every node may be full of other reservations)` : err ? `: ${err}` : '') +
             (state === 'preparing' ? ' (pulling the image)' : ''),
         );
       }
-      await sleep(Math.max(0, Math.min(delay, deadline - Date.now())), signal);
+      await sleep(Math.max(0, Math.min(delay, deadline + pulledMs - Date.now())), signal);
       delay = Math.min(delay * 1.5, SWARM.taskPollMaxMs);
     }
   }
