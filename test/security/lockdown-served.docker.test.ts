@@ -309,7 +309,7 @@ echo done`;
       expect((await call(s.url, 'GET', '/bundle')).body.envs.echo).toMatchObject({ runtime: 'runsc', pids: 64 });
     }, 120_000);
 
-    it('limits under gVisor: a tool past --tool-timeout is tool_timeout; an env past its memory is env_oom', async (ctx) => {
+    it('limits under gVisor: a tool past --tool-timeout is tool_timeout; an env past its memory is killed at it (137)', async (ctx) => {
       if (!s) return ctx.skip();
       const started = await call(s.url, 'POST', '/episodes', { task_id: 'fx-echo-0' });
       const id = started.body.episode_id as string;
