@@ -17,6 +17,7 @@ import { SwarmSandbox } from '../../src/sandbox/swarm/swarm-sandbox.js';
 import { DelegatingSandbox } from '../support/delegating-sandbox.js';
 import { FIXTURE_BUNDLE } from '../support/app.js';
 import { ProcessSandbox } from '../support/process-sandbox.js';
+import { echoSpec } from '../sandbox/contract.js';
 
 /** an engine answering `info` and `version` only */
 function fakeEngine(info: Record<string, unknown>, apiVersion = '1.41'): Dockerode {
@@ -55,15 +56,7 @@ describe('the runtime start check', () => {
     });
     await expect(byDefault.lockdown.checkRuntime('runsc')).resolves.toBeUndefined();
     // what the env is then granted: runsc, and the lock-down this engine's API cannot take said
-    const g = await byDefault.lockdown.granted({
-      name: 'e',
-      image: 'i',
-      port: 8000,
-      readyPath: '/health',
-      deployTimeoutMs: 1000,
-      resources: { memoryMb: 64, cpus: 1, pids: 32, storageMb: 10 },
-      environment: {},
-    });
+    const g = await byDefault.lockdown.granted(echoSpec('i', { resources: { memoryMb: 64, cpus: 1, pids: 32, storageMb: 10 } }));
     expect(g).toMatchObject({ runtime: 'runsc', no_new_privileges: false, storage_mb: 10 });
     expect(g.not_enforced).toEqual([expect.stringMatching(/^no-new-privileges/), expect.stringMatching(/^storage_mb: on swarm/)]);
   });

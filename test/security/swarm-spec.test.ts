@@ -9,19 +9,11 @@ import { ENV_LOCKDOWN } from '../../src/defaults.js';
 import { DEFAULT_CAPABILITIES, EnvSecuritySchema, enginePidsLimit } from '../../src/sandbox/engine/hardening.js';
 import { createEnvService } from '../../src/sandbox/swarm/services.js';
 import type { EnvSpec } from '../../src/sandbox/sandbox.js';
+import { echoSpec } from '../sandbox/contract.js';
 
 const owner = { instance: 'i', bundle: 'b', episode: 'e1', env: 'echo' };
 const network = { id: 'net1', name: 'openenv-echo-e1' };
-const spec = (over: Partial<EnvSpec> = {}): EnvSpec => ({
-  name: 'echo',
-  image: 'img:1',
-  port: 8000,
-  readyPath: '/health',
-  deployTimeoutMs: 1000,
-  resources: { memoryMb: 128, cpus: 0.5, pids: 64 },
-  environment: { A: '1' },
-  ...over,
-});
+const spec = (over: Partial<EnvSpec> = {}): EnvSpec => echoSpec('img:1', { deployTimeoutMs: 1000, environment: { A: '1' }, ...over });
 
 async function sent(env: EnvSpec, engine = { apiVersion: '1.41', defaultRuntime: 'runc' }): Promise<any> {
   let captured: any = null;
