@@ -22,14 +22,24 @@ import { ENV_LOCKDOWN } from '../../src/defaults.js';
 import { DEFAULT_CAPABILITIES, dockerLockdown, enginePidsLimit } from '../../src/sandbox/engine/hardening.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { http as call } from '../routes/http.js';
-import { describeDocker, IN_CI } from '../support/docker.js';
-import { FIXTURE_BUNDLE, startServer, suiteServer, type TestServer } from '../support/docker-server.js';
+import { describeDocker, IN_CI, labelledResources } from '../support/docker.js';
+import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer as startAppServer, suiteServer, type TestServer } from '../support/docker-server.js';
 
 const docker = new Dockerode();
 const dirs: string[] = [];
+/** every server this file starts: none may leave anything labelled with its instance */
+const instances: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const i of instances) expect(labelledResources(`${INSTANCE_LABEL}=${i}`), i).toEqual({ containers: [], networks: [] });
+  expect(labelledResources('io.openenv.security-served-test').containers).toEqual([]);
 });
+
+async function startServer(...args: Parameters<typeof startAppServer>): Promise<TestServer> {
+  const s = await startAppServer(...args);
+  instances.push(s.instance);
+  return s;
+}
 
 /** Linux capability numbers, for reading CapEff */
 const CAP_BITS: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, FSETID: 4, KILL: 5, SETGID: 6, SETUID: 7, NET_RAW: 13 };
@@ -214,7 +224,7 @@ echo done`;
       name,
       Image: 'openenv-local/debian:bookworm',
       Cmd: ['bash', '-c', script],
-      Labels: { 'io.openenv.security-test': name },
+      Labels: { 'io.openenv.security-served-test': name },
       HostConfig: { ...dockerLockdown({ resources: { memoryMb: 256, cpus: 1, pids: 128 } }).hostConfig, NetworkMode: 'none' },
     });
     try {
