@@ -262,6 +262,11 @@ export const SERVER_OPTIONS = {
     value: 'auto|always|never',
     help: "join each episode network from the server's own container (auto: when running in one)",
   },
+  runtime: {
+    schema: z.enum(['runc', 'runsc']).default('runc'),
+    value: 'runc|runsc',
+    help: "what runs every env's container: runc (the engine's own) or runsc (gVisor: its own kernel between the env and the host; the engine must have it registered, which the server checks at start); an env may also ask for runsc in bundle.json",
+  },
   history: {
     schema: z.coerce.number().int().min(0).max(100_000).default(500),
     value: N,

@@ -261,3 +261,20 @@ export const LANE_SHARE = { oldestEvery: 4 } as const;
  * looks whether the server's process is gone once the pipe closed, and its removals' retries.
  */
 export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200 } as const;
+
+/**
+ * The storage bound where the engine cannot limit a container's writable layer
+ * (src/sandbox/docker/storage-watch.ts): the env's layer is first looked at (SizeRw) `firstLookMs`
+ * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
+ * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
+ * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
+ * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.8 s a look).
+ */
+export const STORAGE_WATCH = { firstLookMs: 100, intervalMs: 500, nearMs: 50, maxIntervalMs: 30_000, costFactor: 20, writeBytesPerMs: 1_000_000 } as const;
+
+/**
+ * The console's task search (src/console/task-search.ts): ids scanned `chunk` at a time, the event
+ * loop served between chunks; the last `cachedQueries` answers kept, those of at most
+ * `cachedMatchesMax` tasks (a million ids scan in tens of milliseconds, in chunks of a fraction of one).
+ */
+export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 65_536 } as const;

@@ -16,6 +16,8 @@ import {
   type EnvDiagnosis,
   type EnvHandle,
   type EnvImages,
+  type EnvLockdown,
+  type EnvRuntime,
   type EnvSpec,
   type ImageBuildRequest,
   type InstanceClaim,
@@ -24,6 +26,7 @@ import {
   type TeardownOptions,
 } from '../sandbox.js';
 import { abortError, engineMessage, toSandboxError } from './errors.js';
+import { granted } from './hardening.js';
 import { buildEnvImage, checkImage } from './image-build.js';
 import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
 import type { Owner } from './labels.js';
@@ -52,6 +55,8 @@ export interface EngineSandboxOptions {
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
   /** episode networks kept made ahead of demand once stock.start() was called (default 0: none) */
   networkStock?: number;
+  /** what envs run under unless their spec names a runtime (--runtime; default runc) */
+  runtime?: EnvRuntime;
   /**
    * A stocked network whose episode ended goes back to the stock, once the backend found it empty
    * (engine/network-stock.ts); false: removed with its episode. Backends that cannot check a
@@ -86,6 +91,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
   protected readonly removal: RemovalSettings;
   /** networks made ahead of demand; each is handed to one deploy, which it records, and removed with that episode */
   protected readonly networks: NetworkStock<N>;
+  /** envs whose spec names no runtime run under this one */
+  protected readonly runtime: EnvRuntime;
   private readonly names: BackendNames;
   private readonly lifecycles = new EnvLifecycles();
   private readonly builds = new Map<string, Promise<string>>();
@@ -105,6 +112,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     this.docker = opts.docker ?? new Dockerode();
     this.log = opts.logger ?? silentLogger;
     this.attach = opts.attachContainer ?? null;
+    this.runtime = opts.runtime ?? 'runc';
     this.removal = {
       attachContainer: this.attach,
       attempts: opts.removeAttempts ?? REMOVAL_RETRY.attempts,
@@ -162,6 +170,29 @@ export abstract class EngineSandbox<N> implements Sandbox {
   /** removes what was listed, envs first; `onEnvRemoved` once no env of it runs any more */
   protected abstract removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult>;
   abstract networksInUse(): number;
+
+  /** the runtime the env really runs under here, and what of its lock-down this engine cannot enforce, each with why (default: its own, nothing) */
+  protected onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
+    return Promise.resolve({ runtime: env.runtime, notEnforced: [] });
+  }
+
+  /** the engine can run containers under `runtime` (runc always can); a swarm overrides it: its services cannot choose */
+  protected async engineHasRuntime(runtime: EnvRuntime): Promise<void> {
+    if (runtime === 'runc') return;
+    let runtimes: Record<string, unknown>;
+    try {
+      runtimes = ((await this.docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {};
+    } catch (err) {
+      throw toSandboxError(err, 'listing its runtimes');
+    }
+    if (!Object.hasOwn(runtimes, runtime)) {
+      throw new SandboxError(
+        'engine_failed',
+        `${this.names.engine} has no runtime "${runtime}" (it has ${Object.keys(runtimes).join(', ') || 'none'}): ` +
+          'register gVisor with it (sudo bash deploy/register-runsc.sh), or serve without --runtime runsc and without envs whose security asks for it',
+      );
+    }
+  }
 
   /** whether networkIsEmpty answers (a backend that recycles its episode networks overrides both) */
   protected canCheckEmpty(): boolean {
@@ -239,12 +270,39 @@ export abstract class EngineSandbox<N> implements Sandbox {
     stats: () => this.networks.stats(),
   };
 
+  /** every env locked down (engine/hardening.ts), under its spec's runtime or the sandbox's */
+  readonly lockdown: EnvLockdown = this.lockdownPart();
+
+  private lockdownPart(): EnvLockdown {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the getter reads the runtime set in the constructor, after field initialisers
+    const sandbox = this;
+    return {
+      get runtime() {
+        return sandbox.runtime;
+      },
+      granted: async (env) => {
+        const spec = sandbox.withRuntime(env);
+        const here = await sandbox.onEngine(spec);
+        return granted({ resources: spec.resources, security: spec.security, runtime: here.runtime }, here.notEnforced);
+      },
+      checkRuntime: (runtime) => {
+        sandbox.assertOpen();
+        return sandbox.engineHasRuntime(runtime);
+      },
+    };
+  }
+
+  /** the spec with the runtime it runs under: its own, else the sandbox's */
+  protected withRuntime(env: EnvSpec): EnvSpec & { runtime: EnvRuntime } {
+    return { ...env, runtime: env.runtime ?? this.runtime };
+  }
+
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
     return this.lifecycles.deploy(
       req,
       (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
-      (signal) => this.deployOrCleanUp(req.episodeId, req.env, signal),
+      (signal) => this.deployOrCleanUp(req.episodeId, this.withRuntime(req.env), signal),
     );
   }
 

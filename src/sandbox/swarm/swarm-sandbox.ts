@@ -6,13 +6,14 @@
  * (images, the instance claim and its loss, the stock, deploy clean-up, teardown, sweep) is the
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
  */
-import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvSpec, type ImageBuildRequest } from '../sandbox.js';
+import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvRuntime, type EnvSpec, type ImageBuildRequest } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { SWARM } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
 import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
+import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp } from '../engine/readiness.js';
@@ -46,6 +47,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   private readonly nodes: NodeListing;
   protected readonly watcher: TaskWatcher;
   protected readonly listEnvs = listServices(this.docker);
+  /** the manager's API version and default runtime, asked once (what of the lock-down its services take) */
+  private engineFacts: Promise<SwarmEngine> | null = null;
 
   constructor(opts: SwarmSandboxOptions) {
     super(opts, { sandbox: 'the swarm sandbox', engine: 'the swarm', network: 'overlay' });
@@ -68,6 +71,42 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       throw new SandboxError(
         'engine_failed',
         `--sandbox swarm needs the engine of a swarm manager, and this one is ${state === 'active' ? 'a worker' : `not in a swarm (state: ${state})`}: run the server on a manager node`,
+      );
+    }
+  }
+
+  private engine(): Promise<SwarmEngine> {
+    this.engineFacts ??= Promise.all([this.docker.version(), this.docker.info() as Promise<{ DefaultRuntime?: string }>]).then(
+      ([v, i]) => ({ apiVersion: v.ApiVersion, defaultRuntime: i.DefaultRuntime ?? 'runc' }),
+      (err) => {
+        this.engineFacts = null;
+        throw toSandboxError(err, 'answering what version it is');
+      },
+    );
+    return this.engineFacts;
+  }
+
+  /** the nodes' default runtime, what the manager's services cannot take, and a storage bound nothing watches on swarm */
+  protected override async onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
+    const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.engine());
+    const notEnforced = [...l.not_enforced];
+    if (env.resources.storageMb !== undefined)
+      notEnforced.push("storage_mb: on swarm the writable layer is neither limited nor watched (the task's container may be on any node)");
+    return { runtime: l.runtime, notEnforced };
+  }
+
+  /**
+   * A service cannot choose its runtime: its tasks run under the nodes' default-runtime, so gVisor
+   * on swarm is the manager's default-runtime (and every node's, which this cannot see).
+   */
+  protected override async engineHasRuntime(runtime: EnvRuntime): Promise<void> {
+    if (runtime === 'runc') return;
+    const { defaultRuntime } = await this.engine();
+    if (defaultRuntime !== runtime) {
+      throw new SandboxError(
+        'engine_failed',
+        `--sandbox swarm cannot choose a service's runtime, and the manager's default-runtime is ${defaultRuntime}, not ${runtime}: ` +
+          `make "${runtime}" the "default-runtime" of every node (/etc/docker/daemon.json), or serve without --runtime ${runtime}`,
       );
     }
   }
@@ -130,7 +169,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       joined.catch(() => undefined);
       const deadline = Date.now() + env.deployTimeoutMs;
       const secret = newEnvSecret();
-      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret);
+      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret, await this.engine());
       stages.mark('service');
       const gone = this.watcher.watch(episodeId, serviceId);
       throwIfAborted(signal);
