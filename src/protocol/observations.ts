@@ -35,6 +35,8 @@ export const FailureReasonSchema = z.enum([
   'model_upstream_error',
   'model_upstream_timeout',
   'verifier_timeout',
+  // the env's lock-down (docs/security.md): it wrote past its storage_mb
+  'storage_exceeded',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 
