@@ -249,3 +249,8 @@ export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outp
  * `oldestEvery` times as many grants as plain FIFO would make it wait (1: plain FIFO).
  */
 export const LANE_SHARE = { oldestEvery: 4 } as const;
+
+// ---- verified tasks served through episodes (src/episodes/verified-task.ts; docs/harbor.md) ----
+
+/** How long a turn's setup.sh may run before its turn starts (Harbor gives it no timeout of its own). */
+export const TURN_SETUP_TIMEOUT_MS = 120_000;

@@ -12,6 +12,7 @@ import type { Action } from '../protocol/frames.js';
 import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, StreamMessage, Transcript, TranscriptEvent } from '../protocol/console.js';
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from '../episodes/episode.js';
+import type { VerifierRecord } from '../episodes/verified-task.js';
 import { EpisodeSeries } from './series.js';
 import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 
@@ -133,6 +134,12 @@ export class EpisodeHistory implements EpisodeObserver {
       error: o.error ?? null,
       ms,
     });
+  }
+
+  onVerifier(ep: Episode, r: VerifierRecord): void {
+    const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
+    if (!l) return;
+    this.push(l, { kind: 'verifier', at: this.iso(), ...r });
   }
 
   onEnded(ep: Episode): void {

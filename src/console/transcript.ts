@@ -21,6 +21,7 @@ const PAYLOAD_FIELDS: Record<TranscriptEvent['kind'], readonly string[]> = {
   reset: ['messages'],
   tool_call: ['arguments', 'result', 'error'],
   list_tools: [],
+  verifier: ['output'],
   end: ['scores', 'failure'],
 };
 

@@ -35,6 +35,8 @@ export const FailureReasonSchema = z.enum([
   'model_upstream_error',
   'model_upstream_timeout',
   'verifier_timeout',
+  // a verified task's turn could not be prepared in the env's container
+  'setup_failed',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

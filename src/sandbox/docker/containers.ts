@@ -1,4 +1,5 @@
 import type Dockerode from 'dockerode';
+import { KEEP_ALIVE_CMD } from '../container-exec.js';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
@@ -9,7 +10,9 @@ import { logTailOf } from '../engine/logs.js';
 
 /**
  * The env's container: on the episode network only, no published port, bounded memory, CPU and
- * process count. Not auto-removed, so a crashed env can still be inspected and its log read.
+ * process count. Not auto-removed, so a crashed env can still be inspected and its log read. A
+ * shell env's (EnvSpec.kind) runs KEEP_ALIVE_CMD as its command (the image's ENTRYPOINT kept),
+ * in its `workdir`, with Docker's init as PID 1 to reap what the model's commands leave; no PORT.
  */
 export async function createEnvContainer(
   docker: Dockerode,
@@ -19,13 +22,15 @@ export async function createEnvContainer(
   /** the episode's env-identity secret (env-identity.ts); it overrides a manifest value of the same name */
   secret?: string,
 ): Promise<Dockerode.Container> {
-  const environment = { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
+  const shell = env.kind === 'shell';
+  const environment = shell ? env.environment : { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
   try {
     return await docker.createContainer({
       name: resourceName(owner.bundle, owner.env, owner.episode),
       Image: env.image,
       Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
       Labels: ownerLabels(owner),
+      ...(shell ? { Cmd: [...KEEP_ALIVE_CMD], ...(env.workdir ? { WorkingDir: env.workdir } : {}) } : {}),
       Tty: false,
       AttachStdin: false,
       AttachStdout: false,
@@ -40,7 +45,7 @@ export async function createEnvContainer(
         AutoRemove: false,
         RestartPolicy: { Name: 'no' },
         PublishAllPorts: false,
-        Init: false,
+        Init: shell,
         // envs run code a model drives: no setuid escalation inside the container
         SecurityOpt: ['no-new-privileges:true'],
       },

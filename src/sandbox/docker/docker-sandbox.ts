@@ -1,7 +1,8 @@
 /**
  * The Docker backend: one internal bridge network per episode on a subnet of our own pool (made
- * ahead of demand when the network stock has one), one env container on it, readiness over HTTP,
- * deaths seen in the engine's events. What every engine backend does alike (images, the instance
+ * ahead of demand when the network stock has one), one env container on it, readiness over HTTP
+ * (a shell env's: an exec that answers), deaths seen in the engine's events, exec and archive
+ * access to env containers for the shell toolset (`shell`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
 import { LABELS, SandboxError, type AbandonedSweep, type DeadInstances, type EnvDiagnosis, type EnvHandle, type EnvSpec } from '../sandbox.js';
@@ -15,7 +16,10 @@ import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js'
 import { abandonedInstances, removeLockMarkers } from '../engine/instance-lock.js';
 import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
-import { waitForHttp } from '../engine/readiness.js';
+import { waitForHttp, waitForProbe } from '../engine/readiness.js';
+import { DockerContainerExec } from '../engine/docker-exec.js';
+import { probeExec } from '../container-exec.js';
+import type { EnvShell } from '../sandbox.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listContainers, removeOwned } from './removal.js';
@@ -95,7 +99,8 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     await this.watcher.start();
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
-    const secret = newEnvSecret();
+    const shell = env.kind === 'shell';
+    const secret = shell ? undefined : newEnvSecret();
     const container = await createEnvContainer(this.docker, owner, env, network, secret);
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);
@@ -117,10 +122,13 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       if (!state.ip && state.running) {
         throw new SandboxError('engine_failed', `the container of env \`${env.name}\` got no address on its episode network`);
       }
-      const baseUrl = `http://${state.ip}:${env.port}`;
-      const outcome = state.ip
-        ? await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal })
-        : { kind: 'exited' as const, exitCode: state.exitCode ?? -1 };
+      const baseUrl = shell ? '' : `http://${state.ip}:${env.port}`;
+      const probing = new DockerContainerExec(this.docker, container.id);
+      const outcome = !state.ip
+        ? { kind: 'exited' as const, exitCode: state.exitCode ?? -1 }
+        : shell
+          ? await waitForProbe((ms, s) => probeExec(probing, ms, s), { deadline, exited, signal })
+          : await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
       if (outcome.kind === 'ready') {
         // an abort that lands as the env gets ready still wins: the caller gave up on it
         throwIfAborted(signal);
@@ -140,7 +148,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           },
           'env ready',
         );
-        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, secret, gone };
+        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, ...(secret ? { secret } : {}), gone };
       }
       const tail = await logTail(this.docker, container.id);
       // once it stopped, the engine says its exit code and whether the kernel killed it for its memory
@@ -155,6 +163,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       stopWaiting.abort();
     }
   }
+
+  /** the env containers' processes and files, through the engine's exec and archive APIs */
+  readonly shell: EnvShell = { exec: (handle) => new DockerContainerExec(this.docker, handle.containerId) };
 
   protected async inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis> {
     let state;
