@@ -59,9 +59,12 @@ export class AgentIntervals {
 
 /**
  * sh (no forks in the scan: read and parameter expansion only): $@ are from:to intervals; kills
- * every process but itself whose start time falls in one, up to three rounds, and prints how many.
+ * every process but itself whose start time falls in one, up to three rounds, and prints how many
+ * (`killed N`). A killed process stays listed as a zombie until its parent reaps it: zombies
+ * (state Z, X) are skipped. Its own complaints (a process gone mid-scan) go nowhere.
  */
 const KILL_SCRIPT = `
+exec 2>/dev/null
 self=$$; intervals="$*"; killed=0
 for round in 1 2 3; do
   victims=""
@@ -71,6 +74,7 @@ for round in 1 2 3; do
     line=""; read -r line < "$d/stat" 2>/dev/null || continue
     rest=\${line##*) }
     set -- $rest
+    case "$1" in Z|X) continue ;; esac
     st=\${20}
     for iv in $intervals; do
       from=\${iv%%:*}; to=\${iv#*:}
@@ -80,7 +84,7 @@ for round in 1 2 3; do
   [ -z "$victims" ] && break
   for v in $victims; do kill -9 "$v" 2>/dev/null && killed=$((killed + 1)); done
 done
-echo "$killed"
+echo "killed $killed"
 `;
 
 /** Kills every process the agent started (as root); resolves with how many were killed. A container that is gone has nothing left to kill. */
@@ -90,7 +94,9 @@ export async function stopAgentProcesses(exec: ContainerExec, intervals: AgentIn
   try {
     const r = await runToEnd(exec, { cmd: ['sh', '-c', KILL_SCRIPT, 'openenv-stop-agent', ...args], user: '0' });
     if (r.exitCode !== 0) throw new Error(`could not stop the agent's processes: ${r.output.text.trim()}`);
-    return Number(r.output.text.trim().split('\n').pop()) || 0;
+    const said = /^killed (\d+)$/m.exec(r.output.text);
+    if (!said) throw new Error(`could not stop the agent's processes: the script said ${JSON.stringify(r.output.text.slice(0, 300))}`);
+    return Number(said[1]);
   } catch (e) {
     if (e instanceof ContainerGoneError) return 0;
     throw e;

@@ -56,6 +56,8 @@ describeDocker('the shipped Harbor dataset, served: every task played over /ws',
       sources: [DATASET],
       out,
       baseImages: [parseBaseImageRule(BASE_IMAGE_RULE)],
+      // as the README imports it: 3 of the 12 in eval
+      evalShare: 0.25,
       ignoreInternet: false,
       skipRefused: false,
       force: false,
@@ -159,10 +161,6 @@ describeDocker('the shipped Harbor dataset, served: every task played over /ws',
       const tcp = (host: string, port: string | number) => `timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${port}' && echo CONNECTED || echo REFUSED`;
       expect((await bash(b, tcp('127.0.0.1', 8080))).text).toContain('CONNECTED');
       expect((await bash(a, tcp(bIp, 8080))).text).toContain('REFUSED');
-      // the host: its address on a's network (the gateway), the server's port and any other
-      const gw = (await bash(a, 'awk \'$2 == "00000000" { print $3 }\' /proc/net/route | head -1')).text.split('\n')[0];
-      // no default route: nothing outside the network is even tried
-      expect(gw).toBe('');
       // the host's address on a's network: its subnet's first address (the route's destination is little-endian hex)
       const routes = (await bash(a, 'cat /proc/net/route')).text;
       const dest = /^\S+\t([0-9A-F]{8})\t00000000/m.exec(routes)?.[1];
@@ -173,7 +171,8 @@ describeDocker('the shipped Harbor dataset, served: every task played over /ws',
       expect((await bash(a, tcp(gateway, serverPort))).text).toContain('REFUSED');
       expect((await bash(a, tcp('127.0.0.1', serverPort))).text).toContain('REFUSED');
       expect((await bash(a, tcp(gateway, openPort))).text).toContain('REFUSED');
-      expect((await bash(a, tcp('203.0.113.1', 80))).text).toMatch(/Network is unreachable[\s\S]*REFUSED/);
+      // outside: an address of TEST-NET-3 (never routed), through whatever route the container has
+      expect((await bash(a, tcp('203.0.113.1', 80))).text).toContain('REFUSED');
     } finally {
       await a.close();
       await b.close();

@@ -119,9 +119,12 @@ describeDocker('verified tasks through episodes: failures, the agent stopped, ti
     const writer = "setsid nohup bash -c 'while true; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; sleep 0.1; done' >/dev/null 2>&1 &";
     const p = await playOverWs(s.url, 'background', [
       { tool: 'bash', arguments: { command: `mkdir -p /logs/verifier && ${writer} sleep 0.5; cat /logs/verifier/reward.txt` } },
+      // still running after the call that started it
+      { tool: 'bash', arguments: { command: 'sleep 0.5; cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " " | grep -c "while [t]rue"' } },
       { tool: 'end_turn' },
     ]);
     expect(p.steps[0]!.observation.result.content[0].text).toMatch(/^1\n/);
+    expect(p.steps[1]!.observation.result.content[0].text).toMatch(/^[1-9]/);
     expect(p.last).toMatchObject({ done: true, reward: 0, observation: { end_reason: 'turns_ended', scores: { reward: 0 } } });
     const t = (await (await fetch(`${s.url}/console/episodes/${p.episodeId}`)).json()) as { events: { kind: string; agent_processes_killed?: number }[] };
     expect(t.events.find((e) => e.kind === 'verifier')?.agent_processes_killed).toBeGreaterThanOrEqual(1);

@@ -82,9 +82,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
    * (labelled: removed with its owner's id). With a container set, episode bridges get no host
    * address, so envs cannot reach services on the host either.
    */
-  private async makeNetwork(owner: Owner): Promise<EpisodeNetwork> {
-    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });
-    await this.join(network.id);
+  private async makeNetwork(owner: Owner, opts: { forShell?: boolean } = {}): Promise<EpisodeNetwork> {
+    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null || opts.forShell === true });
+    if (!opts.forShell) await this.join(network.id);
     return network;
   }
 
@@ -92,14 +92,18 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     const episodeId = owner.episode;
     const startedAt = Date.now();
     throwIfAborted(signal);
-    const stocked = this.networks.take(episodeId);
-    const network = stocked?.net ?? (await this.makeNetwork(owner));
+    // The server never reaches a shell env over its network (it acts through the engine's exec
+    // API): its network gives the host no address and the server's container does not join it,
+    // so the env reaches nothing but itself, not even what listens on the host. (A stocked
+    // network is made for http envs: joined, or with a host address.)
+    const shell = env.kind === 'shell';
+    const stocked = shell ? null : this.networks.take(episodeId);
+    const network = stocked?.net ?? (await this.makeNetwork(owner, { forShell: shell }));
     throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
-    const shell = env.kind === 'shell';
     const secret = shell ? undefined : newEnvSecret();
     const container = await createEnvContainer(this.docker, owner, env, network, secret);
     const gone = this.watcher.watch(episodeId, container.id, network.id);
