@@ -471,7 +471,11 @@ export class Episode {
    * A verified task's turn ends (end_turn, its time budget, or the episode's end): its verifier or
    * the task's runs, then the next turn is prepared, or the episode is scored (or failed).
    */
-  private async verifiedTurnEnd(how: TurnEnd, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
+  private async verifiedTurnEnd(
+    how: TurnEnd,
+    toolName: string | null,
+    reason: 'turns_ended' | 'max_steps' = 'turns_ended',
+  ): Promise<StepOutcome<CallObservation | Ending>> {
     let r: TurnEndOutcome;
     try {
       r = await this.verification!.turnEnded(this.turn - 1, how);
@@ -485,9 +489,9 @@ export class Episode {
         return this.nextTurn(toolName ?? END_TURN);
       case 'scored':
         if (r.stoppedEarly) this.log.info({ event: 'stopped_early', why: r.stoppedEarly }, 'a turn scored under its min_reward: the episode ends');
-        return this.settleScores(r.scores, 'turns_ended', 'finish');
+        return this.settleScores(r.scores, reason, 'finish');
       case 'unverified':
-        return this.envFinish('turns_ended');
+        return this.envFinish(reason);
       case 'failed':
         return this.fail(r.reason, 'finish', r.message, toolName, { log_tail: r.tail });
       case 'setup_failed':
@@ -600,7 +604,7 @@ export class Episode {
 
   /** Scores the episode (a verified task's verifier, else the env's /finish) and ends it. */
   private finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome<CallObservation | Ending>> {
-    if (this.verification) return this.verifiedTurnEnd('episode_end', END_TURN);
+    if (this.verification) return this.verifiedTurnEnd('episode_end', END_TURN, reason);
     return this.envFinish(reason);
   }
 
