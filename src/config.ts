@@ -139,8 +139,12 @@ export const SERVER_OPTIONS = {
   networkStock: {
     schema: z.coerce.number().int().min(0).optional(),
     value: N,
-    help: 'episode networks made ahead of demand, each used by one episode and removed after it; they count against nothing (0: each deploy makes its network)',
+    help: 'episode networks made ahead of demand, each used by one episode at a time; they count against nothing (0: each deploy makes its network)',
     shownDefault: `--max-concurrent-envs, at most ${NETWORK_STOCK.defaultMax}`,
+  },
+  noNetworkRecycling: {
+    schema: bool,
+    help: "remove a stocked network with its episode instead of giving it back to the stock once found empty (docker sandbox; the swarm's are never recycled)",
   },
   maxWaiting: { schema: z.coerce.number().int().min(0).default(1024), value: N, help: 'resets allowed to wait; past it a reset gets CAPACITY_REACHED at once' },
   resetTimeout: { schema: seconds(600), value: S, help: 'seconds a reset waits for a slot (a reset may ask for less)' },
@@ -191,6 +195,10 @@ export const SERVER_OPTIONS = {
       .default('default'),
     value: 'NAME',
     help: 'name labelled on every container and network; a restart with the same name removes what a killed run left',
+  },
+  noReaper: {
+    schema: bool,
+    help: 'start no watcher beside the server: what a server killed hard leaves then waits for the next start with its --instance (docker sandbox)',
   },
   shutdownTimeout: { schema: seconds(30), value: S, help: 'seconds SIGTERM waits for episodes (and the network stock) to be torn down' },
   headersTimeout: {
@@ -253,6 +261,11 @@ export const SERVER_OPTIONS = {
     schema: z.enum(['auto', 'always', 'never']).default('auto'),
     value: 'auto|always|never',
     help: "join each episode network from the server's own container (auto: when running in one)",
+  },
+  runtime: {
+    schema: z.enum(['runc', 'runsc']).default('runc'),
+    value: 'runc|runsc',
+    help: "what runs every env's container: runc (the engine's own) or runsc (gVisor: its own kernel between the env and the host; the engine must have it registered, which the server checks at start); an env may also ask for runsc in bundle.json",
   },
   history: {
     schema: z.coerce.number().int().min(0).max(100_000).default(500),

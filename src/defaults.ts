@@ -70,14 +70,20 @@ export const MAX_ARGUMENT_DEPTH = 64;
  * death or a lost node, how long removing an overlay waits for its service's tasks to go, and how
  * long one node listing serves the deploys that check their env against it.
  */
-export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000, nodeListMaxAgeMs: 1000 } as const;
+/**
+ * The swarm backend. `pullBudgetMs`: a task's time in "preparing" (its node pulling the env image,
+ * once per node and image) is not counted against the env's deploy timeout, up to this much: a
+ * first deploy on a node of a slow registry is not a failed env.
+ */
+export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000, nodeListMaxAgeMs: 1000, pullBudgetMs: 300_000 } as const;
 
 /**
  * --max-concurrent-deploys' default: envs starting at once. Measured, not guessed: `npm run bench`'s
  * sustained phase (128 episodes, 16 at a time, fixture env, 2-core shared engine) gave, in
  * episodes/s for 2 / 4 / 8 deploys at once, 1.88 / 2.68 / 2.50, then 2.24 / 2.12 / 2.15 (engine
  * loaded by other work), then 0.92 / 2.66 / 3.72: 8 averages 0.97 of each run's best, 4 averages
- * 0.89 and 2 is always last (docs/warm-pool.md has the figures).
+ * 0.89; four later runs (with the network stock) put 8 at 0.97 and 4 at 0.96, within the noise
+ * (docs/warm-pool.md has the figures).
  */
 export const DEFAULT_MAX_CONCURRENT_DEPLOYS = 8;
 
@@ -165,7 +171,7 @@ export const CHECK_CONCURRENCY = 2;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
 
-// --- security (issue 26) ---
+// --- security ---
 
 /**
  * The shortest bearer token the server takes: shorter ones are guessed, and a token of a few
@@ -254,3 +260,25 @@ export const LANE_SHARE = { oldestEvery: 4 } as const;
 
 /** How long a turn's setup.sh may run before its turn starts (Harbor gives it no timeout of its own). */
 export const TURN_SETUP_TIMEOUT_MS = 120_000;
+/**
+ * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
+ * looks whether the server's process is gone once the pipe closed, and its removals' retries.
+ */
+export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200 } as const;
+
+/**
+ * The storage bound where the engine cannot limit a container's writable layer
+ * (src/sandbox/docker/storage-watch.ts): the env's layer is first looked at (SizeRw) `firstLookMs`
+ * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
+ * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
+ * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
+ * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.8 s a look).
+ */
+export const STORAGE_WATCH = { firstLookMs: 100, intervalMs: 500, nearMs: 50, maxIntervalMs: 30_000, costFactor: 20, writeBytesPerMs: 1_000_000 } as const;
+
+/**
+ * The console's task search (src/console/task-search.ts): ids scanned `chunk` at a time, the event
+ * loop served between chunks; the last `cachedQueries` answers kept, those of at most
+ * `cachedMatchesMax` tasks (a million ids scan in tens of milliseconds, in chunks of a fraction of one).
+ */
+export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 65_536 } as const;

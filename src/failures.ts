@@ -45,6 +45,11 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
     toolErrorType: 'execution_error',
     meaning: "a turn's setup (its upload's setup.sh, its ready check) failed in the env's container",
   },
+  storage_exceeded: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning: "the env wrote more than its storage_mb to its container's writable layer, and was stopped",
+  },
 };
 
 export const ALL_FAILURE_REASONS: readonly FailureReason[] = FailureReasonSchema.options;
@@ -91,6 +96,8 @@ export const SANDBOX_FACTS = {
   node_gone: 'node_lost',
   /** the engine failed a call or cannot be reached, or the sandbox is closed */
   engine_failed: 'engine_error',
+  /** the sandbox stopped the env for what it wrote past its storage bound */
+  storage_exceeded: 'storage_exceeded',
 } as const satisfies Record<string, FailureReason>;
 
 export type SandboxFact = keyof typeof SANDBOX_FACTS;
@@ -150,10 +157,12 @@ export interface EnvLook {
   logTail: string;
   /** set when the node the env ran on is gone: what is known of it */
   nodeGone?: string;
+  /** set when the sandbox stopped the env for what it wrote (its storage bound): why */
+  storageExceeded?: string;
 }
 
 export interface EnvVerdict {
-  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost';
+  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded';
   /** what happened to the env, for the failure's message */
   what: string;
   extra: FailureExtra;
@@ -167,6 +176,7 @@ export function envVerdict(d: EnvLook | null): EnvVerdict {
   if (!d) return { reason: 'env_unreachable', what: 'the env is unreachable', extra: {} };
   if (d.nodeGone !== undefined) return { reason: 'node_lost', what: `the env's node was lost: ${d.nodeGone}`, extra: {} };
   const extra = { exit_code: d.exitCode, log_tail: d.logTail };
+  if (d.storageExceeded !== undefined) return { reason: 'storage_exceeded', what: d.storageExceeded, extra };
   if (d.oomKilled) return { reason: 'env_oom', what: 'the env was killed for running out of memory', extra };
   if (d.running) return { reason: 'env_unreachable', what: 'the env is unreachable', extra };
   return { reason: 'env_crashed', what: `the env exited (code ${d.exitCode})`, extra };

@@ -16,7 +16,7 @@ export interface GaugeSources {
   deploysInFlight?(): number;
   deploysWaiting?(): number;
   /** the network stock (--network-stock), when the sandbox keeps one */
-  networkStock?(): { size: number; ready: number } | null;
+  networkStock?(): { size: number; ready: number; recycled: number } | null;
   /** the warm pool, when there is one */
   pool?(): { ready: number; deploying: number; target: number; refilling: boolean } | null;
 }
@@ -88,6 +88,15 @@ export class Metrics {
       registers: [r],
       collect() {
         this.set(sources.networkStock?.()?.ready ?? 0);
+      },
+    });
+    new Counter({
+      name: `${prefix}network_stock_recycled_total`,
+      help: '--network-stock: networks that came back empty from an ended episode into the stock, instead of being removed',
+      registers: [r],
+      collect() {
+        this.reset();
+        this.inc(sources.networkStock?.()?.recycled ?? 0);
       },
     });
     new Gauge({

@@ -19,6 +19,7 @@ import { Metrics } from './metrics.js';
 import { createDockerSandbox } from './sandbox/docker/factory.js';
 import { createSwarmSandbox } from './sandbox/swarm/factory.js';
 import type { Sandbox } from './sandbox/sandbox.js';
+import type { EnvGrant } from './protocol/bundle.js';
 import { Sessions } from './sessions/sessions.js';
 
 export interface RuntimeOptions {
@@ -52,6 +53,8 @@ export interface OpenEnvRuntime {
   recorder: EpisodeRecorder | null;
   /** the reward as /bundle reports it: a rule's name, or "custom" */
   rewardName: string;
+  /** env name → what it runs with (the lock-down, docs/security.md), once the images are ready ({} before, and when the sandbox sets none) */
+  granted: Record<string, EnvGrant>;
   /** resolves when the engine answered, leftovers were swept and every env image exists */
   ready: Promise<void>;
   /** null when the server can serve episodes, else why not (for /health) */
@@ -77,6 +80,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             bundleName: bundle.manifest.name,
             registry: opts.registry ?? null,
             networkStock: networkStockSize(opts),
+            runtime: opts.runtime,
             logger: log.child({ component: 'sandbox' }),
           })
         : await createDockerSandbox({
@@ -85,6 +89,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             subnetPool: opts.subnetPool,
             inContainer: opts.inContainer,
             networkStock: networkStockSize(opts),
+            runtime: opts.runtime,
+            recycleNetworks: !opts.noNetworkRecycling,
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;
@@ -160,8 +166,12 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   );
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
+  const granted: Record<string, EnvGrant> = {};
   const ready = (async () => {
     await sandbox.ping();
+    // every runtime an env is to run under, on the engine before anything runs (--runtime, an env's own ask)
+    for (const r of new Set([opts.runtime, ...Object.values(bundle.manifest.envs).map((e) => e.security?.runtime)]))
+      if (r && sandbox.lockdown) await sandbox.lockdown.checkRuntime(r);
     // before anything is swept: refuses to start while a live server holds this instance name
     await sandbox.instanceClaim?.claim();
     if (ro.sweepOnStart !== false) {
@@ -188,6 +198,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // by its refills
     if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
     await catalog.buildAll();
+    if (sandbox.lockdown) {
+      for (const name of Object.keys(bundle.manifest.envs)) granted[name] = await sandbox.lockdown.granted(catalog.specOf(name));
+      log.info({ event: 'lockdown', envs: granted }, 'envs locked down');
+    }
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {
       log.info(
@@ -290,6 +304,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     history,
     recorder,
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
+    granted,
     ready,
     unhealthy,
     drain,

@@ -45,6 +45,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout' },
   verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
   setup_failed: { retryable: false, toolErrorType: 'execution_error' },
+  storage_exceeded: { retryable: false, toolErrorType: 'execution_error' },
 };
 
 describe('failure reasons', () => {
@@ -78,6 +79,12 @@ describe('verdicts', () => {
     expect(envVerdict(null)).toEqual({ reason: 'env_unreachable', what: 'the env is unreachable', extra: {} });
     expect(envVerdict(base)).toEqual({ reason: 'env_crashed', what: 'the env exited (code 1)', extra: { exit_code: 1, log_tail: 'boom' } });
     expect(envVerdict({ ...base, exitCode: 137, oomKilled: true }).reason).toBe('env_oom');
+    // stopped by the sandbox for what it wrote: its own reason, with why, whatever its exit code says
+    expect(envVerdict({ ...base, exitCode: 137, storageExceeded: 'it wrote 80 MB, past 64' })).toEqual({
+      reason: 'storage_exceeded',
+      what: 'it wrote 80 MB, past 64',
+      extra: { exit_code: 137, log_tail: 'boom' },
+    });
     // OOM-killed wins even if the engine still says running (it marks the exit a moment later)
     expect(envVerdict({ ...base, running: true, oomKilled: true }).reason).toBe('env_oom');
     expect(envVerdict({ ...base, running: true, exitCode: null }).reason).toBe('env_unreachable');
@@ -139,6 +146,7 @@ describe("a sandbox's facts", () => {
       unplaceable: 'unschedulable',
       node_gone: 'node_lost',
       engine_failed: 'engine_error',
+      storage_exceeded: 'storage_exceeded',
     });
     for (const [fact, reason] of Object.entries(SANDBOX_FACTS)) {
       expect(ALL_FAILURE_REASONS).toContain(reason);

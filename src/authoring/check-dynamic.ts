@@ -76,6 +76,8 @@ export interface DynamicResult {
   tasks_checked: number;
   episodes: number;
   envs: EnvTimes[];
+  /** env name → what it ran with: the lock-down every env gets and what the bundle asked for (docs/security.md) */
+  granted: OpenEnvRuntime['granted'];
   /** golden plays that reached every score's max (and played without an error) / all golden plays, and their means */
   golden: PlayTally;
   empty: PlayTally;
@@ -387,6 +389,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     tasks_checked: sample.length,
     episodes,
     envs,
+    granted: rt.granted,
     golden: golden.tally(),
     empty: empty.tally(),
   };

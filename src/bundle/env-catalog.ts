@@ -92,6 +92,11 @@ export class EnvCatalog {
     } catch (e) {
       throw new SandboxError('no_image', `the server could not prepare its env images: ${(e as Error).message}`);
     }
+    return this.specOf(envName);
+  }
+
+  /** the env's spec once its image is ready (buildAll), without waiting for the start-up */
+  specOf(envName: string): EnvSpec {
     const image = this.images.get(envName);
     const env = this.bundle.manifest.envs[envName];
     if (!image || !env) throw new SandboxError('no_image', `no image for env "${envName}"`);
@@ -101,10 +106,17 @@ export class EnvCatalog {
       port: env.port,
       readyPath: env.ready_path,
       deployTimeoutMs: env.deploy_timeout_s * 1000,
-      resources: { memoryMb: env.resources.memory_mb, cpus: env.resources.cpus, pids: env.resources.pids },
+      resources: {
+        memoryMb: env.resources.memory_mb,
+        cpus: env.resources.cpus,
+        pids: env.resources.pids,
+        ...(env.resources.storage_mb !== undefined ? { storageMb: env.resources.storage_mb } : {}),
+      },
       environment: env.environment,
       kind: env.kind,
       ...(env.workdir !== undefined ? { workdir: env.workdir } : {}),
+      // the lock-down's asks (docs/security.md); the sandbox applies them
+      ...(env.security ? { security: env.security, ...(env.security.runtime ? { runtime: env.security.runtime } : {}) } : {}),
     };
   }
 }

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { isPlainObject } from '../json.js';
 import { ToolSpecSchema } from '../protocol/bundle.js';
 import { VERIFIER } from '../defaults.js';
+import { EnvSecuritySchema } from '../sandbox/engine/hardening.js';
 import { SHELL_BUILTIN, SHELL_TOOL_SPECS } from '../tools/shell/specs.js';
 import { TURN_REWARD_RULES } from '../verifier/turns.js';
 import type { BundleIssue } from './errors.js';
@@ -126,6 +127,8 @@ export const EnvManifestSchema = closedObject({
   environment: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
   /** the working directory of the env's container (the shell's and the verifier's), overriding the image's WORKDIR */
   workdir: absolutePath.optional(),
+  /** what the env asks for beyond the lock-down every env gets, by name: capabilities, a read-only root, a user, gVisor (docs/security.md) */
+  security: EnvSecuritySchema.optional(),
 })
   .superRefine((env, ctx) => {
     if (env.kind === 'shell') {

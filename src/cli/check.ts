@@ -21,6 +21,18 @@ function means(t: PlayTally): string {
   return `reward ${f3(t.reward)}${scores.length ? ` (${scores.join(', ')})` : ''}`;
 }
 
+/** What an env ran with, in one line: its runtime, what it was granted beyond the defaults, its root and user, and what the engine could not enforce. */
+export function grantLine(g: DynamicResult['granted'][string]): string {
+  const parts = [
+    `locked down under ${g.runtime}`,
+    g.added.length ? `capabilities the defaults and ${g.added.join(', ')}` : 'default capabilities',
+    g.root === 'read-only' ? `read-only root (/tmp ${g.tmp_mb} MB)` : 'writable root',
+    g.user ? `user ${g.user}` : "the image's user",
+    g.storage_mb !== null ? `storage ${g.storage_mb} MB` : 'no storage bound',
+  ];
+  return parts.join(', ') + (g.not_enforced.length ? `; not enforced here: ${g.not_enforced.join('; ')}` : '');
+}
+
 /** What a check found: the object --json prints, and what the summary is read from. */
 export interface CheckReport {
   ok: boolean;
@@ -37,6 +49,7 @@ export interface CheckReport {
     golden: PlayTally;
     empty: PlayTally;
     envs: DynamicResult['envs'];
+    granted: DynamicResult['granted'];
   } | null;
 }
 
@@ -56,6 +69,7 @@ export function checkReport(dir: string, files: string, findings: readonly Findi
       golden: dyn.golden,
       empty: dyn.empty,
       envs: dyn.envs,
+      granted: dyn.granted,
     },
   };
 }
@@ -73,6 +87,7 @@ export function formatCheck(r: CheckReport): string {
     if (p.empty.played) lines.push(`  empty solutions: mean ${means(p.empty)}`);
     for (const e of p.envs)
       lines.push(`  env ${e.env}: deploy + /reset mean ${e.mean_s.toFixed(3)} s, max ${e.max_s.toFixed(3)} s over ${e.deploys} deploy(s)`);
+    for (const [env, g] of Object.entries(p.granted)) lines.push(`  env ${env}: ${grantLine(g)}`);
   }
   const groups = groupFindings([...r.problems, ...r.warnings]);
   for (const g of groups.slice(0, SHOWN)) lines.push(`  ${formatGroup(g).replace(/\n/g, '\n  ')}`);

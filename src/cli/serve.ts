@@ -15,6 +15,7 @@ import { checkRecordDir } from '../console/recorder.js';
 import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
 import { tokenProblem } from '../plugins/auth.js';
+import { startReaper, type Reaper } from '../sandbox/docker/reaper.js';
 import { defineCommand, EXIT, type CliIo } from './command.js';
 import { UsageError } from './options.js';
 import { exitWith } from './process-entry.js';
@@ -93,7 +94,11 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
    * Every way out goes through here: the instance name is given back first (a lock volume left
    * behind would make the next start wait for it to go stale), then the process exits.
    */
+  /** the watcher that removes what this server leaves should it be killed (sandbox/docker/reaper.ts) */
+  let reaper: Reaper | null = null;
   const exit = async (code: number): Promise<never> => {
+    // drained: the watcher has nothing to remove (any other way out leaves it to remove what is left)
+    if (code === 0) reaper?.stop();
     const released = app.openenv.sandbox.instanceClaim?.release().catch((e) => log.warn({ err: (e as Error).message }, 'could not release the instance name'));
     // a wait the exit awaits holds the process open (released or not, it exits after)
     await Promise.race([released, new Promise((r) => setTimeout(r, SHUTDOWN_RELEASE_MS))]);
@@ -153,6 +158,11 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
   );
   try {
     await app.openenv.ready;
+    if (o.sandbox === 'docker' && !o.noReaper) {
+      reaper = startReaper(o.instance);
+      if (reaper) log.info({ event: 'reaper', pid: reaper.pid }, 'a watcher removes what this server leaves should it be killed and never restarted');
+      else log.warn('no reaper (running from sources): what a killed server leaves waits for the next start');
+    }
     log.info(
       { event: 'ready' },
       `serving ${bundle.manifest.name} (${Object.entries(bundle.splitCounts)

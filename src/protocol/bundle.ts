@@ -50,6 +50,27 @@ export type TaskRow = z.infer<typeof TaskRowSchema>;
 
 // ---- GET /bundle ---------------------------------------------------------------------------
 
+/** What an env runs with: the lock-down every env gets plus what its bundle asked for by name (docs/security.md). */
+export const EnvGrantSchema = z
+  .object({
+    capabilities: z.array(z.string()).describe('the Linux capabilities the env keeps (all others dropped)'),
+    added: z.array(z.string()).describe('of those, the ones added to the default set because the bundle asked'),
+    no_new_privileges: z.boolean(),
+    init: z.boolean().describe('an init process as PID 1 reaps zombies'),
+    root: z.enum(['writable', 'read-only']),
+    tmp_mb: z.number().nullable().describe('the tmpfs at /tmp when the root is read-only'),
+    user: z.string().nullable().describe("the user the env runs as (null: the image's)"),
+    runtime: z.enum(['runc', 'runsc']),
+    memory_mb: z.number(),
+    cpus: z.number(),
+    pids: z.number(),
+    nofile: z.number().describe('open files at most'),
+    storage_mb: z.number().nullable().describe('what the env may write to its writable layer (null: unbounded)'),
+    not_enforced: z.array(z.string()).describe('what this engine cannot enforce, each with why'),
+  })
+  .describe("an env's lock-down");
+export type EnvGrant = z.infer<typeof EnvGrantSchema>;
+
 export const BundleInfoSchema = z
   .object({
     name: z.string(),
@@ -62,6 +83,8 @@ export const BundleInfoSchema = z
     groups: z.record(z.string()).default({}).describe("bundle.json's task groups: group name → where in a task line its value is ({} when none)"),
     baselines: z.record(z.record(z.number())).default({}).describe("bundle.json's reference rewards: split → name → reward ({} when none)"),
     settings: z.record(z.unknown()).describe("the server's settings: caps, timeouts, the reward rule"),
+    // a server from before the lock-down, or one whose sandbox sets none, sends none
+    envs: z.record(EnvGrantSchema).default({}).describe('env name → what it runs with, once the server is ready ({} before)'),
   })
   .describe('the bundle');
 export type BundleInfo = z.infer<typeof BundleInfoSchema>;

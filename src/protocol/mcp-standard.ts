@@ -60,6 +60,19 @@ export type StandardCallResult = z.infer<typeof StandardCallResultSchema>;
 /** The task a session plays, chosen by the `/mcp?…` query of its `initialize`: the same choices as reset data. */
 export const MCP_TASK_QUERY_KEYS = ['task_id', 'split', 'index', 'seed', 'episode_id', 'reset_timeout_s', 'priority'] as const;
 
+/**
+ * `initialize`'s params as the MCP spec requires them (InitializeRequest): the client's revision,
+ * its capabilities and who it is. A request without them is malformed and starts no episode.
+ */
+export const InitializeParamsSchema = z.object({
+  protocolVersion: z.string({ required_error: 'protocolVersion is required', invalid_type_error: 'protocolVersion must be a string' }),
+  capabilities: z.record(z.unknown(), { required_error: 'capabilities is required', invalid_type_error: 'capabilities must be an object' }),
+  clientInfo: z.object(
+    { name: z.string({ required_error: 'clientInfo.name is required' }), version: z.string({ required_error: 'clientInfo.version is required' }) },
+    { required_error: 'clientInfo is required', invalid_type_error: 'clientInfo must be an object' },
+  ),
+});
+
 /** `initialize`'s result: the negotiated revision, what the server offers, and the task as instructions. */
 export const InitializeResultSchema = z.object({
   protocolVersion: z.enum(MCP_PROTOCOL_VERSIONS),

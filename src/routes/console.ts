@@ -21,6 +21,7 @@ import { CONSOLE_EPISODE_IDLE_S } from '../defaults.js';
 import { NotFoundError } from '../errors.js';
 import type { HistoryMessage } from '../console/history.js';
 import { recentTasks } from '../console/recent-tasks.js';
+import { TaskSearch } from '../console/task-search.js';
 import type { ZodTypeProvider } from '../plugins/zod-schemas.js';
 import {
   ConsoleEpisodesPageSchema,
@@ -56,6 +57,8 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
   const app = root.withTypeProvider<ZodTypeProvider>();
   const { bundle, history, admission, recorder, manager } = opts.runtime;
   const { requests } = opts.runtime.sessions;
+  // searched in chunks, the event loop served between them (console/task-search.ts)
+  const search = new TaskSearch(bundle.splits);
   const tickMs = opts.tickMs ?? 1000;
   const streams = new Set<ServerResponse>();
 
@@ -153,13 +156,13 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
       const split = req.query.split ?? bundle.manifest.default_split;
       const tasks = bundle.splits[split];
       if (!tasks) throw new NotFoundError(`unknown split "${split}"; splits: ${Object.keys(bundle.splits).join(', ')}`);
-      const q = req.query.q?.toLowerCase();
-      const match = q ? tasks.filter((t) => t.task_id.toLowerCase().includes(q)) : tasks;
-      const page = match.slice(req.query.offset, req.query.offset + req.query.limit);
+      const { offset, limit } = req.query;
+      const match = req.query.q ? await search.matches(split, req.query.q) : null;
+      const page = match ? Array.from(match.subarray(offset, offset + limit), (i) => tasks[i]!) : tasks.slice(offset, offset + limit);
       return {
         split,
         splits: bundle.splitCounts,
-        total: match.length,
+        total: match ? match.length : tasks.length,
         offset: req.query.offset,
         tasks: page.map((t) => ({ task_id: t.task_id, index: t.index, toolset: t.toolset, turns: t.turns.length, max_turns: t.max_turns })),
       };

@@ -89,7 +89,9 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
         episode_timeout_s: o.episodeTimeout,
         max_steps: o.maxSteps,
         reward: runtime.rewardName,
+        runtime: o.runtime,
       },
+      envs: runtime.granted,
     }),
   );
 

@@ -6,11 +6,29 @@
  */
 import { sandboxReason, type SandboxFact, type SandboxFailureReason } from '../failures.js';
 import type { ContainerExec } from './container-exec.js';
+import type { EnvGrant } from '../protocol/bundle.js';
 
 export interface EnvResources {
   memoryMb: number;
   cpus: number;
   pids: number;
+  /** the most the env may write to its container's writable layer (bundle.json's `storage_mb`); absent: unbounded */
+  storageMb?: number;
+}
+
+/** What runs an env's container: the engine's default (runc), or gVisor (runsc, registered with the engine). */
+export type EnvRuntime = 'runc' | 'runsc';
+
+/**
+ * What a bundle env asked for beyond the lock-down every env gets (bundle.json's
+ * `envs.<name>.security`, validated by engine/hardening.ts's EnvSecuritySchema, which turns it into
+ * engine settings): capabilities added to the default set, a read-only root, a user.
+ */
+export interface EnvSecurityAsk {
+  capabilities: readonly string[];
+  root: 'writable' | 'read-only';
+  tmp_mb?: number;
+  user?: string;
 }
 
 /** One env of the bundle, ready to deploy: its image already exists on the engine. */
@@ -33,6 +51,10 @@ export interface EnvSpec {
   kind?: 'http' | 'shell';
   /** the container's working directory, overriding the image's WORKDIR (shell envs) */
   workdir?: string;
+  /** what the bundle asked for beyond the lock-down; absent: the defaults (engine/hardening.ts) */
+  security?: EnvSecurityAsk;
+  /** absent: the sandbox's own (the server's --runtime) */
+  runtime?: EnvRuntime;
 }
 
 export interface DeployRequest {
@@ -91,6 +113,8 @@ export interface EnvDiagnosis {
   logTail: string;
   /** set when the node the env ran on is gone (swarm): what is known of it, for the failure's message */
   nodeGone?: string;
+  /** set when the sandbox stopped the env for what it wrote past its storage bound: why */
+  storageExceeded?: string;
 }
 
 export interface SweepResult {
@@ -176,6 +200,8 @@ export interface Sandbox {
   readonly deadInstances?: DeadInstances;
   /** resources made ahead of demand (episode networks); absent: every deploy makes its own */
   readonly stock?: AheadOfDemand;
+  /** how envs are locked down on this engine, and the runtimes it has; absent: the sandbox locks nothing down */
+  readonly lockdown?: EnvLockdown;
   /**
    * shell envs and the built-in shell toolset: deploy() takes `kind: 'shell'` specs, and this gives
    * exec and archive access to a deployed env's container; absent: the sandbox deploys http envs
@@ -188,6 +214,16 @@ export interface Sandbox {
 export interface EnvShell {
   /** the env's container, by its handle (an env of any kind; valid until its teardown) */
   exec(handle: EnvHandle): ContainerExec;
+}
+
+/** How a sandbox locks its envs down (engine/hardening.ts, docs/security.md). */
+export interface EnvLockdown {
+  /** the runtime envs run under unless their spec names one (the server's --runtime) */
+  readonly runtime: EnvRuntime;
+  /** what `env` runs with on this engine, with what the engine cannot enforce */
+  granted(env: EnvSpec): Promise<EnvGrant>;
+  /** rejects with a SandboxError (engine_failed) saying what to do, when the engine cannot run envs under `runtime` */
+  checkRuntime(runtime: EnvRuntime): Promise<void>;
 }
 
 /** The env images a sandbox deploys from. */
@@ -251,6 +287,8 @@ export interface StockStats {
   made: number;
   taken: number;
   missed: number;
+  /** networks that came back empty from an ended episode into the stock (recycling) */
+  recycled: number;
 }
 
 /** Label keys on every container and network this server creates, from the moment of creation. */

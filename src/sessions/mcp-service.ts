@@ -114,6 +114,15 @@ export class McpService {
     if (!method.success) {
       return rpcError(id, RpcCode.METHOD_NOT_FOUND, `Method not found: ${m.method}; this server offers ${MCP_METHODS.join(', ')}`);
     }
+    // a session nobody could address (its id would be in the answer a notification never gets) is never started
+    if (m.kind === 'notification' && method.data === 'openenv/session/create') {
+      this.deps.log.info({ event: 'mcp_refused', method: method.data }, 'openenv/session/create sent as a notification: nothing started');
+      return rpcError(
+        null,
+        RpcCode.INVALID_REQUEST,
+        'Invalid request: openenv/session/create needs an "id": sent as a notification, its session could never be addressed, so none is started',
+      );
+    }
     try {
       const result = await this.dispatch(method.data, params, ctx);
       return { jsonrpc: '2.0', result, id };

@@ -18,6 +18,7 @@ import { isPlainObject } from '../json.js';
 import type { ToolSpec } from '../protocol/bundle.js';
 import { isInitialize, RpcCode, rpcError, type RpcId, type RpcMessage, type RpcRequest, type RpcResponse } from '../protocol/jsonrpc.js';
 import {
+  InitializeParamsSchema,
   isSupportedMcpVersion,
   MCP_PROTOCOL_VERSIONS,
   MCP_SERVER_CAPABILITIES,
@@ -112,7 +113,16 @@ export class StandardMcpSessions {
    */
   async initialize(msg: RpcRequest, query: Record<string, unknown>, clientGone?: AbortSignal): Promise<McpHttpAnswer | null> {
     const { id } = msg;
-    const params = isPlainObject(msg.params) ? msg.params : {};
+    // a malformed initialize deploys nothing: it is refused before the episode is asked for
+    const valid = InitializeParamsSchema.safeParse(msg.params);
+    if (!valid.success) {
+      const why = valid.error.issues.map((i) => i.message).join('; ');
+      return {
+        status: 200,
+        body: rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: initialize needs protocolVersion, capabilities and clientInfo (${why})`),
+      };
+    }
+    const params = valid.data;
     const asked = params.protocolVersion;
     const version = isSupportedMcpVersion(asked) ? asked : MCP_PROTOCOL_VERSIONS[0];
     let started;

@@ -67,6 +67,8 @@ describeDocker('openenv-bundle check, run as a process', () => {
     expect(run.stdout).toMatch(/played 2 task\(s\) in \d+ episode\(s\): golden at max 2\/2, empty at or under the floor 2\/2/);
     expect(run.stdout).toMatch(/^ {2}golden solutions: mean reward 1\.000 \(\w+ 1\.000/m);
     expect(run.stdout).toMatch(/^ {2}empty solutions: mean reward 0\.000 /m);
+    // what each env ran with (docs/security.md)
+    expect(run.stdout).toMatch(/^ {2}env \S+: locked down under runc, default capabilities, writable root, the image's user, no storage bound$/m);
     expect(run.stdout).toMatch(/^ok: no problem/m);
     expect(lines(['volume', 'ls', '-q', '--filter', `label=${LOCK_LABELS.lock}`]).filter((v) => v.includes('lock-check-'))).toEqual([]);
   });
@@ -78,6 +80,9 @@ describeDocker('openenv-bundle check, run as a process', () => {
     expect(result.ok).toBe(true);
     expect(result.played.tasks).toBe(2);
     expect(result.played.golden.passed).toBe(2);
+    expect(Object.values((result.played as unknown as { granted: Record<string, { runtime: string; no_new_privileges: boolean }> }).granted)).toEqual([
+      expect.objectContaining({ runtime: 'runc', no_new_privileges: true }),
+    ]);
     expect(held(result.played.instance)).toEqual(NOTHING);
   });
 

@@ -557,5 +557,22 @@ describeBrowser('the web console in Chromium', () => {
       await groups.screenshot({ path: join(ARTIFACTS, '11-groups.png') });
       await page.close();
     });
+
+    it('the overview says what each env runs with: the lock-down (docs/security.md)', async () => {
+      const page = await openConsole(s.url);
+      const row = page.getByTestId('envs-granted').getByTestId('env-gridsim');
+      await row.waitFor();
+      expect(await row.locator('td').allTextContents()).toEqual([
+        'gridsim',
+        'runc',
+        'defaults',
+        'writable',
+        "image's",
+        expect.stringMatching(/ MB, /),
+        'unbounded',
+        '—',
+      ]);
+      await page.close();
+    });
   });
 });

@@ -51,14 +51,17 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** waits until the server's network stock is full (no network being made) and says its size */
-async function waitForStock(url: string, token: string): Promise<number> {
+/**
+ * waits until the server's network stock is full (no network being made) and says its size; `out`
+ * stocked networks are out with live episodes (they count as the stock's: it makes none for them)
+ */
+async function waitForStock(url: string, token: string, out = 0): Promise<number> {
   let size: number | undefined;
   await waitFor(
     async () => {
       const fams = parsePrometheusText((await get(`${url}/metrics`, { token })).body);
       size = valueOf(fams, 'openenv_network_stock_size');
-      return size !== undefined && size > 0 && valueOf(fams, 'openenv_network_stock_ready') === size;
+      return size !== undefined && size > 0 && valueOf(fams, 'openenv_network_stock_ready') === size - out;
     },
     30_000,
     'the network stock full',
@@ -119,7 +122,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
   beforeAll(async () => {
     execFileSync('bash', ['docker/make-local-nginx-base.sh', LOCAL_NGINX_IMAGE], { stdio: 'inherit' });
     execFileSync('bash', ['docker/prepare-prebuilt.sh'], { stdio: 'inherit' });
-    // valid for envs.test too: the proxy's public name in the console's test (issue 26)
+    // valid for envs.test too: the proxy's public name in the console's test
     execFileSync('bash', ['deploy/make-self-signed-cert.sh', certDir, PUBLIC_NAME], { stdio: 'inherit' });
     ca = readFileSync(join(certDir, 'tls.crt'));
     const [port, tlsPort] = [await freePort(), await freePort()];
@@ -255,10 +258,14 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
       const end = await c.call('end_turn', { answer: 'done' });
       expect(end.data).toMatchObject({ done: true, reward: 0.5 });
       expect(end.data.observation.end_reason).toBe('turns_ended');
-      // torn down: the network and the env are gone, the server left the network first (what is
-      // left of the instance is its network stock, none of it this episode's)
-      const gone = () => !execFileSync('docker', ['network', 'ls', '-q', '--no-trunc'], { encoding: 'utf8' }).includes(nets[0]!);
-      await waitFor(gone, 10_000, "the episode's network removed", 250);
+      // torn down: the env is gone, and its network with it, or (a stocked one) back in the stock
+      // holding nothing but the server's own container
+      const settled = () => {
+        if (!execFileSync('docker', ['network', 'ls', '-q', '--no-trunc'], { encoding: 'utf8' }).includes(nets[0]!)) return true;
+        const left = JSON.parse(execFileSync('docker', ['network', 'inspect', '-f', '{{json .Containers}}', nets[0]!], { encoding: 'utf8' }));
+        return Object.keys(left).length === 1 && Object.keys(left)[0] === serverId;
+      };
+      await waitFor(settled, 10_000, "the episode's network removed or back in the stock, empty", 250);
       expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toEqual([]);
     } finally {
       await c.close();
@@ -405,10 +412,17 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const reset = await c.reset({ task_id: 'fx-echo-0' });
     const episodeId = reset.data.observation.episode_id as string;
     // the stock full again (none being made), so that what the kill leaves is known exactly: the
-    // episode's env and network, and the stock
-    const stock = await waitForStock(plain, token);
+    // episode's env and network, and the stock (of which the episode's network is one, when it
+    // took a stocked one)
+    const [envId] = labelledResources(`io.openenv.bundle-server.episode=${episodeId}`).containers;
+    const [netId] = containerNetworkIds(envId!);
+    const netLabel = execFileSync('docker', ['network', 'inspect', '-f', '{{index .Labels "io.openenv.bundle-server.episode"}}', netId!], {
+      encoding: 'utf8',
+    }).trim();
+    const stockedNet = netLabel.startsWith('net-') ? 1 : 0;
+    const stock = await waitForStock(plain, token, stockedNet);
     const left = labelledResources(`${LABEL_INSTANCE}=${instance}`);
-    expect([left.containers.length, left.networks.length]).toEqual([1, 1 + stock]);
+    expect([left.containers.length, left.networks.length]).toEqual([1, 1 - stockedNet + stock]);
 
     execFileSync('docker', ['kill', '-s', 'KILL', serverId], { stdio: 'pipe' });
     await c.closed;
@@ -451,7 +465,7 @@ describeDocker('docker-compose: the server image beside slime, with the TLS prox
     const c = await WsClient.open(plain, token);
     const reset = await c.reset({ task_id: 'fx-echo-2' });
     expect(reset.data.done).toBe(false);
-    // issue 18, item 7: a wss:// session behind the proxy sees the same drain (it got 1006 before)
+    // a wss:// session behind the proxy sees the same drain (it got 1006 before)
     const viaProxy = await WsClient.open(tls, token, { ca });
     expect((await viaProxy.reset({ task_id: 'fx-echo-1' })).data.done).toBe(false);
     expect(labelledResources(`${LABEL_INSTANCE}=${instance}`).containers).toHaveLength(2);

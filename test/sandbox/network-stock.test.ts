@@ -56,7 +56,7 @@ function fakeEngine() {
   };
 }
 
-function stockOver(engine: ReturnType<typeof fakeEngine>, size: number, extra: { backoffBaseMs?: number } = {}) {
+function stockOver(engine: ReturnType<typeof fakeEngine>, size: number, extra: { backoffBaseMs?: number; recycle?: boolean } = {}) {
   return new NetworkStock<{ id: string }>({ size, what: 'network', log: silentLogger, create: engine.create, remove: engine.remove, ...extra });
 }
 
@@ -107,6 +107,73 @@ describe('NetworkStock', () => {
     // the taken ones are their episodes' to remove, not the stock's
     expect(engine.removed.sort()).toEqual(refilled.sort());
     expect(engine.exists).toEqual(new Set([a.key, b.key]));
+  });
+
+  it('recycling: a network given back is handed out again; networks out count as the stock, so steady use makes none', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 2, { recycle: true });
+    stock.start();
+    await waitFor(() => stock.ready === 2, 5000, 'the stock full');
+    const a = stock.take('ep-a')!;
+    // one out, one ready: the one out counts, nothing is made behind the hand-out
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toHaveLength(2);
+    expect(stock.wantsBack()).toBe(true);
+    expect(stock.giveBack('ep-a')).toBe(true);
+    expect(stock.keyTakenBy('ep-a')).toBeUndefined();
+    expect(stock.holds(a.key)).toBe(true);
+    expect(stock.episodeIdsOf([a.key])).toEqual([]);
+    // a hundred episodes one after the other, on the same two networks
+    for (let i = 0; i < 100; i++) {
+      const got = stock.take(`ep-${i}`)!;
+      expect(engine.exists.has(got.key)).toBe(true);
+      expect(stock.giveBack(`ep-${i}`)).toBe(true);
+    }
+    expect(engine.created).toHaveLength(2);
+    expect(engine.removed).toEqual([]);
+    expect(stock.stats()).toMatchObject({ size: 2, ready: 2, made: 2, taken: 101, recycled: 101, missed: 0 });
+    await stock.close();
+    expect(engine.removed.sort()).toEqual([...engine.created].sort());
+  });
+
+  it('recycling: never two episodes on one network; one not given back is replaced; a full or closed stock takes none back', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 2, { recycle: true });
+    stock.start();
+    await waitFor(() => stock.ready === 2, 5000, 'the stock full');
+    const a = stock.take('ep-a')!;
+    const b = stock.take('ep-b')!;
+    expect(a.key).not.toBe(b.key);
+    // both out: the stock is empty and makes nothing (they count); a third deploy makes its own
+    expect(stock.take('ep-c')).toBeNull();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(engine.created).toHaveLength(2);
+    // ep-a's network was not found empty: removed by its episode and forgotten; the stock makes a fresh one
+    stock.forget('ep-a');
+    await waitFor(() => stock.ready === 1, 5000, 'a replacement made');
+    expect(engine.created).toHaveLength(3);
+    expect(stock.giveBack('ep-a')).toBe(false);
+    // ep-b's comes back: the stock full again, so a giveBack past it is refused
+    expect(stock.giveBack('ep-b')).toBe(true);
+    expect(stock.ready).toBe(2);
+    const c = stock.take('ep-c2')!;
+    expect(stock.wantsBack()).toBe(true);
+    expect(stock.giveBack('nobody')).toBe(false);
+    await stock.close();
+    expect(stock.wantsBack()).toBe(false);
+    expect(stock.giveBack('ep-c2')).toBe(false);
+    expect(stock.keyTakenBy('ep-c2')).toBe(c.key);
+  });
+
+  it('without recycling, nothing is taken back', async () => {
+    const engine = fakeEngine();
+    const stock = stockOver(engine, 1);
+    stock.start();
+    await waitFor(() => stock.ready === 1, 5000, 'the stock full');
+    stock.take('ep-a');
+    expect(stock.wantsBack()).toBe(false);
+    expect(stock.giveBack('ep-a')).toBe(false);
+    await stock.close();
   });
 
   it('counts a hand-out that found the stock empty', async () => {

@@ -337,7 +337,10 @@ print(json.dumps({'release': os.uname().release, 'eff': s['CapEff'].strip(), 'nn
       ...g,
       resources: { ...resources, memoryMb: 64 },
     });
-    expect(mem).toMatchObject({ oomKilled: true, exitCode: 137 });
+    // killed at the limit; the engine does not always flag it as an OOM kill under gVisor (seen both ways)
+    expect(mem).toMatchObject({ exitCode: 137 });
+    expect(mem.stdout).not.toContain('survived');
+    console.log(`[gvisor] a memory bomb at 64 MB: exit 137, OOMKilled ${mem.oomKilled}`);
 
     // the env gets its pids: 16 processes run under a limit of 16 (the sandbox's own threads are on top)
     const forkN = (n: number) =>

@@ -37,6 +37,8 @@ describe('the Docker backend', () => {
       NanoCpus: 500_000_000,
       PidsLimit: 64,
       ReadonlyRootfs: false,
+      // said even for runc: an engine whose default runtime is another does not apply it
+      Runtime: 'runc',
     });
     expect(user).toBeUndefined();
     // what a shell needs and nothing of Docker's own defaults that it does not
@@ -87,7 +89,7 @@ describe('the swarm backend', () => {
   const input: LockdownInput = { resources, security: EnvSecuritySchema.parse({ capabilities: ['NET_RAW'], root: 'read-only', user: 'agent' }) };
 
   it('the same defaults as a service spec: CAP_ names, init, ulimits, read-only root with a tmpfs mount, the user, the limits', () => {
-    const s = swarmLockdown(input, '1.44');
+    const s = swarmLockdown(input, { apiVersion: '1.44', defaultRuntime: 'runc' });
     expect(s.containerSpec).toEqual({
       CapabilityDrop: ['ALL'],
       CapabilityAdd: ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_NET_RAW', 'CAP_SETGID', 'CAP_SETUID'],
@@ -107,16 +109,26 @@ describe('the swarm backend', () => {
   });
 
   it('an engine older than API 1.44 cannot take no-new-privileges for a service: not sent (it would be ignored), said instead', () => {
-    const s = swarmLockdown(input, '1.41');
+    const s = swarmLockdown(input, { apiVersion: '1.41', defaultRuntime: 'runc' });
     expect(s.containerSpec.Privileges).toBeUndefined();
     expect(s.not_enforced).toEqual([expect.stringContaining('no-new-privileges: swarm services take it from engine API 1.44')]);
     expect(granted(input, s.not_enforced).no_new_privileges).toBe(false);
-    expect(swarmLockdown(input, '2.0').not_enforced).toEqual([]);
+    expect(swarmLockdown(input, { apiVersion: '2.0', defaultRuntime: 'runc' }).not_enforced).toEqual([]);
   });
 
-  it('gVisor cannot be chosen per service: said, not silently dropped', () => {
-    const s = swarmLockdown({ ...input, runtime: 'runsc' }, '1.45');
+  it("gVisor cannot be chosen per service: the nodes' default runtime runs it (pids scaled), else said, not silently dropped", () => {
+    const s = swarmLockdown({ ...input, runtime: 'runsc' }, { apiVersion: '1.45', defaultRuntime: 'runc' });
     expect(s.not_enforced).toEqual([expect.stringContaining('runtime runsc: a swarm service cannot choose its runtime')]);
-    expect(s.limits.Pids).toBe(64);
+    expect(s).toMatchObject({ runtime: 'runc', limits: { Pids: 64 } });
+    // a manager whose default-runtime is runsc runs every task under it, asked or not
+    for (const runtime of ['runsc', undefined] as const) {
+      const g = swarmLockdown({ ...input, runtime }, { apiVersion: '1.45', defaultRuntime: 'runsc' });
+      expect(g).toMatchObject({ runtime: 'runsc', not_enforced: [], limits: { Pids: enginePidsLimit(64, 'runsc') } });
+    }
+  });
+
+  it('granted names the storage bound (null: none)', () => {
+    expect(granted({ resources }).storage_mb).toBeNull();
+    expect(granted({ resources: { ...resources, storageMb: 64 } }).storage_mb).toBe(64);
   });
 });

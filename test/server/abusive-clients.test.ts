@@ -11,6 +11,7 @@ import { processSuiteServer } from '../support/process-server.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
+import { heldBytes } from '../support/memory.js';
 
 const MiB = 1024 * 1024;
 
@@ -43,20 +44,20 @@ describe('one client cannot take the server down', () => {
     const frame = JSON.stringify({ type: 'state', pad });
     expect(Buffer.byteLength(frame)).toBeLessThan(4 * MiB);
     global.gc?.();
-    const rssBefore = process.memoryUsage().rss;
+    const heldBefore = heldBytes();
     let sent = 0;
     // far more than the bound lets through: the old server queued every one of them
     const cap = WS_PENDING_LIMIT.frames + 16;
     while (sent < cap && flood.closeInfo === null && (await sendWritten(flood.ws, frame))) sent++;
     const closed = await Promise.race([flood.closed, new Promise<null>((r) => setTimeout(() => r(null), 20_000))]);
-    const rssAfter = process.memoryUsage().rss;
+    const heldAfter = heldBytes();
     expect(closed, `the session was not closed after ${sent} frames of ${frame.length} bytes`).not.toBeNull();
     expect(closed!.code).toBe(1008);
     expect(closed!.reason).toMatch(/too many frames in flight/);
     // closed by the byte bound: at most 16 MiB of these waited (the client may have written a few more before the close arrived)
     expect(sent).toBeLessThanOrEqual(WS_PENDING_LIMIT.frames);
     // generous: the server buffered at most WS_PENDING_LIMIT.bytes, the client wrote a few frames
-    expect(rssAfter - rssBefore).toBeLessThan(512 * MiB);
+    expect(heldAfter - heldBefore).toBeLessThan(512 * MiB);
     // the flooder's episode (and its sleeping step) is torn down; the other session goes on
     await waitFor(() => s.app.openenv.manager.list().length === 1, 30_000, "the flooder's episode torn down");
     expect((await other.call('echo', { text: 'still here' })).data.observation.result.data).toEqual({ text: 'still here' });

@@ -14,6 +14,7 @@ import { processSuiteServer, startProcessServer, type ProcessServer } from '../s
 import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { http } from '../routes/http.js';
+import { heldBytes } from '../support/memory.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const MiB = 1024 * 1024;
@@ -238,7 +239,7 @@ describe('an env that writes or answers without end', () => {
     const r = await c.reset({ task_id: 'fx-echo-0' });
     expect(r.type).toBe('observation');
     global.gc?.();
-    const before = process.memoryUsage().rss;
+    const before = heldBytes();
     // let it write for a while, working meanwhile (some hundreds of MB go through the pipe)
     for (let i = 0; i < 20; i++) expect((await c.call('echo', { text: `x${i}` })).data.observation.result.data).toEqual({ text: `x${i}` });
     await new Promise((res) => setTimeout(res, 2000));
@@ -251,7 +252,7 @@ describe('an env that writes or answers without end', () => {
     });
     expect(diag.running).toBe(true);
     expect(Buffer.byteLength(diag.logTail)).toBeLessThanOrEqual(LOG_TAIL_BYTES + 16);
-    expect(process.memoryUsage().rss - before).toBeLessThan(256 * MiB);
+    expect(heldBytes() - before).toBeLessThan(256 * MiB);
     // it crashes: the failure's log tail, carried in the observation, is bounded too
     const crashed = await c.call('crash', {});
     expect(crashed.data.done).toBe(true);
@@ -265,13 +266,13 @@ describe('an env that writes or answers without end', () => {
     const c = await WsClient.open(s.url);
     expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');
     global.gc?.();
-    const before = process.memoryUsage().rss;
+    const before = heldBytes();
     const out = await c.call('echo', { text: 'hi' });
     expect(out.type).toBe('observation');
     expect(out.data.done).toBe(false);
     expect(out.data.observation.error).toMatchObject({ error_type: 'execution_error' });
     expect(out.data.observation.error.message).toMatch(/MiB/);
-    expect(process.memoryUsage().rss - before).toBeLessThan(256 * MiB);
+    expect(heldBytes() - before).toBeLessThan(256 * MiB);
     // still an episode: the next call is answered (and bounded) the same way
     expect((await c.state()).data).toMatchObject({ done: false, step_count: 1 });
     await c.close();

@@ -63,6 +63,7 @@ describe('auth and HTTP routes', () => {
       'max_waiting',
       'reset_timeout_s',
       'reward',
+      'runtime',
       'split_priority',
       'tool_timeout_s',
     ]);

@@ -106,7 +106,8 @@ describeDocker('warm pool on Docker', () => {
     const instance = uniqueInstance('pool-signals');
     const label = `${INSTANCE_LABEL}=${instance}`;
     // no network stock: the networks counted are the pooled envs' and the episode's
-    const first = await spawnServer(serverArgs(instance, ['--max-concurrent-envs', '3', '--warm-pool', '2', '--network-stock', '0']));
+    // no reaper: what SIGKILL leaves is the restart's to sweep here
+    const first = await spawnServer(serverArgs(instance, ['--max-concurrent-envs', '3', '--warm-pool', '2', '--network-stock', '0', '--no-reaper']));
     await poolReady(first.url, 2);
     const c = await WsClient.open(first.url);
     expect((await c.reset({ task_id: 'fx-echo-0' })).type).toBe('observation');

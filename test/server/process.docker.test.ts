@@ -46,7 +46,8 @@ describeDocker('the server process and its signals', () => {
   it('SIGKILL leaves labelled envs; a restart with the same instance removes them and says so', async () => {
     const instance = uniqueInstance('sigkill');
     // no network stock: the networks counted are the episodes' (the stock has a test of its own below)
-    const first = await spawnServer(serverArgs(instance, ['--network-stock', '0']));
+    // no reaper: what SIGKILL leaves is the restart's to sweep here (the reaper has a test of its own)
+    const first = await spawnServer(serverArgs(instance, ['--network-stock', '0', '--no-reaper']));
     const clients = await Promise.all([WsClient.open(first.url), WsClient.open(first.url)]);
     await Promise.all(clients.map((c) => c.reset({ task_id: 'fx-echo-0' })));
     first.child.kill('SIGKILL');
@@ -77,7 +78,7 @@ describeDocker('the server process and its signals', () => {
       const m = parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
       return valueOf(m, 'openenv_network_stock_size') === 3 && valueOf(m, 'openenv_network_stock_ready') === 3;
     };
-    const first = await spawnServer(serverArgs(instance, ['--network-stock', '3']));
+    const first = await spawnServer(serverArgs(instance, ['--network-stock', '3', '--no-reaper']));
     await waitFor(() => stockFull(first.url), 30_000, 'the stock made');
     const stocked = labelledResources(label).networks;
     expect(stocked).toHaveLength(3);
@@ -88,17 +89,28 @@ describeDocker('the server process and its signals', () => {
     // the episode's env sits on a network the stock had made before the reset
     expect(envNets).toHaveLength(1);
     expect(stocked).toContain(envNets[0]);
-    // the stock full again: nothing being made when the server is killed
-    await waitFor(() => stockFull(first.url), 30_000, 'the stock refilled');
+    // out with the episode, it counts as the stock's: none is made behind it
+    const metric = async (name: string) => valueOf(parsePrometheusText(await (await fetch(`${first.url}/metrics`)).text()), name);
+    expect(await metric('openenv_network_stock_ready')).toBe(2);
+    expect(labelledResources(label).networks.sort()).toEqual([...stocked].sort());
+    // the episode ends: its network comes back empty, to be handed out again
+    await c.close();
+    await waitFor(async () => (await metric('openenv_network_stock_recycled_total')) === 1, 30_000, 'the network back in the stock');
+    expect(await stockFull(first.url)).toBe(true);
+    expect(labelledResources(label).networks.sort()).toEqual([...stocked].sort());
+    const again = await WsClient.open(first.url);
+    const second_ = (await again.reset({ task_id: 'fx-echo-0' })).data.observation.episode_id as string;
+    const [env2] = labelledResources(`${EPISODE_LABEL}=${second_}`).containers;
+    expect(stocked).toContain(containerNetworkIds(env2!)[0]!.slice(0, 12));
     first.child.kill('SIGKILL');
     await first.exited;
     const left = labelledResources(label);
     expect(left.containers).toHaveLength(1);
-    expect(left.networks).toHaveLength(4);
+    expect(left.networks.sort()).toEqual([...stocked].sort());
 
     const second = await spawnServer(serverArgs(instance, ['--network-stock', '3']));
     const sweep = second.lines().find((l) => l.event === 'startup_sweep');
-    expect((sweep!.networks as string[]).length).toBe(4);
+    expect((sweep!.networks as string[]).length).toBe(3);
     await waitFor(() => stockFull(second.url), 30_000, "the new server's stock made");
     const now = labelledResources(label);
     expect(now.containers).toEqual([]);

@@ -13,6 +13,9 @@ import { makeRig, onRigClock, type Rig } from '../support/fake-sandbox.js';
 
 const IDLE_MS = 30_000;
 
+/** what every initialize carries (the MCP spec's InitializeRequest), with `protocolVersion` given */
+const INIT = { protocolVersion: MCP_PROTOCOL_VERSIONS[0], capabilities: {}, clientInfo: { name: 'test', version: '0' } };
+
 function request(method: string, params: unknown = {}, id: number | string = 1): RpcRequest {
   const m = readRpcMessage({ jsonrpc: '2.0', id, method, params });
   if (m.kind !== 'request') throw new Error(`not a request: ${JSON.stringify(m)}`);
@@ -25,7 +28,7 @@ async function setup(opts: Parameters<typeof makeRig>[0] = {}) {
   const requests = new RequestEpisodes(manager, IDLE_MS, rig.log.logger);
   const sessions = new StandardMcpSessions({ requests, bundle: rig.bundle, log: rig.log.logger });
   const open = async (query: Record<string, unknown> = { task_id: 'fx-echo-0' }, version: string = MCP_PROTOCOL_VERSIONS[0]) => {
-    const ans = (await sessions.initialize(request('initialize', { protocolVersion: version }), query))!;
+    const ans = (await sessions.initialize(request('initialize', { ...INIT, protocolVersion: version }), query))!;
     return { ans, sid: ans.headers?.[MCP_SESSION_HEADER] as string };
   };
   const call = (sid: string, method: string, params: unknown = {}, version?: string) => sessions.handle(sid, version, request(method, params, 7));
@@ -64,17 +67,17 @@ describe('StandardMcpSessions', () => {
 
   it('a query that names a key twice, or a task that is not there, is refused in the initialize answer', async () => {
     const { sessions } = await setup();
-    const twice = (await sessions.initialize(request('initialize'), { index: ['1', '2'] }))!;
+    const twice = (await sessions.initialize(request('initialize', INIT), { index: ['1', '2'] }))!;
     expect(twice.status).toBe(200);
     expect(error(twice)).toEqual({ code: RpcCode.INVALID_PARAMS, message: 'Invalid params: the query gives "index" more than once' });
-    const missing = (await sessions.initialize(request('initialize'), { task_id: 'nope' }))!;
+    const missing = (await sessions.initialize(request('initialize', INIT), { task_id: 'nope' }))!;
     expect(error(missing)).toMatchObject({ code: RpcCode.INVALID_PARAMS, data: { error: 'not_found' } });
   });
 
   it('no slot within the reset timeout: the initialize answer is the capacity error with retry_after_s', async () => {
     const { sessions, rig } = await setup({ capacity: 1 });
     const holder = await rig.admission.acquire({ timeoutMs: 1000 });
-    const pending = sessions.initialize(request('initialize'), { task_id: 'fx-echo-0', reset_timeout_s: '2' });
+    const pending = sessions.initialize(request('initialize', INIT), { task_id: 'fx-echo-0', reset_timeout_s: '2' });
     await vi.advanceTimersByTimeAsync(2000);
     const ans = (await pending)!;
     expect(ans.headers).toBeUndefined();

@@ -166,7 +166,8 @@ describe('ProcessSandbox', () => {
   it('sweep kills everything it holds and says what; listEpisodeIds follows', async () => {
     const hs = await Promise.all(['ep-s1', 'ep-s2'].map((id) => sandbox.deploy({ episodeId: id, env: echoSpec(image) })));
     expect((await sandbox.listEpisodeIds()).sort()).toEqual(['ep-s1', 'ep-s2']);
-    expect(sandbox.peak).toBeGreaterThanOrEqual(2);
+    // no test of this file holds more than two envs at once
+    expect(sandbox.peak).toBe(2);
     const swept = await sandbox.sweep();
     expect(swept.containers.sort()).toEqual(hs.map((h) => h.containerId).sort());
     expect(swept.networks.sort()).toEqual(hs.map((h) => h.networkId).sort());

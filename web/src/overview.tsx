@@ -244,6 +244,44 @@ function RecentTasks(props: { endedTick: number }) {
   );
 }
 
+/** What each env runs with: the lock-down every env gets and what its bundle asked for (docs/security.md). */
+function EnvsTable(props: { bundle: BundleInfo | null }) {
+  const envs = Object.entries(props.bundle?.envs ?? {});
+  if (envs.length === 0) return <p class="muted">The server says nothing of its envs' lock-down yet.</p>;
+  return (
+    <table class="grid" data-testid="envs-granted">
+      <thead>
+        <tr>
+          <th>env</th>
+          <th>runtime</th>
+          <th>capabilities</th>
+          <th>root</th>
+          <th>user</th>
+          <th>memory, CPUs, processes</th>
+          <th>storage</th>
+          <th>not enforced</th>
+        </tr>
+      </thead>
+      <tbody>
+        {envs.map(([name, g]) => (
+          <tr key={name} data-testid={`env-${name}`}>
+            <td>{name}</td>
+            <td>{g.runtime}</td>
+            <td title={g.capabilities.join(', ')}>{g.added.length ? `defaults + ${g.added.join(', ')}` : 'defaults'}</td>
+            <td>{g.root === 'read-only' ? `read-only, /tmp ${g.tmp_mb} MB` : 'writable'}</td>
+            <td>{g.user ?? "image's"}</td>
+            <td>
+              {g.memory_mb} MB, {g.cpus}, {g.pids}
+            </td>
+            <td>{g.storage_mb === null ? 'unbounded' : `${g.storage_mb} MB`}</td>
+            <td>{g.not_enforced.join('; ') || '—'}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
 export function OverviewView(props: {
   overview: Overview | null;
   connected: boolean;
@@ -400,6 +438,8 @@ export function OverviewView(props: {
       <GroupsTable s={s} splits={splits} bundle={props.bundle} />
       <h2>Per task</h2>
       <RecentTasks endedTick={props.endedTick} />
+      <h2>Envs</h2>
+      <EnvsTable bundle={props.bundle} />
     </section>
   );
 }

@@ -7,12 +7,20 @@ import { ownerLabels, resourceName, type Owner } from '../engine/labels.js';
 import type { EpisodeNetwork } from './bridge-network.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
 import { logTailOf } from '../engine/logs.js';
+import { dockerLockdown } from '../engine/hardening.js';
+
+/** the engine's refusal of a storage limit its storage driver cannot keep (overlay2 off xfs with pquota, vfs…) */
+export function isStorageOptRefusal(err: unknown): boolean {
+  return /storage-opt|storage option/i.test(engineMessage(err));
+}
 
 /**
- * The env's container: on the episode network only, no published port, bounded memory, CPU and
- * process count. Not auto-removed, so a crashed env can still be inspected and its log read. A
- * shell env's (EnvSpec.kind) runs KEEP_ALIVE_CMD as its command (the image's ENTRYPOINT kept),
- * in its `workdir`, with Docker's init as PID 1 to reap what the model's commands leave; no PORT.
+ * The env's container: on the episode network only, no published port, locked down
+ * (engine/hardening.ts: capabilities, no-new-privileges, an init, ulimits, bounded memory, CPU and
+ * process count, the root and user its bundle asked for, its runtime). A shell env's
+ * (EnvSpec.kind) runs KEEP_ALIVE_CMD as its command (the image's ENTRYPOINT kept), in its
+ * `workdir`, with no PORT. Not auto-removed, so a crashed env can still be inspected and its log read. `storageLimit`: the engine limits the
+ * writable layer to the env's storage_mb (StorageOpt; only some storage drivers can).
  */
 export async function createEnvContainer(
   docker: Dockerode,
@@ -21,9 +29,12 @@ export async function createEnvContainer(
   network: EpisodeNetwork,
   /** the episode's env-identity secret (env-identity.ts); it overrides a manifest value of the same name */
   secret?: string,
+  opts: { storageLimit?: boolean } = {},
 ): Promise<Dockerode.Container> {
   const shell = env.kind === 'shell';
   const environment = shell ? env.environment : { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
+  const lockdown = dockerLockdown({ resources: env.resources, security: env.security, runtime: env.runtime });
+  const storageMb = env.resources.storageMb;
   try {
     return await docker.createContainer({
       name: resourceName(owner.bundle, owner.env, owner.episode),
@@ -35,19 +46,14 @@ export async function createEnvContainer(
       AttachStdin: false,
       AttachStdout: false,
       AttachStderr: false,
+      ...(lockdown.user ? { User: lockdown.user } : {}),
       HostConfig: {
         NetworkMode: network.name,
-        Memory: env.resources.memoryMb * 1024 * 1024,
-        // equal to Memory: no swap on top of the limit, so "out of memory" means the limit
-        MemorySwap: env.resources.memoryMb * 1024 * 1024,
-        NanoCpus: Math.round(env.resources.cpus * 1e9),
-        PidsLimit: env.resources.pids,
+        ...lockdown.hostConfig,
+        ...(opts.storageLimit && storageMb !== undefined ? { StorageOpt: { size: `${storageMb}M` } } : {}),
         AutoRemove: false,
         RestartPolicy: { Name: 'no' },
         PublishAllPorts: false,
-        Init: shell,
-        // envs run code a model drives: no setuid escalation inside the container
-        SecurityOpt: ['no-new-privileges:true'],
       },
       NetworkingConfig: { EndpointsConfig: { [network.name]: {} } },
     });

@@ -7,7 +7,8 @@
  */
 import { LABELS, SandboxError, type AbandonedSweep, type DeadInstances, type EnvDiagnosis, type EnvHandle, type EnvSpec } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
-import { createEnvContainer, inspectState, logTail } from './containers.js';
+import { createEnvContainer, inspectState, isStorageOptRefusal, logTail } from './containers.js';
+import { StorageWatch } from './storage-watch.js';
 import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { EnvWatcher } from './env-watch.js';
@@ -36,11 +37,47 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   /** deaths of the deployed env containers, as the engine reports them */
   protected readonly watcher: EnvWatcher;
   protected readonly listEnvs = listContainers(this.docker);
+  /** the storage bound of envs whose writable layer the engine cannot limit */
+  private readonly storage: StorageWatch;
+  /** whether the engine limits a container's writable layer (StorageOpt): null until an env with storage_mb was created */
+  private storageLimits: boolean | null = null;
 
   constructor(opts: DockerSandboxOptions) {
     super(opts, { sandbox: 'the Docker sandbox', engine: 'the Docker engine', network: 'episode network' });
     this.pool = new SubnetPool({ pool: opts.subnetPool ?? SUBNET_POOL, prefix: opts.subnetPrefix ?? EPISODE_SUBNET_PREFIX });
     this.watcher = new EnvWatcher(this.docker, this.log);
+    this.storage = new StorageWatch(this.docker, this.log);
+  }
+
+  /**
+   * The env's container, its writable layer limited by the engine when it can (the first env with a
+   * storage_mb finds out: an engine that refuses StorageOpt is then watched instead, storage-watch.ts).
+   */
+  private async createContainer(owner: Owner, env: EnvSpec, network: EpisodeNetwork, secret: string | undefined) {
+    if (env.resources.storageMb === undefined || this.storageLimits === false) return createEnvContainer(this.docker, owner, env, network, secret);
+    try {
+      const c = await createEnvContainer(this.docker, owner, env, network, secret, { storageLimit: true });
+      this.storageLimits = true;
+      return c;
+    } catch (err) {
+      if (!isStorageOptRefusal(err)) throw err;
+      this.storageLimits = false;
+      this.log.info(
+        { err: (err as Error).message },
+        "the Docker engine cannot limit a container's writable layer (its storage driver): envs' storage_mb is kept by watching their layer",
+      );
+      return createEnvContainer(this.docker, owner, env, network, secret);
+    }
+  }
+
+  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    this.storage.forget(episodeId);
+    return super.removeEpisode(episodeId, onEnvRemoved, recycle);
+  }
+
+  override async close(): Promise<void> {
+    this.storage.close();
+    return super.close();
   }
 
   protected async checkEngine(): Promise<void> {
@@ -77,6 +114,16 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     return this.makeNetwork(owner);
   }
 
+  protected override canCheckEmpty(): boolean {
+    return true;
+  }
+
+  /** no container on the bridge any more, the server's own (when it joined) aside */
+  protected override async networkIsEmpty(net: EpisodeNetwork): Promise<boolean> {
+    const info = (await this.docker.getNetwork(net.id).inspect()) as { Containers?: Record<string, unknown> };
+    return Object.keys(info.Containers ?? {}).every((id) => id === this.attach);
+  }
+
   /**
    * An episode network on a fresh subnet, joined by the server's container when it has one
    * (labelled: removed with its owner's id). With a container set, episode bridges get no host
@@ -105,7 +152,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
     const secret = shell ? undefined : newEnvSecret();
-    const container = await createEnvContainer(this.docker, owner, env, network, secret);
+    const container = await this.createContainer(owner, env, network, secret);
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);
     const startAt = Date.now();
@@ -114,6 +161,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     } catch (err) {
       throw toSandboxError(err, `starting the container of env \`${env.name}\``);
     }
+    if (env.resources.storageMb !== undefined && !this.storageLimits) this.storage.watch(episodeId, container.id, env.resources.storageMb);
     throwIfAborted(signal);
     const runningAt = Date.now();
     const stopWaiting = new AbortController();
@@ -159,8 +207,15 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       const after = outcome.kind === 'exited' ? await inspectState(this.docker, container.id).catch(() => null) : null;
       const seen =
         outcome.kind === 'exited'
-          ? { kind: 'exited' as const, exitCode: after?.exitCode ?? outcome.exitCode, oomKilled: after ? after.oomKilled : null }
+          ? // under gVisor the engine does not always see an OOM kill: not seeing one there is not knowing
+            {
+              kind: 'exited' as const,
+              exitCode: after?.exitCode ?? outcome.exitCode,
+              oomKilled: after && (after.oomKilled || env.runtime !== 'runsc') ? after.oomKilled : null,
+            }
           : outcome;
+      const storageEnd = outcome.kind === 'exited' ? this.storage.exceeded(container.id) : null;
+      if (storageEnd !== null) throw new SandboxError('storage_exceeded', `env \`${env.name}\`: ${storageEnd} before it was ready`, { logTail: tail });
       const verdict = notReadyVerdict(seen, { env, runs: 'container' });
       throw new SandboxError(verdict.fact, verdict.message, { exitCode: seen.kind === 'exited' ? seen.exitCode : null, logTail: tail });
     } finally {
@@ -176,10 +231,23 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     try {
       state = await inspectState(this.docker, handle.containerId);
     } catch (err) {
-      if (isNotFound(err)) return { running: false, exitCode: this.watcher.exitCodeOf(handle.containerId), oomKilled: false, logTail: '' };
+      if (isNotFound(err))
+        return { running: false, exitCode: this.watcher.exitCodeOf(handle.containerId), oomKilled: false, logTail: '', ...this.storageEnd(handle) };
       throw toSandboxError(err, `inspecting the env container ${handle.containerId.slice(0, 12)}`);
     }
-    return { running: state.running, exitCode: state.exitCode, oomKilled: state.oomKilled, logTail: await logTail(this.docker, handle.containerId) };
+    return {
+      running: state.running,
+      exitCode: state.exitCode,
+      oomKilled: state.oomKilled,
+      logTail: await logTail(this.docker, handle.containerId),
+      ...this.storageEnd(handle),
+    };
+  }
+
+  /** the env was killed for what it wrote past its storage_mb */
+  private storageEnd(handle: EnvHandle): { storageExceeded?: string } {
+    const why = this.storage.exceeded(handle.containerId);
+    return why === null ? {} : { storageExceeded: why };
   }
 
   protected removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult> {

@@ -6,6 +6,7 @@ import Dockerode from 'dockerode';
 import { DockerSandbox } from './docker-sandbox.js';
 import { detectOwnContainerId } from '../engine/own-container.js';
 import type { SandboxLogger } from '../engine/logger.js';
+import type { EnvRuntime } from '../sandbox.js';
 
 export interface DockerSandboxFactoryOptions {
   instance: string;
@@ -14,6 +15,10 @@ export interface DockerSandboxFactoryOptions {
   inContainer: 'auto' | 'always' | 'never';
   /** episode networks made ahead of demand */
   networkStock: number;
+  /** what runs envs whose bundle names no runtime (--runtime) */
+  runtime?: EnvRuntime;
+  /** an ended episode's stocked network goes back to the stock (default true) */
+  recycleNetworks?: boolean;
   logger: SandboxLogger;
 }
 
@@ -34,6 +39,8 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     subnetPool: o.subnetPool,
     attachContainer: own,
     networkStock: o.networkStock,
+    runtime: o.runtime,
+    ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

@@ -16,6 +16,8 @@ import {
   type EnvDiagnosis,
   type EnvHandle,
   type EnvImages,
+  type EnvLockdown,
+  type EnvRuntime,
   type EnvSpec,
   type ImageBuildRequest,
   type InstanceClaim,
@@ -24,6 +26,7 @@ import {
   type TeardownOptions,
 } from '../sandbox.js';
 import { abortError, engineMessage, toSandboxError } from './errors.js';
+import { granted } from './hardening.js';
 import { buildEnvImage, checkImage } from './image-build.js';
 import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
 import type { Owner } from './labels.js';
@@ -52,6 +55,14 @@ export interface EngineSandboxOptions {
   instanceLock?: Omit<InstanceLockOptions, 'instance' | 'logger'>;
   /** episode networks kept made ahead of demand once stock.start() was called (default 0: none) */
   networkStock?: number;
+  /** what envs run under unless their spec names a runtime (--runtime; default runc) */
+  runtime?: EnvRuntime;
+  /**
+   * A stocked network whose episode ended goes back to the stock, once the backend found it empty
+   * (engine/network-stock.ts); false: removed with its episode. Backends that cannot check a
+   * network empty never recycle. Default true.
+   */
+  recycleNetworks?: boolean;
 }
 
 /** how a backend's messages and logs name it */
@@ -80,6 +91,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
   protected readonly removal: RemovalSettings;
   /** networks made ahead of demand; each is handed to one deploy, which it records, and removed with that episode */
   protected readonly networks: NetworkStock<N>;
+  /** envs whose spec names no runtime run under this one */
+  protected readonly runtime: EnvRuntime;
   private readonly names: BackendNames;
   private readonly lifecycles = new EnvLifecycles();
   private readonly builds = new Map<string, Promise<string>>();
@@ -99,6 +112,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     this.docker = opts.docker ?? new Dockerode();
     this.log = opts.logger ?? silentLogger;
     this.attach = opts.attachContainer ?? null;
+    this.runtime = opts.runtime ?? 'runc';
     this.removal = {
       attachContainer: this.attach,
       attempts: opts.removeAttempts ?? REMOVAL_RETRY.attempts,
@@ -107,6 +121,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     };
     this.networks = new NetworkStock<N>({
       size: opts.networkStock ?? 0,
+      recycle: (opts.recycleNetworks ?? true) && this.canCheckEmpty(),
       what: names.network,
       log: this.log,
       create: async (key) => {
@@ -155,6 +170,39 @@ export abstract class EngineSandbox<N> implements Sandbox {
   /** removes what was listed, envs first; `onEnvRemoved` once no env of it runs any more */
   protected abstract removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult>;
   abstract networksInUse(): number;
+
+  /** the runtime the env really runs under here, and what of its lock-down this engine cannot enforce, each with why (default: its own, nothing) */
+  protected onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
+    return Promise.resolve({ runtime: env.runtime, notEnforced: [] });
+  }
+
+  /** the engine can run containers under `runtime` (runc always can); a swarm overrides it: its services cannot choose */
+  protected async engineHasRuntime(runtime: EnvRuntime): Promise<void> {
+    if (runtime === 'runc') return;
+    let runtimes: Record<string, unknown>;
+    try {
+      runtimes = ((await this.docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {};
+    } catch (err) {
+      throw toSandboxError(err, 'listing its runtimes');
+    }
+    if (!Object.hasOwn(runtimes, runtime)) {
+      throw new SandboxError(
+        'engine_failed',
+        `${this.names.engine} has no runtime "${runtime}" (it has ${Object.keys(runtimes).join(', ') || 'none'}): ` +
+          'register gVisor with it (sudo bash deploy/register-runsc.sh), or serve without --runtime runsc and without envs whose security asks for it',
+      );
+    }
+  }
+
+  /** whether networkIsEmpty answers (a backend that recycles its episode networks overrides both) */
+  protected canCheckEmpty(): boolean {
+    return false;
+  }
+
+  /** the network has no endpoint left on the engine (the server's own container aside) */
+  protected networkIsEmpty(_net: N): Promise<boolean> {
+    return Promise.resolve(false);
+  }
 
   /** the image reference envs are deployed from, once built (the swarm's: pushed to its registry) */
   protected publishImage(tag: string, _req: ImageBuildRequest): Promise<string> {
@@ -222,12 +270,39 @@ export abstract class EngineSandbox<N> implements Sandbox {
     stats: () => this.networks.stats(),
   };
 
+  /** every env locked down (engine/hardening.ts), under its spec's runtime or the sandbox's */
+  readonly lockdown: EnvLockdown = this.lockdownPart();
+
+  private lockdownPart(): EnvLockdown {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the getter reads the runtime set in the constructor, after field initialisers
+    const sandbox = this;
+    return {
+      get runtime() {
+        return sandbox.runtime;
+      },
+      granted: async (env) => {
+        const spec = sandbox.withRuntime(env);
+        const here = await sandbox.onEngine(spec);
+        return granted({ resources: spec.resources, security: spec.security, runtime: here.runtime }, here.notEnforced);
+      },
+      checkRuntime: (runtime) => {
+        sandbox.assertOpen();
+        return sandbox.engineHasRuntime(runtime);
+      },
+    };
+  }
+
+  /** the spec with the runtime it runs under: its own, else the sandbox's */
+  protected withRuntime(env: EnvSpec): EnvSpec & { runtime: EnvRuntime } {
+    return { ...env, runtime: env.runtime ?? this.runtime };
+  }
+
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
     return this.lifecycles.deploy(
       req,
       (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
-      (signal) => this.deployOrCleanUp(req.episodeId, req.env, signal),
+      (signal) => this.deployOrCleanUp(req.episodeId, this.withRuntime(req.env), signal),
     );
   }
 
@@ -239,7 +314,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
       try {
-        await this.removeEpisode(episodeId);
+        // a network a failed deploy used is not trusted to the next one: removed, never recycled
+        await this.removeEpisode(episodeId, undefined, false);
       } catch (cleanupErr) {
         this.log.error({ episode: episodeId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
       }
@@ -259,20 +335,29 @@ export abstract class EngineSandbox<N> implements Sandbox {
 
   /**
    * Removes the episode's labelled resources, and the stocked network it took (labelled with that
-   * network's key, removed under the episode's id so that the backend knows whose it is).
+   * network's key, removed under the episode's id so that the backend knows whose it is), unless
+   * that network goes back to the stock: its env removed, found empty on the engine, and the stock
+   * wanting it (engine/network-stock.ts). `recycle` false: removed in any case.
    */
-  protected async removeEpisode(episodeId: string, onEnvRemoved?: () => void): Promise<void> {
+  protected async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
     this.watcher.forget(episodeId);
-    const key = this.networks.keyTakenBy(episodeId);
+    const stocked = this.networks.takenBy(episodeId);
     const owned = await this.list(episodeId);
-    if (key) owned.networks.push(...(await this.list(key)).networks.map((n) => ({ ...n, episode: episodeId })));
+    const stockedNetworks = async () => (stocked ? (await this.list(stocked.key)).networks.map((n) => ({ ...n, episode: episodeId })) : []);
+    const mayGoBack = recycle && stocked !== undefined && this.networks.wantsBack();
+    if (!mayGoBack) owned.networks.push(...(await stockedNetworks()));
     const result = await this.removeOwned(owned, onEnvRemoved);
     if (result.failed.length > 0) throw this.removalError(result.failed, `episode ${episodeId}`);
     this.released(episodeId);
-    if (key) {
-      this.released(key);
-      this.networks.forget(episodeId);
+    if (!stocked) return;
+    if (mayGoBack) {
+      if ((await this.networkIsEmpty(stocked.net).catch(() => false)) && this.networks.giveBack(episodeId)) return;
+      // not empty, or the stock full or closing meanwhile: removed as any other
+      const rest = await this.removeOwned({ envs: [], networks: await stockedNetworks() });
+      if (rest.failed.length > 0) throw this.removalError(rest.failed, `episode ${episodeId}`);
     }
+    this.released(stocked.key);
+    this.networks.forget(episodeId);
   }
 
   async sweep(): Promise<SweepResult> {

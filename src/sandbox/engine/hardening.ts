@@ -22,16 +22,20 @@
  *   pages count against the memory limit);
  * - user: the image's, or the one the bundle names.
  *
- * Where it plugs in (not yet wired): the Docker backend's container creation spreads
- * `dockerLockdown(...).hostConfig` into its HostConfig (replacing its own Memory, MemorySwap,
- * NanoCpus, PidsLimit, Init and SecurityOpt) and sets `user` as the container's User; the swarm
- * backend's service creation spreads `swarmLockdown(...).containerSpec` into its ContainerSpec and
- * `.limits` into Resources.Limits (the engine's API version from `docker.version()`); the manifest
- * takes `EnvSecuritySchema` as an env's `security`, and the EnvSpec carries it with the runtime.
+ * Where it plugs in: the Docker backend's container spec (docker/containers.ts) spreads
+ * `dockerLockdown(...).hostConfig` into its HostConfig and sets `user` as the container's User; the
+ * swarm backend's service spec (swarm/services.ts) spreads `swarmLockdown(...).containerSpec` into
+ * its ContainerSpec and `.limits` into Resources.Limits; the skeleton (engine-sandbox.ts) offers
+ * `granted` as the sandbox's `lockdown`, with the start check of a runtime. The manifest takes
+ * `EnvSecuritySchema` as an env's `security`; the EnvSpec carries it with the runtime.
  */
 import type Dockerode from 'dockerode';
 import { z } from 'zod';
 import { ENV_LOCKDOWN } from '../../defaults.js';
+import type { EnvGrant } from '../../protocol/bundle.js';
+import type { EnvResources, EnvRuntime, EnvSecurityAsk } from '../sandbox.js';
+
+export type { EnvRuntime } from '../sandbox.js';
 
 /** Linux capabilities by the names Docker takes (without CAP_). */
 export const LINUX_CAPABILITIES = [
@@ -151,42 +155,30 @@ export const EnvSecuritySchema = z
       .regex(USER, 'expected a user id, uid:gid, or a user name of the image')
       .optional()
       .describe("the user the env runs as (default: the image's)"),
+    runtime: z
+      .literal('runsc', { errorMap: () => ({ message: 'expected "runsc": an env may ask for gVisor; otherwise the server\'s --runtime decides' }) })
+      .optional()
+      .describe("run this env under gVisor (runsc) whatever the server's --runtime; the engine must have it"),
   })
-  .strict();
+  .strict('unknown field; the fields here are capabilities, root, tmp_mb, user, runtime');
 export type EnvSecurity = z.output<typeof EnvSecuritySchema>;
-
-/** The runtimes an env may run under: the engine's default (runc), or gVisor (runsc, registered with the engine). */
-export type EnvRuntime = 'runc' | 'runsc';
+/** what the schema gives is what an EnvSpec carries (sandbox.ts declares it below this floor) */
+export const asSecurityAsk = (s: EnvSecurity): EnvSecurityAsk => s;
 
 export interface LockdownInput {
-  resources: { memoryMb: number; cpus: number; pids: number };
+  resources: EnvResources;
   /** what the bundle asked for (EnvSecuritySchema's output); absent: the defaults */
-  security?: EnvSecurity;
+  security?: EnvSecurityAsk;
   /** absent: the engine's default runtime */
   runtime?: EnvRuntime;
 }
 
-/** What an env was granted, for `check` and the console to show. */
-export interface Granted {
-  capabilities: Capability[];
-  /** capabilities added to the defaults because the bundle asked */
-  added: Capability[];
-  no_new_privileges: boolean;
-  init: boolean;
-  root: 'writable' | 'read-only';
-  tmp_mb: number | null;
-  user: string | null;
-  runtime: EnvRuntime;
-  memory_mb: number;
-  cpus: number;
-  pids: number;
-  nofile: number;
-  /** what the backend asked for cannot be enforced on this engine, each with why */
-  not_enforced: string[];
-}
+/** What an env was granted, for `check` and the console to show (the wire shape of /bundle's `envs`). */
+export type Granted = EnvGrant;
 
-function capabilitiesOf(security: EnvSecurity | undefined): { all: Capability[]; added: Capability[] } {
-  const added = [...new Set(security?.capabilities ?? [])].filter((c) => !DEFAULT_CAPABILITIES.includes(c)).sort();
+/** the capabilities an env keeps: the defaults and what its bundle asked for (EnvSecuritySchema refused the rest) */
+function capabilitiesOf(security: EnvSecurityAsk | undefined): { all: string[]; added: string[] } {
+  const added = [...new Set(security?.capabilities ?? [])].filter((c) => !DEFAULT_CAPABILITIES.includes(c as Capability)).sort();
   return { all: [...DEFAULT_CAPABILITIES, ...added].sort(), added };
 }
 
@@ -195,7 +187,7 @@ export function enginePidsLimit(pids: number, runtime: EnvRuntime | undefined): 
   return runtime === 'runsc' ? ENV_LOCKDOWN.runscPidsBase + ENV_LOCKDOWN.runscPidsPerProcess * pids : pids;
 }
 
-function tmpMb(security: EnvSecurity | undefined): number | null {
+function tmpMb(security: EnvSecurityAsk | undefined): number | null {
   return security?.root === 'read-only' ? (security.tmp_mb ?? ENV_LOCKDOWN.readOnlyTmpMb) : null;
 }
 
@@ -222,7 +214,8 @@ export function dockerLockdown(input: LockdownInput): { hostConfig: Dockerode.Ho
     PidsLimit: enginePidsLimit(r.pids, input.runtime),
     ReadonlyRootfs: tmp !== null,
     ...(tmp !== null ? { Tmpfs: { '/tmp': `rw,nosuid,nodev,mode=1777,size=${tmp}m` } } : {}),
-    ...(input.runtime === 'runsc' ? { Runtime: 'runsc' } : {}),
+    // said even for runc: an engine whose default-runtime is another must not run envs under it with limits meant for runc
+    Runtime: input.runtime ?? 'runc',
   };
   return security?.user ? { hostConfig, user: security.user } : { hostConfig };
 }
@@ -236,24 +229,39 @@ function apiAtLeast(version: string, wanted: string): boolean {
   return a > c || (a === c && b >= d);
 }
 
+/** What a swarm's manager says of itself: its API version (`docker version`) and default runtime (`docker info`). */
+export interface SwarmEngine {
+  apiVersion: string;
+  defaultRuntime: string;
+}
+
 /**
  * The swarm backend's settings: spread `containerSpec` into the service's ContainerSpec and
- * `limits` into its Resources.Limits. `apiVersion` is the engine's (`docker version`'s API
- * version): older engines silently ignore what they do not know, so what they cannot enforce is
- * said in `not_enforced` instead of being sent.
+ * `limits` into its Resources.Limits. Older engines silently ignore what they do not know, so what
+ * they cannot enforce is said in `not_enforced` instead of being sent. A service cannot choose its
+ * runtime: its tasks run under the nodes' default-runtime, which `runtime` says (runsc: the pids
+ * limit is scaled as on Docker).
  */
 export function swarmLockdown(
   input: LockdownInput,
-  apiVersion: string,
-): { containerSpec: Dockerode.ContainerSpec; limits: { MemoryBytes: number; NanoCPUs: number; Pids: number }; not_enforced: string[] } {
+  engine: SwarmEngine,
+): {
+  containerSpec: Dockerode.ContainerSpec;
+  limits: { MemoryBytes: number; NanoCPUs: number; Pids: number };
+  runtime: EnvRuntime;
+  not_enforced: string[];
+} {
   const { resources: r, security } = input;
   const tmp = tmpMb(security);
   const notEnforced: string[] = [];
-  const nnp = apiAtLeast(apiVersion, SWARM_NO_NEW_PRIVILEGES_API);
+  const nnp = apiAtLeast(engine.apiVersion, SWARM_NO_NEW_PRIVILEGES_API);
   if (!nnp)
-    notEnforced.push(`no-new-privileges: swarm services take it from engine API ${SWARM_NO_NEW_PRIVILEGES_API} (Docker 25); this engine speaks ${apiVersion}`);
-  // swarm has no per-service runtime: gVisor there is the nodes' default runtime (daemon.json)
-  if (input.runtime === 'runsc') notEnforced.push("runtime runsc: a swarm service cannot choose its runtime; make runsc the nodes' default-runtime");
+    notEnforced.push(
+      `no-new-privileges: swarm services take it from engine API ${SWARM_NO_NEW_PRIVILEGES_API} (Docker 25); this engine speaks ${engine.apiVersion}`,
+    );
+  const runtime: EnvRuntime = engine.defaultRuntime === 'runsc' ? 'runsc' : 'runc';
+  if (input.runtime === 'runsc' && runtime !== 'runsc')
+    notEnforced.push(`runtime runsc: a swarm service cannot choose its runtime, and the manager's default-runtime is ${engine.defaultRuntime}`);
   const containerSpec: Dockerode.ContainerSpec = {
     CapabilityDrop: ['ALL'],
     CapabilityAdd: capabilitiesOf(security).all.map((c) => `CAP_${c}`),
@@ -266,12 +274,16 @@ export function swarmLockdown(
   };
   return {
     containerSpec,
-    limits: { MemoryBytes: r.memoryMb * 1024 * 1024, NanoCPUs: Math.round(r.cpus * 1e9), Pids: r.pids },
+    limits: { MemoryBytes: r.memoryMb * 1024 * 1024, NanoCPUs: Math.round(r.cpus * 1e9), Pids: enginePidsLimit(r.pids, runtime) },
+    runtime,
     not_enforced: notEnforced,
   };
 }
 
-/** What an env gets, in the words `check` and the console use; `notEnforced` from swarmLockdown on swarm. */
+/**
+ * What an env gets, in the words `check` and the console use: `notEnforced`, what the engine
+ * cannot enforce (swarmLockdown's; a storage bound no engine nor watcher keeps).
+ */
 export function granted(input: LockdownInput, notEnforced: string[] = []): Granted {
   const caps = capabilitiesOf(input.security);
   return {
@@ -287,6 +299,7 @@ export function granted(input: LockdownInput, notEnforced: string[] = []): Grant
     cpus: input.resources.cpus,
     pids: input.resources.pids,
     nofile: ENV_LOCKDOWN.nofile,
+    storage_mb: input.resources.storageMb ?? null,
     not_enforced: notEnforced,
   };
 }

@@ -2,7 +2,15 @@
  * Episode networks made ahead of demand (--network-stock N). A network holds nothing of an
  * episode until the episode's env is attached to it, so it can be made before the reset arrives:
  * a deploy that finds one ready skips the network's creation. Each stocked network is handed to
- * exactly one deploy and removed with that episode, never returned or reused.
+ * exactly one deploy at a time.
+ *
+ * - Recycling (`recycle`): when the episode that took a network ends, its env removed and the
+ *   network checked empty on the engine by the backend, the network goes back to the stock
+ *   (`giveBack`) instead of being removed, and a later deploy takes it. It carries nothing of the
+ *   last episode: no container, no endpoint, no alias (they went with the env). Networks that are
+ *   out with a live episode count towards the stock's size, so under steady load the engine makes
+ *   and removes no network at all; one that does not come back (not empty, a failed removal, the
+ *   stock closing or already full) is removed as before and the stock refills behind it.
  *
  * - Keys: a stocked network is made under a key of its own, `net-<uuid>`, labelled on it as its
  *   episode label, so the start sweep and the reconciler find it like any labelled resource. The
@@ -26,6 +34,8 @@ export const STOCK_KEY_PREFIX = 'net-';
 export interface NetworkStockOptions<N> {
   /** networks kept ready; 0 turns the stock off */
   size: number;
+  /** a taken network may come back when its episode ends (giveBack), and counts as the stock's meanwhile */
+  recycle?: boolean;
   /** makes one network labelled with `key` as its episode; on failure leaves nothing (or only labelled leftovers) */
   create: (key: string) => Promise<N>;
   /** removes a network the stock made that nobody took */
@@ -52,8 +62,8 @@ export class NetworkStock<N> {
   private readonly opts: NetworkStockOptions<N>;
   private readonly parallel: number;
   private readonly readyNets: Stocked<N>[] = [];
-  /** episode id → the key of the network it took (labelled with the key, not the episode) */
-  private readonly taken = new Map<string, string>();
+  /** episode id → the network it took (labelled with the key, not the episode) */
+  private readonly taken = new Map<string, Stocked<N>>();
   /** keys whose creation waits for its turn or is in flight */
   private readonly making = new Map<string, Promise<void>>();
   /** of those, the keys still waiting for a turn (nothing of them on the engine yet) */
@@ -71,12 +81,15 @@ export class NetworkStock<N> {
   private madeCount = 0;
   private takenCount = 0;
   private missedCount = 0;
+  private recycledCount = 0;
+  private readonly recycle: boolean;
 
   constructor(opts: NetworkStockOptions<N>) {
     if (!Number.isInteger(opts.size) || opts.size < 0) throw new Error(`network stock size must be a whole number >= 0, got ${opts.size}`);
     this.size = opts.size;
     this.opts = opts;
     this.parallel = Math.max(1, opts.parallel ?? NETWORK_STOCK.parallel);
+    this.recycle = opts.recycle ?? false;
     this.pauses = new Backoff(opts.backoffBaseMs ?? NETWORK_STOCK.backoffBaseMs, opts.backoffMaxMs ?? NETWORK_STOCK.backoffMaxMs);
   }
 
@@ -94,7 +107,7 @@ export class NetworkStock<N> {
     const got = this.readyNets.shift() ?? null;
     if (got) {
       this.takenCount++;
-      this.taken.set(episodeId, got.key);
+      this.taken.set(episodeId, got);
     } else if (this.size > 0) this.missedCount++;
     this.fill();
     return got;
@@ -102,12 +115,36 @@ export class NetworkStock<N> {
 
   /** the key of the network `episodeId` took, if it took one whose removal is not done */
   keyTakenBy(episodeId: string): string | undefined {
+    return this.taken.get(episodeId)?.key;
+  }
+
+  /** the network `episodeId` took, if it took one whose removal is not done */
+  takenBy(episodeId: string): Stocked<N> | undefined {
     return this.taken.get(episodeId);
   }
 
   /** the episode's removal is done, its taken network with it */
   forget(episodeId: string): void {
+    if (this.taken.delete(episodeId) && this.recycle) this.fill();
+  }
+
+  /** whether a network coming back now would be taken back (recycling on, open, not full) */
+  wantsBack(): boolean {
+    return this.recycle && !this.closed && this.readyNets.length + this.making.size < this.size;
+  }
+
+  /**
+   * The episode that took a network has ended, its env removed and the network checked empty by
+   * the caller: the network is ready for the next deploy. False when the stock does not take it
+   * back (see wantsBack): the caller removes it, then calls forget.
+   */
+  giveBack(episodeId: string): boolean {
+    const got = this.taken.get(episodeId);
+    if (!got || !this.wantsBack()) return false;
     this.taken.delete(episodeId);
+    this.readyNets.push(got);
+    this.recycledCount++;
+    return true;
   }
 
   /**
@@ -115,7 +152,7 @@ export class NetworkStock<N> {
    * is no episode's, one an episode took is reported as that episode's.
    */
   episodeIdsOf(labels: string[]): string[] {
-    const takenBy = new Map([...this.taken].map(([episode, key]) => [key, episode]));
+    const takenBy = new Map([...this.taken].map(([episode, s]) => [s.key, episode]));
     const ids = labels.filter((id) => id && !this.holds(id)).map((id) => takenBy.get(id) ?? id);
     return [...new Set(ids)];
   }
@@ -140,13 +177,23 @@ export class NetworkStock<N> {
   }
 
   stats(): StockStats {
-    return { size: this.size, ready: this.readyNets.length, making: this.creating, made: this.madeCount, taken: this.takenCount, missed: this.missedCount };
+    return {
+      size: this.size,
+      ready: this.readyNets.length,
+      making: this.creating,
+      made: this.madeCount,
+      taken: this.takenCount,
+      missed: this.missedCount,
+      recycled: this.recycledCount,
+    };
   }
 
   private fill(): void {
     if (!this.started || this.closed) return;
     if (Date.now() < this.pausedUntil) return;
-    while (this.readyNets.length + this.making.size < this.size && this.making.size < this.parallel) {
+    // recycling: networks out with live episodes come back, so they count as the stock's
+    const out = this.recycle ? this.taken.size : 0;
+    while (this.readyNets.length + this.making.size + out < this.size && this.making.size < this.parallel) {
       const key = `${STOCK_KEY_PREFIX}${randomUUID()}`;
       this.waitingTurn.add(key);
       const made = this.turn(() => {

@@ -5,6 +5,7 @@
 import Dockerode from 'dockerode';
 import { detectOwnContainerId } from '../engine/own-container.js';
 import type { SandboxLogger } from '../engine/logger.js';
+import type { EnvRuntime } from '../sandbox.js';
 import { listNodes } from './tasks.js';
 import { SwarmSandbox } from './swarm-sandbox.js';
 
@@ -14,6 +15,8 @@ export interface SwarmSandboxFactoryOptions {
   registry: string | null;
   /** overlays made (and joined) ahead of demand */
   networkStock: number;
+  /** what envs run under: on swarm, the nodes' default-runtime (checked at start) */
+  runtime?: EnvRuntime;
   logger: SandboxLogger;
 }
 
@@ -49,6 +52,7 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
     attachContainer: own,
     registry: o.registry,
     networkStock: o.networkStock,
+    runtime: o.runtime,
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

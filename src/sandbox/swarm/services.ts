@@ -9,6 +9,7 @@ import { logTailOf } from '../engine/logs.js';
 import { isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
 import { ownerLabels, type Owner } from '../engine/labels.js';
 import { createOwnedNetwork } from '../engine/networks.js';
+import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
 
 /**
@@ -41,16 +42,25 @@ export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name
 }
 
 /**
- * One replica, never restarted (a crashed env is a failed episode, not a new env), the manifest's
- * memory and CPU as both reservation (the scheduler places it only where they fit) and limit,
- * the pid limit, the owner's labels on the service and on its container. Endpoint mode dnsrr:
- * no virtual IP is allocated (the server reaches the task's own address; VIPs need IPVS, which
- * not every kernel has) and no port is published anywhere.
+ * One replica, never restarted (a crashed env is a failed episode, not a new env), locked down as
+ * every env (engine/hardening.ts: capabilities, an init, ulimits, the root and user its bundle
+ * asked for, no-new-privileges where the engine takes it), the manifest's memory and CPU as both
+ * reservation (the scheduler places it only where they fit) and limit, the pid limit, the owner's
+ * labels on the service and on its container. Endpoint mode dnsrr: no virtual IP is allocated
+ * (the server reaches the task's own address; VIPs need IPVS, which not every kernel has) and no
+ * port is published anywhere.
  */
-export async function createEnvService(docker: Dockerode, owner: Owner, env: EnvSpec, network: EpisodeOverlay, image: string, secret: string): Promise<string> {
+export async function createEnvService(
+  docker: Dockerode,
+  owner: Owner,
+  env: EnvSpec,
+  network: EpisodeOverlay,
+  image: string,
+  secret: string,
+  engine: SwarmEngine,
+): Promise<string> {
   const environment = { ...env.environment, PORT: String(env.port), [ENV_SECRET_VAR]: secret };
-  const memory = env.resources.memoryMb * 1024 * 1024;
-  const nanoCpus = Math.round(env.resources.cpus * 1e9);
+  const lockdown = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, engine);
   const labels = ownerLabels(owner);
   try {
     const service = await docker.createService({
@@ -61,13 +71,13 @@ export async function createEnvService(docker: Dockerode, owner: Owner, env: Env
           Image: image,
           Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
           Labels: labels,
-          Init: false,
+          ...lockdown.containerSpec,
           // swarm sends SIGTERM then SIGKILL after this long when the service is removed
           StopGracePeriod: 2_000_000_000,
         },
         Resources: {
-          Limits: { MemoryBytes: memory, NanoCPUs: nanoCpus, Pids: env.resources.pids },
-          Reservations: { MemoryBytes: memory, NanoCPUs: nanoCpus },
+          Limits: lockdown.limits,
+          Reservations: { MemoryBytes: lockdown.limits.MemoryBytes, NanoCPUs: lockdown.limits.NanoCPUs },
         },
         RestartPolicy: { Condition: 'none', MaxAttempts: 0 },
         Networks: [{ Target: network.id }],

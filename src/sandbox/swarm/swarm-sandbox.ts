@@ -6,13 +6,14 @@
  * (images, the instance claim and its loss, the stock, deploy clean-up, teardown, sweep) is the
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
  */
-import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvSpec, type ImageBuildRequest } from '../sandbox.js';
+import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvRuntime, type EnvSpec, type ImageBuildRequest } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { SWARM } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
 import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
+import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp } from '../engine/readiness.js';
@@ -46,6 +47,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   private readonly nodes: NodeListing;
   protected readonly watcher: TaskWatcher;
   protected readonly listEnvs = listServices(this.docker);
+  /** the manager's API version and default runtime, asked once (what of the lock-down its services take) */
+  private engineFacts: Promise<SwarmEngine> | null = null;
 
   constructor(opts: SwarmSandboxOptions) {
     super(opts, { sandbox: 'the swarm sandbox', engine: 'the swarm', network: 'overlay' });
@@ -68,6 +71,42 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       throw new SandboxError(
         'engine_failed',
         `--sandbox swarm needs the engine of a swarm manager, and this one is ${state === 'active' ? 'a worker' : `not in a swarm (state: ${state})`}: run the server on a manager node`,
+      );
+    }
+  }
+
+  private engine(): Promise<SwarmEngine> {
+    this.engineFacts ??= Promise.all([this.docker.version(), this.docker.info() as Promise<{ DefaultRuntime?: string }>]).then(
+      ([v, i]) => ({ apiVersion: v.ApiVersion, defaultRuntime: i.DefaultRuntime ?? 'runc' }),
+      (err) => {
+        this.engineFacts = null;
+        throw toSandboxError(err, 'answering what version it is');
+      },
+    );
+    return this.engineFacts;
+  }
+
+  /** the nodes' default runtime, what the manager's services cannot take, and a storage bound nothing watches on swarm */
+  protected override async onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
+    const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.engine());
+    const notEnforced = [...l.not_enforced];
+    if (env.resources.storageMb !== undefined)
+      notEnforced.push("storage_mb: on swarm the writable layer is neither limited nor watched (the task's container may be on any node)");
+    return { runtime: l.runtime, notEnforced };
+  }
+
+  /**
+   * A service cannot choose its runtime: its tasks run under the nodes' default-runtime, so gVisor
+   * on swarm is the manager's default-runtime (and every node's, which this cannot see).
+   */
+  protected override async engineHasRuntime(runtime: EnvRuntime): Promise<void> {
+    if (runtime === 'runc') return;
+    const { defaultRuntime } = await this.engine();
+    if (defaultRuntime !== runtime) {
+      throw new SandboxError(
+        'engine_failed',
+        `--sandbox swarm cannot choose a service's runtime, and the manager's default-runtime is ${defaultRuntime}, not ${runtime}: ` +
+          `make "${runtime}" the "default-runtime" of every node (/etc/docker/daemon.json), or serve without --runtime ${runtime}`,
       );
     }
   }
@@ -130,11 +169,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       joined.catch(() => undefined);
       const deadline = Date.now() + env.deployTimeoutMs;
       const secret = newEnvSecret();
-      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret);
+      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret, await this.engine());
       stages.mark('service');
       const gone = this.watcher.watch(episodeId, serviceId);
       throwIfAborted(signal);
-      const { task, ip, polls } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
+      const { task, ip, polls, pulledMs } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
       const connectMs = await joined;
       stages.mark('attach');
       throwIfAborted(signal);
@@ -143,7 +182,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         else gone.addEventListener('abort', () => resolve(-1), { once: true });
       });
       const baseUrl = `http://${ip}:${env.port}`;
-      const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
+      // the image pull's time is the node's, not the env's: the readiness keeps what the pull took
+      const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline: deadline + pulledMs, exited, signal });
       if (outcome.kind === 'ready') {
         throwIfAborted(signal);
         stages.mark('ready');
@@ -177,7 +217,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     }
   }
 
-  /** polls the service's task until it runs with an address on the overlay, ends, or the deadline passes */
+  /**
+   * polls the service's task until it runs with an address on the overlay, ends, or the deadline
+   * passes; the time the task spends preparing (its node pulling the image) moves the deadline, up
+   * to SWARM.pullBudgetMs, and is returned as `pulledMs`
+   */
   private async waitForTask(
     serviceId: string,
     networkId: string,
@@ -185,9 +229,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     deadline: number,
     signal: AbortSignal,
     stages: DeployStages,
-  ): Promise<{ task: SwarmTask; ip: string; polls: number }> {
+  ): Promise<{ task: SwarmTask; ip: string; polls: number; pulledMs: number }> {
     let delay = 50;
     let last: SwarmTask | undefined;
+    let pulledMs = 0;
+    let polledAt = Date.now();
     for (let polls = 1; ; polls++) {
       throwIfAborted(signal);
       const tasks = await listTasks(this.docker, [serviceId]).catch((err) => {
@@ -195,27 +241,30 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       });
       last = latestTask(tasks, serviceId) ?? last;
       const state = last?.Status?.State ?? '';
+      const now = Date.now();
+      if (state === 'preparing') pulledMs = Math.min(SWARM.pullBudgetMs, pulledMs + (now - polledAt));
+      polledAt = now;
       if (last?.NodeID && !stages.has('schedule')) stages.mark('schedule');
       if (last && state === 'running') {
         if (!stages.has('start')) stages.mark('start');
         const ip = taskAddress(last, networkId);
         if (ip) {
           stages.mark('address');
-          return { task: last, ip, polls };
+          return { task: last, ip, polls, pulledMs };
         }
       }
       if (last && TERMINAL_STATES.has(state)) throw await this.endedError(last, serviceId, env);
-      if (Date.now() >= deadline) {
+      if (Date.now() >= deadline + pulledMs) {
         const err = last?.Status?.Err;
         const where = last?.NodeID ? ` on node ${last.NodeID.slice(0, 12)}` : '';
         throw new SandboxError(
           'not_ready_in_time',
-          `env \`${env.name}\` did not start within its deploy timeout (${fmtS(env.deployTimeoutMs)}): its task is still ${state || 'unscheduled'}${where}` +
+          `env \`${env.name}\` did not start within its deploy timeout (${fmtS(env.deployTimeoutMs)}${pulledMs > 0 ? `, and ${fmtS(pulledMs)} of image pull beside it` : ''}): its task is still ${state || 'unscheduled'}${where}` +
             (state === 'pending' && err ? ` (the scheduler says: ${err}; every node may be full of other reservations)` : err ? `: ${err}` : '') +
             (state === 'preparing' ? ' (pulling the image)' : ''),
         );
       }
-      await sleep(Math.max(0, Math.min(delay, deadline - Date.now())), signal);
+      await sleep(Math.max(0, Math.min(delay, deadline + pulledMs - Date.now())), signal);
       delay = Math.min(delay * 1.5, SWARM.taskPollMaxMs);
     }
   }

@@ -1,5 +1,5 @@
 /**
- * An env whose container dies is noticed at once (issue 12, defect 4): between calls or during
+ * An env whose container dies is noticed at once: between calls or during
  * one, the episode ends env_failed with env_crashed, the exit code and the log tail, well within
  * the tool timeout, never as a tool_timeout.
  */

@@ -1,5 +1,5 @@
 /**
- * A call reaches only the env deployed for its episode (issue 12, defect 2). An env's address is
+ * A call reaches only the env deployed for its episode. An env's address is
  * only a hint: once its container is gone, another episode's env (another server on the same
  * subnet pool) may hold it. Every exchange proves the episode's env-identity secret both ways
  * (src/sandbox/env-identity.ts), and the death of the container ends the episode at once.

@@ -101,7 +101,8 @@ describeDocker('one live server per instance name', () => {
     const instance = instanceName('lock-dead');
     // no network stock: the successor's own would be labelled with the name too
     const args = [FIXTURE_BUNDLE, '--port', '0', '--instance', instance, '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`, '--network-stock', '0'];
-    const first = await spawnServer(args);
+    // no reaper: what SIGKILL leaves is the successor's to sweep here
+    const first = await spawnServer([...args, '--no-reaper']);
     const c = await WsClient.open(first.url);
     await c.reset({ task_id: 'fx-echo-0' });
     first.child.kill('SIGKILL');

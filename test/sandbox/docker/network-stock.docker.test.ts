@@ -16,8 +16,8 @@ describeDocker('DockerSandbox network stock', () => {
   const docker = new Dockerode();
   const instance = uniqueInstance('stock');
   const sandboxes: DockerSandbox[] = [];
-  const make = (networkStock: number) => {
-    const s = new DockerSandbox({ instance, bundleName: 'fixture-v1', networkStock });
+  const make = (networkStock: number, recycleNetworks = true) => {
+    const s = new DockerSandbox({ instance, bundleName: 'fixture-v1', networkStock, recycleNetworks });
     sandboxes.push(s);
     return s;
   };
@@ -44,8 +44,8 @@ describeDocker('DockerSandbox network stock', () => {
     await s.close();
   });
 
-  it('a deploy takes a stocked network, the stock refills with fresh ones, the teardown removes it', async () => {
-    const sandbox = make(2);
+  it('without recycling: a deploy takes a stocked network, the stock refills with fresh ones, the teardown removes it', async () => {
+    const sandbox = make(2, false);
     sandbox.stock.start();
     await waitFor(() => sandbox.stock.stats().ready === 2, 30_000, 'the stock full');
     const before = await stockedIds();
@@ -79,6 +79,44 @@ describeDocker('DockerSandbox network stock', () => {
 
     await sandbox.close();
     // close removes the stock: nothing of the instance is left
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it('recycling: an ended episode gives its network back empty, the next deploy gets it, and never while another episode is on it', async () => {
+    const sandbox = make(1);
+    sandbox.stock.start();
+    await waitFor(() => sandbox.stock.stats().ready === 1, 30_000, 'the stock full');
+    const [stocked] = await stockedIds();
+    const endpoints = async (id: string) => Object.keys(((await docker.getNetwork(id).inspect()) as { Containers?: object }).Containers ?? {});
+
+    const a = await sandbox.deploy({ episodeId: 'ep-a', env: echoSpec(image) });
+    expect(a.networkId).toBe(stocked);
+    // the one network is out with ep-a: nothing is made behind it, and a second deploy makes its own
+    const other = await sandbox.deploy({ episodeId: 'ep-other', env: echoSpec(image) });
+    expect(other.networkId).not.toBe(stocked);
+    expect(await stockedIds()).toEqual([stocked]);
+    expect(await endpoints(stocked!)).toEqual([a.containerId]);
+
+    await sandbox.teardown('ep-a');
+    // back in the stock, empty: no container, no endpoint of ep-a's env left on it
+    expect((await networks()).has(stocked!)).toBe(true);
+    expect(await endpoints(stocked!)).toEqual([]);
+    expect(labelledResources(`${LABELS.episode}=ep-a`)).toEqual({ containers: [], networks: [] });
+    expect(sandbox.stock.stats()).toMatchObject({ ready: 1, recycled: 1, made: 1 });
+    expect(await sandbox.listEpisodeIds()).toEqual(['ep-other']);
+    expect(sandbox.networksInUse()).toBe(1);
+
+    const b = await sandbox.deploy({ episodeId: 'ep-b', env: echoSpec(image) });
+    expect(b.networkId).toBe(stocked);
+    expect(await endpoints(stocked!)).toEqual([b.containerId]);
+    expect((await fetch(`${b.baseUrl}/health`)).status).toBe(200);
+    // the other episode's network is its own: removed with it, never recycled (it is no stocked one)
+    await sandbox.teardown('ep-other');
+    expect((await networks()).has(other.networkId)).toBe(false);
+    await sandbox.teardown('ep-b');
+    expect(sandbox.stock.stats()).toMatchObject({ ready: 1, recycled: 2, made: 1 });
+    expect(await sandbox.listEpisodeIds()).toEqual([]);
+    await sandbox.close();
     expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
   });
 

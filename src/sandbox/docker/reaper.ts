@@ -1,0 +1,136 @@
+/**
+ * The reaper: what a server killed hard leaves is removed even if the server never starts again.
+ * The start-up sweep removes a dead server's envs only when a server with the same instance name
+ * starts; a trainer that died at night and was never restarted would leave its envs running for
+ * days. So `serve` starts a small watcher process beside itself (testcontainers' Reaper is the
+ * model): detached (its own process group, so a signal to the server's group spares it), holding
+ * a pipe to the server, doing nothing while the server lives.
+ *
+ * - The server ends cleanly (its drain finished): it says `stop` on the pipe first, and the
+ *   reaper exits without touching anything.
+ * - The pipe closes without `stop` (SIGKILL, a crash, an exit with envs left): once the server's
+ *   process is gone, the reaper removes the instance's labelled containers and networks **created
+ *   before that moment**, then the instance's lock markers if no live server holds the name.
+ *   A server started meanwhile with the same name keeps everything it deployed (created after),
+ *   and it sweeps the rest at its own start anyway.
+ *
+ * The watcher is a host process: it dies with the server's container when the server runs in one
+ * (there, the container's restart policy and the next start's sweep do the job), and a supervisor
+ * that kills the server's whole cgroup kills it too (systemd's KillMode=control-group).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import Dockerode from 'dockerode';
+import { REAPER } from '../../defaults.js';
+import { LABELS } from '../sandbox.js';
+import { abandonedInstances, removeLockMarkers } from '../engine/instance-lock.js';
+import { labelFilters } from '../engine/labels.js';
+import { silentLogger } from '../engine/logger.js';
+import type { Owned } from '../engine/owned.js';
+import { removeOwned } from './removal.js';
+
+/** what the server writes on the pipe when it ended cleanly */
+const STOP = 'stop\n';
+
+/** the compiled entry the watcher runs (dist/sandbox/docker/reaper-main.js) */
+const ENTRY = fileURLToPath(new URL('./reaper-main.js', import.meta.url));
+
+export interface Reaper {
+  pid: number;
+  /** the server ended cleanly: the watcher exits, removing nothing */
+  stop(): void;
+}
+
+/**
+ * Starts the watcher for `instance`, or says why not (null: run from sources, where there is no
+ * compiled entry). The process does not wait for it.
+ */
+export function startReaper(instance: string): Reaper | null {
+  if (!existsSync(ENTRY)) return null;
+  const child = spawn(process.execPath, [ENTRY, instance, String(process.pid)], {
+    detached: true,
+    stdio: ['pipe', 'ignore', 'ignore'],
+    env: process.env,
+  });
+  child.unref();
+  const pipe = child.stdin!;
+  // the pipe must not hold the server open, nor fail it when the watcher is gone
+  (pipe as unknown as { unref?: () => void }).unref?.();
+  pipe.on('error', () => undefined);
+  return {
+    pid: child.pid ?? -1,
+    stop: () => {
+      if (!pipe.destroyed) pipe.end(STOP);
+    },
+  };
+}
+
+export interface ReapResult {
+  containers: string[];
+  networks: string[];
+  markers: string[];
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+/**
+ * The watcher's whole life (reaper-main.ts): waits for the pipe to close; `stop` first: nothing;
+ * else waits for `serverPid` to be gone and removes what the instance had on the engine from
+ * before then.
+ */
+export async function watchAndReap(instance: string, serverPid: number, input: NodeJS.ReadableStream, docker = new Dockerode()): Promise<ReapResult | null> {
+  let said = '';
+  await new Promise<void>((resolve) => {
+    input.on('data', (d: Buffer) => (said += d.toString()));
+    input.on('end', resolve);
+    input.on('close', resolve);
+    input.on('error', () => resolve());
+  });
+  if (said.includes(STOP)) return null;
+  while (alive(serverPid)) await new Promise((r) => setTimeout(r, REAPER.pollMs));
+  return reapBefore(docker, instance, Date.now());
+}
+
+/** Removes the instance's labelled containers and networks created before `goneAt`, then its markers if nobody holds the name. */
+export async function reapBefore(docker: Dockerode, instance: string, goneAt: number): Promise<ReapResult> {
+  const filters = JSON.stringify(labelFilters(instance));
+  const [containers, networks] = await Promise.all([docker.listContainers({ all: true, filters }), docker.listNetworks({ filters })]);
+  // a container's listed Created is whole seconds: one made in goneAt's second is inspected for the exact time
+  const before = await Promise.all(
+    containers.map(async (c) => {
+      if ((c.Created + 1) * 1000 <= goneAt) return true;
+      if (c.Created * 1000 > goneAt) return false;
+      const created = await docker
+        .getContainer(c.Id)
+        .inspect()
+        .then((i) => Date.parse(i.Created))
+        .catch(() => Infinity);
+      return created <= goneAt;
+    }),
+  );
+  const owned: Owned = {
+    envs: containers.filter((_, i) => before[i]).map((c) => ({ id: c.Id, episode: c.Labels?.[LABELS.episode] ?? '' })),
+    networks: networks.filter((n) => Date.parse(n.Created) <= goneAt).map((n) => ({ id: n.Id, episode: n.Labels?.[LABELS.episode] ?? '' })),
+  };
+  const removed = await removeOwned(docker, owned, {
+    attachContainer: null,
+    attempts: REAPER.removeAttempts,
+    baseDelayMs: REAPER.removeBaseDelayMs,
+    log: silentLogger,
+  });
+  const abandoned = (await abandonedInstances(docker, instance)).find((a) => a.instance === instance);
+  if (abandoned) await removeLockMarkers(docker, abandoned.markers);
+  return {
+    containers: removed.removed.envs.map((c) => c.id),
+    networks: removed.removed.networks.map((n) => n.id),
+    markers: abandoned?.markers ?? [],
+  };
+}
