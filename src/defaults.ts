@@ -256,6 +256,10 @@ export const VERIFIER = { defaultTimeoutS: 600, outputHeadBytes: 16 * 1024, outp
  */
 export const LANE_SHARE = { oldestEvery: 4 } as const;
 
+// ---- verified tasks served through episodes (src/episodes/verified-task.ts; docs/harbor.md) ----
+
+/** How long a turn's setup.sh may run before its turn starts (Harbor gives it no timeout of its own). */
+export const TURN_SETUP_TIMEOUT_MS = 120_000;
 /**
  * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
  * looks whether the server's process is gone once the pipe closed, and its removals' retries.

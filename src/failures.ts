@@ -40,6 +40,11 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   model_upstream_error: { retryable: true, toolErrorType: 'transport_error', meaning: 'a model call failed upstream (5xx, no connection, bad reply)' },
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'a model call got no answer in time, or its stream stalled' },
   verifier_timeout: { retryable: false, toolErrorType: 'timeout', meaning: "the task's verifier (its tests) was still running at its timeout, and was killed" },
+  setup_failed: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning: "a turn's setup (its upload's setup.sh, its ready check) failed in the env's container",
+  },
   storage_exceeded: {
     retryable: false,
     toolErrorType: 'execution_error',
@@ -111,7 +116,7 @@ export type NotReady =
   | { kind: 'timeout'; lastAnswer: string | null };
 
 export interface NotReadyContext {
-  env: { name: string; port: number; readyPath: string; deployTimeoutMs: number; resources: { memoryMb: number } };
+  env: { name: string; port: number; readyPath: string; deployTimeoutMs: number; resources: { memoryMb: number }; kind?: 'http' | 'shell' };
   /** what runs the env, as the message calls it: container, task, process */
   runs: string;
   /** the address the ready path was asked at, when the message names it */
@@ -132,13 +137,15 @@ export function notReadyVerdict(outcome: NotReady, c: NotReadyContext): { fact: 
     const hint = outcome.oomKilled === null && outcome.exitCode === 137 ? ' (137: killed by SIGKILL, e.g. for reaching its memory limit)' : '';
     return { fact: 'exited', message: `env \`${env.name}\` exited with code ${outcome.exitCode ?? '?'}${hint} before it was ready` };
   }
+  // a shell env is ready when an exec in its container answers
+  const probe = env.kind === 'shell' ? 'an exec in it' : `GET ${env.readyPath}`;
   return {
     fact: 'not_ready_in_time',
     message:
       `env \`${env.name}\` was not ready within its deploy timeout (${fmtS(env.deployTimeoutMs)}): ` +
       (outcome.lastAnswer === null
-        ? `its ${c.runs} took the whole budget to start, before GET ${env.readyPath} could be tried`
-        : `GET ${env.readyPath} on port ${env.port}${c.at ? ` of ${c.at}` : ''} last got ${outcome.lastAnswer}`),
+        ? `its ${c.runs} took the whole budget to start, before ${probe} could be tried`
+        : `${env.kind === 'shell' ? probe : `${probe} on port ${env.port}${c.at ? ` of ${c.at}` : ''}`} last got ${outcome.lastAnswer}`),
   };
 }
 

@@ -177,6 +177,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       envSpec: (name) => catalog.spec(name),
       metrics,
       log: log.child({ component: 'pool' }),
+      ...(sandbox.shell ? { shell: sandbox.shell } : {}),
     });
   }
   const manager = new EpisodeManager(

@@ -44,6 +44,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   model_upstream_error: { retryable: true, toolErrorType: 'transport_error' },
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout' },
   verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
+  setup_failed: { retryable: false, toolErrorType: 'execution_error' },
   storage_exceeded: { retryable: false, toolErrorType: 'execution_error' },
 };
 

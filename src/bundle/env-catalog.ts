@@ -8,11 +8,11 @@ import { contextDir, type LoadedBundle } from './loader.js';
 import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 
 /**
- * What the bundle format declares that episodes do not serve yet (docs/harbor.md, "what works
- * today"): shell envs, built-in toolsets and verified tasks load and pass `check --static`, and
- * the server refuses them at start, naming them, instead of failing every episode.
+ * What of a bundle needs a sandbox with a `shell` part (exec and archive access to env
+ * containers): shell envs, built-in toolsets and verified tasks. A sandbox without one (the swarm
+ * backend, for now) refuses such a bundle at start, naming them, instead of failing every episode.
  */
-export function unservedFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {
+export function shellFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {
   const out: string[] = [];
   const m = bundle.manifest;
   const shellEnvs = Object.entries(m.envs)
@@ -44,11 +44,11 @@ export class EnvCatalog {
 
   /** Builds (or checks) every env image, one after another, logging build progress. */
   async buildAll(): Promise<void> {
-    const unserved = unservedFeatures(this.bundle);
-    if (unserved.length) {
+    const needsShell = shellFeatures(this.bundle);
+    if (needsShell.length && !this.sandbox.shell) {
       throw new Error(
-        `bundle ${this.bundle.manifest.name} uses what this server does not serve yet: ${unserved.join('; ')}. ` +
-          '`openenv-bundle check --static` checks such a bundle; serving it comes with the shell toolset wiring (docs/harbor.md)',
+        `bundle ${this.bundle.manifest.name} uses what this sandbox does not serve: ${needsShell.join('; ')}. ` +
+          'They need exec access to env containers, which the Docker sandbox has and the swarm sandbox does not yet: serve it with --sandbox docker (docs/harbor.md)',
       );
     }
     this.building = true;
@@ -113,6 +113,8 @@ export class EnvCatalog {
         ...(env.resources.storage_mb !== undefined ? { storageMb: env.resources.storage_mb } : {}),
       },
       environment: env.environment,
+      kind: env.kind,
+      ...(env.workdir !== undefined ? { workdir: env.workdir } : {}),
       // the lock-down's asks (docs/security.md); the sandbox applies them
       ...(env.security ? { security: env.security, ...(env.security.runtime ? { runtime: env.security.runtime } : {}) } : {}),
     };

@@ -13,6 +13,7 @@ import type { ModelCall } from '../protocol/model.js';
 import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, StreamMessage, Transcript, TranscriptEvent } from '../protocol/console.js';
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from '../episodes/episode.js';
+import type { VerifierRecord } from '../episodes/verified-task.js';
 import { EpisodeSeries } from './series.js';
 import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 
@@ -134,6 +135,12 @@ export class EpisodeHistory implements EpisodeObserver {
       error: o.error ?? null,
       ms,
     });
+  }
+
+  onVerifier(ep: Episode, r: VerifierRecord): void {
+    const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
+    if (!l) return;
+    this.push(l, { kind: 'verifier', at: this.iso(), ...r });
   }
 
   onEnded(ep: Episode): void {

@@ -22,6 +22,7 @@ const PAYLOAD_FIELDS: Record<TranscriptEvent['kind'], readonly string[]> = {
   tool_call: ['arguments', 'result', 'error'],
   list_tools: [],
   model_call: ['request', 'response'],
+  verifier: ['output'],
   end: ['scores', 'failure'],
 };
 

@@ -40,6 +40,8 @@ import { EnvCallError, EnvClient, type EnvCaller } from './env-client.js';
 import type { ModelAccess } from './model-access.js';
 import { resetObservation, textResult, toolError } from './outcomes.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
+import { BuiltinTools } from './builtin-tools.js';
+import { TaskVerification, type TurnEnd, type TurnEndOutcome, type VerifierRecord } from './verified-task.js';
 
 export interface EpisodeSettings {
   /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
@@ -54,7 +56,7 @@ export interface EpisodeSettings {
 /** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
 export interface EpisodeDeps extends EnvLeaseDeps {
   /** besides the lease's deploy and teardown: a look at an env that failed a call, and the reconciler's list */
-  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds'>;
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds' | 'shell'>;
   bundle: LoadedBundle;
   settings: EpisodeSettings;
   reward: RewardFn;
@@ -77,6 +79,8 @@ export interface EpisodeObserver {
   onStep?(ep: Episode, action: Action, outcome: StepOutcome, startedAt: number): void;
   /** the episode ended (it may still be tearing down); reason, reward, scores, failure are set */
   onEnded?(ep: Episode): void;
+  /** a verifier ran (its output is the transcript's, never the model's) */
+  onVerifier?(ep: Episode, record: VerifierRecord): void;
 }
 
 export class Episode {
@@ -112,6 +116,17 @@ export class Episode {
   private readonly now: () => number;
   private readonly log: Logger;
   private readonly tools: ToolSpec[];
+  /** the toolset's built-in tools (the shell), served in the env's container */
+  private builtin: BuiltinTools | null = null;
+  /** a verified task's turn preparation and verifiers */
+  private verification: TaskVerification | null = null;
+  /** the task's or the turn's time budget */
+  private budgetTimer: NodeJS.Timeout | null = null;
+  private turnStartedAt = 0;
+  /** a turn's time budget ended it between steps: the next step's reply gives the new turn's prompt instead */
+  private turnNotice: string | null = null;
+  /** the task's time budget ended the episode between steps: the next step's reply says so */
+  private endedBetweenSteps = false;
 
   constructor(
     private readonly deps: EpisodeDeps,
@@ -215,7 +230,10 @@ export class Episode {
         void this.teardown();
         throw abortError('episode closed while deploying');
       }
-      const failure = await this.inspector.deployFailure(e, this.envResetCallMs());
+      const failure =
+        e instanceof TurnSetupError
+          ? makeFailure('setup_failed', 'reset', e.message, this.ids, { log_tail: e.output })
+          : await this.inspector.deployFailure(e, this.envResetCallMs());
       this.failure = failure;
       metrics.envFailures.inc({ reason: failure.reason });
       this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
@@ -228,6 +246,8 @@ export class Episode {
     metrics.deploy.observe((this.t.running - this.t.queued) / 1000);
     this.episodeTimer = setTimeout(() => void this.onEpisodeTimeout(), settings.episodeTimeoutMs);
     this.episodeTimer.unref?.();
+    this.turnStartedAt = this.t.running;
+    this.armBudget();
     this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
     const outcome = resetObservation(this, this.tools, this.timings());
     this.notify((o) => o.onReset?.(this, outcome));
@@ -235,9 +255,10 @@ export class Episode {
     return outcome;
   }
 
-  /** Attaches to the env (its client, its death signal) and calls its /reset. */
+  /** Attaches to the env (its client, its death signal, its container for built-in tools) and calls its /reset (an http env's). */
   private async resetEnv(handle: EnvHandle): Promise<void> {
-    this.client = this.deps.connect ? this.deps.connect(handle) : new EnvClient(handle.baseUrl, handle.secret);
+    const shellEnv = this.deps.bundle.envOf(this.task).spec.kind === 'shell';
+    this.client = shellEnv ? null : this.deps.connect ? this.deps.connect(handle) : new EnvClient(handle.baseUrl, handle.secret);
     const gone = handle.gone;
     this.callSignal = gone ? AbortSignal.any([this.abort.signal, gone]) : this.abort.signal;
     if (gone) {
@@ -272,6 +293,8 @@ export class Episode {
     } else {
       this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued!) }, 'env deployed');
     }
+    await this.attachContainer(handle);
+    if (!this.client) return;
     const res = await this.client.request(
       'POST',
       '/reset',
@@ -282,6 +305,34 @@ export class Episode {
     if (res.status !== 200) {
       throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
     }
+  }
+
+  /** The built-in tools and a verified task's first turn, in the env's container. */
+  private async attachContainer(handle: EnvHandle): Promise<void> {
+    const exec = this.deps.sandbox.shell?.exec(handle) ?? null;
+    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec);
+    if (!TaskVerification.needed(this.task)) return;
+    if (!exec) throw new Error(`task ${this.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
+    this.verification = new TaskVerification(this.deps.bundle, this.task, exec, this.builtin, this.deps.reward, (r) => this.onVerifierRun(r));
+    const ready = await this.verification.start();
+    if (!ready.ok) throw new TurnSetupError(ready.message, ready.output);
+  }
+
+  private onVerifierRun(r: VerifierRecord): void {
+    this.log.info(
+      {
+        event: 'verified',
+        turn: r.turn,
+        scope: r.scope,
+        status: r.status,
+        scores: r.scores,
+        exit_code: r.exit_code,
+        duration_s: r.duration_s,
+        killed: r.agent_processes_killed,
+      },
+      `verifier ${r.status}`,
+    );
+    this.notify((o) => o.onVerifier?.(this, r));
   }
 
   /** the /reset of an env taken from the pool got no answer because the env is gone */
@@ -341,8 +392,8 @@ export class Episode {
     if (this.phase === 'waiting' || this.phase === 'deploying') {
       throw new EpisodeStateError('no_episode', 'the episode is not running yet; wait for the reset reply');
     }
-    if (this.done && !this.endReported && this.endReason === 'env_failed') {
-      // it ended between steps (episode timeout): this reply is the first to tell the client
+    if (this.done && !this.endReported && (this.endReason === 'env_failed' || this.endedBetweenSteps)) {
+      // it ended between steps (episode timeout, the task's time budget): this reply is the first to tell the client
       return this.endedOutcome(action.type === 'call_tool' ? action.tool_name : null);
     }
     if (this.done) {
@@ -354,6 +405,7 @@ export class Episode {
     }
     const toolName = action.tool_name;
     const args = action.arguments === undefined ? {} : action.arguments;
+    if (this.turnNotice !== null) return this.turnNoticeOutcome(toolName);
     this.steps++;
     let outcome: StepOutcome<CallObservation | Ending>;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
@@ -373,6 +425,8 @@ export class Episode {
         'tool_not_found',
         `no tool "${toolName}" in toolset "${this.task.toolset}"; tools: ${this.tools.map((t) => t.name).join(', ')}`,
       );
+    } else if (this.builtin?.has(toolName)) {
+      outcome = await this.callBuiltin(toolName, args as Record<string, unknown>);
     } else {
       outcome = await this.callTool(toolName, args as Record<string, unknown>);
     }
@@ -384,22 +438,127 @@ export class Episode {
   }
 
   private async endTurn(args: Record<string, unknown>): Promise<StepOutcome<CallObservation | Ending>> {
-    if (this.turn < this.task.turns.length) {
-      this.turn++;
-      const prompt = this.task.turns[this.turn - 1]!;
+    const answer = typeof args.answer === 'string' ? args.answer : null;
+    if (this.verification) {
+      const ended = await this.verifiedTurnEnd('end_turn', END_TURN);
+      // the next turn's prompt, or a failure's reply (its error kept)
+      if (!ended.done || (ended.observation as Ending).failure) return ended;
+      const early = this.turn < this.task.turns.length;
+      const text = early ? 'The turn scored under its min_reward: the episode ends here and is scored.' : 'The last turn ended; the episode is scored.';
       return {
-        observation: { tool_name: END_TURN, result: textResult(prompt, { turn: this.turn, prompt }), error: null, turn: this.turn },
-        reward: null,
-        done: false,
+        observation: { ...ended.observation, tool_name: END_TURN, result: textResult(text, { answer }), error: null },
+        reward: ended.reward,
+        done: true,
       };
     }
+    if (this.turn < this.task.turns.length) return this.nextTurn(END_TURN);
     const ended = await this.finish('turns_ended');
-    const answer = typeof args.answer === 'string' ? args.answer : null;
     return {
       observation: { tool_name: END_TURN, result: textResult('The last turn ended; the episode is scored.', { answer }), error: null, ...ended.observation },
       reward: ended.reward,
       done: true,
     };
+  }
+
+  /** The next turn begins: its prompt is the reply (to end_turn, or to the call a turn's time budget preempted). */
+  private nextTurn(toolName: string): StepOutcome<CallObservation> {
+    this.turn++;
+    this.turnStartedAt = this.now();
+    this.armBudget();
+    const prompt = this.task.turns[this.turn - 1]!;
+    return {
+      observation: { tool_name: toolName, result: textResult(prompt, { turn: this.turn, prompt }), error: null, turn: this.turn },
+      reward: null,
+      done: false,
+    };
+  }
+
+  /**
+   * A verified task's turn ends (end_turn, its time budget, or the episode's end): its verifier or
+   * the task's runs, then the next turn is prepared, or the episode is scored (or failed).
+   */
+  private async verifiedTurnEnd(
+    how: TurnEnd,
+    toolName: string | null,
+    reason: 'turns_ended' | 'max_steps' = 'turns_ended',
+  ): Promise<StepOutcome<CallObservation | Ending>> {
+    let r: TurnEndOutcome;
+    try {
+      r = await this.verification!.turnEnded(this.turn - 1, how);
+    } catch (e) {
+      if (this.done) return this.endedOutcome(toolName);
+      return this.failFromEnv('finish', `the end of turn ${this.turn} failed in the env's container: ${(e as Error).message}`, toolName);
+    }
+    if (this.done) return this.endedOutcome(toolName); // the episode timed out or closed meanwhile
+    switch (r.kind) {
+      case 'next':
+        return this.nextTurn(toolName ?? END_TURN);
+      case 'scored':
+        if (r.stoppedEarly) this.log.info({ event: 'stopped_early', why: r.stoppedEarly }, 'a turn scored under its min_reward: the episode ends');
+        return this.settleScores(r.scores, reason, 'finish');
+      case 'unverified':
+        return this.envFinish(reason);
+      case 'failed':
+        return this.fail(r.reason, 'finish', r.message, toolName, { log_tail: r.tail });
+      case 'setup_failed':
+        return this.fail('setup_failed', 'reset', r.message, toolName, { log_tail: r.output });
+    }
+  }
+
+  /** The reply to a call made after a turn's time budget ended its turn: the call is not run; the new turn's prompt is the answer. */
+  private turnNoticeOutcome(toolName: string): StepOutcome<CallObservation> {
+    const prompt = this.turnNotice!;
+    this.turnNotice = null;
+    const text = `[turn ${this.turn - 1}'s time budget passed: the turn ended and this call was not run]\n${prompt}`;
+    return {
+      observation: { tool_name: toolName, result: textResult(text, { turn: this.turn, prompt, budget_passed: true }), error: null, turn: this.turn },
+      reward: null,
+      done: false,
+    };
+  }
+
+  /** The task's or the current turn's time budget, whichever passes first, from now on. */
+  private armBudget(): void {
+    if (this.budgetTimer) clearTimeout(this.budgetTimer);
+    this.budgetTimer = null;
+    const task = this.task.time_budget_s;
+    const turn = this.task.per_turn?.[this.turn - 1]?.time_budget_s;
+    const running = this.t.running ?? this.now();
+    const taskLeft = task === undefined ? Infinity : running + task * 1000 - this.now();
+    const turnLeft = turn === undefined ? Infinity : this.turnStartedAt + turn * 1000 - this.now();
+    const left = Math.min(taskLeft, turnLeft);
+    if (left === Infinity) return;
+    const how: TurnEnd = taskLeft <= turnLeft || this.turn === this.task.turns.length ? 'episode_end' : 'end_turn';
+    this.budgetTimer = setTimeout(() => this.onBudget(how), Math.max(0, left));
+    this.budgetTimer.unref?.();
+  }
+
+  /** A time budget passed: after the step in flight, the turn (or the episode) ends as end_turn would end it. */
+  private onBudget(how: TurnEnd): void {
+    this.queue = this.queue.then(async () => {
+      if (this.done || this.phase !== 'running') return;
+      const endsEpisode = how === 'episode_end' || this.turn === this.task.turns.length;
+      this.log.info({ event: 'time_budget', turn: this.turn, ends: endsEpisode ? 'episode' : 'turn' }, 'a time budget passed');
+      this.endedBetweenSteps = endsEpisode;
+      const out = this.verification ? await this.verifiedTurnEnd(how, null) : endsEpisode ? await this.finish('turns_ended') : this.nextTurn(END_TURN);
+      // scored under a min_reward, or failed: the episode ended between steps too
+      if (out.done) this.endedBetweenSteps = true;
+      else this.turnNotice = this.task.turns[this.turn - 1]!;
+    });
+  }
+
+  /** A call of a built-in tool (the shell), in the env's container. */
+  private async callBuiltin(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation | Ending>> {
+    const started = this.now();
+    try {
+      const out = await this.builtin!.call(name, args);
+      this.deps.metrics.toolCall.observe({ outcome: out.observation.error ? 'error' : 'ok' }, (this.now() - started) / 1000);
+      return out;
+    } catch (e) {
+      this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
+      if (this.done) return this.endedOutcome(name);
+      return this.failFromEnv('tool', `tool \`${name}\` failed in the env's container: ${(e as Error).message}`, name);
+    }
   }
 
   private async callTool(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation | Ending>> {
@@ -449,8 +608,14 @@ export class Episode {
     return client.request('POST', path, body, timeoutMs, this.callSignal);
   }
 
+  /** Scores the episode (a verified task's verifier, else the env's /finish) and ends it. */
+  private finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome<CallObservation | Ending>> {
+    if (this.verification) return this.verifiedTurnEnd('episode_end', END_TURN, reason);
+    return this.envFinish(reason);
+  }
+
   /** Asks the env for its scores and ends the episode. */
-  private async finish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome<CallObservation | Ending>> {
+  private async envFinish(reason: 'turns_ended' | 'max_steps'): Promise<StepOutcome<CallObservation | Ending>> {
     const timeoutMs = this.deps.settings.toolTimeoutMs;
     let res;
     try {
@@ -542,6 +707,7 @@ export class Episode {
     this.endReason = reason;
     this.t.ended = this.now();
     if (this.episodeTimer) clearTimeout(this.episodeTimer);
+    if (this.budgetTimer) clearTimeout(this.budgetTimer);
     if (reason !== 'closed' || this.t.running !== undefined) this.deps.metrics.episodesEnded.inc({ end_reason: reason });
     this.log.info(
       {
@@ -585,6 +751,7 @@ export class Episode {
     try {
       // model calls in flight are cut short (and recorded) before the env goes
       await this.deps.modelAccess?.revoke(this.id).catch((e: unknown) => this.log.error({ err: (e as Error).message }, 'revoking the model credential failed'));
+      await this.builtin?.close();
       await this.lease.release();
     } finally {
       // the step that ended the episode (its env died, its episode timed out) reports after
@@ -592,5 +759,16 @@ export class Episode {
       await this.queue;
       this.resolveTornDown();
     }
+  }
+}
+
+/** A turn's setup (its upload's setup.sh, its ready check) failed before its prompt: the episode cannot start. */
+class TurnSetupError extends Error {
+  override readonly name = 'TurnSetupError';
+  constructor(
+    message: string,
+    readonly output: string,
+  ) {
+    super(message);
   }
 }

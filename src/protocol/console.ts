@@ -61,16 +61,34 @@ export const EndEventSchema = z.object({
 });
 /** a model call the env made through the gateway: request, response (a stream put back together), usage, latency, status */
 export const ModelCallEventSchema = ModelCallSchema.omit({ episode_id: true }).extend({ kind: z.literal('model_call'), at });
+/** A verified task's verifier ran (docs/harbor.md): what it printed is kept here, never shown to the model. */
+export const VerifierEventSchema = z.object({
+  kind: z.literal('verifier'),
+  at,
+  /** the turn it scored; scope task: the task's verifier, at the episode's end */
+  turn: z.number().int(),
+  scope: z.enum(['turn', 'task']),
+  status: z.enum(['scored', 'invalid', 'timeout']),
+  scores: ScoresSchema.nullable(),
+  exit_code: z.number().int().nullable(),
+  duration_s: z.number(),
+  agent_processes_killed: z.number().int(),
+  /** test.sh's output, its first and last bytes kept (a mark when the transcript had no room left) */
+  output: z.union([z.string(), TruncationMarkSchema]),
+  output_bytes: z.number().int(),
+  dropped_bytes: z.number().int(),
+});
 export const TranscriptEventSchema = z
-  .discriminatedUnion('kind', [ResetEventSchema, ToolCallEventSchema, ListToolsEventSchema, ModelCallEventSchema, EndEventSchema])
+  .discriminatedUnion('kind', [ResetEventSchema, ToolCallEventSchema, ListToolsEventSchema, ModelCallEventSchema, VerifierEventSchema, EndEventSchema])
   .describe(
-    'reset: the prompt and tools; tool_call: one call (end_turn included) with arguments and result; list_tools; model_call: a call of the env to the model gateway; end: how it ended',
+    "reset: the prompt and tools; tool_call: one call (end_turn included) with arguments and result; list_tools; model_call: a call of the env to the model gateway; verifier: a verified task's tests ran (their output, never the model's); end: how it ended",
   );
 export type ResetEvent = z.infer<typeof ResetEventSchema>;
 export type ToolCallEvent = z.infer<typeof ToolCallEventSchema>;
 export type ListToolsEvent = z.infer<typeof ListToolsEventSchema>;
 export type ModelCallEvent = z.infer<typeof ModelCallEventSchema>;
 export type EndEvent = z.infer<typeof EndEventSchema>;
+export type VerifierEvent = z.infer<typeof VerifierEventSchema>;
 export type TranscriptEvent = z.infer<typeof TranscriptEventSchema>;
 
 export const EpisodeSummarySchema = z

@@ -35,6 +35,8 @@ export const FailureReasonSchema = z.enum([
   'model_upstream_error',
   'model_upstream_timeout',
   'verifier_timeout',
+  // a verified task's turn could not be prepared in the env's container
+  'setup_failed',
   // the env's lock-down (docs/security.md): it wrote past its storage_mb
   'storage_exceeded',
 ]);

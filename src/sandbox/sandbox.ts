@@ -5,6 +5,7 @@
  * test layer, child processes (test/support/process-sandbox.ts).
  */
 import { sandboxReason, type SandboxFact, type SandboxFailureReason } from '../failures.js';
+import type { ContainerExec } from './container-exec.js';
 import type { EnvGrant } from '../protocol/bundle.js';
 
 export interface EnvResources {
@@ -41,6 +42,15 @@ export interface EnvSpec {
   deployTimeoutMs: number;
   resources: EnvResources;
   environment: Record<string, string>;
+  /**
+   * `http` (the default): a server keeping the env contract on `port`, ready when `readyPath`
+   * answers. `shell`: any image, its command replaced by one that waits forever (KEEP_ALIVE_CMD),
+   * ready when an exec in it answers; no port, no readiness path, no env secret. Only a sandbox
+   * with a `shell` part deploys one.
+   */
+  kind?: 'http' | 'shell';
+  /** the container's working directory, overriding the image's WORKDIR (shell envs) */
+  workdir?: string;
   /** what the bundle asked for beyond the lock-down; absent: the defaults (engine/hardening.ts) */
   security?: EnvSecurityAsk;
   /** absent: the sandbox's own (the server's --runtime) */
@@ -75,7 +85,7 @@ export type ModelDoorHook = (place: NetworkPlace) => Promise<Record<string, stri
 
 export interface EnvHandle {
   episodeId: string;
-  /** where the server reaches the env, e.g. http://10.213.0.2:8000 */
+  /** where the server reaches the env, e.g. http://10.213.0.2:8000 ('' for a shell env: it is reached by exec) */
   baseUrl: string;
   /** what runs the env: a container id (docker, process: `process-<pid>-<id>`), a service id (swarm) */
   containerId: string;
@@ -209,12 +219,18 @@ export interface Sandbox {
   readonly stock?: AheadOfDemand;
   /** how envs are locked down on this engine, and the runtimes it has; absent: the sandbox locks nothing down */
   readonly lockdown?: EnvLockdown;
-  /*
-   * The slot for the next capability, which the shell toolset needs (not defined yet): into a
-   * deployed env's container, exec a command, put and get tar archives, and deploy one kept alive
-   * by overriding its command. It goes here as `readonly shell?: EnvShell`, implemented once over
-   * dockerode in the engine layer (engine-sandbox.ts) the way `stock` is, keyed by EnvHandle.
+  /**
+   * shell envs and the built-in shell toolset: deploy() takes `kind: 'shell'` specs, and this gives
+   * exec and archive access to a deployed env's container; absent: the sandbox deploys http envs
+   * only (the swarm backend, for now), and a bundle that needs it is refused at start
    */
+  readonly shell?: EnvShell;
+}
+
+/** Processes and files in a deployed env's container (the shell toolset's, the verifier's). */
+export interface EnvShell {
+  /** the env's container, by its handle (an env of any kind; valid until its teardown) */
+  exec(handle: EnvHandle): ContainerExec;
 }
 
 /** How a sandbox locks its envs down (engine/hardening.ts, docs/security.md). */

@@ -5,3 +5,4 @@ export { installTests, outputTail, runVerifier, type VerifierOutcome, type Verif
 export { DEFAULT_TURN_REWARD, TURN_REWARD_RULES, combineTurnScores, meetsMinReward, type MinReward, type TurnRewardRule } from './turns.js';
 export { SETUP_SCRIPT, prepareTurn, type ReadyCheck, type TurnSetup, type TurnSetupResult } from './turn-setup.js';
 export { packFolder } from './pack.js';
+export { AgentIntervals, containerClock, startTimeOf, stopAgentProcesses, type ContainerClock } from './stop-agent.js';

@@ -4,7 +4,7 @@
  * name; such scripts usually delete themselves), and a ready check runs until it passes. A
  * failure says which part failed, with the output.
  */
-import type { ContainerExec } from '../tools/shell/container-exec.js';
+import type { ContainerExec } from '../sandbox/container-exec.js';
 import { runKillable, runToEnd } from '../tools/shell/run-command.js';
 import { packFolder } from './pack.js';
 import { readdir } from 'node:fs/promises';

@@ -9,7 +9,7 @@
  */
 import { VERIFIER } from '../defaults.js';
 import type { BoundedText } from '../tools/shell/bounded-output.js';
-import type { ContainerExec } from '../tools/shell/container-exec.js';
+import type { ContainerExec } from '../sandbox/container-exec.js';
 import { FileToolError, readFileSlice } from '../tools/shell/files.js';
 import { runKillable, runToEnd } from '../tools/shell/run-command.js';
 import { packFolder } from './pack.js';

@@ -5,7 +5,7 @@
  * serve yet instead of failing its episodes.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { EnvCatalog, loadBundle, taskRow, unservedFeatures } from '../../src/bundle/index.js';
+import { EnvCatalog, loadBundle, taskRow, shellFeatures } from '../../src/bundle/index.js';
 import { checkStatic } from '../../src/authoring/check-static.js';
 import { SHELL_TOOL_NAMES } from '../../src/tools/shell/specs.js';
 import { baseManifest, bundleError, removeTempDirs, row, writeBundle } from './helpers.js';
@@ -165,20 +165,20 @@ describe('a bundle of verified tasks', () => {
     expect(await failure((_m, r) => edit(r))).toContain(message);
   });
 
-  it('is refused by the server at start, naming what it does not serve yet', async () => {
+  it('is refused at start by a sandbox without a shell part, naming what needs one', async () => {
     const b = await loadBundle(writeBundle({ manifest: manifest(), tasks: { 'tasks/train.jsonl': rows() }, files: FILES }));
-    expect(unservedFeatures(b)).toEqual([
+    expect(shellFeatures(b)).toEqual([
       'shell envs (box-a, box-b)',
       'built-in toolsets (toolset ts, shell)',
       'verified tasks (2 task(s) with a verifier, per_turn, time_budget_s or env)',
     ]);
     const silent = { info() {}, warn() {}, error() {}, debug() {} } as never;
-    await expect(new EnvCatalog(b, {} as never, {}, silent).buildAll()).rejects.toThrow(/does not serve yet: shell envs .*check --static/);
+    await expect(new EnvCatalog(b, {} as never, {}, silent).buildAll()).rejects.toThrow(/this sandbox does not serve: shell envs .*--sandbox docker/);
   });
 
-  it('leaves a bundle without them as it was: served, nothing refused', async () => {
+  it('leaves a bundle without them as it was: served by any sandbox, nothing refused', async () => {
     const b = await loadBundle(writeBundle());
-    expect(unservedFeatures(b)).toEqual([]);
+    expect(shellFeatures(b)).toEqual([]);
     expect(b.manifest.toolsets.ts).toMatchObject({ env: 'e', builtin: [] });
   });
 });

@@ -166,3 +166,20 @@ describe('a shell env container', () => {
     expect(pathKind(PATH_MODE.namedPipe + 0o600)).toBe('other');
   });
 });
+
+describe('stopping the agent: the container clock', () => {
+  it('reads field 22 of a /proc/<pid>/stat line, whatever the command name holds', async () => {
+    const { startTimeOf, AgentIntervals } = await import('../../src/verifier/index.js');
+    const fields = (comm: string) => `42 (${comm}) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 1755595 2367488 130 18446744073709551615`;
+    expect(startTimeOf(fields('bash'))).toBe(1755595);
+    expect(startTimeOf(fields('a ) b (c'))).toBe(1755595);
+    expect(() => startTimeOf('not a stat line')).toThrow(/not a \/proc/);
+    const iv = new AgentIntervals();
+    iv.begin(10);
+    iv.begin(11);
+    iv.pause(20);
+    iv.pause(21);
+    iv.begin(30);
+    expect(iv.toArgs()).toEqual(['10:20', '30:-1']);
+  });
+});

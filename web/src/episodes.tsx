@@ -214,6 +214,34 @@ export function EventView(props: { ev: TranscriptEvent; events: readonly Transcr
       </article>
     );
   }
+  if (ev.kind === 'verifier') {
+    // a verified task's tests ran: their output is the transcript's, never the model's
+    return (
+      <article class={`ev ${ev.status === 'scored' ? '' : 'call-error'}`} data-kind="verifier">
+        <header>
+          <strong>
+            verifier · {ev.scope === 'turn' ? `turn ${ev.turn}` : 'task'} · {ev.status}
+          </strong>{' '}
+          <span class="muted">
+            {time} · {ev.duration_s}s · exit {ev.exit_code ?? '?'} · {ev.agent_processes_killed} agent process(es) stopped before it
+          </span>
+        </header>
+        {ev.scores && (
+          <div>
+            {Object.entries(ev.scores).map(([k, v]) => (
+              <span key={k} class="pill">
+                {k} {v}
+              </span>
+            ))}
+          </div>
+        )}
+        <Folded
+          text={typeof ev.output === 'string' ? ev.output : JSON.stringify(ev.output)}
+          label={`output · ${ev.output_bytes} bytes${ev.dropped_bytes ? ` (${ev.dropped_bytes} dropped)` : ''}`}
+        />
+      </article>
+    );
+  }
   if (ev.kind === 'tool_call') {
     const text = resultText(ev.result);
     const isTurn = ev.tool_name === 'end_turn';

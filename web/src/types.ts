@@ -23,6 +23,7 @@ import type {
   StreamMessage,
   ToolCallEvent as WireToolCallEvent,
   Transcript as WireTranscript,
+  VerifierEvent,
 } from '../../src/protocol/console';
 import type { EpisodeStarted } from '../../src/protocol/episodes';
 import type { Lane } from '../../src/protocol/lanes';
@@ -48,13 +49,14 @@ export type {
   TaskRow,
   Timings,
   ToolSpec,
+  VerifierEvent,
 };
 
 export type Message = ResetObservation['messages'][number];
 
 export type ResetEvent = Omit<WireResetEvent, 'messages'> & { messages: Message[] };
 export type ToolCallEvent = Omit<WireToolCallEvent, 'result' | 'error'> & { result: ToolResult | null; error: ToolError | null };
-export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | EndEvent;
+export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | VerifierEvent | EndEvent;
 export type Transcript = Omit<WireTranscript, 'events'> & { events: TranscriptEvent[] };
 
 /** POST /episodes/{id}/step's answer to a call_tool */

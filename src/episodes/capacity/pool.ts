@@ -29,7 +29,8 @@ import { WARM_POOL } from '../../defaults.js';
 import type { Metrics } from '../../metrics.js';
 import { DEFAULT_LANE, laneRank, type Lane } from '../../protocol/lanes.js';
 import type { PoolStatus } from '../../protocol/pool.js';
-import type { EnvHandle, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
+import { probeExec } from '../../sandbox/container-exec.js';
+import type { EnvHandle, EnvShell, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter, DeployTicket } from './deploy-limiter.js';
 import { PoolDemand } from './pool-demand.js';
@@ -72,8 +73,10 @@ export interface WarmPoolDeps {
   metrics: Metrics;
   log: Logger;
   now?: () => number;
-  /** GET <ready_path> of a pooled env at hand-out; true when it answers 2xx (injectable for tests) */
+  /** GET <ready_path> of a pooled env at hand-out (a shell env's: an exec in it); true when it answers (injectable for tests) */
   check?: (env: PooledEnv) => Promise<boolean>;
+  /** the sandbox's shell part, for the hand-out check of shell envs */
+  shell?: EnvShell;
 }
 
 interface Entry {
@@ -130,7 +133,7 @@ export class WarmPool {
   constructor(private readonly deps: WarmPoolDeps) {
     this.size = deps.size;
     this.now = deps.now ?? Date.now;
-    this.check = deps.check ?? httpCheck;
+    this.check = deps.check ?? ((env) => (env.spec.kind === 'shell' ? shellCheck(deps.shell, env) : httpCheck(env)));
     this.demand = new PoolDemand(deps.bundle);
     this.backoff = new RefillBackoff(() => {
       this.log().info({ event: 'pool_refill_resumed' }, 'the warm pool tries refilling again');
@@ -496,6 +499,12 @@ export class WarmPool {
   private log(): Logger {
     return this.deps.log;
   }
+}
+
+async function shellCheck(shell: EnvShell | undefined, env: PooledEnv): Promise<boolean> {
+  if (!shell) return false;
+  const stop = AbortSignal.timeout(WARM_POOL.handoutCheckMs);
+  return (await probeExec(shell.exec(env.handle), WARM_POOL.handoutCheckMs, stop)).ok;
 }
 
 async function httpCheck(env: PooledEnv): Promise<boolean> {

@@ -1,4 +1,5 @@
 import type Dockerode from 'dockerode';
+import { KEEP_ALIVE_CMD } from '../container-exec.js';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
@@ -16,8 +17,9 @@ export function isStorageOptRefusal(err: unknown): boolean {
 /**
  * The env's container: on the episode network only, no published port, locked down
  * (engine/hardening.ts: capabilities, no-new-privileges, an init, ulimits, bounded memory, CPU and
- * process count, the root and user its bundle asked for, its runtime). Not auto-removed, so a
- * crashed env can still be inspected and its log read. `storageLimit`: the engine limits the
+ * process count, the root and user its bundle asked for, its runtime). A shell env's
+ * (EnvSpec.kind) runs KEEP_ALIVE_CMD as its command (the image's ENTRYPOINT kept), in its
+ * `workdir`, with no PORT. Not auto-removed, so a crashed env can still be inspected and its log read. `storageLimit`: the engine limits the
  * writable layer to the env's storage_mb (StorageOpt; only some storage drivers can).
  */
 export async function createEnvContainer(
@@ -29,7 +31,8 @@ export async function createEnvContainer(
   secret?: string,
   opts: { storageLimit?: boolean } = {},
 ): Promise<Dockerode.Container> {
-  const environment = { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
+  const shell = env.kind === 'shell';
+  const environment = shell ? env.environment : { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
   const lockdown = dockerLockdown({ resources: env.resources, security: env.security, runtime: env.runtime });
   const storageMb = env.resources.storageMb;
   try {
@@ -38,6 +41,7 @@ export async function createEnvContainer(
       Image: env.image,
       Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
       Labels: ownerLabels(owner),
+      ...(shell ? { Cmd: [...KEEP_ALIVE_CMD], ...(env.workdir ? { WorkingDir: env.workdir } : {}) } : {}),
       Tty: false,
       AttachStdin: false,
       AttachStdout: false,

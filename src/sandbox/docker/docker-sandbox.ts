@@ -1,7 +1,8 @@
 /**
  * The Docker backend: one internal bridge network per episode on a subnet of our own pool (made
- * ahead of demand when the network stock has one), one env container on it, readiness over HTTP,
- * deaths seen in the engine's events. What every engine backend does alike (images, the instance
+ * ahead of demand when the network stock has one), one env container on it, readiness over HTTP
+ * (a shell env's: an exec that answers), deaths seen in the engine's events, exec and archive
+ * access to env containers for the shell toolset (`shell`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
 import {
@@ -25,7 +26,10 @@ import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js'
 import { abandonedInstances, removeLockMarkers } from '../engine/instance-lock.js';
 import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
-import { waitForHttp } from '../engine/readiness.js';
+import { waitForHttp, waitForProbe } from '../engine/readiness.js';
+import { DockerContainerExec } from '../engine/docker-exec.js';
+import { probeExec } from '../container-exec.js';
+import type { EnvShell } from '../sandbox.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listContainers, removeOwned } from './removal.js';
@@ -58,7 +62,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
    * The env's container, its writable layer limited by the engine when it can (the first env with a
    * storage_mb finds out: an engine that refuses StorageOpt is then watched instead, storage-watch.ts).
    */
-  private async createContainer(owner: Owner, env: EnvSpec, network: EpisodeNetwork, secret: string) {
+  private async createContainer(owner: Owner, env: EnvSpec, network: EpisodeNetwork, secret: string | undefined) {
     if (env.resources.storageMb === undefined || this.storageLimits === false) return createEnvContainer(this.docker, owner, env, network, secret);
     try {
       const c = await createEnvContainer(this.docker, owner, env, network, secret, { storageLimit: true });
@@ -134,9 +138,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
    * (labelled: removed with its owner's id). With a container set, episode bridges get no host
    * address, so envs cannot reach services on the host either.
    */
-  private async makeNetwork(owner: Owner): Promise<EpisodeNetwork> {
-    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null });
-    await this.join(network.id);
+  private async makeNetwork(owner: Owner, opts: { forShell?: boolean } = {}): Promise<EpisodeNetwork> {
+    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null || opts.forShell === true });
+    if (!opts.forShell) await this.join(network.id);
     return network;
   }
 
@@ -146,8 +150,13 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     const episodeId = owner.episode;
     const startedAt = Date.now();
     throwIfAborted(signal);
-    const stocked = this.networks.take(episodeId);
-    const network = stocked?.net ?? (await this.makeNetwork(owner));
+    // The server never reaches a shell env over its network (it acts through the engine's exec
+    // API): its network gives the host no address and the server's container does not join it,
+    // so the env reaches nothing but itself, not even what listens on the host. (A stocked
+    // network is made for http envs: joined, or with a host address.)
+    const shell = env.kind === 'shell';
+    const stocked = shell ? null : this.networks.take(episodeId);
+    const network = stocked?.net ?? (await this.makeNetwork(owner, { forShell: shell }));
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
     // joined to it, the container's address there (the door finds it by the subnet)
@@ -160,7 +169,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     await this.watcher.start();
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
-    const secret = newEnvSecret();
+    const secret = shell ? undefined : newEnvSecret();
     const container = await this.createContainer(owner, env, network, secret);
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);
@@ -183,10 +192,13 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       if (!state.ip && state.running) {
         throw new SandboxError('engine_failed', `the container of env \`${env.name}\` got no address on its episode network`);
       }
-      const baseUrl = `http://${state.ip}:${env.port}`;
-      const outcome = state.ip
-        ? await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal })
-        : { kind: 'exited' as const, exitCode: state.exitCode ?? -1 };
+      const baseUrl = shell ? '' : `http://${state.ip}:${env.port}`;
+      const probing = new DockerContainerExec(this.docker, container.id);
+      const outcome = !state.ip
+        ? { kind: 'exited' as const, exitCode: state.exitCode ?? -1 }
+        : shell
+          ? await waitForProbe((ms, s) => probeExec(probing, ms, s), { deadline, exited, signal })
+          : await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
       if (outcome.kind === 'ready') {
         // an abort that lands as the env gets ready still wins: the caller gave up on it
         throwIfAborted(signal);
@@ -206,7 +218,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           },
           'env ready',
         );
-        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, secret, gone };
+        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, ...(secret ? { secret } : {}), gone };
       }
       const tail = await logTail(this.docker, container.id);
       // once it stopped, the engine says its exit code and whether the kernel killed it for its memory
@@ -228,6 +240,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       stopWaiting.abort();
     }
   }
+
+  /** the env containers' processes and files, through the engine's exec and archive APIs */
+  readonly shell: EnvShell = { exec: (handle) => new DockerContainerExec(this.docker, handle.containerId) };
 
   protected async inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis> {
     let state;

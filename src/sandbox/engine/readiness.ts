@@ -1,7 +1,8 @@
 /**
- * Wait strategy: an env is ready when `GET <readyPath>` answers 200. Polled from the server's own
- * network position (the host, or the server's container attached to the episode network), racing
- * the container's exit and the deploy deadline.
+ * Wait strategy: an http env is ready when `GET <readyPath>` answers 200, polled from the server's
+ * own network position (the host, or the server's container attached to the episode network); a
+ * shell env when an exec in its container answers (the backend's probe). Either races the
+ * container's exit and the deploy deadline.
  */
 import http from 'node:http';
 import { abortError } from './errors.js';
@@ -43,8 +44,11 @@ export function probeHttp(url: string, timeoutMs: number, signal?: AbortSignal):
   });
 }
 
-export interface WaitForHttpOptions {
+export interface WaitForHttpOptions extends WaitOptions {
   url: string;
+}
+
+export interface WaitOptions {
   /** epoch ms */
   deadline: number;
   /** settles with the exit code when the container stops running */
@@ -55,7 +59,12 @@ export interface WaitForHttpOptions {
   probeTimeoutMs?: number;
 }
 
-export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcome> {
+export function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcome> {
+  return waitForProbe((timeoutMs, signal) => probeHttp(opts.url, timeoutMs, signal), opts);
+}
+
+/** Polls `probe` (given its longest wait and a signal that stops it) until it says ok, the container exits, or the deadline passes. */
+export async function waitForProbe(probe: (timeoutMs: number, signal: AbortSignal) => Promise<ProbeResult>, opts: WaitOptions): Promise<ReadyOutcome> {
   const now = opts.now ?? Date.now;
   const stop = new AbortController();
   let exitCode: number | undefined;
@@ -82,7 +91,10 @@ export async function waitForHttp(opts: WaitForHttpOptions): Promise<ReadyOutcom
       const left = opts.deadline - now();
       if (left <= 0) return { kind: 'timeout', lastAnswer };
       probes++;
-      const r = await probeHttp(opts.url, Math.min(opts.probeTimeoutMs ?? READINESS.probeTimeoutMs, left), stop.signal);
+      const r = await probe(Math.min(opts.probeTimeoutMs ?? READINESS.probeTimeoutMs, left), stop.signal).catch((err: Error) => ({
+        ok: false,
+        answer: err.message,
+      }));
       if (r.ok) return { kind: 'ready', probes };
       if (!stop.signal.aborted) lastAnswer = r.answer;
       await sleep(delay, stop.signal).catch(() => {});

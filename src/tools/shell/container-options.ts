@@ -9,8 +9,9 @@
  */
 import type Dockerode from 'dockerode';
 
-/** What waits forever in a shell env's container: `sleep` of GNU coreutils and of busybox both take it. */
-export const KEEP_ALIVE_CMD = ['sh', '-c', 'exec sleep 2147483647'] as const;
+import { KEEP_ALIVE_CMD } from '../../sandbox/container-exec.js';
+
+export { KEEP_ALIVE_CMD };
 
 export interface ShellEnvContainer {
   image: string;

@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import * as tar from 'tar';
-import { pathKind, type ContainerExec, type PathStat } from './container-exec.js';
+import { pathKind, type ContainerExec, type PathStat } from '../../sandbox/container-exec.js';
 
 /** A file tool's own failure (missing path, a folder, …): the model's to read, the episode goes on. */
 export class FileToolError extends Error {

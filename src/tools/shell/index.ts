@@ -8,8 +8,8 @@ export {
   type ExecRequest,
   type OutputHandlers,
   type PathStat,
-} from './container-exec.js';
-export { DockerContainerExec, FrameDemuxer } from './docker-exec.js';
+} from '../../sandbox/container-exec.js';
+export { DockerContainerExec, FrameDemuxer } from '../../sandbox/engine/docker-exec.js';
 export { BoundedOutput, truncationMark, type BoundedText } from './bounded-output.js';
 export { KEEP_ALIVE_CMD, shellEnvContainerOptions, type ShellEnvContainer, type ShellEnvPlacement } from './container-options.js';
 export { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';

@@ -6,7 +6,7 @@
  *   the image (job control is what gives the command its own process group).
  */
 import { BoundedOutput, type BoundedText } from './bounded-output.js';
-import { ContainerGoneError, type ContainerExec, type ExecRequest } from './container-exec.js';
+import { ContainerGoneError, type ContainerExec, type ExecRequest } from '../../sandbox/container-exec.js';
 import { END_TAG, EndMarkerScanner, LineSplitter, PID_TAG, newNonce } from './end-marker.js';
 
 export interface RunResult {

@@ -16,7 +16,7 @@
  */
 import { SHELL_TOOLS } from '../../defaults.js';
 import { BoundedOutput, type BoundedText } from './bounded-output.js';
-import type { ContainerExec, ExecProcess } from './container-exec.js';
+import type { ContainerExec, ExecProcess } from '../../sandbox/container-exec.js';
 import { END_TAG, EndMarkerScanner, LineSplitter, PID_TAG, newNonce } from './end-marker.js';
 import { killGroup } from './run-command.js';
 

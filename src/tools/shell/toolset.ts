@@ -7,7 +7,7 @@
  * is thrown: those are the env's failure, not the call's.
  */
 import { SHELL_TOOLS } from '../../defaults.js';
-import type { ContainerExec } from './container-exec.js';
+import type { ContainerExec } from '../../sandbox/container-exec.js';
 import { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';
 import { ShellSession, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
 import { BASH_TOOL, READ_FILE_TOOL, SHELL_TOOL_NAMES, WRITE_FILE_TOOL } from './specs.js';

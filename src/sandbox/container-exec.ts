@@ -1,8 +1,15 @@
 /**
  * What the shell tools and the verifier need of a container, and nothing more: start a process in
- * it (the engine's exec API), copy files in and out (its archive API), look at a path. The Docker
- * implementation is docker-exec.ts; tests and other backends implement the same few calls.
+ * it (the engine's exec API), copy files in and out (its archive API), look at a path. A sandbox
+ * that offers it (its `shell` part, sandbox.ts) hands one per deployed env; the Docker
+ * implementation is engine/docker-exec.ts; tests implement the same few calls.
  */
+
+/**
+ * What a shell env's container runs instead of its image's command: it waits forever (`sleep` of
+ * GNU coreutils and of busybox both take it), so the container stays up for the shell tools.
+ */
+export const KEEP_ALIVE_CMD = ['sh', '-c', 'exec sleep 2147483647'] as const;
 
 export interface ExecRequest {
   /** the program and its arguments (no shell is put in front) */
@@ -89,4 +96,35 @@ export interface ContainerExec {
 /** The container is gone or stopped: nothing can run in it any more. */
 export class ContainerGoneError extends Error {
   override readonly name = 'ContainerGoneError';
+}
+
+/**
+ * A shell env's readiness probe: `sh -c 'exit 0'` in its container answers with exit code 0
+ * within `timeoutMs` (the engine's exec API takes the container's processes and namespaces).
+ */
+export async function probeExec(exec: ContainerExec, timeoutMs: number, signal: AbortSignal): Promise<{ ok: boolean; answer: string }> {
+  let proc: ExecProcess | null = null;
+  const stop = new AbortController();
+  const ended = new Promise<Error | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    const onAbort = () => resolve(new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    stop.signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    });
+    void exec.start({ cmd: ['sh', '-c', 'exit 0'] }, { stdout: () => {}, stderr: () => {}, end: (e) => resolve(e) }).then(
+      (p) => (proc = p),
+      (e: Error) => resolve(e),
+    );
+  });
+  try {
+    const error = await ended;
+    if (error) return { ok: false, answer: error.message };
+    const code = await (proc as ExecProcess | null)?.exitCode();
+    return code === 0 ? { ok: true, answer: 'exit code 0' } : { ok: false, answer: `exit code ${code}` };
+  } finally {
+    stop.abort();
+    (proc as ExecProcess | null)?.close();
+  }
 }

@@ -1,0 +1,64 @@
+/**
+ * The built-in tools of an episode's toolset (`"builtin": ["shell"]`): listed with the env's own
+ * tools (the bundle's toolset specs hold them), served here in the env's container instead of by
+ * the env. One shell toolset per episode, started at its first call; between turns whose agent
+ * processes were stopped (verified-task.ts) a fresh one starts at the next call.
+ */
+import { BUILTIN_TOOLSETS, type LoadedBundle, type Task } from '../bundle/index.js';
+import type { CallObservation, StepOutcome } from '../protocol/observations.js';
+import type { ContainerExec } from '../sandbox/container-exec.js';
+import { ShellToolset, type ShellSettings } from '../tools/shell/index.js';
+import { textResult, toolError } from './outcomes.js';
+
+export class BuiltinTools {
+  private toolset: ShellToolset | null = null;
+  private closed = false;
+
+  private constructor(
+    private readonly exec: ContainerExec,
+    private readonly names: ReadonlySet<string>,
+    private readonly settings: ShellSettings,
+  ) {}
+
+  /** the task's built-in tools in `exec`'s container, or null when its toolset has none */
+  static of(bundle: LoadedBundle, task: Task, exec: ContainerExec | null): BuiltinTools | null {
+    const toolset = bundle.manifest.toolsets[task.toolset];
+    if (!toolset || toolset.builtin.length === 0) return null;
+    if (!exec) throw new Error(`toolset "${task.toolset}" has built-in tools, but the sandbox gives no access to the env's container`);
+    const names = new Set(toolset.builtin.flatMap((b) => BUILTIN_TOOLSETS[b].map((t) => t.name)));
+    const env = bundle.envOf(task).spec;
+    return new BuiltinTools(exec, names, env.workdir ? { workdir: env.workdir } : {});
+  }
+
+  has(name: string): boolean {
+    return this.names.has(name);
+  }
+
+  /**
+   * One call, answered as the model reads it. Throws when the container is gone or no shell can
+   * start in it (ContainerGoneError, ShellStartError): the env's failure, not the call's.
+   */
+  async call(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation>> {
+    if (this.closed) throw new Error('the episode has ended: its shell is closed');
+    this.toolset ??= new ShellToolset(this.exec, this.settings);
+    const out = await this.toolset.call(name, args);
+    if (out.kind !== 'reply') return toolError(name, out.kind, out.message);
+    return {
+      observation: { tool_name: name, result: textResult(out.reply.text, out.reply.result, out.reply.is_error), error: null },
+      reward: null,
+      done: false,
+    };
+  }
+
+  /** ends the shell (its processes are the caller's to stop); the next call starts a new one */
+  async endShell(): Promise<void> {
+    const t = this.toolset;
+    this.toolset = null;
+    await t?.close().catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.endShell();
+  }
+}
