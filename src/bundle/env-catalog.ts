@@ -42,7 +42,7 @@ export class EnvCatalog {
     private readonly log: Logger,
   ) {}
 
-  /** Builds (or checks) every env image, one after another, logging build progress. */
+  /** Builds (or checks) every env image, one after another, logging build progress (each env's `n/total`). */
   async buildAll(): Promise<void> {
     const needsShell = shellFeatures(this.bundle);
     if (needsShell.length && !this.sandbox.shell) {
@@ -53,11 +53,13 @@ export class EnvCatalog {
     }
     this.building = true;
     try {
-      for (const [name, env] of Object.entries(this.bundle.manifest.envs)) {
+      const envs = Object.entries(this.bundle.manifest.envs);
+      for (const [i, [name, env]] of envs.entries()) {
         const dir = contextDir(this.bundle, name);
+        const of = `${i + 1}/${envs.length}`;
         if (dir) {
           const started = Date.now();
-          this.log.info({ env: name, context: dir }, `building env image "${name}"`);
+          this.log.info({ env: name, context: dir, of }, `building env image "${name}" (${of})`);
           const tag = await this.sandbox.images.build({
             bundleName: this.bundle.manifest.name,
             envName: name,
@@ -69,11 +71,11 @@ export class EnvCatalog {
             },
           });
           this.images.set(name, tag);
-          this.log.info({ env: name, image: tag, build_s: (Date.now() - started) / 1000 }, `env image "${name}" ready: ${tag}`);
+          this.log.info({ env: name, image: tag, build_s: (Date.now() - started) / 1000, of }, `env image "${name}" ready (${of}): ${tag}`);
         } else if (env.image) {
           await this.sandbox.images.check(env.image);
           this.images.set(name, env.image);
-          this.log.info({ env: name, image: env.image }, `env image "${name}" present: ${env.image}`);
+          this.log.info({ env: name, image: env.image, of }, `env image "${name}" present (${of}): ${env.image}`);
         }
       }
     } finally {
