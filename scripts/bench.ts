@@ -6,8 +6,9 @@
  *
  *   1. Sustained (--phases sustained): --episodes (128) episodes, --concurrency (16) at a time, each
  *      reset + list_tools + end_turn, cold (no pool), for each --max-concurrent-deploys value in
- *      --deploys (4,8), and once more at the best value with the network stock off
- *      (--network-stock 0). Baselines: bare create/start/readiness/rm through the same engine API
+ *      --deploys (4,8), and twice more at the best value: with the network stock off
+ *      (--network-stock 0), and with a stock of fresh networks each removed with its episode
+ *      (--no-network-recycling; the default recycles them). Baselines: bare create/start/readiness/rm through the same engine API
  *      at the same parallelism, (a) on an internal network per worker slot made before the clock
  *      starts, all 16 starting at once and again at most the picked deploy value at once (the
  *      server is compared with the faster: the engine's best pace on ready networks), (b) in a
@@ -118,7 +119,12 @@ interface SustainedFigures {
   bare_per_s: Record<BareNetworks, number> & { premade_capped: number; premade_best: number };
   /** the starts at once of the capped premade baseline: the picked --max-concurrent-deploys */
   bare_premade_capped_starts: number;
-  server: Record<string, { deploys: number; network_stock: number; per_s: number; vs_bare_premade: number; vs_bare_fresh: number; wall_s: number }>;
+  server: Record<
+    string,
+    { deploys: number; network_stock: number; recycling: boolean; per_s: number; vs_bare_premade: number; vs_bare_fresh: number; wall_s: number }
+  >;
+  /** the recycled stock's rate over the fresh stock's (--no-network-recycling), same run and deploys */
+  recycling_vs_fresh_stock: number;
   best: number;
   picked: number;
 }
@@ -133,12 +139,12 @@ async function sustainedPhase(image: string): Promise<SustainedFigures> {
   await bareRun('premade', 'on an internal network per worker slot, made beforehand');
   await bareRun('fresh', 'in a fresh internal network each (what the server does without a stock)');
   await bareRun('default-bridge', "on Docker's default bridge");
-  const rates: Record<string, { deploys: number; stock: number; r: SustainedRate }> = {};
-  const run = async (key: string, deploys: number, stockOff: boolean) => {
-    progress(`sustained: server, --max-concurrent-deploys ${deploys}${stockOff ? ', --network-stock 0' : ''}`);
+  const rates: Record<string, { deploys: number; stock: number; recycling: boolean; r: SustainedRate }> = {};
+  const run = async (key: string, deploys: number, stockOff: boolean, extra: string[] = []) => {
+    progress(`sustained: server, --max-concurrent-deploys ${deploys}${stockOff ? ', --network-stock 0' : ''}${extra.length ? `, ${extra.join(' ')}` : ''}`);
     const stock = stockSize(LOAD.concurrency, stockOff);
-    const r = await sustainedServer(ctx, `sustained-${key}`, deploys, LOAD, { args: stockOff ? STOCK_OFF : [], stock });
-    rates[key] = { deploys, stock, r };
+    const r = await sustainedServer(ctx, `sustained-${key}`, deploys, LOAD, { args: [...(stockOff ? STOCK_OFF : []), ...extra], stock });
+    rates[key] = { deploys, stock, recycling: stock > 0 && !extra.includes('--no-network-recycling'), r };
     progress(`  ${r.perS.toFixed(2)} episodes/s`);
   };
   for (const d of DEPLOY_VALUES) await run(String(d), d, false);
@@ -148,14 +154,17 @@ async function sustainedPhase(image: string): Promise<SustainedFigures> {
   const picked = Math.min(...byDeploys.filter((x) => x.r.perS >= rates[String(best)]!.r.perS * 0.97).map((x) => x.deploys));
   progress(`sustained: best ${best}; picked ${picked} (smallest within 3% of the best)`);
   await run(`${picked}-stock-off`, picked, true);
+  // the stock of fresh networks (each removed with its episode), against the recycled stock above
+  await run(`${picked}-no-recycling`, picked, false, ['--no-network-recycling']);
   await bareRun('premade_capped', `on an internal network per worker slot, made beforehand, ${picked} starts at once (as the server's deploy cap)`, picked);
   // the server is compared with the faster of the two premade baselines: the engine's best pace
   const premadeBest = Math.max(bare.premade, bare.premade_capped);
   const server: SustainedFigures['server'] = {};
-  for (const [key, { deploys, stock, r }] of Object.entries(rates))
+  for (const [key, { deploys, stock, recycling, r }] of Object.entries(rates))
     server[key] = {
       deploys,
       network_stock: stock,
+      recycling,
       per_s: round(r.perS),
       vs_bare_premade: round(r.perS / premadeBest),
       vs_bare_fresh: round(r.perS / bare.fresh),
@@ -173,6 +182,7 @@ async function sustainedPhase(image: string): Promise<SustainedFigures> {
     },
     bare_premade_capped_starts: picked,
     server,
+    recycling_vs_fresh_stock: round(rates[String(picked)]!.r.perS / rates[`${picked}-no-recycling`]!.r.perS),
     best,
     picked,
   };
@@ -468,8 +478,9 @@ function printSustained(s: SustainedFigures): void {
   bareRow("bare run/rm, Docker's default bridge", bp['default-bridge']);
   for (const r of Object.values(s.server))
     console.log(
-      `| server, --max-concurrent-deploys ${r.deploys}, network stock ${r.network_stock}${r.network_stock === 0 ? ' (off)' : ''} | ${r.per_s} | ${r.vs_bare_premade}x | ${r.vs_bare_fresh}x |`,
+      `| server, --max-concurrent-deploys ${r.deploys}, network stock ${r.network_stock}${r.network_stock === 0 ? ' (off)' : r.recycling ? ', recycled' : ', fresh networks (--no-network-recycling)'} | ${r.per_s} | ${r.vs_bare_premade}x | ${r.vs_bare_fresh}x |`,
     );
+  console.log(`recycled stock / fresh stock, --max-concurrent-deploys ${s.picked}: ${s.recycling_vs_fresh_stock}x`);
   console.log(`best ${s.best}; picked ${s.picked} (the smallest within 3% of the best; server default ${DEFAULT_MAX_CONCURRENT_DEPLOYS})`);
 }
 
