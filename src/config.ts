@@ -79,16 +79,11 @@ export const buildArgsSchema = z
   .default([]);
 
 /** `SPLIT=PRIORITY`, repeatable or comma-separated */
-const splitPrioritySchema = z
-  .union([z.string(), z.array(z.string())])
-  .transform((v) =>
-    (Array.isArray(v) ? v : [v])
-      .flatMap((s) => s.split(','))
-      .map((s) => s.trim())
-      .filter((s) => s !== ''),
-  )
-  .pipe(z.array(z.string().regex(new RegExp(`^[^=\\s]+=(${LANES.join('|')})$`), `expected SPLIT=PRIORITY, PRIORITY one of ${LANES.join(', ')}`)))
-  .default(['eval=high']);
+const splitPrioritySchema = commaList(
+  z.string().regex(new RegExp(`^[^=\\s]+=(${LANES.join('|')})$`), `expected SPLIT=PRIORITY, PRIORITY one of ${LANES.join(', ')}`),
+  (s) => s,
+  ['eval=high'],
+);
 
 /** a switch; from the environment also true/false, 1/0, yes/no */
 const bool = z
@@ -99,8 +94,8 @@ const bool = z
 /** A host name as --allowed-hosts takes it: a name, `.name` (it and every name under it), or `*`. */
 const HOST_NAME = /^(\*|\.?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?)$/;
 
-/** a comma-separated list (or a list of them, from repeated flags), each item checked, then normalised */
-function commaList(item: z.ZodString | z.ZodEffects<z.ZodString>, normal: (s: string) => string) {
+/** a comma-separated list (or a list of them, from repeated flags), each item checked, then normalised; `fallback` when not given */
+function commaList(item: z.ZodString | z.ZodEffects<z.ZodString>, normal: (s: string) => string, fallback: string[] = []) {
   return z
     .union([z.string(), z.array(z.string())])
     .transform((v) =>
@@ -111,7 +106,7 @@ function commaList(item: z.ZodString | z.ZodEffects<z.ZodString>, normal: (s: st
     )
     .pipe(z.array(item))
     .transform((list) => list.map(normal))
-    .default([]);
+    .default(fallback);
 }
 
 const S = 'S';
