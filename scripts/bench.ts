@@ -20,7 +20,9 @@
  *      one at a time first). For each: reset latency p50/p95/max, the time until all B were up,
  *      every episode answering an echo call while all are up, the server's RSS and the engine's
  *      memory with all live, and the time until every teardown had finished. Cold runs also say
- *      where an episode's slot time went (deploy, env removal, network removal).
+ *      where an episode's slot time went (deploy, env removal, network removal). --cpu-profile:
+ *      the warm server runs under the V8 inspector, and its main thread is profiled over the burst
+ *      alone (the heaviest functions printed; the whole profile written as a .cpuprofile).
  *   3. Lanes (--phases lanes): --lanes-train T (64) training resets at once at --max-concurrent-envs
  *      --lanes-cap C (8), each holding its env --lanes-hold S (2) seconds, then --lanes-eval E (8)
  *      eval resets at once while the training ones hold every slot or wait: each eval reset's queue
@@ -45,6 +47,7 @@ import { networkStockSize } from '../src/config.js';
 import { DEFAULT_MAX_CONCURRENT_DEPLOYS, SUBNET_POOL } from '../src/defaults.js';
 import { burstBare, envImage, sustainedBare, type BareNetworks } from './bench/baselines.js';
 import { cdfSvg } from './bench/charts.js';
+import { CpuProfiler, summarizeProfile, type CpuProfile, type ProfileSummary } from './bench/cpu-profile.js';
 import { benchContext } from './bench/context.js';
 import { countRunLeftovers, removeRunLeftovers } from './bench/engine.js';
 import { lanesRun, type LanesLoad, type LanesRun } from './bench/lanes.js';
@@ -77,6 +80,7 @@ const { values } = parseArgs({
     'lanes-cap': { type: 'string', default: '8' },
     'lanes-hold': { type: 'string', default: '2' },
     'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
+    'cpu-profile': { type: 'boolean', default: false },
   },
 });
 function positive(name: string, v: string): number {
@@ -253,17 +257,14 @@ async function burstPhase(image: string, picked: number) {
   const cold = await coldBurst(picked, false);
   const coldOff = await coldBurst(picked, true);
 
-  const warm = await startServer(ctx, 'warm', [
-    '--max-concurrent-envs',
-    String(BURST),
-    '--warm-pool',
-    String(BURST),
-    '--max-concurrent-deploys',
-    String(picked),
-    '--max-waiting',
-    '4096',
-  ]);
+  const warm = await startServer(
+    ctx,
+    'warm',
+    ['--max-concurrent-envs', String(BURST), '--warm-pool', String(BURST), '--max-concurrent-deploys', String(picked), '--max-waiting', '4096'],
+    { inspect: values['cpu-profile'] },
+  );
   let warmResult: ServerBurst;
+  let profile: CpuProfile | null;
   let fillS: number;
   const singleMs: number[] = [];
   let singlePooled = 0;
@@ -283,7 +284,12 @@ async function burstPhase(image: string, picked: number) {
     progress(`  single warm reset p50 ${percentile(singleMs, 50).toFixed(1)} ms (${singlePooled}/${SINGLES} pooled)`);
     progress(`burst: warm`);
     await waitNetworkStock(ctx, warm, stockSize(BURST, false));
+    // --cpu-profile: the server's main thread, over the burst alone
+    const profiler = warm.inspectPort === null ? null : await CpuProfiler.attach(warm.inspectPort);
+    await profiler?.start();
     warmResult = await burstServer(ctx, warm, 'warm', BURST);
+    profile = (await profiler?.stop()) ?? null;
+    profiler?.close();
     progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s all up ${warmResult.last_started_s} s (${warmResult.pooled}/${BURST} pooled)`);
   } finally {
     await warm.stop();
@@ -300,6 +306,7 @@ async function burstPhase(image: string, picked: number) {
       cold: { ...burstFigures(cold.r, bare), network_stock: cold.stock, network_stock_fill_s: round(cold.stockFillS, 1), slot_time_mean: cold.slot },
       cold_stock_off: { ...burstFigures(coldOff.r, bare), network_stock: 0, slot_time_mean: coldOff.slot },
       warm: { ...burstFigures(warmResult, bare), pool_fill_s: round(fillS, 1) },
+      warm_cpu_profile: profile ? summarizeProfile(profile) : null,
       single_warm_reset: {
         n: SINGLES,
         pooled: singlePooled,
@@ -315,6 +322,7 @@ async function burstPhase(image: string, picked: number) {
         warm: warmResult.resetMs.map(Math.round),
       },
     },
+    profile,
     chart: cdfSvg(`Reset latency, burst of ${BURST} at once (CDF)`, [
       { name: `bare container start + readiness ×${BURST}`, color: '#888', ms: bare.resetMs },
       { name: `cold, network stock ${cold.stock} (the default)`, color: '#c0392b', ms: cold.r.resetMs },
@@ -409,6 +417,8 @@ async function main(): Promise<void> {
   writeFileSync(jsonPath, JSON.stringify(figures, null, 2) + '\n');
   const svgPath = burstResult ? path.join(RESULTS, `bench-${stamp}.svg`) : null;
   if (svgPath) writeFileSync(svgPath, burstResult!.chart);
+  // the whole profile, for Chrome DevTools (Performance panel, load profile)
+  if (burstResult?.profile) writeFileSync(path.join(RESULTS, `bench-${stamp}-warm-burst.cpuprofile`), JSON.stringify(burstResult.profile));
 
   console.log('');
   console.log(`bench of ${figures.when}: ${figures.machine.cpus} cores, ${figures.machine.memory_gib} GiB, Docker ${figures.machine.engine}`);
@@ -463,6 +473,18 @@ function printBurst(b: BurstOut): void {
       `slot time per episode, ${name} (mean): deploy ${t.deploy_s} s; teardown ${t.teardown_s} s = env removed ${t.env_removed_s} s (slot freed) + network ${t.network_removed_s} s (off the slot)`,
     );
   }
+  const p = b.warm_cpu_profile;
+  if (p) printProfile(`warm burst of ${b.size}`, p);
+}
+
+function printProfile(what: string, p: ProfileSummary): void {
+  console.log('');
+  console.log(
+    `Server CPU profile, ${what}: ${p.window_ms} ms window, main thread busy ${Math.round(p.busy_share * 100)}% (${p.samples} samples); self time, heaviest first`,
+  );
+  console.log('| function | where | self ms | share of window |');
+  console.log('|---|---|---|---|');
+  for (const e of p.top) console.log(`| ${e.fn} | ${e.where} | ${e.self_ms} | ${Math.round(e.share * 1000) / 10}% |`);
 }
 
 function printSustained(s: SustainedFigures): void {

@@ -26,19 +26,26 @@ export interface BenchServer {
   /** the --instance it runs as: its envs carry it as a label */
   instance: string;
   child: ChildProcess;
+  /** the V8 inspector's port when started with `inspect` (for a CPU profile of a window) */
+  inspectPort: number | null;
   rssMb(): number;
   metrics(): Promise<string>;
   health(): Promise<{ status: string; pool?: { ready: number } }>;
   stop(): Promise<void>;
 }
 
-/** starts the server with `args` besides the bench's own, and waits for /health (the first one builds the env image) */
-export async function startServer(ctx: BenchContext, name: string, args: string[]): Promise<BenchServer> {
+/**
+ * starts the server with `args` besides the bench's own, and waits for /health (the first one
+ * builds the env image); `inspect`: with the V8 inspector on a free loopback port
+ */
+export async function startServer(ctx: BenchContext, name: string, args: string[], opts: { inspect?: boolean } = {}): Promise<BenchServer> {
   const port = await freePort();
+  const inspectPort = opts.inspect ? await freePort() : null;
   const instance = `${ctx.run}-${name}`;
   const child = spawn(
     process.execPath,
     [
+      ...(inspectPort === null ? [] : [`--inspect=127.0.0.1:${inspectPort}`]),
       SERVE,
       BUNDLE,
       '--port',
@@ -75,6 +82,7 @@ export async function startServer(ctx: BenchContext, name: string, args: string[
     url,
     instance,
     child,
+    inspectPort,
     rssMb: () => Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) / 1024,
     metrics: () => fetch(`${url}/metrics`).then((r) => r.text()),
     health: () => fetch(`${url}/health`).then((r) => r.json() as Promise<{ status: string; pool?: { ready: number } }>),
