@@ -29,7 +29,12 @@
  *      wait and latency, p50/p95, lanes on (the default, eval=high) against lanes off
  *      (--split-priority eval=normal) in the same run; the training resets' waits beside them.
  *      About a minute and a half at the defaults.
- *   4. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   4. Gateway (--phases gateway; first, as it needs no engine): the model gateway's overhead per
+ *      call, the same calls directly and through an episode's door, one at a time
+ *      (--gateway-calls pairs, a whole reply and a stream of --gateway-chunks events) and
+ *      --gateway-concurrency harnesses at once (--gateway-per-worker calls each); p50/p95 of each
+ *      and what the gateway adds (scripts/bench/gateway.ts). About a minute.
+ *   5. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -50,6 +55,7 @@ import { cdfSvg } from './bench/charts.js';
 import { CpuProfiler, summarizeProfile, type CpuProfile, type ProfileSummary } from './bench/cpu-profile.js';
 import { benchContext } from './bench/context.js';
 import { countRunLeftovers, removeRunLeftovers } from './bench/engine.js';
+import { gatewayPhase, printGateway, type GatewayLoad } from './bench/gateway.js';
 import { lanesRun, type LanesLoad, type LanesRun } from './bench/lanes.js';
 import type { SustainedRate } from './bench/load.js';
 import {
@@ -74,7 +80,11 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     deploys: { type: 'string', default: '4,8' },
     singles: { type: 'string', default: '20' },
-    phases: { type: 'string', default: 'sustained,burst,lanes' },
+    phases: { type: 'string', default: 'sustained,burst,lanes,gateway' },
+    'gateway-calls': { type: 'string', default: '2000' },
+    'gateway-chunks': { type: 'string', default: '64' },
+    'gateway-concurrency': { type: 'string', default: '32' },
+    'gateway-per-worker': { type: 'string', default: '50' },
     'lanes-train': { type: 'string', default: '64' },
     'lanes-eval': { type: 'string', default: '8' },
     'lanes-cap': { type: 'string', default: '8' },
@@ -95,7 +105,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes'].includes(p)) throw new Error(`--phases takes sustained, burst and/or lanes, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes and/or gateway, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -108,6 +119,12 @@ const LANES_LOAD = {
   evals: positive('lanes-eval', values['lanes-eval']),
   cap: LANES_CAP,
   holdS: LANES_HOLD_S,
+};
+const GATEWAY_LOAD: GatewayLoad = {
+  calls: positive('gateway-calls', values['gateway-calls']),
+  chunks: positive('gateway-chunks', values['gateway-chunks']),
+  concurrency: positive('gateway-concurrency', values['gateway-concurrency']),
+  perWorker: positive('gateway-per-worker', values['gateway-per-worker']),
 };
 /** the server's network stock off: every deploy makes its episode's network on the reset path */
 const STOCK_OFF = ['--network-stock', '0'];
@@ -364,10 +381,15 @@ async function main(): Promise<void> {
   progress(
     `bench: fixture env; phases ${[...PHASES].join(', ')}; sustained ${EPISODES} episodes at ${CONCURRENCY} concurrent for --max-concurrent-deploys ${DEPLOY_VALUES.join(', ')}; burst of ${BURST}; ${SINGLES} single warm resets`,
   );
-  // the first server builds the image (or finds it)
-  const probe = await startServer(ctx, 'probe', ['--max-concurrent-envs', '1']);
-  const image = await envImage(ctx, probe).finally(() => probe.stop());
-  progress(`image ${image}`);
+  // first, while nothing else runs: the gateway phase needs no engine
+  const gatewayFigures = PHASES.has('gateway') ? await gatewayPhase(ctx, GATEWAY_LOAD) : null;
+  // the first server builds the image (or finds it), when a phase needs the engine
+  let image = '(no engine phase)';
+  if (['sustained', 'burst', 'lanes'].some((p) => PHASES.has(p))) {
+    const probe = await startServer(ctx, 'probe', ['--max-concurrent-envs', '1']);
+    image = await envImage(ctx, probe).finally(() => probe.stop());
+    progress(`image ${image}`);
+  }
 
   const sustainedFigures = PHASES.has('sustained') ? await sustainedPhase(image) : null;
   // without a sustained phase: the one --deploys value given, or the server's default
@@ -406,6 +428,7 @@ async function main(): Promise<void> {
     sustained: s,
     burst: b ?? null,
     lanes: l ?? null,
+    gateway: gatewayFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -425,6 +448,7 @@ async function main(): Promise<void> {
   if (b) printBurst(b);
   if (s) printSustained(s);
   if (l) printLanes(l);
+  if (gatewayFigures) printGateway(gatewayFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);

@@ -1,4 +1,4 @@
-// The model upstream of the gateway bench, in a process of its own (so its work does not share the
+// The model upstream of the bench's gateway phase (scripts/bench/gateway.ts), in a process of its own (so its work does not share the
 // measured event loop): a chat completion of about 500 bytes, or the same text streamed as
 // STREAM_CHUNKS events written back to back. Prints its port on stdout once listening.
 import { createServer } from 'node:http';
