@@ -18,7 +18,9 @@
  * error lines. Exits 1 when something leaked or the memory bound failed.
  * Needs the offline bases (docker/make-local-node-base.sh, docker/make-local-debian-base.sh).
  * Options: --episodes N (2000), --concurrency N (8), --shell-share F (0.25), --drop-share F (0.2),
- * --crash-share F (0.05), --warm-pool N (8), --seed N (1), --node-image REF, --debian-image REF.
+ * --crash-share F (0.05), --warm-pool N (8), --history N (100: the console's kept episodes, full
+ * well before the middle, so the memory bound measures leaks rather than the history filling up),
+ * --seed N (1), --node-image REF, --debian-image REF.
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -41,6 +43,7 @@ const { values } = parseArgs({
     'drop-share': { type: 'string', default: '0.2' },
     'crash-share': { type: 'string', default: '0.05' },
     'warm-pool': { type: 'string', default: '8' },
+    history: { type: 'string', default: '100' },
     seed: { type: 'string', default: '1' },
     'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
     'debian-image': { type: 'string', default: 'openenv-local/debian:bookworm' },
@@ -108,7 +111,21 @@ interface Server {
 async function startServer(name: string, bundle: string, extra: string[]): Promise<Server> {
   const instance = `soak-${name}-${process.pid}`;
   const record = join(WORK, `record-${name}`);
-  const args = [SERVE, bundle, '--port', '0', '--instance', instance, '--max-concurrent-envs', String(CONCURRENCY), '--record', record, ...extra];
+  const args = [
+    SERVE,
+    bundle,
+    '--port',
+    '0',
+    '--instance',
+    instance,
+    '--max-concurrent-envs',
+    String(CONCURRENCY),
+    '--record',
+    record,
+    '--history',
+    values.history,
+    ...extra,
+  ];
   const child = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: 'info', AGENTENV_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'inherit'] });
   let errors = 0;
   const url = await new Promise<string>((resolve, reject) => {
