@@ -24,8 +24,28 @@ import {
   type LabServer,
 } from '../../../scripts/lib/swarm-lab.js';
 import { describeSwarm, watchContainerLives } from '../../support/swarm-lab.js';
+import { LABELS } from '../../../src/sandbox/sandbox.js';
 
 const NODES = 3;
+/** Linux capability numbers (include/uapi/linux/capability.h), for reading CapBnd */
+const CAP_NUMBERS: Record<string, number> = {
+  CHOWN: 0,
+  DAC_OVERRIDE: 1,
+  DAC_READ_SEARCH: 2,
+  FOWNER: 3,
+  FSETID: 4,
+  KILL: 5,
+  SETGID: 6,
+  SETUID: 7,
+  SETPCAP: 8,
+  NET_BIND_SERVICE: 10,
+  NET_RAW: 13,
+  SYS_CHROOT: 18,
+  SYS_PTRACE: 19,
+  MKNOD: 27,
+  AUDIT_WRITE: 29,
+  SETFCAP: 31,
+};
 const FIXTURE = join(REPO, 'test/fixtures/fixture-v1');
 let port = 18300;
 
@@ -71,6 +91,52 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
       const end = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'finish_now', arguments: { score: 0.5 } });
       expect(end.body).toMatchObject({ done: true, reward: 0.5 });
     }
+    await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
+    await dkStop(server);
+  });
+
+  it('locks each env down on the node that runs it, as GET /bundle says it was granted', async () => {
+    const server = await startServer({ instance: uniqueInstance('swarm-lockdown'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', '4'] });
+    const episodes = await Promise.all(Array.from({ length: 4 }, () => reset(server)));
+    const grant = (await server.call('GET', '/bundle')).body.envs.echo;
+    expect(grant).toMatchObject({ init: true, root: 'writable', runtime: 'runc' });
+    const placed = await placements(server.instance);
+    expect(new Set(placed.map((p) => p.node)).size).toBeGreaterThan(1);
+    // the capability bits the grant names, as /proc/<pid>/status prints them (CapEff, hex)
+    const bit = (c: string) => 1n << BigInt(CAP_NUMBERS[c]!);
+    const wanted = (grant.capabilities as string[]).reduce((m, c) => m | bit(c), 0n);
+    for (const p of placed) {
+      const node = ids.get(p.node)!;
+      const container = (
+        await dk(node, ['ps', '-q', '--filter', `label=${LABELS.instance}=${server.instance}`, '--filter', `label=${LABELS.episode}=${p.episode}`])
+      ).trim();
+      expect(container, `episode ${p.episode}'s container on node n${node}`).not.toBe('');
+      // the env's own process (the image has node and nothing else) reads its status and PID 1's name
+      const probe = await dk(node, [
+        'exec',
+        container,
+        'node',
+        '-e',
+        // no backslash in it: String.fromCharCode spells the newline and the NUL
+        `const fs = require('fs'); const st = Object.fromEntries(fs.readFileSync('/proc/self/status', 'utf8').split(String.fromCharCode(10)).map((l) => l.split(':').map((x) => x.trim())));
+         console.log(JSON.stringify({ eff: st.CapEff, bnd: st.CapBnd, nnp: st.NoNewPrivs, pid1: fs.readFileSync('/proc/1/cmdline', 'utf8').split(String.fromCharCode(0))[0] }))`,
+      ]);
+      const seen = JSON.parse(probe.trim()) as { eff: string; bnd: string; nnp: string; pid1: string };
+      expect(BigInt(`0x${seen.bnd}`), `the bounding set on n${node}`).toBe(wanted);
+      expect(seen.pid1, `PID 1 on n${node}`).toMatch(/docker-init/);
+      // what the server says this engine cannot enforce is what the node shows
+      expect(seen.nnp).toBe(grant.no_new_privileges ? '1' : '0');
+      expect((grant.not_enforced as string[]).some((w) => w.startsWith('no-new-privileges'))).toBe(!grant.no_new_privileges);
+      const limits = JSON.parse(await dk(node, ['inspect', '--format', '{{json .HostConfig}}', container])) as {
+        Memory: number;
+        PidsLimit: number;
+        Ulimits: { Name: string; Soft: number; Hard: number }[] | null;
+      };
+      expect(limits.Memory).toBe(grant.memory_mb * 1024 * 1024);
+      expect(limits.PidsLimit).toBe(grant.pids);
+      expect(limits.Ulimits ?? []).toContainEqual({ Name: 'nofile', Soft: grant.nofile, Hard: grant.nofile });
+    }
+    for (const e of episodes) await server.call('DELETE', `/episodes/${e}`);
     await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
     await dkStop(server);
   });
