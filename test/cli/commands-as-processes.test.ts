@@ -73,7 +73,9 @@ afterAll(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
-describe('the openenv-bundle command line, run as a process', () => {
+// each test starts several node processes one after another (a second or two each on a loaded
+// 2-core machine): more than the fast layer's 30 s per test
+describe('the openenv-bundle command line, run as a process', { timeout: 120_000 }, () => {
   it('has a process test below for every command it lists', async () => {
     expect(Object.keys(PROVEN).sort()).toEqual(SUBCOMMANDS.map((c) => c.name).sort());
     const help = await openenvBundle(['--help']);
