@@ -282,3 +282,13 @@ export const STORAGE_WATCH = { firstLookMs: 100, intervalMs: 500, nearMs: 50, ma
  * `cachedMatchesMax` tasks (a million ids scan in tens of milliseconds, in chunks of a fraction of one).
  */
 export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 65_536 } as const;
+
+/**
+ * How long an ended episode's cost reading (src/episodes/episode-cost.ts: the env's CPU, peak
+ * memory, bytes written) may take before its env is removed and its final observation sent: past
+ * it the figures not read yet are null. The Docker backend's reading takes some milliseconds where
+ * the server sees the host's cgroup files (an inspect with the layer's size: more with many files,
+ * about 0.8 s at 100,000); elsewhere it waits for the engine's stats, which answer at the stats
+ * collector's next tick, up to about a second later (src/sandbox/docker/usage.ts).
+ */
+export const EPISODE_COST_READ_MS = 1_500;

@@ -43,6 +43,11 @@ export class Metrics {
   readonly poolEvictions: Counter;
   readonly poolRefillFailures: Counter;
   readonly poolDiscarded: Counter<'reason'>;
+  /** what ended episodes' envs cost (src/episodes/episode-cost.ts), by split; a figure the sandbox cannot tell is not observed */
+  readonly episodeCpu: Histogram<'split'>;
+  readonly episodePeakMemory: Histogram<'split'>;
+  readonly episodeBytesWritten: Histogram<'split'>;
+  readonly episodeWall: Histogram<'split'>;
 
   /**
    * @param processMetrics also export the process' own figures (process_*, nodejs_*: memory, CPU,
@@ -220,6 +225,34 @@ export class Metrics {
       name: `${prefix}pool_discarded_total`,
       help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), stopped (deploying when refilling stopped after repeated failures), closed (drain)',
       labelNames: ['reason'],
+      registers: [r],
+    });
+    this.episodeCpu = new Histogram({
+      name: `${prefix}episode_cpu_seconds`,
+      help: "CPU seconds an ended episode's env used over its whole life, by split (not observed where the sandbox cannot tell)",
+      labelNames: ['split'],
+      buckets: [0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600],
+      registers: [r],
+    });
+    this.episodePeakMemory = new Histogram({
+      name: `${prefix}episode_peak_memory_bytes`,
+      help: "The most memory an ended episode's env held at once, by split (not observed where the sandbox cannot tell)",
+      labelNames: ['split'],
+      buckets: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384].map((mb) => mb * 1024 * 1024),
+      registers: [r],
+    });
+    this.episodeBytesWritten = new Histogram({
+      name: `${prefix}episode_bytes_written`,
+      help: "Bytes an ended episode's env wrote to the host's disk, by split (not observed where the sandbox cannot tell)",
+      labelNames: ['split'],
+      buckets: [0, 1, 16, 64, 256, 1024, 4096, 16384, 65536].map((mb) => mb * 1024 * 1024),
+      registers: [r],
+    });
+    this.episodeWall = new Histogram({
+      name: `${prefix}episode_wall_seconds`,
+      help: "Seconds an ended episode's env was deployed for it (from its deploy's start or its hand-out from the warm pool to its removal), by split",
+      labelNames: ['split'],
+      buckets: [1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200],
       registers: [r],
     });
     this.episodesEnded = new Counter({

@@ -90,6 +90,7 @@ export class EpisodeHistory implements EpisodeObserver {
       seed: ep.seed,
       scores: null,
       failure: null,
+      cost: null,
       events_dropped: 0,
       events: [],
     };
@@ -257,6 +258,7 @@ export class EpisodeHistory implements EpisodeObserver {
     t.failure = ep.failure;
     t.failure_reason = ep.failure?.reason ?? null;
     t.timings = ep.timings();
+    t.cost = ep.cost;
     return t;
   }
 
@@ -321,9 +323,13 @@ export class EpisodeHistory implements EpisodeObserver {
     this.live.delete(id);
     if (!l) return;
     this.refresh(l);
-    // its timings grew with the teardown
+    // its timings grew with the teardown, and its cost was read as the teardown began
     const kept = this.ended.get(id);
     if (kept?.t === l.t) this.recount(kept, l);
+    if (l.t.cost) {
+      this.seriesStore.costed({ split: l.ep.task.split, groups: l.ep.task.groups, cost: l.t.cost });
+      this.emit({ type: 'episode', episode: summarize(l.t) });
+    }
     if (!this.opts.onFinal) return;
     try {
       this.opts.onFinal(l.t);
@@ -362,5 +368,6 @@ function summarize(t: Transcript): EpisodeSummary {
     scores: t.scores,
     failure_reason: t.failure_reason,
     timings: t.timings,
+    cost: t.cost,
   };
 }

@@ -2,7 +2,8 @@
  * The console's time series, kept in memory in one-minute buckets (SERIES in defaults.ts bounds
  * how many minutes and how many values per minute): episodes ended, end reasons, failures by
  * reason, deploy latency and queue wait (in all and per lane), and per split the rewards, failures, steps and turns,
- * and per split and task group the counts and rewards. Counts, sums and means are exact; the
+ * and per split and task group the counts, rewards and what the episodes cost (by the minute their
+ * teardown read it). Counts, sums and means are exact; the
  * percentiles come from the values kept, which are all of them up to SERIES.samplesPerMinute
  * episodes a minute (beyond that, an even sample of the minute's).
  *
@@ -12,7 +13,9 @@
 import { SERIES } from '../defaults.js';
 import type { Distribution, GroupStats, Series, SeriesWindow } from '../protocol/console.js';
 import { LANES, type Lane } from '../protocol/lanes.js';
+import { CostSums } from './cost-means.js';
 import { ScoreSums } from './score-means.js';
+import type { EpisodeCost } from '../protocol/observations.js';
 
 /** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
 export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
@@ -52,6 +55,7 @@ interface GroupAcc {
   n: number;
   sum: number;
   scores: ScoreSums;
+  costs: CostSums;
 }
 
 interface SplitBucket {
@@ -95,6 +99,13 @@ export interface EndedEpisode {
   lane: Lane;
 }
 
+/** What an episode cost, as its teardown read it (after it ended). */
+export interface CostedEpisode {
+  split: string;
+  groups: Readonly<Record<string, string>>;
+  cost: EpisodeCost;
+}
+
 export class EpisodeSeries {
   private readonly buckets: Bucket[] = [];
   private readonly now: () => number;
@@ -127,19 +138,7 @@ export class EpisodeSeries {
     b.endReasons[e.endReason] = (b.endReasons[e.endReason] ?? 0) + 1;
     if (e.failureReason !== null) b.failures[e.failureReason] = (b.failures[e.failureReason] ?? 0) + 1;
     if (e.queuedWithoutStart !== null) this.queued(b, e.queuedWithoutStart, e.lane);
-    let s = b.splits.get(e.split);
-    if (!s) {
-      s = {
-        ended: 0,
-        failed: 0,
-        reward: new Samples(this.samplesPerMinute),
-        bins: new Array<number>(REWARD_BIN_EDGES.length + 1).fill(0),
-        steps: 0,
-        turns: 0,
-        groups: new Map(),
-      };
-      b.splits.set(e.split, s);
-    }
+    const s = this.splitBucket(b, e.split);
     const failed = e.failureReason !== null ? 1 : 0;
     s.ended++;
     s.failed += failed;
@@ -150,10 +149,7 @@ export class EpisodeSeries {
       s.bins[rewardBin(e.reward)]!++;
     }
     for (const [name, value] of Object.entries(e.groups)) {
-      let byValue = s.groups.get(name);
-      if (!byValue) s.groups.set(name, (byValue = new Map()));
-      let g = byValue.get(value);
-      if (!g) byValue.set(value, (g = { ended: 0, failed: 0, n: 0, sum: 0, scores: new ScoreSums() }));
+      const g = groupAcc(s, name, value);
       g.ended++;
       g.failed += failed;
       if (e.reward !== null) {
@@ -162,6 +158,29 @@ export class EpisodeSeries {
         g.scores.add(e.scores);
       }
     }
+  }
+
+  /** an ended episode's cost, read as its teardown began: into its groups' cost means */
+  costed(e: CostedEpisode): void {
+    const s = this.splitBucket(this.bucket(), e.split);
+    for (const [name, value] of Object.entries(e.groups)) groupAcc(s, name, value).costs.add(e.cost);
+  }
+
+  private splitBucket(b: Bucket, split: string): SplitBucket {
+    let s = b.splits.get(split);
+    if (!s) {
+      s = {
+        ended: 0,
+        failed: 0,
+        reward: new Samples(this.samplesPerMinute),
+        bins: new Array<number>(REWARD_BIN_EDGES.length + 1).fill(0),
+        steps: 0,
+        turns: 0,
+        groups: new Map(),
+      };
+      b.splits.set(split, s);
+    }
+    return s;
   }
 
   /** the buckets of `window`, from its start or the first data kept (whichever is later) to now */
@@ -223,25 +242,27 @@ export class EpisodeSeries {
       rewards[split] = { counts, n: whole.n, mean: whole.n ? round6(whole.sum / whole.n) : null };
       rewardSummary[split] = distribution(whole);
       const g: Record<string, Record<string, GroupStats>> = {};
-      const scores = new Map<GroupStats, ScoreSums>();
+      const scores = new Map<GroupStats, { scores: ScoreSums; costs: CostSums }>();
       for (const x of all) {
         for (const [name, byValue] of x.groups) {
           const out = (g[name] ??= {});
           for (const [value, acc] of byValue) {
-            const o = (out[value] ??= { ended: 0, failed: 0, n: 0, mean: 0, scores: {} });
+            const o = (out[value] ??= { ended: 0, failed: 0, n: 0, mean: 0, scores: {}, cost: new CostSums().means() });
             // mean holds the running sum until the end of the loop; the scores' sums wait beside
             o.ended += acc.ended;
             o.failed += acc.failed;
             o.n += acc.n;
             o.mean = (o.mean ?? 0) + acc.sum;
-            if (!scores.has(o)) scores.set(o, new ScoreSums());
-            scores.get(o)!.merge(acc.scores);
+            if (!scores.has(o)) scores.set(o, { scores: new ScoreSums(), costs: new CostSums() });
+            scores.get(o)!.scores.merge(acc.scores);
+            scores.get(o)!.costs.merge(acc.costs);
           }
         }
       }
       for (const [o, sums] of scores) {
         o.mean = o.n ? round6((o.mean ?? 0) / o.n) : null;
-        o.scores = sums.means();
+        o.scores = sums.scores.means();
+        o.cost = sums.costs.means();
       }
       groups[split] = g;
     }
@@ -284,6 +305,15 @@ export class EpisodeSeries {
   private trim(cur: number): void {
     while (this.buckets.length && this.buckets[0]!.minute <= cur - this.minutesKept) this.buckets.shift();
   }
+}
+
+/** a split bucket's counts of one group value, made when first needed */
+function groupAcc(s: SplitBucket, name: string, value: string): GroupAcc {
+  let byValue = s.groups.get(name);
+  if (!byValue) s.groups.set(name, (byValue = new Map()));
+  let g = byValue.get(value);
+  if (!g) byValue.set(value, (g = { ended: 0, failed: 0, n: 0, sum: 0, scores: new ScoreSums(), costs: new CostSums() }));
+  return g;
 }
 
 /** several minutes' samples as one: exact n, sum, max; the values kept, sorted */

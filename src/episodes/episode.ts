@@ -42,6 +42,8 @@ import { resetObservation, textResult, toolError } from './outcomes.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 import { BuiltinTools } from './builtin-tools.js';
 import { TaskVerification, type TurnEnd, type TurnEndOutcome, type VerifierRecord } from './verified-task.js';
+import { EpisodeCostMeter } from './episode-cost.js';
+import type { EpisodeCost } from '../protocol/observations.js';
 
 export interface EpisodeSettings {
   /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
@@ -56,7 +58,7 @@ export interface EpisodeSettings {
 /** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
 export interface EpisodeDeps extends EnvLeaseDeps {
   /** besides the lease's deploy and teardown: a look at an env that failed a call, and the reconciler's list */
-  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds' | 'shell'>;
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds' | 'shell' | 'usage'>;
   bundle: LoadedBundle;
   settings: EpisodeSettings;
   reward: RewardFn;
@@ -127,6 +129,8 @@ export class Episode {
   private turnNotice: string | null = null;
   /** the task's time budget ended the episode between steps: the next step's reply says so */
   private endedBetweenSteps = false;
+  /** what its env cost, read as its teardown starts (episode-cost.ts) */
+  private readonly meter: EpisodeCostMeter;
 
   constructor(
     private readonly deps: EpisodeDeps,
@@ -147,6 +151,14 @@ export class Episode {
     this.tools = deps.bundle.toolsets[task.toolset] ?? [];
     this.lease = new EnvLease(deps, this.id, deps.bundle.envOf(task).name, this.log);
     this.inspector = new EnvInspector(deps.sandbox, () => this.lease.handle, this.ids, this.log);
+    this.meter = new EpisodeCostMeter({
+      usage: deps.sandbox.usage,
+      env: () => ({ handle: this.lease.handle, since: this.lease.envSince }),
+      now: this.now,
+      log: this.log,
+      metrics: deps.metrics,
+      split: task.split,
+    });
     this.tornDown = new Promise((r) => (this.resolveTornDown = r));
     this.notify((o) => o.onCreated?.(this));
   }
@@ -168,6 +180,11 @@ export class Episode {
     } catch (e) {
       this.log.error({ err: (e as Error)?.message }, 'an episode observer threw; ignored');
     }
+  }
+
+  /** what its env cost: null until read (as its teardown starts), and when no env was deployed for it */
+  get cost(): EpisodeCost | null {
+    return this.meter.value;
   }
 
   get done(): boolean {
@@ -352,7 +369,9 @@ export class Episode {
   step(action: Action): Promise<StepOutcome> {
     const run = this.queue.then(async () => {
       const startedAt = this.now();
-      const out = await this.doStep(action);
+      let out = await this.doStep(action);
+      // the reply that ends the episode says what it cost (read before the env's removal, bounded)
+      if (out.done) out = await this.meter.onto(out);
       if (out.done) this.endReported = true;
       if (action.type === 'call_tool' && this.log.isLevelEnabled('debug')) this.logToolCall(action, out, startedAt);
       this.notify((o) => o.onStep?.(this, action, out, startedAt));
@@ -749,9 +768,12 @@ export class Episode {
     // abort an in-flight deploy first, so it removes what it made before the lease looks
     this.abort.abort();
     try {
+      // what the env cost, read while it still exists: its removal waits for the reading (bounded)
+      const cost = this.meter.read();
       // model calls in flight are cut short (and recorded) before the env goes
       await this.deps.modelAccess?.revoke(this.id).catch((e: unknown) => this.log.error({ err: (e as Error).message }, 'revoking the model credential failed'));
       await this.builtin?.close();
+      await cost;
       await this.lease.release();
     } finally {
       // the step that ended the episode (its env died, its episode timed out) reports after

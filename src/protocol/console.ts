@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { LaneCountsSchema, LaneSchema } from './lanes.js';
 import { ModelCallSchema } from './model.js';
-import { EndReasonSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
+import { EndReasonSchema, EpisodeCostSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
 
 const at = z.string().datetime();
 
@@ -110,6 +110,9 @@ export const EpisodeSummarySchema = z
     scores: ScoresSchema.nullable().describe("the env's scores the reward came from (null until scored, and for a failure)"),
     failure_reason: z.string().nullable(),
     timings: TimingsSchema,
+    cost: EpisodeCostSchema.nullable().describe(
+      "what its env cost (the ending observation's metadata.cost): null until its teardown read it, and when no env was deployed",
+    ),
   })
   .describe('an episode in a line');
 export type EpisodeSummary = z.infer<typeof EpisodeSummarySchema>;
@@ -163,12 +166,25 @@ const SplitSeriesSchema = z
 export const ScoreMeansSchema = z.record(z.number()).describe('score name → its exact mean over the scored episodes that reported it');
 export type ScoreMeans = z.infer<typeof ScoreMeansSchema>;
 
+/** Each cost figure's mean over the ended episodes that reported it (src/console/cost-means.ts). */
+export const CostMeansSchema = z
+  .object({
+    n: z.number().int().describe('episodes with a cost'),
+    cpu_s: z.number().nullable(),
+    peak_memory_bytes: z.number().int().nullable(),
+    bytes_written: z.number().int().nullable(),
+    wall_s: z.number().nullable(),
+  })
+  .describe("each figure's mean over the episodes that reported it (null: none did)");
+export type CostMeans = z.infer<typeof CostMeansSchema>;
+
 export const GroupStatsSchema = z.object({
   ended: z.number().int(),
   failed: z.number().int(),
   n: z.number().int().describe('scored episodes'),
   mean: z.number().nullable().describe('exact mean reward of the scored ones'),
   scores: ScoreMeansSchema,
+  cost: CostMeansSchema.describe("what the group's episodes cost, by the minute their teardown read it"),
 });
 export type GroupStats = z.infer<typeof GroupStatsSchema>;
 
@@ -216,6 +232,7 @@ export const RecentTaskSchema = z.object({
   n: z.number().int().describe('scored episodes'),
   mean: z.number().nullable().describe('exact mean reward of the scored ones'),
   scores: ScoreMeansSchema,
+  cost: CostMeansSchema,
   last_reward: z.number().nullable(),
   last_ended_at: at.nullable(),
 });

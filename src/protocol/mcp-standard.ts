@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { isInitialize, readRpcBody, type RpcMessage, type RpcRequest } from './jsonrpc.js';
-import { FailureSchema, ScoresSchema, TimingsSchema } from './observations.js';
+import { EndingMetadataSchema, FailureSchema, ScoresSchema, TimingsSchema } from './observations.js';
 
 /** Revisions a client may negotiate, newest first; the first is offered to a client asking for another. */
 export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
@@ -46,6 +46,7 @@ export const StandardEndingSchema = z.object({
   end_reason: z.string(),
   timings: TimingsSchema.partial(),
   failure: FailureSchema.optional(),
+  metadata: EndingMetadataSchema.optional().describe('what the episode cost (as on the ending observation)'),
 });
 export type StandardEnding = z.infer<typeof StandardEndingSchema>;
 

@@ -74,6 +74,34 @@ export type Timings = z.infer<typeof TimingsSchema>;
 
 export const ScoresSchema = z.record(z.number());
 
+/**
+ * What an ended episode's env cost (src/episodes/episode-cost.ts reads it once, just before the
+ * env is removed): each figure null when the sandbox cannot tell it (docs/protocol.md, "What an
+ * episode cost").
+ */
+export const EpisodeCostSchema = z
+  .object({
+    cpu_s: z.number().nonnegative().nullable().describe("CPU seconds the env's processes used, over the env's whole life"),
+    peak_memory_bytes: z.number().int().nonnegative().nullable().describe("the most memory the env's container held at once (its cgroup's peak)"),
+    bytes_written: z
+      .number()
+      .int()
+      .nonnegative()
+      .nullable()
+      .describe("bytes the env wrote to the host's disk: at least its container's writable layer at the end"),
+    wall_s: z
+      .number()
+      .nonnegative()
+      .nullable()
+      .describe("seconds the env was deployed for the episode: from its deploy's start (or its hand-out from the warm pool) to its removal"),
+  })
+  .describe("what the episode's env cost; null figures: the sandbox cannot tell");
+export type EpisodeCost = z.infer<typeof EpisodeCostSchema>;
+
+/** The `metadata` of an ending observation (OpenEnv's Observation.metadata). */
+export const EndingMetadataSchema = z.object({ cost: EpisodeCostSchema.nullable().describe('null: no env was deployed for the episode') });
+export type EndingMetadata = z.infer<typeof EndingMetadataSchema>;
+
 const MessageSchema = z.object({ role: z.enum(['system', 'user']), content: z.string() });
 
 /** The reply to a reset: the task's prompt and tools. */
@@ -117,6 +145,8 @@ export const EndingSchema = z.object({
   timings: TimingsSchema,
   scores: ScoresSchema.optional(),
   failure: FailureSchema.optional(),
+  /** what the episode cost: on the reply that tells the client the episode ended */
+  metadata: EndingMetadataSchema.optional(),
 });
 export type Ending = z.infer<typeof EndingSchema>;
 

@@ -225,6 +225,32 @@ export interface Sandbox {
    * only (the swarm backend, for now), and a bundle that needs it is refused at start
    */
   readonly shell?: EnvShell;
+  /**
+   * what a deployed env has used (CPU, peak memory, bytes written), read once as its episode ends
+   * (src/episodes/episode-cost.ts); absent: the sandbox cannot tell (the swarm backend: its envs'
+   * containers are on other nodes), and an episode's cost has only its wall time
+   */
+  readonly usage?: EnvUsage;
+}
+
+/** What a deployed env has used so far, as far as its sandbox can tell: a figure it cannot tell is null. */
+export interface EnvUsageReading {
+  /** CPU seconds of every process of the env, since its start */
+  cpuS: number | null;
+  /** the most memory the env held at once, in bytes */
+  peakMemoryBytes: number | null;
+  /** bytes the env wrote to the host's disk (at least what its writable layer holds) */
+  bytesWritten: number | null;
+}
+
+/** Reads what an env has used (the Docker backend: its container's cgroup figures and writable layer). */
+export interface EnvUsage {
+  /**
+   * One reading of the env of `handle`, while it still exists. When `signal` aborts, resolves soon
+   * with what was read by then (the rest null). Should not reject; a caller treats a rejection as
+   * all figures null.
+   */
+  read(handle: EnvHandle, signal: AbortSignal): Promise<EnvUsageReading>;
 }
 
 /** Processes and files in a deployed env's container (the shell toolset's, the verifier's). */

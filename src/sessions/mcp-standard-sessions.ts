@@ -91,6 +91,7 @@ export function standardCallResult(out: StepOutcome, episodeId: string): Standar
     end_reason: obs.end_reason ?? 'closed',
     timings: obs.timings ?? {},
     ...(obs.failure ? { failure: obs.failure } : {}),
+    ...(obs.metadata ? { metadata: obs.metadata } : {}),
   };
   const said =
     ending.reward === null

@@ -14,6 +14,9 @@ import { BUCKET_MS, EpisodeSeries, type EndedEpisode } from '../../src/console/s
 import { ConsoleEpisodesPageSchema, OverviewSchema, RecentTasksPageSchema, type EpisodeSummary } from '../../src/protocol/console.js';
 import { FIXTURE_BUNDLE, startProcessServer, type ProcessServer } from '../support/process-server.js';
 
+/** the cost means of episodes none of which said what it cost */
+const NO_COST = { n: 0, cpu_s: null, peak_memory_bytes: null, bytes_written: null, wall_s: null };
+
 const round6 = (x: number) => Math.round(x * 1e6) / 1e6;
 const mean = (xs: number[]) => round6(xs.reduce((a, b) => a + b, 0) / xs.length);
 
@@ -47,12 +50,12 @@ describe('score means, aggregated', () => {
     const s = series.view('all');
     expect(s.t).toHaveLength(2);
     expect(s.groups.train!.size).toEqual({
-      '1': { ended: 4, failed: 1, n: 3, mean: 0.5, scores: { quality: 0.5, steps: 2.5 } },
-      '2': { ended: 1, failed: 0, n: 1, mean: 1, scores: { quality: 1, steps: 2 } },
+      '1': { ended: 4, failed: 1, n: 3, mean: 0.5, scores: { quality: 0.5, steps: 2.5 }, cost: NO_COST },
+      '2': { ended: 1, failed: 0, n: 1, mean: 1, scores: { quality: 1, steps: 2 }, cost: NO_COST },
     });
     // the 15-minute window holds both minutes; a group seen by no scored episode has no mean
     series.ended(ended({ groups: { size: '4' }, reward: null, failureReason: 'deploy_failed', endReason: 'env_failed' }));
-    expect(series.view('15m').groups.train!.size!['4']).toEqual({ ended: 1, failed: 1, n: 0, mean: null, scores: {} });
+    expect(series.view('15m').groups.train!.size!['4']).toEqual({ ended: 1, failed: 1, n: 0, mean: null, scores: {}, cost: NO_COST });
   });
 
   it('per task over the episodes kept: the same means, from the episodes’ scores', () => {
@@ -146,6 +149,8 @@ describe('score means, served', () => {
       n: 2,
       mean: mean([a!.reward, b!.reward]),
       scores: { quality: 0.75, steps: mean([a!.scores.steps!, b!.scores.steps!]) },
+      // what they cost is read as their teardown begins (episode-cost.test.ts has its figures)
+      cost: expect.any(Object),
     });
     expect(groups.kind!.echo).toMatchObject({
       n: 2,
@@ -159,6 +164,7 @@ describe('score means, served', () => {
       n: 4,
       mean: mean(played.map((p) => p.reward)),
       scores: { quality: mean(played.map((p) => p.scores.quality!)), steps: mean([a!.scores.steps!, b!.scores.steps!]) },
+      cost: expect.any(Object),
     });
 
     const r = await request(s.url).get('/console/recent-tasks?split=train');

@@ -8,6 +8,9 @@ import { recentTasks } from '../../src/console/recent-tasks.js';
 import { BUCKET_MS, EpisodeSeries, percentile, type EndedEpisode } from '../../src/console/series.js';
 import type { EpisodeSummary } from '../../src/protocol/console.js';
 
+/** the cost means of episodes none of which said what it cost */
+const NO_COST = { n: 0, cpu_s: null, peak_memory_bytes: null, bytes_written: null, wall_s: null };
+
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 10);
 
 function ended(over: Partial<EndedEpisode> = {}): EndedEpisode {
@@ -111,8 +114,11 @@ describe('EpisodeSeries', () => {
     const s = series.view();
     expect(s.by_split.eval).toMatchObject({ ended: [3], failed: [1], steps_mean: [2], turns_mean: [round(5 / 3)] });
     expect(s.groups.eval).toEqual({
-      size: { '1': { ended: 2, failed: 0, n: 2, mean: 0.3, scores: {} }, '4': { ended: 1, failed: 1, n: 0, mean: null, scores: {} } },
-      zone: { n: { ended: 1, failed: 0, n: 1, mean: 0.2, scores: {} }, s: { ended: 2, failed: 1, n: 1, mean: 0.4, scores: {} } },
+      size: {
+        '1': { ended: 2, failed: 0, n: 2, mean: 0.3, scores: {}, cost: NO_COST },
+        '4': { ended: 1, failed: 1, n: 0, mean: null, scores: {}, cost: NO_COST },
+      },
+      zone: { n: { ended: 1, failed: 0, n: 1, mean: 0.2, scores: {}, cost: NO_COST }, s: { ended: 2, failed: 1, n: 1, mean: 0.4, scores: {}, cost: NO_COST } },
     });
   });
 
@@ -166,8 +172,30 @@ describe('recentTasks', () => {
   it('counts each task over the episodes given, most episodes first, with the newest reward', () => {
     const out = recentTasks([summary('a', 1), summary('b', 0.2), summary('a', 0), summary('a', null, 'env_crashed')]);
     expect(out).toEqual([
-      { task_id: 'a', split: 'eval', ended: 3, failed: 1, n: 2, mean: 0.5, scores: {}, last_reward: 1, last_ended_at: '2026-01-01T00:00:00.000Z' },
-      { task_id: 'b', split: 'eval', ended: 1, failed: 0, n: 1, mean: 0.2, scores: {}, last_reward: 0.2, last_ended_at: '2026-01-01T00:00:00.000Z' },
+      {
+        task_id: 'a',
+        split: 'eval',
+        ended: 3,
+        failed: 1,
+        n: 2,
+        mean: 0.5,
+        scores: {},
+        cost: NO_COST,
+        last_reward: 1,
+        last_ended_at: '2026-01-01T00:00:00.000Z',
+      },
+      {
+        task_id: 'b',
+        split: 'eval',
+        ended: 1,
+        failed: 0,
+        n: 1,
+        mean: 0.2,
+        scores: {},
+        cost: NO_COST,
+        last_reward: 0.2,
+        last_ended_at: '2026-01-01T00:00:00.000Z',
+      },
     ]);
   });
 });

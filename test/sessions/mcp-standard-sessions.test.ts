@@ -110,6 +110,8 @@ describe('StandardMcpSessions', () => {
       scores: { quality: 1, steps: 1 },
       end_reason: 'finished',
       timings: { queued_s: 0, deploy_s: 0, running_s: 1.5 },
+      // this sandbox tells no usage: the wall time alone
+      metadata: { cost: { cpu_s: null, peak_memory_bytes: null, bytes_written: null, wall_s: 1.5 } },
     });
   });
 

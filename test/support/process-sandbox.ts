@@ -23,7 +23,10 @@
  *
  * Where Docker has a network per episode this has a loopback port: networksInUse() counts the
  * episodes holding one (from spawn until teardown, as Docker's subnet pool does). Of the Sandbox's
- * optional capabilities it has none: no instance claim, no stock made ahead of demand.
+ * optional capabilities it has only `usage`, from Linux /proc: the env process' CPU time
+ * (utime + stime) and peak resident memory (VmHWM); bytes written is null (a process writes to the
+ * host's own filesystem: there is no layer of its own to measure). No instance claim, no stock
+ * made ahead of demand.
  * `live()`, `held()` and `peak` are what tests assert "nothing left" and "never more than N" with.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -44,6 +47,8 @@ import {
   type EnvDiagnosis,
   type EnvHandle,
   type EnvImages,
+  type EnvUsage,
+  type EnvUsageReading,
   type EnvSpec,
   type ImageBuildRequest,
   type Sandbox,
@@ -140,6 +145,31 @@ export function listensOn(pid: number | undefined, port: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** the kernel's clock ticks a second, as /proc/<pid>/stat counts CPU time (USER_HZ: 100 on Linux) */
+const CLOCK_TICKS = 100;
+
+/** a process' CPU seconds and peak resident memory, from /proc (each null when it cannot be read) */
+export function processUsage(pid: number | undefined): EnvUsageReading {
+  const out: EnvUsageReading = { cpuS: null, peakMemoryBytes: null, bytesWritten: null };
+  if (pid === undefined) return out;
+  try {
+    // the fields after the command name, which is in parentheses and may hold spaces
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the state
+    out.cpuS = (Number(f[11]) + Number(f[12])) / CLOCK_TICKS;
+  } catch {
+    // not Linux, or the process is gone
+  }
+  try {
+    const m = /^VmHWM:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    if (m) out.peakMemoryBytes = Number(m[1]) * 1024;
+  } catch {
+    // the same
+  }
+  return out;
 }
 
 /** resident memory of a process in MB, from /proc (null when it cannot be read) */
@@ -439,6 +469,18 @@ export class ProcessSandbox implements Sandbox {
     if (proc.exitCode === null) proc.child.kill('SIGKILL');
     await proc.closed;
   }
+
+  /** what an env process used, from /proc (processUsage); an env that exited reports nothing */
+  readonly usage: EnvUsage = {
+    read: async (handle) => {
+      const proc = this.envs.get(handle.episodeId);
+      if (!proc || proc.containerId !== handle.containerId || proc.exitCode !== null) return { cpuS: null, peakMemoryBytes: null, bytesWritten: null };
+      this.usageReads++;
+      return processUsage(proc.child.pid);
+    },
+  };
+  /** usage readings answered (a test tells a read from none) */
+  usageReads = 0;
 
   async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
     this.assertOpen();

@@ -2,6 +2,7 @@
 import { useState } from 'preact/hooks';
 import type { EndReason } from '../../src/protocol/observations';
 import { download } from './api';
+import { CostCells, CostHeads } from './cost-columns';
 import { Folded, Json, Messages, resultText } from './text';
 import type { ConsoleEpisodesPage, EndEvent, EpisodeSummary, Transcript, TranscriptEvent } from './types';
 import { useGet } from './use-get';
@@ -133,6 +134,7 @@ export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; 
             <th>steps</th>
             <th>failure</th>
             <th>deploy s</th>
+            <CostHeads />
           </tr>
         </thead>
         <tbody>
@@ -150,6 +152,7 @@ export function EpisodesView(props: { live: EpisodeSummary[]; splits: string[]; 
               <td class="num">{e.steps}</td>
               <td>{e.failure_reason ?? ''}</td>
               <td class="num">{e.timings.deploy_s}</td>
+              <CostCells cost={e.cost} />
             </tr>
           ))}
         </tbody>

@@ -7,6 +7,7 @@
  */
 import { useState } from 'preact/hooks';
 import { BarChart, LineChart, PALETTE, type RefLine } from './chart';
+import { CostCells, CostHeads } from './cost-columns';
 import { ScoreCells, ScoreHeads, scoreNames } from './score-columns';
 import type { BundleInfo, Lane, Overview, RecentTasksPage, Series, SeriesWindow } from './types';
 import { useGet } from './use-get';
@@ -157,13 +158,14 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
             <th>scored</th>
             <th>mean reward</th>
             <ScoreHeads names={scores} />
+            <CostHeads mean />
             <th />
           </tr>
         </thead>
         <tbody>
           {rows.length === 0 && (
             <tr>
-              <td colSpan={6 + scores.length} class="muted">
+              <td colSpan={10 + scores.length} class="muted">
                 no episode of this split in the window
               </td>
             </tr>
@@ -178,6 +180,7 @@ function GroupsTable(props: { s: Series; splits: string[]; bundle: BundleInfo | 
                 {num(r.mean)}
               </td>
               <ScoreCells names={scores} scores={r.scores} />
+              <CostCells cost={r.cost} />
               <td class="bar-cell">{r.mean !== null && <span class="hbar" style={{ width: `${Math.max(0, Math.min(1, r.mean)) * 100}%` }} />}</td>
             </tr>
           ))}
@@ -218,6 +221,7 @@ function RecentTasks(props: { endedTick: number }) {
             <th>failures</th>
             <th>mean reward</th>
             <ScoreHeads names={scores} />
+            <CostHeads mean />
             <th>last reward</th>
           </tr>
         </thead>
@@ -234,6 +238,7 @@ function RecentTasks(props: { endedTick: number }) {
                 {num(t.mean)}
               </td>
               <ScoreCells names={scores} scores={t.scores} />
+              <CostCells cost={t.cost} />
               <td class="num">{num(t.last_reward)}</td>
             </tr>
           ))}

@@ -9,6 +9,7 @@ import type { BundleInfo, TaskRow, ToolSpec } from '../../src/protocol/bundle';
 import type {
   ConsoleEpisodesPage,
   ConsoleTasksPage,
+  CostMeans,
   EndEvent,
   EpisodeSummary,
   ListToolsEvent,
@@ -27,13 +28,15 @@ import type {
 } from '../../src/protocol/console';
 import type { EpisodeStarted } from '../../src/protocol/episodes';
 import type { Lane } from '../../src/protocol/lanes';
-import type { CallObservation, Failure, ResetObservation, StepOutcome, Timings, ToolError, ToolResult } from '../../src/protocol/observations';
+import type { CallObservation, EpisodeCost, Failure, ResetObservation, StepOutcome, Timings, ToolError, ToolResult } from '../../src/protocol/observations';
 
 export type {
   BundleInfo,
   ConsoleEpisodesPage,
   ConsoleTasksPage,
+  CostMeans,
   EndEvent,
+  EpisodeCost,
   EpisodeSummary,
   Failure,
   Lane,

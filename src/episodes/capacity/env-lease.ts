@@ -39,6 +39,11 @@ export class EnvLease {
   /** the env, once there is one */
   handle: EnvHandle | null = null;
   spec: EnvSpec | null = null;
+  /**
+   * when the env became this episode's (its clock): its deploy's start, or its hand-out from the
+   * warm pool; null until then. An episode's cost counts its wall time from here.
+   */
+  envSince: number | null = null;
   private slot: Slot | null = null;
   /** resources may exist under envId: a deploy started, or a pooled env was adopted */
   private envStarted = false;
@@ -93,6 +98,7 @@ export class EnvLease {
   async env(signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     if (this.pooledEnv) {
       throwIfAborted(signal);
+      this.envSince = this.now();
       this.handle = this.pooledEnv.handle;
       this.spec = this.pooledEnv.spec;
       this.pooledEnv = null;
@@ -124,6 +130,7 @@ export class EnvLease {
     throwIfAborted(signal);
     this.spec = spec;
     this.envStarted = true;
+    this.envSince = this.now();
     const deploy = () => sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}) });
     this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal }) : deploy());
     return this.handle;

@@ -2,7 +2,7 @@
  * The Docker backend: one internal bridge network per episode on a subnet of our own pool (made
  * ahead of demand when the network stock has one), one env container on it, readiness over HTTP
  * (a shell env's: an exec that answers), deaths seen in the engine's events, exec and archive
- * access to env containers for the shell toolset (`shell`). What every engine backend does alike (images, the instance
+ * access to env containers for the shell toolset (`shell`), what an env used (`usage`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
 import {
@@ -29,7 +29,8 @@ import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp, waitForProbe } from '../engine/readiness.js';
 import { DockerContainerExec } from '../engine/docker-exec.js';
 import { probeExec } from '../container-exec.js';
-import type { EnvShell } from '../sandbox.js';
+import type { EnvShell, EnvUsage } from '../sandbox.js';
+import { readContainerUsage } from './usage.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listContainers, removeOwned } from './removal.js';
@@ -243,6 +244,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
 
   /** the env containers' processes and files, through the engine's exec and archive APIs */
   readonly shell: EnvShell = { exec: (handle) => new DockerContainerExec(this.docker, handle.containerId) };
+
+  /** what an env container used: its cgroup's figures and its writable layer (usage.ts) */
+  readonly usage: EnvUsage = { read: (handle, signal) => readContainerUsage(this.docker, handle.containerId, signal) };
 
   protected async inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis> {
     let state;
