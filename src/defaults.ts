@@ -168,6 +168,12 @@ export const CHECK_TASKS_PER_GROUP = 3;
 export const CHECK_INSTANCE_PREFIX = 'check-';
 /** `check`: envs it runs at once unless `--concurrency` says otherwise (a laptop's two cores). */
 export const CHECK_CONCURRENCY = 2;
+/**
+ * `check` on an env whose bundle.json says `clean_reset`: of the plays that ran on a reused env,
+ * this many (at least `least`, else `share` of them) are played again on a fresh env, and must give
+ * the same results.
+ */
+export const CHECK_FRESH_REPLAYS = { least: 3, share: 0.01 } as const;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
 

@@ -27,7 +27,10 @@ export async function ownContainerIdCandidates(sources: Partial<OwnContainerSour
   const out: string[] = [];
   const mountinfo = await readOr(mountinfoFile);
   for (const line of mountinfo.split('\n')) {
-    const m = /\/containers\/([0-9a-f]{64})\//.exec(line);
+    // the mount's root (field 4): a file of the container bind-mounted here (/etc/hostname); not
+    // its mount point (field 5): on the engine's own host, every running container's
+    // /var/lib/docker/containers/<id>/mounts/shm is mounted there, and none of them is this process's
+    const m = /\/containers\/([0-9a-f]{64})\//.exec(line.split(' ')[3] ?? '');
     if (m?.[1]) out.push(m[1]);
   }
   for (const m of (await readOr(cgroup)).matchAll(FULL_ID)) if (m[1]) out.push(m[1]);
