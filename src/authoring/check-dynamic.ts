@@ -214,8 +214,6 @@ async function play(
   }
   result.served_before = reuse?.servedBeforeOf(ep.id) ?? 0;
   if (opts.hold && !result.done) return { play: result, episode: ep };
-  // only a play that ended as an episode should (no failure) leaves its container to the next one
-  if (result.done && !result.failure && !opts.hold) reuse?.keep(ep.id);
   await ep.close();
   return { play: result, episode: null };
 }
@@ -265,6 +263,12 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
           .map(([name]) => name),
   );
   let reuse: ReusedEnvs | null = null;
+  let runtime: OpenEnvRuntime | null = null;
+  /** an episode's container serves the next one only when the episode ended on its own, without a failure */
+  const endedWell = (episodeId: string) => {
+    const ep = runtime?.manager.get(episodeId);
+    return ep !== undefined && ep.failure === null && ep.endReason !== null && ep.endReason !== 'closed';
+  };
   const deploys = new Map<string, number[]>();
   const resets = new Map<string, number[]>();
   /** env → the plays (golden, else empty) that ran on a reused container: some are played again on a fresh one */
@@ -280,8 +284,9 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     log,
     buildArgs: opts.buildArgs ?? {},
     sandbox: opts.sandbox,
-    ...(cleanReset.size > 0 ? { wrapSandbox: (s: Sandbox) => (reuse = new ReusedEnvs(s, cleanReset)) } : {}),
+    ...(cleanReset.size > 0 ? { wrapSandbox: (s: Sandbox) => (reuse = new ReusedEnvs(s, cleanReset, endedWell)) } : {}),
   });
+  runtime = rt;
   const stage: Stage = { rt, reuse };
   let imagesS: number;
   let playsS = 0;

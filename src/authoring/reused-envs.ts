@@ -1,11 +1,11 @@
 /**
  * check's env reuse: a Sandbox in front of the server's own. For an env whose bundle.json says
  * `clean_reset` (a /reset on a container that served episodes starts a clean one), it keeps the
- * container of a play check marked clean (`keep`) when its episode tears down, frees the episode's
- * slot as the teardown would, and hands the container to the next deploy of that env: the next
- * episode then runs its own /reset on a container already up, through the unchanged episode
- * machinery. Anything else (another env, a play not marked, a dead container, `fresh` ids, after
- * `release`) deploys and tears down as the inner sandbox does. The containers it keeps are
+ * container of an episode that ended well (`keepIf`, asked at its teardown) instead of removing
+ * it, frees the episode's slot as the teardown would, and hands the container to the next deploy
+ * of that env: the next episode then runs its own /reset on a container already up, through the
+ * unchanged episode machinery. Anything else (another env, an episode that failed or was closed,
+ * a dead container, `fresh` ids, after `release`) deploys and tears down as the inner sandbox does. The containers it keeps are
  * labelled `reuse-<uuid>` under check's instance: the reconciler does not take them for strays,
  * and a killed check's are swept by the next start like any other.
  */
@@ -39,27 +39,25 @@ export class ReusedEnvs implements Sandbox {
   private readonly idle = new Map<string, Kept[]>();
   /** episode id → the kept container it runs on */
   private readonly lent = new Map<string, Lent>();
-  private readonly toKeep = new Set<string>();
   private readonly toDeployFresh = new Set<string>();
   /** episode id → how many episodes its container had served before it (0: a fresh one) */
   private readonly servedBefore = new Map<string, number>();
   private readonly counts = new Map<string, ReuseCounts>();
+  /** ids of containers being deployed to be kept: not strays either */
+  private readonly deploying = new Set<string>();
   private released = false;
 
   constructor(
     private readonly inner: Sandbox,
     /** env names whose bundle.json says clean_reset */
     private readonly reusable: ReadonlySet<string>,
+    /** asked when an episode's env tears down: may its container serve the next episode (it ended well)? */
+    private readonly keepIf: (episodeId: string) => boolean,
   ) {}
 
   /** the episode's env is to be a fresh container, deployed and removed for it alone */
   fresh(episodeId: string): void {
     this.toDeployFresh.add(episodeId);
-  }
-
-  /** the episode's play ended cleanly: its container may serve the next episode of its env */
-  keep(episodeId: string): void {
-    if (this.lent.has(episodeId)) this.toKeep.add(episodeId);
   }
 
   /** how many episodes the episode's container had served before it (0: fresh, or not known) */
@@ -91,7 +89,13 @@ export class ReusedEnvs implements Sandbox {
       this.count(name).reused++;
     } else {
       const id = `reuse-${randomUUID()}`;
-      const handle = await this.inner.deploy({ ...req, episodeId: id });
+      this.deploying.add(id);
+      let handle: EnvHandle;
+      try {
+        handle = await this.inner.deploy({ ...req, episodeId: id });
+      } finally {
+        this.deploying.delete(id);
+      }
       this.count(name).deployed++;
       kept = { id, envName: name, handle, served: 0 };
     }
@@ -129,7 +133,7 @@ export class ReusedEnvs implements Sandbox {
     if (!lent) return this.inner.teardown(episodeId, opts);
     this.lent.delete(episodeId);
     lent.stopListening();
-    const keep = this.toKeep.delete(episodeId) && !this.released && !lent.kept.handle.gone?.aborted;
+    const keep = !this.released && !lent.kept.handle.gone?.aborted && this.keepIf(episodeId);
     if (!keep) return this.inner.teardown(lent.kept.id, opts);
     const list = this.idle.get(lent.kept.envName) ?? [];
     list.push(lent.kept);
@@ -147,8 +151,11 @@ export class ReusedEnvs implements Sandbox {
 
   /** kept containers are ours, not strays: the reconciler does not see them */
   async listEpisodeIds(): Promise<string[]> {
+    const onEngine = await this.inner.listEpisodeIds();
+    // after the listing: a container deployed meanwhile is in one of these by now
     const ours = new Set([...[...this.idle.values()].flat(), ...[...this.lent.values()].map((l) => l.kept)].map((k) => k.id));
-    return (await this.inner.listEpisodeIds()).filter((id) => !ours.has(id));
+    for (const id of this.deploying) ours.add(id);
+    return onEngine.filter((id) => !ours.has(id));
   }
 
   ping() {
