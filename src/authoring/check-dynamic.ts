@@ -394,7 +394,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       if (d) {
         findings.problem(
           where,
-          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${d.at}: ${d.was} then ${d.now}); derive the env's randomness from /reset's seed, or declare "ignores_seed": true in bundle.json`,
+          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${d.at}: ${d.was} then ${d.now}); derive the env's randomness from /reset's seed, or declare "ignores_seed": true in bundle.json${replayOf.play.served_before + again.served_before > 0 ? ` (a play ran on a container that had served other episodes: if the env keeps something across /reset, that is the cause; check --fresh-envs tells)` : ''}`,
         );
       }
     };
