@@ -94,7 +94,8 @@ export function formatCheck(r: CheckReport): string {
     if (p.golden.played) lines.push(`  golden solutions: mean ${means(p.golden)}`);
     if (p.empty.played) lines.push(`  empty solutions: mean ${means(p.empty)}`);
     for (const e of p.envs) {
-      const reused = e.reused_mean_s === null ? '' : `; /reset on a reused container mean ${e.reused_mean_s.toFixed(3)} s over ${e.reused} episode(s) (clean_reset)`;
+      const reused =
+        e.reused_mean_s === null ? '' : `; /reset on a reused container mean ${e.reused_mean_s.toFixed(3)} s over ${e.reused} episode(s) (clean_reset)`;
       lines.push(`  env ${e.env}: deploy + /reset mean ${e.mean_s.toFixed(3)} s, max ${e.max_s.toFixed(3)} s over ${e.deploys} deploy(s)${reused}`);
     }
     for (const [env, g] of Object.entries(p.granted)) lines.push(`  env ${env}: ${grantLine(g)}`);

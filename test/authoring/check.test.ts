@@ -68,7 +68,10 @@ async function moreTasks(b: TempBundle, n: number): Promise<void> {
 }
 
 /** bundle.json's env qa says a /reset on a used container starts a clean episode */
-const CLEAN_RESET: [string, string] = ['"resources": { "memory_mb": 128, "cpus": 0.5, "pids": 64 }', '"resources": { "memory_mb": 128, "cpus": 0.5, "pids": 64 },\n      "clean_reset": true'];
+const CLEAN_RESET: [string, string] = [
+  '"resources": { "memory_mb": 128, "cpus": 0.5, "pids": 64 }',
+  '"resources": { "memory_mb": 128, "cpus": 0.5, "pids": 64 },\n      "clean_reset": true',
+];
 
 describe('check (envs as child processes)', () => {
   it('passes a bundle fresh from init: every golden solution at the max, every empty one at the floor', async () => {
@@ -229,7 +232,9 @@ describe('check on an env that says clean_reset (its containers reused between p
     // one golden solution of the 45 answers wrong: probe-v1-train-more-17 (a copy of train-1, hint first)
     await b.edit('tasks/train.jsonl', /("task_id":"probe-v1-train-more-17".*?"answer":)"8"\}\}\]/, '$1"9"}}]');
     const r = await check(b.dir, 'all', { concurrency: 3 });
-    expect(text(r.problems)).toMatch(/^task probe-v1-train-more-17 \(tasks\/train\.jsonl line 21\): the golden solution scored correct = 0, expected its declared max 1/);
+    expect(text(r.problems)).toMatch(
+      /^task probe-v1-train-more-17 \(tasks\/train\.jsonl line 21\): the golden solution scored correct = 0, expected its declared max 1/,
+    );
     expect(r.problems).toHaveLength(1);
     expect(r.golden).toMatchObject({ passed: 44, played: 45 });
     expect(r.empty).toMatchObject({ passed: 45, played: 45 });
@@ -238,7 +243,9 @@ describe('check on an env that says clean_reset (its containers reused between p
     expect(qa!.reused).toBeGreaterThan(80);
     expect(qa!.deploys).toBeLessThan(12);
     expect(qa!.deploys + qa!.reused).toBe(r.episodes);
-    expect(r.summary).toMatch(/^ {2}env qa: deploy \+ \/reset mean .* over \d+ deploy\(s\); \/reset on a reused container mean \d+\.\d{3} s over \d+ episode\(s\) \(clean_reset\)$/m);
+    expect(r.summary).toMatch(
+      /^ {2}env qa: deploy \+ \/reset mean .* over \d+ deploy\(s\); \/reset on a reused container mean \d+\.\d{3} s over \d+ episode\(s\) \(clean_reset\)$/m,
+    );
   });
 
   it('with --fresh-envs, deploys a fresh container for every episode all the same', async () => {
@@ -257,7 +264,11 @@ describe('check on an env that says clean_reset (its containers reused between p
     await b.edit('bundle.json', '"reward": "correct",', '"reward": "correct",\n  "ignores_seed": true,');
     // what it answers counts the episodes the container has served
     await b.edit('envs/qa/server.mjs', 'let episode = null;', 'let episode = null;\nlet served = 0;');
-    await b.edit('envs/qa/server.mjs', 'episode = { data, seed: seed ?? null, hints: 0, answer: null };', 'episode = { data, seed: seed ?? null, hints: 0, answer: null };\n    served += 1;');
+    await b.edit(
+      'envs/qa/server.mjs',
+      'episode = { data, seed: seed ?? null, hints: 0, answer: null };',
+      'episode = { data, seed: seed ?? null, hints: 0, answer: null };\n    served += 1;',
+    );
     await b.edit('envs/qa/server.mjs', 'return { text: `Submitted "${args.answer}".`', 'return { text: `Submitted "${args.answer}" (episode ${served}).`');
     const r = await check(b.dir, 'all', { concurrency: 2 });
     expect(r.problems.length).toBeGreaterThanOrEqual(3);
@@ -275,7 +286,11 @@ describe('check on an env that says clean_reset (its containers reused between p
     await b.edit('bundle.json', ...CLEAN_RESET);
     // a container takes one /reset only
     await b.edit('envs/qa/server.mjs', 'let episode = null;', 'let episode = null;\nlet resets = 0;');
-    await b.edit('envs/qa/server.mjs', "  if (key === 'POST /reset') {", "  if (key === 'POST /reset') {\n    if (++resets > 1) return send(res, 500, { error: 'used', message: 'this container served an episode already' });");
+    await b.edit(
+      'envs/qa/server.mjs',
+      "  if (key === 'POST /reset') {",
+      "  if (key === 'POST /reset') {\n    if (++resets > 1) return send(res, 500, { error: 'used', message: 'this container served an episode already' });",
+    );
     const r = await check(b.dir, 'all', { concurrency: 1 });
     expect(r.golden).toMatchObject({ passed: 5, played: 5 });
     expect(r.empty).toMatchObject({ passed: 5, played: 5 });
@@ -311,7 +326,13 @@ describe('check interrupted', () => {
     const sandbox = new ProcessSandbox();
     const stop = new AbortController();
     try {
-      const run = checkDynamic(st.bundle!, st.validators, { tasks: 'all', sandbox, signal: stop.signal, concurrency: 3, onProgress: (done) => done === 6 && stop.abort() });
+      const run = checkDynamic(st.bundle!, st.validators, {
+        tasks: 'all',
+        sandbox,
+        signal: stop.signal,
+        concurrency: 3,
+        onProgress: (done) => done === 6 && stop.abort(),
+      });
       await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
       expect(sandbox.held()).toEqual([]);
     } finally {

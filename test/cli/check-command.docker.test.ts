@@ -120,7 +120,11 @@ describeDocker('openenv-bundle check, run as a process', () => {
       played: { instance: string; episodes: number; golden: { passed: number; played: number }; envs: { env: string; deploys: number; reused: number }[] };
     };
     expect(r.problems).toEqual([
-      { level: 'problem', where: expect.stringContaining(`task ${brokenTask} (tasks/eval.jsonl line 100)`), message: expect.stringMatching(/^the golden solution scored schedule = 0\.2\d*, expected its declared max 1;/) },
+      {
+        level: 'problem',
+        where: expect.stringContaining(`task ${brokenTask} (tasks/eval.jsonl line 100)`),
+        message: expect.stringMatching(/^the golden solution scored schedule = 0\.2\d*, expected its declared max 1;/),
+      },
     ]);
     expect(r.played.golden).toMatchObject({ passed: 199, played: 200 });
     const [env] = r.played.envs;
