@@ -490,6 +490,10 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     await rt.close();
   }
 
+  // plays end in any order at once: the findings go in the sample's order (the tools' first), whatever finished first
+  const rank = new Map(sample.map((t, i) => [taskWhere(bundle, t), i]));
+  findings.list.sort((a, b) => (rank.get(a.where) ?? -1) - (rank.get(b.where) ?? -1));
+
   const mean3 = (xs: number[]) => Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000;
   const envs = [...new Set([...deploys.keys(), ...resets.keys()])].map((env) => {
     const xs = deploys.get(env) ?? [];

@@ -46,6 +46,8 @@ export class ReusedEnvs implements Sandbox {
   /** ids of containers being deployed to be kept: not strays either */
   private readonly deploying = new Set<string>();
   private released = false;
+  /** removals of kept containers under way: release() waits for every one, whoever started it */
+  private readonly removing = new Set<Promise<void>>();
 
   constructor(
     private readonly inner: Sandbox,
@@ -109,7 +111,7 @@ export class ReusedEnvs implements Sandbox {
     const list = this.idle.get(envName) ?? [];
     for (let k = list.pop(); k; k = list.pop()) {
       if (!k.handle.gone?.aborted) return k;
-      void this.inner.teardown(k.id).catch(() => undefined);
+      void this.remove(k.id).catch(() => undefined);
     }
     return null;
   }
@@ -141,12 +143,19 @@ export class ReusedEnvs implements Sandbox {
     opts?.onEnvRemoved?.();
   }
 
-  /** Removes every kept container; from now on nothing is kept. Idempotent. */
+  private remove(id: string): Promise<void> {
+    const p = this.inner.teardown(id).finally(() => this.removing.delete(p));
+    this.removing.add(p);
+    return p;
+  }
+
+  /** Removes every kept container (and waits for the removals already under way); from now on nothing is kept. Idempotent. */
   async release(): Promise<void> {
     this.released = true;
     const all = [...this.idle.values()].flat();
     this.idle.clear();
-    await Promise.all(all.map((k) => this.inner.teardown(k.id)));
+    for (const k of all) void this.remove(k.id).catch(() => undefined);
+    await Promise.all([...this.removing]);
   }
 
   /** kept containers are ours, not strays: the reconciler does not see them */

@@ -291,9 +291,9 @@ describe('check on an env that says clean_reset (its containers reused between p
       "  if (key === 'POST /reset') {",
       "  if (key === 'POST /reset') {\n    if (++resets > 1) return send(res, 500, { error: 'used', message: 'this container served an episode already' });",
     );
-    const r = await check(b.dir, 'all', { concurrency: 1 });
-    expect(r.golden).toMatchObject({ passed: 5, played: 5 });
-    expect(r.empty).toMatchObject({ passed: 5, played: 5 });
+    const r = await check(b.dir, 1, { concurrency: 1 });
+    expect(r.golden).toMatchObject({ passed: 2, played: 2 });
+    expect(r.empty).toMatchObject({ passed: 2, played: 2 });
     expect(r.problems.length).toBeGreaterThan(0);
     for (const p of r.problems) {
       expect(p.message).toMatch(
