@@ -166,8 +166,19 @@ export const CHECK_TASKS_PER_GROUP = 3;
  * what dead runs under such names left (a killed check's envs, networks and lock marker).
  */
 export const CHECK_INSTANCE_PREFIX = 'check-';
-/** `check`: envs it runs at once unless `--concurrency` says otherwise (a laptop's two cores). */
-export const CHECK_CONCURRENCY = 2;
+/**
+ * `check`: envs it runs at once unless `--concurrency` says otherwise. Measured on a shared
+ * two-core machine (README, "How long a check takes"): the full GridSim check (clean_reset) ran
+ * 43, 65, 72 and 72 episodes/s at 2, 4, 8 and 16; 4 is the smallest within 10 % of the best, and
+ * with fresh envs it played 1.7 episodes/s against 0.8 at 2 (8: 2.0, at twice the memory).
+ */
+export const CHECK_CONCURRENCY = 4;
+/**
+ * `check` on an env whose bundle.json says `clean_reset`: of the plays that ran on a reused env,
+ * this many (at least `least`, else `share` of them) are played again on a fresh env, and must give
+ * the same results.
+ */
+export const CHECK_FRESH_REPLAYS = { least: 3, share: 0.01 } as const;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
 

@@ -32,6 +32,8 @@ export interface RuntimeOptions {
   buildArgs?: Record<string, string>;
   /** an injected sandbox (tests); default: Docker, owned (closed) by the runtime */
   sandbox?: Sandbox;
+  /** puts a sandbox of the caller's in front of the runtime's (injected or made), e.g. check's env reuse; the runtime closes what it made through it */
+  wrapSandbox?: (sandbox: Sandbox) => Sandbox;
   reconcileIntervalMs?: number;
   sweepOnStart?: boolean;
 }
@@ -110,6 +112,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       );
     }
   }
+
+  if (ro.wrapSandbox) sandbox = ro.wrapSandbox(sandbox);
 
   const settings: EpisodeSettings = {
     resetTimeoutMs: opts.resetTimeout * 1000,

@@ -168,6 +168,8 @@ export function manifest(g: Generated): Record<string, unknown> {
         deploy_timeout_s: 60,
         resources: { memory_mb: 256, cpus: 0.5, pids: 128 },
         environment: { LOG_LEVEL: 'info' },
+        // its /reset replaces its one episode object: check plays its tasks on reused containers
+        clean_reset: true,
       },
     },
     toolsets: { gridsim: { env: 'gridsim', tools: TOOLS } },

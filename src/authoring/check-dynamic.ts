@@ -4,7 +4,10 @@
  * an instance name of its own. For a sample of tasks it plays the golden solution, the empty
  * solution, the golden (or empty) solution again with the same seed (unless the bundle declares
  * that it ignores seeds), and once per toolset a call of each tool that violates its schema; then
- * it tears everything down.
+ * it tears everything down. An env whose bundle.json says `clean_reset` plays its tasks on a few
+ * containers reset between plays (reused-envs.ts); a play that fails on a reused container is
+ * played again on a fresh one before it counts, and a share of the plays on reused containers
+ * are played again on fresh ones and must give the same results.
  */
 import { randomBytes } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
@@ -12,7 +15,7 @@ import { pino, type Logger } from 'pino';
 import { END_TURN, type LoadedBundle, type Task } from '../bundle/index.js';
 import type { GoldenStep, ScoreDeclaration } from '../bundle/schema.js';
 import { OptionsSchema } from '../config.js';
-import { CHECK_CONCURRENCY, CHECK_INSTANCE_PREFIX, CHECK_SEED, SCORE_TOLERANCE } from '../defaults.js';
+import { CHECK_CONCURRENCY, CHECK_FRESH_REPLAYS, CHECK_INSTANCE_PREFIX, CHECK_SEED, SCORE_TOLERANCE } from '../defaults.js';
 import { DeployFailedError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { CallObservation, Ending, Failure } from '../protocol/observations.js';
@@ -21,6 +24,7 @@ import type { Sandbox } from '../sandbox/sandbox.js';
 import { forEachAtMost } from '../work-pool.js';
 import { describeErrors, violatingArguments } from './json-schema.js';
 import { Findings } from './findings.js';
+import { ReusedEnvs } from './reused-envs.js';
 import { taskWhere } from './check-static.js';
 
 export interface DynamicOptions {
@@ -31,6 +35,8 @@ export interface DynamicOptions {
   buildArgs?: Record<string, string>;
   /** envs running at once */
   concurrency?: number;
+  /** a fresh env for every episode, even where bundle.json says clean_reset */
+  freshEnvs?: boolean;
   /** tests: another sandbox than Docker */
   sandbox?: Sandbox;
   log?: Logger;
@@ -58,13 +64,19 @@ export interface Play {
   failure: Failure | null;
   /** the reset's deploy time (container, readiness, /reset), seconds */
   deploy_s: number | null;
+  /** episodes its env's container had served before it (0: a fresh container) */
+  served_before: number;
 }
 
 export interface EnvTimes {
   env: string;
+  /** plays on a fresh container, and their deploy + /reset times */
   deploys: number;
   mean_s: number;
   max_s: number;
+  /** plays on a container that had served another (clean_reset), and their /reset times; mean null when none */
+  reused: number;
+  reused_mean_s: number | null;
 }
 
 export interface DynamicResult {
@@ -75,6 +87,10 @@ export interface DynamicResult {
   images_s: number;
   tasks_checked: number;
   episodes: number;
+  /** seconds from the images being ready to the last play's end */
+  plays_s: number;
+  /** envs it ran at once */
+  concurrency: number;
   envs: EnvTimes[];
   /** env name → what it ran with: the lock-down every env gets and what the bundle asked for (docs/security.md) */
   granted: OpenEnvRuntime['granted'];
@@ -150,16 +166,23 @@ function describeFailure(f: Failure): string {
   return `${f.reason} in phase ${f.phase}: ${f.message}${tail}`;
 }
 
+/** where plays run: the runtime, and check's env reuse when an env may be reused */
+interface Stage {
+  rt: OpenEnvRuntime;
+  reuse: ReusedEnvs | null;
+}
+
 async function play(
-  rt: OpenEnvRuntime,
+  { rt, reuse }: Stage,
   task: Task,
   seed: number,
   steps: readonly GoldenStep[],
-  hold = false,
+  opts: { hold?: boolean; fresh?: boolean } = {},
 ): Promise<{ play: Play; episode: Episode | null }> {
-  const result: Play = { steps: [], done: false, reward: null, scores: null, end_reason: null, failure: null, deploy_s: null };
+  const result: Play = { steps: [], done: false, reward: null, scores: null, end_reason: null, failure: null, deploy_s: null, served_before: 0 };
   const data = { task_id: task.task_id, seed };
   const ep = rt.manager.create(data, 'ws');
+  if (opts.fresh) reuse?.fresh(ep.id);
   try {
     const reset = await rt.manager.start(ep);
     result.deploy_s = reset.observation.timings.deploy_s;
@@ -189,7 +212,8 @@ async function play(
     result.failure = e.failure;
     result.done = true;
   }
-  if (hold && !result.done) return { play: result, episode: ep };
+  result.served_before = reuse?.servedBeforeOf(ep.id) ?? 0;
+  if (opts.hold && !result.done) return { play: result, episode: ep };
   await ep.close();
   return { play: result, episode: null };
 }
@@ -200,6 +224,22 @@ function fingerprint(p: Play): string[] {
     ...p.steps.map(({ tool, text, is_error, error_type }) => JSON.stringify({ tool, text, is_error, error_type })),
     JSON.stringify({ scores: p.scores, end_reason: p.end_reason, failure: p.failure?.reason ?? null }),
   ];
+}
+
+/** The first step (or the scores, past the steps) at which two plays' fingerprints differ, null when they do not. */
+function firstDifference(a: string[], b: string[], steps: number): { at: string; was: string; now: string } | null {
+  const at = a.findIndex((s, i) => s !== b[i]);
+  if (at === -1 && a.length === b.length) return null;
+  const i = at === -1 ? Math.min(a.length, b.length) : at;
+  return { at: i < steps ? `step ${i + 1}` : 'the scores', was: a[i] ?? 'nothing', now: b[i] ?? 'nothing' };
+}
+
+/** Evenly spread picks of `n` items of `list`, first and last included. */
+function spread<T>(list: readonly T[], n: number): T[] {
+  if (n >= list.length) return [...list];
+  const picked = new Set<number>();
+  for (let i = 0; i < n; i++) picked.add(n === 1 ? 0 : Math.round((i * (list.length - 1)) / (n - 1)));
+  return [...picked].sort((a, b) => a - b).map((i) => list[i] as T);
 }
 
 export async function checkDynamic(bundle: LoadedBundle, validators: Map<string, Map<string, ValidateFunction>>, opts: DynamicOptions): Promise<DynamicResult> {
@@ -215,24 +255,75 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   const sample = sampleTasks(bundle, opts.tasks, opts.split);
   const declared = bundle.manifest.scores;
   const ignoresSeed = bundle.manifest.ignores_seed;
+  const cleanReset = new Set(
+    opts.freshEnvs
+      ? []
+      : Object.entries(bundle.manifest.envs)
+          .filter(([, e]) => e.clean_reset)
+          .map(([name]) => name),
+  );
+  let reuse: ReusedEnvs | null = null;
+  let runtime: OpenEnvRuntime | null = null;
+  /** an episode's container serves the next one only when the episode ended on its own, without a failure */
+  const endedWell = (episodeId: string) => {
+    const ep = runtime?.manager.get(episodeId);
+    return ep !== undefined && ep.failure === null && ep.endReason !== null && ep.endReason !== 'closed';
+  };
   const deploys = new Map<string, number[]>();
+  const resets = new Map<string, number[]>();
+  /** env → the plays (golden, else empty) that ran on a reused container: some are played again on a fresh one */
+  const onReused = new Map<string, { task: Task; steps: readonly GoldenStep[]; play: Play; kind: 'golden' | 'empty' }[]>();
   const golden = new Plays();
   const empty = new Plays();
   let episodes = 0;
 
   const imagesStarted = Date.now();
-  const rt = await createRuntime({ options, bundle, log, buildArgs: opts.buildArgs ?? {}, sandbox: opts.sandbox });
+  const rt = await createRuntime({
+    options,
+    bundle,
+    log,
+    buildArgs: opts.buildArgs ?? {},
+    sandbox: opts.sandbox,
+    ...(cleanReset.size > 0 ? { wrapSandbox: (s: Sandbox) => (reuse = new ReusedEnvs(s, cleanReset, endedWell)) } : {}),
+  });
+  runtime = rt;
+  const stage: Stage = { rt, reuse };
   let imagesS: number;
+  let playsS = 0;
   try {
     opts.onProgress?.(0, sample.length, 'building env images');
     await rt.ready;
     imagesS = (Date.now() - imagesStarted) / 1000;
+    const playsStarted = Date.now();
 
     const note = (task: Task, p: Play) => {
       episodes++;
       if (p.deploy_s === null) return;
       const env = bundle.envOf(task).name;
-      deploys.set(env, [...(deploys.get(env) ?? []), p.deploy_s]);
+      const into = p.served_before > 0 ? resets : deploys;
+      let xs = into.get(env);
+      if (!xs) into.set(env, (xs = []));
+      xs.push(p.deploy_s);
+    };
+
+    /**
+     * A play, counted; one that failed on a reused container is played again on a fresh one,
+     * which is what counts: a fresh pass means the env's /reset did not start a clean episode.
+     */
+    const playCounted = async (task: Task, steps: readonly GoldenStep[], what: string): Promise<Play> => {
+      const { play: p } = await play(stage, task, CHECK_SEED, steps);
+      note(task, p);
+      if (!p.failure || p.served_before === 0) return p;
+      const { play: again } = await play(stage, task, CHECK_SEED, steps, { fresh: true });
+      note(task, again);
+      if (!again.failure) {
+        const env = bundle.envOf(task).name;
+        findings.problem(
+          taskWhere(bundle, task),
+          `the ${what} failed on a container of env ${env} that had served ${p.served_before} episode(s) before (${describeFailure(p.failure)}), not on a fresh one: its /reset does not start a clean episode; fix the env or drop "clean_reset" from envs.${env}`,
+        );
+      }
+      return again;
     };
 
     const checkTask = async (task: Task) => {
@@ -241,9 +332,8 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       let replayOf: { steps: readonly GoldenStep[]; play: Play } | null = null;
 
       if (task.golden) {
-        const { play: g } = await play(rt, task, CHECK_SEED, task.golden);
+        const g = await playCounted(task, task.golden, 'golden solution');
         golden.add(g);
-        note(task, g);
         const erred = g.steps.map((st, i) => ({ ...st, n: i + 1 })).filter((st) => st.is_error || st.error_type !== null);
         replayOf = { steps: task.golden, play: g };
         if (g.failure) {
@@ -271,10 +361,15 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
         }
       }
 
-      const { play: e } = await play(rt, task, CHECK_SEED, emptySteps);
+      const e = await playCounted(task, emptySteps, 'empty solution');
       empty.add(e);
-      note(task, e);
       replayOf ??= { steps: emptySteps, play: e };
+      if (replayOf.play.served_before > 0 && !replayOf.play.failure) {
+        const env = bundle.envOf(task).name;
+        let list = onReused.get(env);
+        if (!list) onReused.set(env, (list = []));
+        list.push({ task, steps: replayOf.steps, play: replayOf.play, kind: replayOf.steps === emptySteps ? 'empty' : 'golden' });
+      }
       if (e.failure) {
         findings.problem(
           where,
@@ -293,16 +388,26 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
 
       // a bundle that declares it ignores seeds is not asked to replay alike
       if (ignoresSeed) return;
-      const { play: again } = await play(rt, task, CHECK_SEED, replayOf.steps);
+      const { play: again } = await play(stage, task, CHECK_SEED, replayOf.steps);
       note(task, again);
-      const a = fingerprint(replayOf.play);
-      const b = fingerprint(again);
-      const at = a.findIndex((s, i) => s !== b[i]);
-      if (at !== -1 || a.length !== b.length) {
-        const i = at === -1 ? Math.min(a.length, b.length) : at;
+      const d = firstDifference(fingerprint(replayOf.play), fingerprint(again), replayOf.steps.length);
+      if (d) {
         findings.problem(
           where,
-          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${i < replayOf.steps.length ? `step ${i + 1}` : 'the scores'}: ${a[i] ?? 'nothing'} then ${b[i] ?? 'nothing'}); derive the env's randomness from /reset's seed, or declare "ignores_seed": true in bundle.json`,
+          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${d.at}: ${d.was} then ${d.now}); derive the env's randomness from /reset's seed, or declare "ignores_seed": true in bundle.json${replayOf.play.served_before + again.served_before > 0 ? ` (a play ran on a container that had served other episodes: if the env keeps something across /reset, that is the cause; check --fresh-envs tells)` : ''}`,
+        );
+      }
+    };
+
+    /** A play that ran on a reused container, played again on a fresh one: the same results, or clean_reset is not true. */
+    const onFresh = async (env: string, r: { task: Task; steps: readonly GoldenStep[]; play: Play; kind: 'golden' | 'empty' }) => {
+      const { play: again } = await play(stage, r.task, CHECK_SEED, r.steps, { fresh: true });
+      note(r.task, again);
+      const d = firstDifference(fingerprint(r.play), fingerprint(again), r.steps.length);
+      if (d) {
+        findings.problem(
+          taskWhere(bundle, r.task),
+          `the ${r.kind} solution gave different results on a container of env ${env} that had served ${r.play.served_before} episode(s) before and on a fresh one (first at ${d.at}: ${d.was} then ${d.now}); a /reset must start a clean episode whatever the container served before: fix the env or drop "clean_reset" from envs.${env}`,
         );
       }
     };
@@ -323,11 +428,11 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       }
       if (calls.length === 0) return;
       const { play: p, episode } = await play(
-        rt,
+        stage,
         task,
         CHECK_SEED,
         calls.map((c) => c.step),
-        true,
+        { hold: true },
       );
       note(task, p);
       try {
@@ -362,10 +467,18 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       }),
     ];
     // an abort drains at once: live episodes close, their plays fail, the workers stop
-    const onAbort = () => void rt.drain();
+    const onAbort = () => {
+      void reuse?.release();
+      void rt.drain();
+    };
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       await forEachAtMost(jobs, concurrency, (job) => job(), opts.signal);
+      const again = [...onReused].flatMap(([env, list]) =>
+        spread(list, Math.max(CHECK_FRESH_REPLAYS.least, Math.ceil(list.length * CHECK_FRESH_REPLAYS.share))).map((r) => () => onFresh(env, r)),
+      );
+      await forEachAtMost(again, concurrency, (job) => job(), opts.signal);
+      playsS = (Date.now() - playsStarted) / 1000;
     } catch (e) {
       if (!opts.signal?.aborted) throw e;
     } finally {
@@ -373,21 +486,35 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     }
     if (opts.signal?.aborted) throw new Error('interrupted: every env it deployed was removed');
   } finally {
+    await (stage.reuse as ReusedEnvs | null)?.release();
     await rt.close();
   }
 
-  const envs = [...deploys.entries()].map(([env, xs]) => ({
-    env,
-    deploys: xs.length,
-    mean_s: Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000,
-    max_s: Math.max(...xs),
-  }));
+  // plays end in any order at once: the findings go in the sample's order (the tools' first), whatever finished first
+  const rank = new Map(sample.map((t, i) => [taskWhere(bundle, t), i]));
+  findings.list.sort((a, b) => (rank.get(a.where) ?? -1) - (rank.get(b.where) ?? -1));
+
+  const mean3 = (xs: number[]) => Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000;
+  const envs = [...new Set([...deploys.keys(), ...resets.keys()])].map((env) => {
+    const xs = deploys.get(env) ?? [];
+    const rs = resets.get(env) ?? [];
+    return {
+      env,
+      deploys: xs.length,
+      mean_s: xs.length ? mean3(xs) : 0,
+      max_s: xs.length ? Math.max(...xs) : 0,
+      reused: rs.length,
+      reused_mean_s: rs.length ? mean3(rs) : null,
+    };
+  });
   return {
     findings,
     instance: options.instance,
     images_s: imagesS,
     tasks_checked: sample.length,
     episodes,
+    plays_s: playsS,
+    concurrency,
     envs,
     granted: rt.granted,
     golden: golden.tally(),

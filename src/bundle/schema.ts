@@ -129,6 +129,12 @@ export const EnvManifestSchema = closedObject({
   workdir: absolutePath.optional(),
   /** what the env asks for beyond the lock-down every env gets, by name: capabilities, a read-only root, a user, gVisor (docs/security.md) */
   security: EnvSecuritySchema.optional(),
+  /**
+   * http envs only: a /reset on a container that already served episodes starts a clean one (the
+   * env keeps nothing across /reset). The server still deploys a fresh env per episode; `check`
+   * plays such an env's tasks on a few containers it resets between plays (authoring/reused-envs.ts).
+   */
+  clean_reset: z.boolean().default(false),
 })
   .superRefine((env, ctx) => {
     if (env.kind === 'shell') {
@@ -136,6 +142,9 @@ export const EnvManifestSchema = closedObject({
         if (env[field] !== undefined) {
           ctx.addIssue({ code: z.ZodIssueCode.custom, path: [field], message: 'a shell env runs no server: port and ready_path are for "kind": "http" envs' });
         }
+      }
+      if (env.clean_reset) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['clean_reset'], message: 'a shell env has no /reset: clean_reset is for "kind": "http" envs' });
       }
     }
   })

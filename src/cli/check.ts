@@ -46,6 +46,9 @@ export interface CheckReport {
     images_s: number;
     tasks: number;
     episodes: number;
+    /** seconds the plays took (images ready to the last play's end), and envs at once */
+    plays_s: number;
+    concurrency: number;
     golden: PlayTally;
     empty: PlayTally;
     envs: DynamicResult['envs'];
@@ -66,6 +69,8 @@ export function checkReport(dir: string, files: string, findings: readonly Findi
       images_s: dyn.images_s,
       tasks: dyn.tasks_checked,
       episodes: dyn.episodes,
+      plays_s: dyn.plays_s,
+      concurrency: dyn.concurrency,
       golden: dyn.golden,
       empty: dyn.empty,
       envs: dyn.envs,
@@ -83,10 +88,16 @@ export function formatCheck(r: CheckReport): string {
     lines.push(
       `  played ${p.tasks} task(s) in ${p.episodes} episode(s): golden at max ${p.golden.passed}/${p.golden.played}, empty at or under the floor ${p.empty.passed}/${p.empty.played}`,
     );
+    lines.push(
+      `  plays: ${p.episodes} episode(s) in ${p.plays_s.toFixed(1)} s, ${(p.plays_s > 0 ? p.episodes / p.plays_s : 0).toFixed(1)} episode(s)/s, ${p.concurrency} env(s) at once`,
+    );
     if (p.golden.played) lines.push(`  golden solutions: mean ${means(p.golden)}`);
     if (p.empty.played) lines.push(`  empty solutions: mean ${means(p.empty)}`);
-    for (const e of p.envs)
-      lines.push(`  env ${e.env}: deploy + /reset mean ${e.mean_s.toFixed(3)} s, max ${e.max_s.toFixed(3)} s over ${e.deploys} deploy(s)`);
+    for (const e of p.envs) {
+      const reused =
+        e.reused_mean_s === null ? '' : `; /reset on a reused container mean ${e.reused_mean_s.toFixed(3)} s over ${e.reused} episode(s) (clean_reset)`;
+      lines.push(`  env ${e.env}: deploy + /reset mean ${e.mean_s.toFixed(3)} s, max ${e.max_s.toFixed(3)} s over ${e.deploys} deploy(s)${reused}`);
+    }
     for (const [env, g] of Object.entries(p.granted)) lines.push(`  env ${env}: ${grantLine(g)}`);
   }
   const groups = groupFindings([...r.problems, ...r.warnings]);
@@ -114,7 +125,9 @@ export const checkCommand = defineCommand({
     'failure), the same task and seed twice (the same results, unless bundle.json says',
     '"ignores_seed"), and one call per tool that violates its schema (must be the model\'s error, the',
     "episode going on); reports each env's deploy time and the mean reward and scores of each kind",
-    'of play. The same finding in many tasks is one line.',
+    'of play. The same finding in many tasks is one line. An env that says "clean_reset" plays its',
+    'tasks on a few containers reset between plays; a play failing on a reused one is played again',
+    'on a fresh one, and a share of the others too, which must give the same results.',
   ],
   positionals: { dir: { name: 'DIR', schema: z.string().min(1), help: 'the bundle folder or .tar.gz' } },
   options: {
@@ -133,6 +146,10 @@ export const checkCommand = defineCommand({
       env: ['OPENENV_BUILD_ARG'],
     },
     concurrency: { schema: z.coerce.number().int().positive().default(CHECK_CONCURRENCY), value: 'N', help: 'envs running at once' },
+    freshEnvs: {
+      schema: z.boolean().default(false),
+      help: 'a fresh env for every episode, even where bundle.json says clean_reset',
+    },
     json: { schema: z.boolean().default(false), help: 'print the result as one JSON object on stdout' },
   },
   footer: ['Exit codes: 0 no problem (warnings allowed), 1 problems found, 2 a command line to fix.'],
@@ -161,6 +178,7 @@ export const checkCommand = defineCommand({
             split: args.split,
             buildArgs: buildArgRecord(args.buildArg),
             concurrency: args.concurrency,
+            freshEnvs: args.freshEnvs,
             onProgress: (done, total, what) => bar.update(done, total, what),
             signal: stop.signal,
           });

@@ -4,7 +4,9 @@
  * or tool and what to change. The same checks on real Docker: stranger.docker.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkDynamic } from '../../src/authoring/check-dynamic.js';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { checkDynamic, type DynamicResult } from '../../src/authoring/check-dynamic.js';
 import { checkStatic } from '../../src/authoring/check-static.js';
 import type { Finding } from '../../src/authoring/findings.js';
 import { checkReport, formatCheck } from '../../src/cli/check.js';
@@ -29,18 +31,21 @@ async function fresh(): Promise<TempBundle> {
 async function check(
   dir: string,
   tasks: number | 'all' = 'all',
-): Promise<{ problems: Finding[]; warnings: Finding[]; golden?: unknown; empty?: unknown; summary?: string }> {
+  more: { concurrency?: number; freshEnvs?: boolean } = {},
+): Promise<{ problems: Finding[]; warnings: Finding[]; golden?: unknown; empty?: unknown; summary?: string; envs?: DynamicResult['envs']; episodes?: number }> {
   const st = await checkStatic(dir);
   if (!st.bundle || st.findings.problems.length > 0) return { problems: st.findings.problems, warnings: st.findings.warnings };
   const sandbox = new ProcessSandbox();
   try {
-    const dyn = await checkDynamic(st.bundle, st.validators, { tasks, sandbox });
+    const dyn = await checkDynamic(st.bundle, st.validators, { tasks, sandbox, ...more });
     const all = [...st.findings.list, ...dyn.findings.list];
     return {
       problems: all.filter((f) => f.level === 'problem'),
       warnings: all.filter((f) => f.level === 'warning'),
       golden: dyn.golden,
       empty: dyn.empty,
+      envs: dyn.envs,
+      episodes: dyn.episodes,
       summary: formatCheck(checkReport(dir, '(files)', all, dyn)),
     };
   } finally {
@@ -50,6 +55,23 @@ async function check(
 }
 
 const text = (fs: Finding[]) => fs.map((f) => `${f.where}: ${f.message}`).join('\n');
+
+/** `n` more train tasks, copies of the template's first two (one answers at once, one asks for a hint first), ids `<name>-train-more-<i>` */
+async function moreTasks(b: TempBundle, n: number): Promise<void> {
+  const file = path.join(b.dir, 'tasks/train.jsonl');
+  const rows = (await readFile(file, 'utf8')).trim().split('\n');
+  const extra = Array.from({ length: n }, (_, i) => {
+    const row = JSON.parse(rows[i % 2]!) as { task_id: string };
+    return JSON.stringify({ ...row, task_id: row.task_id.replace(/-train-\d+$/, `-train-more-${i}`) });
+  });
+  await writeFile(file, [...rows, ...extra].join('\n') + '\n');
+}
+
+/** bundle.json's env qa says a /reset on a used container starts a clean episode */
+const CLEAN_RESET: [string, string] = [
+  '"resources": { "memory_mb": 128, "cpus": 0.5, "pids": 64 }',
+  '"resources": { "memory_mb": 128, "cpus": 0.5, "pids": 64 },\n      "clean_reset": true',
+];
 
 describe('check (envs as child processes)', () => {
   it('passes a bundle fresh from init: every golden solution at the max, every empty one at the floor', async () => {
@@ -202,6 +224,85 @@ describe('check (envs as child processes)', () => {
   });
 });
 
+describe('check on an env that says clean_reset (its containers reused between plays)', () => {
+  it('plays 45 tasks on a few containers, and still fails the one broken golden solution among them, on its own line', async () => {
+    const b = await fresh();
+    await moreTasks(b, 40);
+    await b.edit('bundle.json', ...CLEAN_RESET);
+    // one golden solution of the 45 answers wrong: probe-v1-train-more-17 (a copy of train-1, hint first)
+    await b.edit('tasks/train.jsonl', /("task_id":"probe-v1-train-more-17".*?"answer":)"8"\}\}\]/, '$1"9"}}]');
+    const r = await check(b.dir, 'all', { concurrency: 3 });
+    expect(text(r.problems)).toMatch(
+      /^task probe-v1-train-more-17 \(tasks\/train\.jsonl line 21\): the golden solution scored correct = 0, expected its declared max 1/,
+    );
+    expect(r.problems).toHaveLength(1);
+    expect(r.golden).toMatchObject({ passed: 44, played: 45 });
+    expect(r.empty).toMatchObject({ passed: 45, played: 45 });
+    // 45 golden + 45 empty + 1 schema-violating play, then a share of the reused plays again on fresh containers (at least 3)
+    const [qa] = r.envs!;
+    expect(qa!.reused).toBeGreaterThan(80);
+    expect(qa!.deploys).toBeLessThan(12);
+    expect(qa!.deploys + qa!.reused).toBe(r.episodes);
+    expect(r.summary).toMatch(
+      /^ {2}env qa: deploy \+ \/reset mean .* over \d+ deploy\(s\); \/reset on a reused container mean \d+\.\d{3} s over \d+ episode\(s\) \(clean_reset\)$/m,
+    );
+  });
+
+  it('with --fresh-envs, deploys a fresh container for every episode all the same', async () => {
+    const b = await fresh();
+    await b.edit('bundle.json', ...CLEAN_RESET);
+    const r = await check(b.dir, 'all', { freshEnvs: true });
+    expect(text(r.problems)).toBe('');
+    expect(r.envs).toEqual([expect.objectContaining({ env: 'qa', deploys: r.episodes, reused: 0, reused_mean_s: null })]);
+  });
+
+  it('fails an env that keeps something across /reset: plays on a reused container and on a fresh one differ', async () => {
+    const b = await fresh();
+    await moreTasks(b, 10);
+    await b.edit('bundle.json', ...CLEAN_RESET);
+    // as GridSim: no seed replay, so only the fresh replays can tell
+    await b.edit('bundle.json', '"reward": "correct",', '"reward": "correct",\n  "ignores_seed": true,');
+    // what it answers counts the episodes the container has served
+    await b.edit('envs/qa/server.mjs', 'let episode = null;', 'let episode = null;\nlet served = 0;');
+    await b.edit(
+      'envs/qa/server.mjs',
+      'episode = { data, seed: seed ?? null, hints: 0, answer: null };',
+      'episode = { data, seed: seed ?? null, hints: 0, answer: null };\n    served += 1;',
+    );
+    await b.edit('envs/qa/server.mjs', 'return { text: `Submitted "${args.answer}".`', 'return { text: `Submitted "${args.answer}" (episode ${served}).`');
+    const r = await check(b.dir, 'all', { concurrency: 2 });
+    expect(r.problems.length).toBeGreaterThanOrEqual(3);
+    for (const p of r.problems) {
+      expect(p.message).toMatch(
+        /^the golden solution gave different results on a container of env qa that had served \d+ episode\(s\) before and on a fresh one \(first at step \d: .*\(episode \d+\).* then .*\(episode 1\).*\); a \/reset must start a clean episode whatever the container served before: fix the env or drop "clean_reset" from envs\.qa$/,
+      );
+    }
+    // every golden and empty solution passed as such: only the reuse gives it away
+    expect(r.golden).toMatchObject({ passed: 15, played: 15 });
+  });
+
+  it('plays again on a fresh container a play that failed on a reused one: the fresh play counts, and the failure is put on clean_reset', async () => {
+    const b = await fresh();
+    await b.edit('bundle.json', ...CLEAN_RESET);
+    // a container takes one /reset only
+    await b.edit('envs/qa/server.mjs', 'let episode = null;', 'let episode = null;\nlet resets = 0;');
+    await b.edit(
+      'envs/qa/server.mjs',
+      "  if (key === 'POST /reset') {",
+      "  if (key === 'POST /reset') {\n    if (++resets > 1) return send(res, 500, { error: 'used', message: 'this container served an episode already' });",
+    );
+    const r = await check(b.dir, 1, { concurrency: 1 });
+    expect(r.golden).toMatchObject({ passed: 2, played: 2 });
+    expect(r.empty).toMatchObject({ passed: 2, played: 2 });
+    expect(r.problems.length).toBeGreaterThan(0);
+    for (const p of r.problems) {
+      expect(p.message).toMatch(
+        /^the (golden|empty) solution failed on a container of env qa that had served 1 episode\(s\) before \(env_crashed|env_unreachable|env_failed|bad_response.*this container served an episode already.*\), not on a fresh one: its \/reset does not start a clean episode; fix the env or drop "clean_reset" from envs\.qa$/s,
+      );
+    }
+  });
+});
+
 describe('check interrupted', () => {
   it('tears down every env it deployed and rejects, saying so', async () => {
     const st = await checkStatic(FIXTURE_BUNDLE);
@@ -209,6 +310,29 @@ describe('check interrupted', () => {
     const stop = new AbortController();
     try {
       const run = checkDynamic(st.bundle!, st.validators, { tasks: 'all', sandbox, signal: stop.signal, onProgress: (done) => done === 1 && stop.abort() });
+      await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
+      expect(sandbox.held()).toEqual([]);
+    } finally {
+      await sandbox.close();
+      await st.bundle?.cleanup();
+    }
+  });
+
+  it('with clean_reset, removes the containers it kept for the next plays too', async () => {
+    const b = await fresh();
+    await moreTasks(b, 20);
+    await b.edit('bundle.json', ...CLEAN_RESET);
+    const st = await checkStatic(b.dir);
+    const sandbox = new ProcessSandbox();
+    const stop = new AbortController();
+    try {
+      const run = checkDynamic(st.bundle!, st.validators, {
+        tasks: 'all',
+        sandbox,
+        signal: stop.signal,
+        concurrency: 3,
+        onProgress: (done) => done === 6 && stop.abort(),
+      });
       await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
       expect(sandbox.held()).toEqual([]);
     } finally {

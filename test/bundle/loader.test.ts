@@ -22,6 +22,7 @@ describe('loadBundle on a valid folder', () => {
       deploy_timeout_s: 60,
       resources: { memory_mb: 128, cpus: 1, pids: 256 },
       environment: { LOG_LEVEL: 'debug' },
+      clean_reset: false,
     });
     expect(b.manifest.envs.calc).toEqual({
       image: 'example.org/calc:1.2',
@@ -31,6 +32,7 @@ describe('loadBundle on a valid folder', () => {
       deploy_timeout_s: 30,
       resources: { memory_mb: 512, cpus: 1, pids: 256 },
       environment: {},
+      clean_reset: false,
     });
   });
 

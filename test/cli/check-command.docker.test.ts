@@ -2,7 +2,8 @@
  * `openenv-bundle check` as a user runs it: the built binary, a child process, on real Docker.
  * A good bundle plays and says `ok:`; a broken one exits 1 naming the problem; `--json` parses;
  * no run leaves its lock marker; and what a killed run left (its envs, networks and lock marker)
- * is removed by the next run's start-up.
+ * is removed by the next run's start-up. GridSim says clean_reset: its 200 eval tasks play on a
+ * few containers, and one broken golden solution among them still fails the check.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -12,11 +13,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LOCK_LABELS } from '../../src/sandbox/engine/instance-lock.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
-import { describeDocker, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
+import { describeDocker, LOCAL_NODE_IMAGE, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/openenv-bundle.js', import.meta.url));
 const ARITH = fileURLToPath(new URL('../../bundles/arith-v1', import.meta.url));
 const BUILD_ARG = `PYTHON_IMAGE=${LOCAL_PYTHON_IMAGE}`;
+const GRIDSIM = fileURLToPath(new URL('../../bundles/gridsim-v1', import.meta.url));
 
 function lines(args: string[]): string[] {
   return execFileSync('docker', args, { encoding: 'utf8' })
@@ -43,6 +45,9 @@ function check(args: string[]) {
 describeDocker('openenv-bundle check, run as a process', () => {
   let parent: string;
   let broken: string;
+  let gridsim: string;
+  /** the eval task whose golden solution the copy breaks */
+  let brokenTask: string;
 
   beforeAll(async () => {
     parent = await mkdtemp(path.join(tmpdir(), 'openenv-check-cmd-'));
@@ -54,6 +59,17 @@ describeDocker('openenv-bundle check, run as a process', () => {
     const next = text.replace('"answers":[5294]', '"answers":[5295]');
     expect(next).not.toBe(text);
     await writeFile(file, next);
+
+    // GridSim, with the 100th eval task's golden schedule idle: it scores the floor, not the max
+    gridsim = path.join(parent, 'gridsim-v1');
+    await cp(GRIDSIM, gridsim, { recursive: true, filter: (src) => !src.includes(`${path.sep}node_modules`) });
+    const evalFile = path.join(gridsim, 'tasks/eval.jsonl');
+    const rows = (await readFile(evalFile, 'utf8')).trim().split('\n');
+    const row = JSON.parse(rows[99]!) as { task_id: string; golden: { tool: string; arguments: { schedule: number[] } }[] };
+    brokenTask = row.task_id;
+    row.golden = [{ tool: 'submit_schedule', arguments: { schedule: row.golden[0]!.arguments.schedule.map(() => 0) } }];
+    rows[99] = JSON.stringify(row);
+    await writeFile(evalFile, rows.join('\n') + '\n');
   });
 
   afterAll(async () => {
@@ -94,6 +110,29 @@ describeDocker('openenv-bundle check, run as a process', () => {
     // only the golden solution of arith-train-0 misses; others that fail alike would share its line
     expect(run.stdout).toMatch(/^ {2}problem: task arith-train-0 \(tasks\/train\.jsonl line 1\): /m);
     expect(run.stdout).toMatch(/^\d+ problem\(s\)/m);
+  });
+
+  it('plays 200 GridSim tasks on a few reused containers (clean_reset), still fails the one broken golden solution, and leaves nothing', () => {
+    const run = check([gridsim, '--split', 'eval', '--tasks', 'all', '--concurrency', '4', '--json', '--build-arg', `NODE_IMAGE=${LOCAL_NODE_IMAGE}`]);
+    expect(run.status, run.stdout + run.stderr).toBe(1);
+    const r = JSON.parse(run.stdout) as {
+      problems: { where: string; message: string }[];
+      played: { instance: string; episodes: number; golden: { passed: number; played: number }; envs: { env: string; deploys: number; reused: number }[] };
+    };
+    expect(r.problems).toEqual([
+      {
+        level: 'problem',
+        where: expect.stringContaining(`task ${brokenTask} (tasks/eval.jsonl line 100)`),
+        message: expect.stringMatching(/^the golden solution scored schedule = 0\.2\d*, expected its declared max 1;/),
+      },
+    ]);
+    expect(r.played.golden).toMatchObject({ passed: 199, played: 200 });
+    const [env] = r.played.envs;
+    // 200 golden + 200 empty + 1 schema-violating play + the fresh replays: a handful of containers, the rest reused
+    expect(env).toMatchObject({ env: 'gridsim' });
+    expect(env!.deploys).toBeLessThan(20);
+    expect(env!.deploys + env!.reused).toBe(r.played.episodes);
+    expect(held(r.played.instance)).toEqual(NOTHING);
   });
 
   it('removes at start-up what a killed run left: its envs, networks and lock marker', async () => {

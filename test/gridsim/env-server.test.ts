@@ -202,10 +202,18 @@ describe('GridSim env server (child process)', () => {
       expect((await call('get_situation')).is_error).toBe(false);
     });
 
-    it('a new /reset starts a fresh episode', async () => {
+    it('a new /reset starts a fresh episode, whatever the server played before (bundle.json says clean_reset)', async () => {
+      await reset(rows[1]);
+      const clean = (await http('GET', '/state')).json;
+      const situation = (await call('get_situation')).text;
+      // another task played to its end on the same server: every check used, a submission
+      await reset(row);
+      for (let i = 0; i < 3; i++) await call('check_schedule', { schedule: zeros() });
       await call('submit_schedule', { schedule: zeros() });
       await reset(rows[1]);
-      expect((await http('GET', '/state')).json).toMatchObject({ task_id: rows[1]?.task_id, submitted: false, checks_left: 3 });
+      expect((await http('GET', '/state')).json).toEqual(clean);
+      expect(clean).toMatchObject({ task_id: rows[1]?.task_id, submitted: false, checks_left: 3 });
+      expect((await call('get_situation')).text).toBe(situation);
       expect((await http('POST', '/finish')).json).toEqual({ scores: { schedule: 0 } });
     });
   });

@@ -19,6 +19,9 @@ export interface OwnContainerSources {
   hostname: string;
 }
 
+/** where the engine bind-mounts a container's own files of it */
+const OWN_FILES = new Set(['/etc/hostname', '/etc/hosts', '/etc/resolv.conf']);
+
 const OWN_SOURCES: OwnContainerSources = { mountinfo: '/proc/self/mountinfo', cgroup: '/proc/self/cgroup', hostname: os.hostname() };
 
 /** candidate ids, most trustworthy first: the engine bind-mounts /etc/hostname etc. from /var/lib/docker/containers/<id>/ */
@@ -27,8 +30,13 @@ export async function ownContainerIdCandidates(sources: Partial<OwnContainerSour
   const out: string[] = [];
   const mountinfo = await readOr(mountinfoFile);
   for (const line of mountinfo.split('\n')) {
-    const m = /\/containers\/([0-9a-f]{64})\//.exec(line);
-    if (m?.[1]) out.push(m[1]);
+    // the engine's file of a container (the mount's root, field 4) mounted at this process's own
+    // /etc/hostname, /etc/hosts or /etc/resolv.conf (its mount point, field 5): on the engine's own
+    // host the engine mounts those files of other containers too (under /var/lib/docker/, while it
+    // copies files in or out of them), and none of those is this process's
+    const [, , , root = '', point = ''] = line.split(' ');
+    const m = /\/containers\/([0-9a-f]{64})\//.exec(root);
+    if (m?.[1] && OWN_FILES.has(point)) out.push(m[1]);
   }
   for (const m of (await readOr(cgroup)).matchAll(FULL_ID)) if (m[1]) out.push(m[1]);
   // Docker's default hostname is the 12-hex short id.

@@ -181,4 +181,19 @@ describe('own container id', () => {
     expect(await ownContainerIdCandidates({ ...files, hostname: '0123456789ab' })).toEqual([id, other, '0123456789ab']);
     expect(await ownContainerIdCandidates({ mountinfo: '/nonexistent', cgroup: '/nonexistent', hostname: 'vm' })).toEqual([]);
   });
+
+  it("on the engine's own host, does not take another container's files the engine mounted (copying into it) for its own", async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'proc-'));
+    const other = 'c'.repeat(64);
+    await writeFile(
+      path.join(dir, 'mountinfo'),
+      [
+        `822 391 254:0 /var/lib/docker/containers/${other}/resolv.conf /var/lib/docker/overlay2/${'d'.repeat(64)}/merged/etc/resolv.conf rw,relatime - ext4 /dev/vda rw`,
+        `580 42 0:165 / /var/lib/docker/containers/${other}/mounts/shm rw,nosuid - tmpfs shm rw,size=65536k`,
+        '',
+      ].join('\n'),
+    );
+    await writeFile(path.join(dir, 'cgroup'), '0::/\n');
+    expect(await ownContainerIdCandidates({ mountinfo: path.join(dir, 'mountinfo'), cgroup: path.join(dir, 'cgroup'), hostname: 'vm' })).toEqual([]);
+  });
 });
