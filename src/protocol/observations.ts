@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { ToolSpecSchema } from './bundle.js';
+import { HarnessProgressSchema } from './harness.js';
 
 export const PhaseSchema = z.enum(['waiting', 'deploying', 'running', 'done']);
 export type Phase = z.infer<typeof PhaseSchema>;
@@ -90,6 +91,8 @@ export const ResetObservationSchema = z.object({
   turns: z.number().int(),
   max_turns: z.number().int(),
   timings: TimingsSchema,
+  /** a harness episode (src/protocol/harness.ts): the server runs the task's harness; the client waits (tool `wait`) */
+  harness: z.boolean().optional(),
 });
 export type ResetObservation = z.infer<typeof ResetObservationSchema>;
 
@@ -117,6 +120,8 @@ export const EndingSchema = z.object({
   timings: TimingsSchema,
   scores: ScoresSchema.optional(),
   failure: FailureSchema.optional(),
+  /** a harness episode's: what its harness did, and how its last run ended */
+  harness: HarnessProgressSchema.optional(),
 });
 export type Ending = z.infer<typeof EndingSchema>;
 

@@ -12,6 +12,7 @@ import type {
   EndEvent,
   EpisodeSummary,
   ListToolsEvent,
+  HarnessEvent,
   ModelCallEvent,
   Overview,
   RecentTask,
@@ -38,6 +39,7 @@ export type {
   Failure,
   Lane,
   ListToolsEvent,
+  HarnessEvent,
   ModelCallEvent,
   Overview,
   RecentTask,
@@ -56,7 +58,7 @@ export type Message = ResetObservation['messages'][number];
 
 export type ResetEvent = Omit<WireResetEvent, 'messages'> & { messages: Message[] };
 export type ToolCallEvent = Omit<WireToolCallEvent, 'result' | 'error'> & { result: ToolResult | null; error: ToolError | null };
-export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | VerifierEvent | EndEvent;
+export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | VerifierEvent | HarnessEvent | EndEvent;
 export type Transcript = Omit<WireTranscript, 'events'> & { events: TranscriptEvent[] };
 
 /** POST /episodes/{id}/step's answer to a call_tool */
