@@ -99,12 +99,10 @@ export class HarnessTask {
     };
     this.running = true;
     try {
-      const r = await runKillable(
-        this.exec,
-        { cmd: [...this.spec.command], env, ...(this.opts.workdir ? { workdir: this.opts.workdir } : {}) },
-        budget,
-        { headBytes: HARNESS.outputHeadBytes, tailBytes: HARNESS.outputTailBytes },
-      );
+      const r = await runKillable(this.exec, { cmd: [...this.spec.command], env, ...(this.opts.workdir ? { workdir: this.opts.workdir } : {}) }, budget, {
+        headBytes: HARNESS.outputHeadBytes,
+        tailBytes: HARNESS.outputTailBytes,
+      });
       this.last = { turn: i + 1, ended: r.timedOut ? 'time_budget' : 'exited', exitCode: r.exitCode, durationMs: r.durationMs, output: r.output };
       return this.last;
     } finally {
@@ -151,6 +149,7 @@ export class HarnessTask {
 /** A `wait` reply's text: the progress for a person. */
 export function progressText(p: HarnessProgress, done: boolean): string {
   const calls = `${p.model_calls} model call(s), ${p.elapsed_s} s`;
-  if (done) return `The episode ended (the harness ${p.ended === 'time_budget' ? 'ran out of its time budget' : p.ended === 'exited' ? `exited with ${p.exit_code}` : 'was stopped'}; ${calls}).`;
+  if (done)
+    return `The episode ended (the harness ${p.ended === 'time_budget' ? 'ran out of its time budget' : p.ended === 'exited' ? `exited with ${p.exit_code}` : 'was stopped'}; ${calls}).`;
   return p.running ? `The harness runs turn ${p.turn} (${calls}).` : `The harness's turn ${p.turn} is being scored (${calls}).`;
 }

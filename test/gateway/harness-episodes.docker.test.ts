@@ -181,7 +181,11 @@ describeDocker('harness episodes: the server runs the harness in the env, throug
       expect(r.body.observation.result.data).toMatchObject({ turn: 1 });
       r = await post(`/episodes/${id}/step`, { type: 'call_tool', tool_name: 'wait', arguments: { timeout_s: 5 } });
     }
-    expect(r.body, JSON.stringify(r.body)).toMatchObject({ done: true, reward: 1, observation: { harness: { ended: 'exited', exit_code: 0, model_calls: 2 } } });
+    expect(r.body, JSON.stringify(r.body)).toMatchObject({
+      done: true,
+      reward: 1,
+      observation: { harness: { ended: 'exited', exit_code: 0, model_calls: 2 } },
+    });
     const t = (await (await fetch(`${srv.url}/console/episodes/${id}`)).json()) as any;
     const calls = t.events.filter((e: any) => e.kind === 'model_call' && e.api === 'openai.chat');
     expect(calls.map((e: any) => [e.stream, e.outcome])).toEqual([
@@ -197,7 +201,8 @@ describeDocker('harness episodes: the server runs the harness in the env, throug
     expect(sid, JSON.stringify(created.body)).toBeTruthy();
     let r: any;
     for (let i = 0; i < 100; i++) {
-      r = (await post('/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { session_id: sid, name: 'wait', arguments: { timeout_s: 5 } } })).body.result;
+      r = (await post('/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { session_id: sid, name: 'wait', arguments: { timeout_s: 5 } } })).body
+        .result;
       if (r.done) break;
     }
     expect(r).toMatchObject({ done: true, harness: { ended: 'exited', exit_code: 0 } });
