@@ -63,6 +63,7 @@ import {
 } from './bench/server.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
+import { harnessBurst, printHarnessBurst } from './lib/harness-burst.js';
 
 const { values } = parseArgs({
   options: {
@@ -71,7 +72,8 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     deploys: { type: 'string', default: '4,8' },
     singles: { type: 'string', default: '20' },
-    phases: { type: 'string', default: 'sustained,burst,lanes' },
+    phases: { type: 'string', default: 'sustained,burst,lanes,harness' },
+    'harness-burst': { type: 'string', default: '32' },
     'lanes-train': { type: 'string', default: '64' },
     'lanes-eval': { type: 'string', default: '8' },
     'lanes-cap': { type: 'string', default: '8' },
@@ -91,7 +93,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes'].includes(p)) throw new Error(`--phases takes sustained, burst and/or lanes, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'harness'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes and/or harness, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -366,6 +369,9 @@ async function main(): Promise<void> {
   const picked = sustainedFigures?.picked ?? (DEPLOY_VALUES.length === 1 ? DEPLOY_VALUES[0]! : DEFAULT_MAX_CONCURRENT_DEPLOYS);
   const burstResult = PHASES.has('burst') ? await burstPhase(image, picked) : null;
   const lanesFigures = PHASES.has('lanes') ? await lanesPhase() : null;
+  const harnessFigures = PHASES.has('harness')
+    ? await harnessBurst({ run: ctx.run, size: positive('harness-burst', values['harness-burst']), image: 'openenv-local/debian:bookworm', progress })
+    : null;
 
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
@@ -389,6 +395,8 @@ async function main(): Promise<void> {
     targets[`eval reset queue wait p95 during a training burst of ${l.load.train} at a full cap of ${l.load.cap}, lanes on <= 0.25x lanes off`] =
       l.eval_queued_p95_on_vs_off <= 0.25;
   }
+  if (harnessFigures)
+    targets[`every one of a burst of ${harnessFigures.size} harness episodes scored 1`] = harnessFigures.harness.scored_1 === harnessFigures.size;
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -398,6 +406,7 @@ async function main(): Promise<void> {
     sustained: s,
     burst: b ?? null,
     lanes: l ?? null,
+    harness: harnessFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -415,6 +424,7 @@ async function main(): Promise<void> {
   if (b) printBurst(b);
   if (s) printSustained(s);
   if (l) printLanes(l);
+  if (harnessFigures) printHarnessBurst(harnessFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
