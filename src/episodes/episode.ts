@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type HarnessManifest, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
-import { MAX_ARGUMENT_DEPTH } from '../defaults.js';
+import { HARNESS, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
 import { invalidScoresMessage, makeFailure, toolErrorType, type FailureExtra } from '../failures.js';
 import type { Metrics } from '../metrics.js';
@@ -43,7 +43,6 @@ import { checkScores, type RewardFn, type Scores } from './reward.js';
 import { BuiltinTools } from './builtin-tools.js';
 import { TaskVerification, type TurnEnd, type TurnEndOutcome, type VerifierRecord } from './verified-task.js';
 import { HarnessTask, harnessOf, progressText, type HarnessRun } from './harness-task.js';
-import { HARNESS } from '../defaults.js';
 import { WAIT_TOOL, WAIT_TOOL_NAME, WaitArgsSchema } from '../protocol/harness.js';
 
 export interface EpisodeSettings {
