@@ -6,9 +6,10 @@
  * solve.sh as one bash call), then stops; the verifier scores 1, whole (over /ws) and streamed
  * (over /episodes). A harness that probes finds only its own door open (MCP). The client cancels
  * one mid-run and nothing of it is left; a harness's time budget ends one with its reason; SIGTERM
- * mid-harness drains the server and leaves nothing.
+ * mid-harness drains the server and leaves nothing. `eval` plays a harness task by waiting.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -244,6 +245,20 @@ describeDocker('harness episodes: the server runs the harness in the env, throug
     expect(end.observation.harness.elapsed_s).toBeGreaterThanOrEqual(3);
     await waitFor(() => envsOf(reset.data.observation.episode_id).containers.length === 0, 60_000, 'the episode torn down', 500);
     await c.close();
+  });
+
+  it('eval plays a harness task by waiting: the harness scores 1, eval itself makes no model turn', async () => {
+    const out = join(bundle, '..', 'eval-out');
+    await promisify(execFile)(
+      process.execPath,
+      [CLI, 'eval', srv.url, '--model-url', upstream.baseUrl, '--model', 'policy', '--split', 'train', '--tasks', '1', '--out', out],
+      { timeout: 300_000 },
+    );
+    const [rec] = readFileSync(join(out, 'episodes.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(rec).toMatchObject({ task_id: TASK, reward: 1, end_reason: 'turns_ended', failure: null, model_turns: 0, tool_calls: [] });
   });
 
   it('SIGTERM to the server mid-harness drains it: the harness episode ends, nothing is left', async () => {
