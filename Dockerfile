@@ -56,3 +56,5 @@ FROM runtime-base AS runtime
 COPY --from=build /app/package.json /app/package-lock.json /app/
 COPY --from=build /app/node_modules/ /app/node_modules/
 COPY --from=build /app/dist/ /app/dist/
+# the shipped harness, which harness episodes put into envs (src/episodes/harness-task.ts)
+COPY harness/openenv_harness.py /app/harness/openenv_harness.py

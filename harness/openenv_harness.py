@@ -190,6 +190,9 @@ def instruction_of(args):
     if args.instruction_file is not None:
         with open(args.instruction_file, encoding="utf-8") as f:
             return f.read()
+    if os.environ.get("OPENENV_INSTRUCTION_FILE"):
+        with open(os.environ["OPENENV_INSTRUCTION_FILE"], encoding="utf-8") as f:
+            return f.read()
     if os.environ.get("OPENENV_INSTRUCTION"):
         return os.environ["OPENENV_INSTRUCTION"]
     if not sys.stdin.isatty():
@@ -199,7 +202,7 @@ def instruction_of(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Run a task with a model through the env's model gateway (OPENAI_BASE_URL, OPENAI_API_KEY).")
-    p.add_argument("--instruction", help="the task (else --instruction-file, OPENENV_INSTRUCTION, or stdin)")
+    p.add_argument("--instruction", help="the task (else --instruction-file, OPENENV_INSTRUCTION_FILE, OPENENV_INSTRUCTION, or stdin)")
     p.add_argument("--instruction-file")
     p.add_argument("--model", default=os.environ.get("OPENENV_MODEL"), help="the model to name (default: OPENENV_MODEL, else the first of GET /models)")
     p.add_argument("--max-turns", type=int, default=int(os.environ.get("OPENENV_MAX_TURNS", "50")))
@@ -216,7 +219,7 @@ def main(argv=None):
         return EXIT_USAGE
     instruction = instruction_of(args)
     if not instruction or not instruction.strip():
-        log("usage_error", message="no instruction: give --instruction, --instruction-file, OPENENV_INSTRUCTION or stdin")
+        log("usage_error", message="no instruction: give --instruction, --instruction-file, OPENENV_INSTRUCTION_FILE, OPENENV_INSTRUCTION or stdin")
         return EXIT_USAGE
 
     model = Model(base_url, os.environ.get("OPENAI_API_KEY", ""), args.model, args.stream, args.model_timeout)

@@ -72,6 +72,7 @@ import {
 } from './bench/server.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
+import { harnessBurst, printHarnessBurst } from './lib/harness-burst.js';
 
 const { values } = parseArgs({
   options: {
@@ -80,11 +81,12 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     deploys: { type: 'string', default: '4,8' },
     singles: { type: 'string', default: '20' },
-    phases: { type: 'string', default: 'sustained,burst,lanes,gateway' },
+    phases: { type: 'string', default: 'sustained,burst,lanes,gateway,harness' },
     'gateway-calls': { type: 'string', default: '2000' },
     'gateway-chunks': { type: 'string', default: '64' },
     'gateway-concurrency': { type: 'string', default: '32' },
     'gateway-per-worker': { type: 'string', default: '50' },
+    'harness-burst': { type: 'string', default: '32' },
     'lanes-train': { type: 'string', default: '64' },
     'lanes-eval': { type: 'string', default: '8' },
     'lanes-cap': { type: 'string', default: '8' },
@@ -105,8 +107,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes and/or gateway, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway and/or harness, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -396,6 +398,9 @@ async function main(): Promise<void> {
   const picked = sustainedFigures?.picked ?? (DEPLOY_VALUES.length === 1 ? DEPLOY_VALUES[0]! : DEFAULT_MAX_CONCURRENT_DEPLOYS);
   const burstResult = PHASES.has('burst') ? await burstPhase(image, picked) : null;
   const lanesFigures = PHASES.has('lanes') ? await lanesPhase() : null;
+  const harnessFigures = PHASES.has('harness')
+    ? await harnessBurst({ run: ctx.run, size: positive('harness-burst', values['harness-burst']), image: 'openenv-local/debian:bookworm', progress })
+    : null;
 
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
@@ -419,6 +424,8 @@ async function main(): Promise<void> {
     targets[`eval reset queue wait p95 during a training burst of ${l.load.train} at a full cap of ${l.load.cap}, lanes on <= 0.25x lanes off`] =
       l.eval_queued_p95_on_vs_off <= 0.25;
   }
+  if (harnessFigures)
+    targets[`every one of a burst of ${harnessFigures.size} harness episodes scored 1`] = harnessFigures.harness.scored_1 === harnessFigures.size;
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -429,6 +436,7 @@ async function main(): Promise<void> {
     burst: b ?? null,
     lanes: l ?? null,
     gateway: gatewayFigures,
+    harness: harnessFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -449,6 +457,7 @@ async function main(): Promise<void> {
   if (s) printSustained(s);
   if (l) printLanes(l);
   if (gatewayFigures) printGateway(gatewayFigures);
+  if (harnessFigures) printHarnessBurst(harnessFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);

@@ -272,6 +272,22 @@ export const LANE_SHARE = { oldestEvery: 4 } as const;
 /** How long a turn's setup.sh may run before its turn starts (Harbor gives it no timeout of its own). */
 export const TURN_SETUP_TIMEOUT_MS = 120_000;
 /**
+ * Harness episodes (src/episodes/harness-task.ts; docs/gateway.md): where the server puts the
+ * turn's instruction and its shipped harness in the env's container, how much of the harness's
+ * output it keeps (head and tail), and how long a `wait` step waits at most (and by default)
+ * before it answers with the harness's progress.
+ */
+export const HARNESS = {
+  dir: '/tmp/openenv',
+  instructionFile: '/tmp/openenv/instruction.md',
+  shippedPath: '/tmp/openenv/openenv_harness.py',
+  outputHeadBytes: 8 * 1024,
+  outputTailBytes: 8 * 1024,
+  waitDefaultS: 10,
+  waitMaxS: 60,
+} as const;
+
+/**
  * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
  * looks whether the server's process is gone once the pipe closed, and its removals' retries.
  */

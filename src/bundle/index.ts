@@ -22,11 +22,13 @@ export {
   BUILTIN_TOOLSETS,
   ENV_KINDS,
   NAME_PATTERN,
+  HarnessSchema,
   ReadyCheckSchema,
   TurnSpecSchema,
   VerifierSchema,
   type BuiltinToolset,
   type EnvKind,
+  type HarnessManifest,
   type TurnSpec,
   type VerifierManifest,
 } from './schema.js';

@@ -442,7 +442,7 @@ class TaskLoader {
     const verified = row.verifier !== undefined || (row.per_turn ?? []).some((t) => t.verifier !== undefined);
     if (env?.kind === 'shell') {
       if (!verified) return issue('verifier', `env "${envName}" is a shell env, which has no /finish to score the episode: the task needs a verifier`);
-      if (toolset.builtin.length === 0)
+      if (toolset.builtin.length === 0 && !(row.harness ?? this.manifest.harness))
         return issue('toolset', `toolset "${row.toolset}" offers no tool that acts in a shell env; give it "builtin": ["shell"]`);
       if (Object.keys(row.data).length > 0)
         return issue('data', `env "${envName}" is a shell env, which has no /reset to receive data; put what the task needs in its image`);

@@ -272,6 +272,21 @@ export type Groups = z.infer<typeof GroupsSchema>;
 export const BaselinesSchema = z.record(keyName(KEY_PATTERN, 'split name'), z.record(keyName(KEY_PATTERN, 'baseline name'), z.number().finite()));
 export type Baselines = z.infer<typeof BaselinesSchema>;
 
+/**
+ * A harness episode's agent (docs/gateway.md, "harness episodes"): a command the server runs in the
+ * env's container with the turn's instruction, its model calls going through the gateway; the
+ * episode ends when it exits or its time budget passes, and is then scored.
+ */
+export const HarnessSchema = closedObject({
+  /** the program and its arguments (no shell is put in front: ["sh", "-c", "…"] for a command line) */
+  command: z.array(z.string().min(1, 'expected a non-empty string')).min(1, 'expected the program and its arguments, a non-empty array of strings'),
+  /** the harness's time budget, from its start (the task's time_budget_s, when shorter, wins) */
+  timeout_s: z.number().positive().optional(),
+  /** variables the harness runs with, besides the env's and the gateway's */
+  env: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
+});
+export type HarnessManifest = z.infer<typeof HarnessSchema>;
+
 // ---- the manifest ------------------------------------------------------------------------------
 
 export const ManifestSchema = closedObject({
@@ -293,6 +308,8 @@ export const ManifestSchema = closedObject({
   // ---- task groups and baselines
   groups: GroupsSchema.default({}),
   baselines: BaselinesSchema.default({}),
+  /** the agent the server runs in the env for every task that names none (harness episodes, docs/gateway.md) */
+  harness: HarnessSchema.optional(),
   ...AUTHORING_MANIFEST_FIELDS,
 }).superRefine((m, ctx) => {
   const splits = Object.keys(m.splits);
@@ -372,6 +389,8 @@ export type TurnSpec = z.infer<typeof TurnSpecSchema>;
 
 /** The fields a task row gains for verified tasks; never served to a model or a client. */
 const VERIFIED_TASK_FIELDS = {
+  /** the agent the server runs in the env for this task (a harness episode), instead of the bundle's `harness` */
+  harness: HarnessSchema.optional(),
   /** the env this task runs in, instead of its toolset's (a toolset of built-in tools only) */
   env: z.string().min(1, 'expected the name of an env of this bundle').optional(),
   /** the episode's time budget (a Harbor task's agent timeout): when it passes, the episode ends and is verified */

@@ -14,6 +14,7 @@ import type { EndedFilter, EpisodeSummary, Series, SeriesWindow, StreamMessage, 
 import type { Phase, StepOutcome } from '../protocol/observations.js';
 import type { Episode, EpisodeObserver } from '../episodes/episode.js';
 import type { VerifierRecord } from '../episodes/verified-task.js';
+import type { HarnessRun } from '../episodes/harness-task.js';
 import { EpisodeSeries } from './series.js';
 import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 
@@ -142,6 +143,22 @@ export class EpisodeHistory implements EpisodeObserver {
     const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
     if (!l) return;
     this.push(l, { kind: 'verifier', at: this.iso(), ...r });
+  }
+
+  onHarness(ep: Episode, run: HarnessRun): void {
+    const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
+    if (!l) return;
+    this.push(l, {
+      kind: 'harness',
+      at: this.iso(),
+      turn: run.turn,
+      ended: run.ended,
+      exit_code: run.exitCode,
+      duration_s: run.durationMs / 1000,
+      output: run.output.text,
+      output_bytes: run.output.totalBytes,
+      dropped_bytes: run.output.droppedBytes,
+    });
   }
 
   onEnded(ep: Episode): void {

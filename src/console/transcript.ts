@@ -23,6 +23,7 @@ const PAYLOAD_FIELDS: Record<TranscriptEvent['kind'], readonly string[]> = {
   list_tools: [],
   model_call: ['request', 'response'],
   verifier: ['output'],
+  harness: ['output'],
   end: ['scores', 'failure'],
 };
 

@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
-import { END_TURN, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
-import { MAX_ARGUMENT_DEPTH } from '../defaults.js';
+import { END_TURN, type HarnessManifest, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
+import { HARNESS, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
 import { invalidScoresMessage, makeFailure, toolErrorType, type FailureExtra } from '../failures.js';
 import type { Metrics } from '../metrics.js';
@@ -44,6 +44,8 @@ import { BuiltinTools } from './builtin-tools.js';
 import { TaskVerification, type TurnEnd, type TurnEndOutcome, type VerifierRecord } from './verified-task.js';
 import { EpisodeCostMeter } from './episode-cost.js';
 import type { EpisodeCost } from '../protocol/observations.js';
+import { HarnessTask, harnessOf, progressText, type HarnessRun } from './harness-task.js';
+import { WAIT_TOOL, WAIT_TOOL_NAME, WaitArgsSchema } from '../protocol/harness.js';
 
 export interface EpisodeSettings {
   /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
@@ -83,6 +85,8 @@ export interface EpisodeObserver {
   onEnded?(ep: Episode): void;
   /** a verifier ran (its output is the transcript's, never the model's) */
   onVerifier?(ep: Episode, record: VerifierRecord): void;
+  /** a harness episode's harness run ended (its exit and output) */
+  onHarness?(ep: Episode, run: HarnessRun): void;
 }
 
 export class Episode {
@@ -131,6 +135,9 @@ export class Episode {
   private endedBetweenSteps = false;
   /** what its env cost, read as its teardown starts (episode-cost.ts) */
   private readonly meter: EpisodeCostMeter;
+  /** a harness episode's harness, run by the server in the env's container (harness-task.ts) */
+  private readonly harnessSpec: HarnessManifest | null;
+  private harness: HarnessTask | null = null;
 
   constructor(
     private readonly deps: EpisodeDeps,
@@ -148,7 +155,8 @@ export class Episode {
     this.now = deps.now ?? Date.now;
     this.createdAt = this.now();
     this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
-    this.tools = deps.bundle.toolsets[task.toolset] ?? [];
+    this.harnessSpec = harnessOf(deps.bundle, task);
+    this.tools = this.harnessSpec ? [WAIT_TOOL] : (deps.bundle.toolsets[task.toolset] ?? []);
     this.lease = new EnvLease(deps, this.id, deps.bundle.envOf(task).name, this.log);
     this.inspector = new EnvInspector(deps.sandbox, () => this.lease.handle, this.ids, this.log);
     this.meter = new EpisodeCostMeter({
@@ -264,11 +272,14 @@ export class Episode {
     this.episodeTimer = setTimeout(() => void this.onEpisodeTimeout(), settings.episodeTimeoutMs);
     this.episodeTimer.unref?.();
     this.turnStartedAt = this.t.running;
-    this.armBudget();
+    // a harness episode's time budgets are its harness's (harness-task.ts)
+    if (!this.harness) this.armBudget();
     this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
     const outcome = resetObservation(this, this.tools, this.timings());
+    if (this.harness) outcome.observation.harness = true;
     this.notify((o) => o.onReset?.(this, outcome));
     if (this.modelEnd) this.modelAccessEnded(this.modelEnd.reason, this.modelEnd.message);
+    if (this.harness) void this.driveHarness(this.harness);
     return outcome;
   }
 
@@ -328,6 +339,16 @@ export class Episode {
   private async attachContainer(handle: EnvHandle): Promise<void> {
     const exec = this.deps.sandbox.shell?.exec(handle) ?? null;
     this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec);
+    if (this.harnessSpec) {
+      if (!exec) throw new Error(`task ${this.task.task_id} names a harness, but the sandbox gives no access to its env's container`);
+      const workdir = this.deps.bundle.envOf(this.task).spec.workdir;
+      const access = this.deps.modelAccess;
+      this.harness = new HarnessTask(this.harnessSpec, this.task, exec, {
+        ...(workdir ? { workdir } : {}),
+        use: () => access?.gateway.use(this.id) ?? null,
+        now: this.now,
+      });
+    }
     if (!TaskVerification.needed(this.task)) return;
     if (!exec) throw new Error(`task ${this.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
     this.verification = new TaskVerification(this.deps.bundle, this.task, exec, this.builtin, this.deps.reward, (r) => this.onVerifierRun(r));
@@ -367,6 +388,8 @@ export class Episode {
   step(action: Action & { type: 'list_tools' }): Promise<StepOutcome<ToolsObservation>>;
   step(action: Action): Promise<StepOutcome>;
   step(action: Action): Promise<StepOutcome> {
+    // a harness episode's steps wait on the server's run of it, never in line with it
+    if (this.harnessSpec) return this.harnessStep(action);
     const run = this.queue.then(async () => {
       const startedAt = this.now();
       let out = await this.doStep(action);
@@ -379,6 +402,62 @@ export class Episode {
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * A harness episode's step: `wait` (until the episode ends, or its timeout_s, for the progress)
+   * or list_tools. The first reply after its end carries the ending; later steps are refused.
+   */
+  private async harnessStep(action: Action): Promise<StepOutcome> {
+    if (this.phase === 'waiting' || this.phase === 'deploying') {
+      throw new EpisodeStateError('no_episode', 'the episode is not running yet; wait for the reset reply');
+    }
+    if (this.done && this.endReported) throw new EpisodeStateError('episode_done', `episode ${this.id} is done (${this.endReason}); reset to play another`);
+    if (action.type === 'list_tools') return { observation: { tools: this.tools }, reward: null, done: false };
+    const name = action.tool_name;
+    if (name !== WAIT_TOOL_NAME) {
+      return toolError(name, 'tool_not_found', `a harness episode is run by the server: its one tool is ${WAIT_TOOL_NAME} (no "${name}")`);
+    }
+    const args = WaitArgsSchema.safeParse(action.arguments ?? {});
+    if (!args.success) return toolError(name, 'invalid_args', args.error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; '));
+    if (!this.done) await abortableSleep((args.data.timeout_s ?? HARNESS.waitDefaultS) * 1000, this.abort.signal);
+    const progress = this.harness?.progress() ?? null;
+    if (!this.done) {
+      return {
+        observation: { tool_name: name, result: textResult(progress ? progressText(progress, false) : 'The harness has not started.', progress), error: null },
+        reward: null,
+        done: false,
+      };
+    }
+    this.endReported = true;
+    const ending = this.endedOutcome(null).observation as Ending;
+    const text = progress ? progressText(progress, true) : 'The episode ended.';
+    const error = this.failure ? { error_type: toolErrorType(this.failure), message: this.failure.message } : null;
+    // like every reply that ends an episode, it says what the env cost (episode-cost.ts)
+    return this.meter.onto({ observation: { ...ending, tool_name: name, result: textResult(text, progress), error }, reward: this.reward, done: true });
+  }
+
+  /** Runs the harness turn by turn, each run's end scored as end_turn (or, past its time budget, the episode's end) would score it. */
+  private async driveHarness(h: HarnessTask): Promise<void> {
+    try {
+      while (!this.done) {
+        const run = await h.runTurn(this.turn - 1);
+        if (this.done) return;
+        this.log.info(
+          { event: 'harness_ended', turn: run.turn, ended: run.ended, exit_code: run.exitCode, duration_s: seconds3(run.durationMs) },
+          'the harness ended',
+        );
+        this.notify((o) => o.onHarness?.(this, run));
+        if (!this.verification) {
+          await this.envFinish('turns_ended');
+          return;
+        }
+        const out = await this.verifiedTurnEnd(run.ended === 'time_budget' ? 'episode_end' : 'end_turn', null);
+        if (out.done) return;
+      }
+    } catch (e) {
+      if (!this.done) await this.failFromEnv('tool', `the harness could not run in the env's container: ${(e as Error).message}`, null);
+    }
   }
 
   /** One debug line per tool call: which, how many argument bytes, how long, whether it failed. */
@@ -702,6 +781,7 @@ export class Episode {
     const ending: Ending = { done: true, reward: this.reward, end_reason: this.endReason ?? 'closed', timings: this.timings() };
     if (this.failure) ending.failure = this.failure;
     if (this.scores) ending.scores = this.scores;
+    if (this.harness) ending.harness = this.harness.progress();
     const observation = toolName
       ? {
           tool_name: toolName,
@@ -771,6 +851,7 @@ export class Episode {
       // what the env cost, read while it still exists: its removal waits for the reading (bounded)
       const cost = this.meter.read();
       // model calls in flight are cut short (and recorded) before the env goes
+      this.harness?.noteUse();
       await this.deps.modelAccess?.revoke(this.id).catch((e: unknown) => this.log.error({ err: (e as Error).message }, 'revoking the model credential failed'));
       await this.builtin?.close();
       await cost;
@@ -782,6 +863,20 @@ export class Episode {
       this.resolveTornDown();
     }
   }
+}
+
+/** resolves after `ms`, or at once when `signal` aborts */
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** A turn's setup (its upload's setup.sh, its ready check) failed before its prompt: the episode cannot start. */

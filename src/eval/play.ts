@@ -8,11 +8,16 @@
  * How the episode ended is one of three: scored (a reward), the env's failure (the server's
  * `failure`, or a session that broke) or the model's failure (its endpoint failed or timed out);
  * the two failures carry no reward, as slime drops them rather than train on a false 0.
+ *
+ * A harness episode (its reset says `harness: true`) is played by the server's harness in the
+ * env, its model calls going to the server's gateway upstream: the client makes no model call and
+ * only waits (tool `wait`) until the episode ends.
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
 import { ServerSession, SessionError } from '../client/session.js';
 import type { TaskRow as ServerTaskRow } from '../protocol/bundle.js';
-import { MAX_FRAME_BYTES } from '../defaults.js';
+import { HARNESS, MAX_FRAME_BYTES } from '../defaults.js';
+import { WAIT_TOOL_NAME } from '../protocol/harness.js';
 import type { ServerFrame } from '../protocol/frames.js';
 import type { CallObservation, Ending, Failure, ResetObservation, StepOutcome } from '../protocol/observations.js';
 import type { PromptRow } from '../rows/build.js';
@@ -215,6 +220,12 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
       ),
     );
     rec.episode_id = reset.episode_id;
+    // a harness episode is played by the server's harness in the env: the client only waits
+    const waitS = Math.min(HARNESS.waitMaxS, Math.max(1, s.toolTimeoutMs / 1000));
+    while (reset.harness && !done) {
+      const frame = await socket.call(WAIT_TOOL_NAME, { timeout_s: waitS }, { timeoutMs: waitS * 1000 + REPLY_SLACK_MS, what: 'wait', signal });
+      done = ended(stepOf(frame, WAIT_TOOL_NAME));
+    }
     while (!done) {
       if (rec.model_turns >= s.maxTurns) {
         rec.turns_exhausted = true;

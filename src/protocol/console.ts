@@ -5,6 +5,7 @@
  * from here, /openapi.json documents them from here.
  */
 import { z } from 'zod';
+import { HarnessExitSchema } from './harness.js';
 import { LaneCountsSchema, LaneSchema } from './lanes.js';
 import { ModelCallSchema } from './model.js';
 import { EndReasonSchema, EpisodeCostSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
@@ -78,10 +79,31 @@ export const VerifierEventSchema = z.object({
   output_bytes: z.number().int(),
   dropped_bytes: z.number().int(),
 });
+/** A harness episode's harness run ended (docs/gateway.md, "harness episodes"): how, and what it printed. */
+export const HarnessEventSchema = z.object({
+  kind: z.literal('harness'),
+  at,
+  turn: z.number().int(),
+  ended: HarnessExitSchema,
+  exit_code: z.number().int().nullable(),
+  duration_s: z.number(),
+  /** its stdout and stderr together, their first and last bytes kept */
+  output: z.union([z.string(), TruncationMarkSchema]),
+  output_bytes: z.number().int(),
+  dropped_bytes: z.number().int(),
+});
 export const TranscriptEventSchema = z
-  .discriminatedUnion('kind', [ResetEventSchema, ToolCallEventSchema, ListToolsEventSchema, ModelCallEventSchema, VerifierEventSchema, EndEventSchema])
+  .discriminatedUnion('kind', [
+    ResetEventSchema,
+    ToolCallEventSchema,
+    ListToolsEventSchema,
+    ModelCallEventSchema,
+    VerifierEventSchema,
+    HarnessEventSchema,
+    EndEventSchema,
+  ])
   .describe(
-    "reset: the prompt and tools; tool_call: one call (end_turn included) with arguments and result; list_tools; model_call: a call of the env to the model gateway; verifier: a verified task's tests ran (their output, never the model's); end: how it ended",
+    "reset: the prompt and tools; tool_call: one call (end_turn included) with arguments and result; list_tools; model_call: a call of the env to the model gateway; verifier: a verified task's tests ran (their output, never the model's); harness: a harness episode's harness run ended; end: how it ended",
   );
 export type ResetEvent = z.infer<typeof ResetEventSchema>;
 export type ToolCallEvent = z.infer<typeof ToolCallEventSchema>;
@@ -89,6 +111,7 @@ export type ListToolsEvent = z.infer<typeof ListToolsEventSchema>;
 export type ModelCallEvent = z.infer<typeof ModelCallEventSchema>;
 export type EndEvent = z.infer<typeof EndEventSchema>;
 export type VerifierEvent = z.infer<typeof VerifierEventSchema>;
+export type HarnessEvent = z.infer<typeof HarnessEventSchema>;
 export type TranscriptEvent = z.infer<typeof TranscriptEventSchema>;
 
 export const EpisodeSummarySchema = z

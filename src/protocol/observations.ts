@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { ToolSpecSchema } from './bundle.js';
+import { HarnessProgressSchema } from './harness.js';
 
 export const PhaseSchema = z.enum(['waiting', 'deploying', 'running', 'done']);
 export type Phase = z.infer<typeof PhaseSchema>;
@@ -118,6 +119,8 @@ export const ResetObservationSchema = z.object({
   turns: z.number().int(),
   max_turns: z.number().int(),
   timings: TimingsSchema,
+  /** a harness episode (src/protocol/harness.ts): the server runs the task's harness; the client waits (tool `wait`) */
+  harness: z.boolean().optional(),
 });
 export type ResetObservation = z.infer<typeof ResetObservationSchema>;
 
@@ -147,6 +150,8 @@ export const EndingSchema = z.object({
   failure: FailureSchema.optional(),
   /** what the episode cost: on the reply that tells the client the episode ended */
   metadata: EndingMetadataSchema.optional(),
+  /** a harness episode's: what its harness did, and how its last run ended */
+  harness: HarnessProgressSchema.optional(),
 });
 export type Ending = z.infer<typeof EndingSchema>;
 

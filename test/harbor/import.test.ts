@@ -257,6 +257,21 @@ describe('import harbor: the mapping', () => {
     expect(b.envOf(b.byId.get('hello-task')!).name).toBe('hello-task');
   });
 
+  it('--agent makes every task a harness episode: the bundle names the harness (sh -c CMD), the loaded task has it', async () => {
+    const root = temp();
+    task(root, 'hello-task');
+    const out = path.join(root, 'out');
+    await importHarbor(opts([root], out, { agent: 'python3 /tmp/openenv/openenv_harness.py --stream' }));
+    const manifest = JSON.parse(readFileSync(path.join(out, 'bundle.json'), 'utf8'));
+    expect(manifest.harness).toEqual({ command: ['sh', '-c', 'python3 /tmp/openenv/openenv_harness.py --stream'] });
+    const b = await loadBundle(out);
+    expect(b.manifest.harness).toEqual({ command: ['sh', '-c', 'python3 /tmp/openenv/openenv_harness.py --stream'], env: {} });
+    // without --agent, none
+    const plain = path.join(root, 'plain');
+    await importHarbor(opts([root], plain));
+    expect(JSON.parse(readFileSync(path.join(plain, 'bundle.json'), 'utf8')).harness).toBeUndefined();
+  });
+
   it('maps [[steps]] to turns: per-turn verifiers (the task tests under the step tests), budgets, min_reward, uploads, ready checks, turn_reward', async () => {
     const root = temp();
     stepsTask(root);

@@ -245,6 +245,25 @@ export function EventView(props: { ev: TranscriptEvent; events: readonly Transcr
       </article>
     );
   }
+  if (ev.kind === 'harness') {
+    // a harness episode's harness run ended: what it printed is the transcript's
+    return (
+      <article class={`ev ${ev.ended === 'exited' && ev.exit_code === 0 ? '' : 'call-error'}`} data-kind="harness">
+        <header>
+          <strong>
+            harness · turn {ev.turn} · {ev.ended === 'time_budget' ? 'time budget passed' : `exit ${ev.exit_code ?? '?'}`}
+          </strong>{' '}
+          <span class="muted">
+            {time} · {ev.duration_s}s
+          </span>
+        </header>
+        <Folded
+          text={typeof ev.output === 'string' ? ev.output : JSON.stringify(ev.output)}
+          label={`output · ${ev.output_bytes} bytes${ev.dropped_bytes ? ` (${ev.dropped_bytes} dropped)` : ''}`}
+        />
+      </article>
+    );
+  }
   if (ev.kind === 'tool_call') {
     const text = resultText(ev.result);
     const isTurn = ev.tool_name === 'end_turn';

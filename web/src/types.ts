@@ -13,6 +13,7 @@ import type {
   EndEvent,
   EpisodeSummary,
   ListToolsEvent,
+  HarnessEvent,
   ModelCallEvent,
   Overview,
   RecentTask,
@@ -41,6 +42,7 @@ export type {
   Failure,
   Lane,
   ListToolsEvent,
+  HarnessEvent,
   ModelCallEvent,
   Overview,
   RecentTask,
@@ -59,7 +61,7 @@ export type Message = ResetObservation['messages'][number];
 
 export type ResetEvent = Omit<WireResetEvent, 'messages'> & { messages: Message[] };
 export type ToolCallEvent = Omit<WireToolCallEvent, 'result' | 'error'> & { result: ToolResult | null; error: ToolError | null };
-export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | VerifierEvent | EndEvent;
+export type TranscriptEvent = ResetEvent | ToolCallEvent | ListToolsEvent | ModelCallEvent | VerifierEvent | HarnessEvent | EndEvent;
 export type Transcript = Omit<WireTranscript, 'events'> & { events: TranscriptEvent[] };
 
 /** POST /episodes/{id}/step's answer to a call_tool */

@@ -33,6 +33,8 @@ export interface ImportOptions {
   /** task ids put in the eval split */
   evalTasks?: string[];
   baseImages: BaseImageRule[];
+  /** the harness every task runs (the bundle's `harness`: `sh -c AGENT`), making them harness episodes */
+  agent?: string;
   ignoreInternet: boolean;
   /** import the tasks that can be, leaving out (and listing) the refused ones */
   skipRefused: boolean;
@@ -333,6 +335,7 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
       reward: 'mean',
       groups: Object.fromEntries([...groupsUsed].map((k) => [k, `meta.${k}`])),
       scores: { [REWARD_TXT_SCORE]: { min: 0, max: 1 } },
+      ...(opts.agent !== undefined ? { harness: { command: ['sh', '-c', opts.agent] } } : {}),
     };
     await writeFile(path.join(tmp, 'bundle.json'), `${JSON.stringify(manifest, null, 2)}\n`);
     await writeFile(

@@ -154,10 +154,14 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     // The server never reaches a shell env over its network (it acts through the engine's exec
     // API): its network gives the host no address and the server's container does not join it,
     // so the env reaches nothing but itself, not even what listens on the host. (A stocked
-    // network is made for http envs: joined, or with a host address.)
+    // network is made for http envs: joined, or with a host address.) A shell env with a model
+    // door gets an http env's network instead: the door needs the server's address on it, and
+    // the door's source check, the API's guard and the lock-down keep the rest closed, as for
+    // every http env (docs/gateway.md).
     const shell = env.kind === 'shell';
-    const stocked = shell ? null : this.networks.take(episodeId);
-    const network = stocked?.net ?? (await this.makeNetwork(owner, { forShell: shell }));
+    const hostless = shell && !modelDoor;
+    const stocked = hostless ? null : this.networks.take(episodeId);
+    const network = stocked?.net ?? (await this.makeNetwork(owner, { forShell: hostless }));
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
     // joined to it, the container's address there (the door finds it by the subnet)
