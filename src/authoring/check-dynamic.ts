@@ -31,6 +31,8 @@ export interface DynamicOptions {
   buildArgs?: Record<string, string>;
   /** envs running at once */
   concurrency?: number;
+  /** env images built (or checked) at once before the plays (--image-build-concurrency) */
+  imageBuildConcurrency?: number;
   /** tests: another sandbox than Docker */
   sandbox?: Sandbox;
   log?: Logger;
@@ -210,6 +212,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     instance: `${CHECK_INSTANCE_PREFIX}${randomBytes(4).toString('hex')}`,
     maxConcurrentEnvs: concurrency,
     maxConcurrentDeploys: concurrency,
+    ...(opts.imageBuildConcurrency !== undefined ? { imageBuildConcurrency: opts.imageBuildConcurrency } : {}),
     logLevel: 'silent',
   });
   const sample = sampleTasks(bundle, opts.tasks, opts.split);
@@ -221,10 +224,11 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   let episodes = 0;
 
   const imagesStarted = Date.now();
-  const rt = await createRuntime({ options, bundle, log, buildArgs: opts.buildArgs ?? {}, sandbox: opts.sandbox });
+  // the images are counted on the same bar as the plays that follow (the server's own path: createRuntime's catalog)
+  const imageProgress = opts.onProgress ? { update: opts.onProgress, end: () => undefined, quiet: true } : undefined;
+  const rt = await createRuntime({ options, bundle, log, buildArgs: opts.buildArgs ?? {}, sandbox: opts.sandbox, ...(imageProgress ? { imageProgress } : {}) });
   let imagesS: number;
   try {
-    opts.onProgress?.(0, sample.length, 'building env images');
     await rt.ready;
     imagesS = (Date.now() - imagesStarted) / 1000;
 
