@@ -8,7 +8,15 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
-import { DEFAULT_IMAGE_BUILD_CONCURRENCY, DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, GATEWAY, LANE_SHARE, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
+import {
+  DEFAULT_IMAGE_BUILD_CONCURRENCY,
+  DEFAULT_MAX_CONCURRENT_DEPLOYS,
+  EPISODE_SUBNET_PREFIX,
+  GATEWAY,
+  LANE_SHARE,
+  NETWORK_STOCK,
+  SUBNET_POOL,
+} from './defaults.js';
 import { LANES, type Lane } from './protocol/lanes.js';
 
 /** One option of a command, declared once: type and default, help, spelling. */

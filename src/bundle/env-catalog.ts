@@ -85,7 +85,11 @@ export class EnvCatalog {
     const show = () => {
       if (!bar) return;
       const names = [...running];
-      bar.update(done, total, `env images${names.length ? ` (building ${names.slice(0, 3).join(', ')}${names.length > 3 ? `, +${names.length - 3}` : ''})` : ''}`);
+      bar.update(
+        done,
+        total,
+        `env images${names.length ? ` (building ${names.slice(0, 3).join(', ')}${names.length > 3 ? `, +${names.length - 3}` : ''})` : ''}`,
+      );
     };
     this.building = true;
     try {

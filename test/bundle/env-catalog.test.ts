@@ -68,10 +68,10 @@ describe('the env images at start', () => {
   it('with more failures, names every env that failed; all built at once when the bound allows', async () => {
     const b = await fiveEnvs();
     const { sandbox, stats } = fakeSandbox(['a', 'e']);
-    const err = await new EnvCatalog(b, sandbox, {}, captureLog({ level: 'silent' }).logger, { concurrency: 8 })
-      .buildAll()
-      .catch((e: Error) => e);
-    expect((err as Error).message).toMatch(/^2 of 5 env image\(s\) could not be made .*: env "a": cannot build the image of env `a`: step 1 failed; env "e": cannot build/);
+    const err = await new EnvCatalog(b, sandbox, {}, captureLog({ level: 'silent' }).logger, { concurrency: 8 }).buildAll().catch((e: Error) => e);
+    expect((err as Error).message).toMatch(
+      /^2 of 5 env image\(s\) could not be made .*: env "a": cannot build the image of env `a`: step 1 failed; env "e": cannot build/,
+    );
     expect(stats.peak).toBe(5);
     await b.cleanup();
   });

@@ -42,7 +42,10 @@ describeDocker('env images built in parallel', () => {
     files[`envs/${BAD}/nonce.txt`] = nonce;
     const envs = Object.fromEntries([...GOOD, BAD].map((n) => [n, { build: `envs/${n}` }]));
     bundle = await loadBundle(
-      writeBundle({ manifest: { ...baseManifest(), name: 'builds-v1', envs, toolsets: { ts: { ...(baseManifest().toolsets as any).ts, env: GOOD[0] } } }, files }),
+      writeBundle({
+        manifest: { ...baseManifest(), name: 'builds-v1', envs, toolsets: { ts: { ...(baseManifest().toolsets as any).ts, env: GOOD[0] } } },
+        files,
+      }),
     );
   });
 
@@ -66,7 +69,9 @@ describeDocker('env images built in parallel', () => {
     }
     expect(err).toBeInstanceOf(Error);
     const message = (err as Error).message;
-    expect(message).toMatch(/^1 of 4 env image\(s\) could not be made \(the 3 other\(s\) are ready and cached\): env "needs-pypi": cannot build the image of env `needs-pypi`/);
+    expect(message).toMatch(
+      /^1 of 4 env image\(s\) could not be made \(the 3 other\(s\) are ready and cached\): env "needs-pypi": cannot build the image of env `needs-pypi`/,
+    );
     expect(message).toMatch(/exit 3|returned a non-zero code: 3/);
     expect(() => catalog.specOf(BAD)).toThrow('no image for env "needs-pypi"');
     const finished = log.lines().filter((l) => l.of !== undefined);
@@ -79,7 +84,12 @@ describeDocker('env images built in parallel', () => {
     await catalog2.buildAll().catch(() => undefined);
     for (const n of GOOD) {
       expect(catalog2.specOf(n).image).toBe(catalog.specOf(n).image);
-      expect(again.lines().filter((l) => l.env === n && l.build !== undefined).map((l) => l.build)).toEqual([`image ${catalog.specOf(n).image} is up to date`]);
+      expect(
+        again
+          .lines()
+          .filter((l) => l.env === n && l.build !== undefined)
+          .map((l) => l.build),
+      ).toEqual([`image ${catalog.specOf(n).image} is up to date`]);
     }
   });
 });
