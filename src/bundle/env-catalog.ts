@@ -34,7 +34,7 @@ export function shellFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>)
 }
 /**
  * How far the start-up's env images are, drawn in place (the command line's progress bar when
- * stderr is a terminal): `done` of `total` images made, `what` naming those still being built.
+ * stderr is a terminal): `done` of `total` images made, `what` naming those being built or checked.
  * The log keeps its lines, each finished image with its `n/total` (parseable logs), at info; at
  * debug when `quiet` (the log is on the same terminal, and would write between the bar's redraws).
  */
@@ -88,7 +88,7 @@ export class EnvCatalog {
       bar.update(
         done,
         total,
-        `env images${names.length ? ` (building ${names.slice(0, 3).join(', ')}${names.length > 3 ? `, +${names.length - 3}` : ''})` : ''}`,
+        `env images${names.length ? ` (in progress: ${names.slice(0, 3).join(', ')}${names.length > 3 ? `, +${names.length - 3}` : ''})` : ''}`,
       );
     };
     this.building = true;

@@ -84,8 +84,8 @@ describe('the env images at start', () => {
     const log = captureLog({ level: 'info' });
     await new EnvCatalog(b, sandbox, {}, log.logger, { concurrency: 2, progress: bar }).buildAll();
     const frames = drawn.split('\r\x1b[2K').filter(Boolean);
-    expect(frames[0]).toBe(`[${'-'.repeat(30)}] 0/5 env images (building a)`);
-    expect(frames[1]).toBe(`[${'-'.repeat(30)}] 0/5 env images (building a, b)`);
+    expect(frames[0]).toBe(`[${'-'.repeat(30)}] 0/5 env images (in progress: a)`);
+    expect(frames[1]).toBe(`[${'-'.repeat(30)}] 0/5 env images (in progress: a, b)`);
     expect(frames.at(-1)).toBe(`[${'#'.repeat(30)}] 5/5 env images`);
     expect(drawn.endsWith('\r\x1b[2K')).toBe(true);
     expect(frames.every((f) => !f.includes('\n'))).toBe(true);

@@ -1,14 +1,19 @@
 /**
  * A dataset's env images on a real engine: built a bounded number at once at start, one failed
- * build naming its env (the task's) while the others are built, tagged and reused at the next start.
+ * build naming its env (the task's) while the others are built, tagged and reused at the next
+ * start; and `serve`, the built binary, showing how far they are: one bar on a terminal's stderr,
+ * a line per image with its n/total in the log.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { EnvCatalog, loadBundle, type LoadedBundle } from '../../src/bundle/index.js';
 import { DockerSandbox } from '../../src/sandbox/docker/index.js';
 import { baseManifest, removeTempDirs, writeBundle } from '../bundle/helpers.js';
 import { captureLog } from '../support/log-capture.js';
-import { describeDocker, uniqueInstance } from '../support/docker.js';
+import { describeDocker, uniqueInstance, waitFor } from '../support/docker.js';
+import { SERVE_JS } from '../support/serve-process.js';
 import { ensureDebianBase, LOCAL_DEBIAN_IMAGE } from './helpers.js';
 
 const GOOD = ['sort-words', 'fix-parser', 'count-lines'];
@@ -90,6 +95,43 @@ describeDocker('env images built in parallel', () => {
           .filter((l) => l.env === n && l.build !== undefined)
           .map((l) => l.build),
       ).toEqual([`image ${catalog.specOf(n).image} is up to date`]);
+    }
+  });
+
+  it('serve on a terminal draws one bar on stderr, redrawn in place, and its log (a file) keeps each image with its n/total', async () => {
+    const envs = { a: { image: LOCAL_DEBIAN_IMAGE }, b: { image: LOCAL_DEBIAN_IMAGE }, c: { image: LOCAL_DEBIAN_IMAGE } };
+    const dir = writeBundle({ manifest: { ...baseManifest(), name: 'bar-v1', envs, toolsets: { ts: { ...(baseManifest().toolsets as any).ts, env: 'a' } } } });
+    const log = path.join(dir, 'server.log');
+    const terminal = path.join(dir, 'terminal.txt');
+    // script(1) gives the server a terminal: stderr on it, stdout sent to a file
+    const cmd = `${process.execPath} ${SERVE_JS} ${dir} --port 0 --instance ${instance}-bar > ${log}`;
+    const child = spawn('script', ['-qfec', cmd, terminal], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    const lines = () =>
+      (existsSync(log) ? readFileSync(log, 'utf8') : '')
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, any>);
+    try {
+      await waitFor(() => lines().some((l) => /^listening on /.test(l.msg)) && lines().some((l) => l.msg === 'envs locked down'), 120_000, 'the server ready');
+      const drawn = readFileSync(terminal, 'utf8');
+      const bar = drawn.slice(drawn.indexOf('\r\x1b[2K'));
+      const frames = bar.split('\r\x1b[2K').filter((f) => f.startsWith('['));
+      expect(frames[0]).toBe(`[${'-'.repeat(30)}] 0/3 env images (in progress: a)`);
+      expect(frames.at(-1)).toBe(`[${'#'.repeat(30)}] 3/3 env images`);
+      expect(frames.every((f) => !f.includes('\n'))).toBe(true);
+      // cleared at the end, and nothing of the log on the terminal
+      expect(bar).toContain(`3/3 env images\r\x1b[2K`);
+      expect(drawn).not.toContain('"msg"');
+      expect(
+        lines()
+          .filter((l) => l.of !== undefined)
+          .map((l) => l.of),
+      ).toEqual(['1/3', '2/3', '3/3']);
+    } finally {
+      const pid = lines()[0]?.pid as number | undefined;
+      if (pid) process.kill(pid, 'SIGTERM');
+      await exited;
     }
   });
 });
