@@ -34,7 +34,12 @@
  *      (--gateway-calls pairs, a whole reply and a stream of --gateway-chunks events) and
  *      --gateway-concurrency harnesses at once (--gateway-per-worker calls each); p50/p95 of each
  *      and what the gateway adds (scripts/bench/gateway.ts). About a minute.
- *   5. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   5. Shell (--phases shell, scripts/bench/shell.ts): `bash` call latency p50/p95 through the
+ *      persistent shell against a bare dockerode exec of the same command (--shell-calls, 200), and
+ *      a cold reset of a served Harbor task (the shipped dataset, imported) against a bare
+ *      create/start/exec-ready/remove loop (--shell-resets, 20); needs docker/make-local-debian-base.sh's
+ *      image (--debian-image). Not in the default phases. About a minute.
+ *   6. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -70,6 +75,7 @@ import {
   type ServerBurst,
   type SlotTime,
 } from './bench/server.js';
+import { printShell, shellPhase } from './bench/shell.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './lib/harness-burst.js';
@@ -93,6 +99,9 @@ const { values } = parseArgs({
     'lanes-hold': { type: 'string', default: '2' },
     'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
     'cpu-profile': { type: 'boolean', default: false },
+    'shell-calls': { type: 'string', default: '200' },
+    'shell-resets': { type: 'string', default: '20' },
+    'debian-image': { type: 'string', default: 'openenv-local/debian:bookworm' },
   },
 });
 function positive(name: string, v: string): number {
@@ -107,8 +116,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway and/or harness, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness and/or shell, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -399,7 +408,14 @@ async function main(): Promise<void> {
   const burstResult = PHASES.has('burst') ? await burstPhase(image, picked) : null;
   const lanesFigures = PHASES.has('lanes') ? await lanesPhase() : null;
   const harnessFigures = PHASES.has('harness')
-    ? await harnessBurst({ run: ctx.run, size: positive('harness-burst', values['harness-burst']), image: 'openenv-local/debian:bookworm', progress })
+    ? await harnessBurst({ run: ctx.run, size: positive('harness-burst', values['harness-burst']), image: values['debian-image'], progress })
+    : null;
+  const shellFigures = PHASES.has('shell')
+    ? await shellPhase(ctx, {
+        calls: positive('shell-calls', values['shell-calls']),
+        resets: positive('shell-resets', values['shell-resets']),
+        debianImage: values['debian-image'],
+      })
     : null;
 
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
@@ -426,6 +442,10 @@ async function main(): Promise<void> {
   }
   if (harnessFigures)
     targets[`every one of a burst of ${harnessFigures.size} harness episodes scored 1`] = harnessFigures.harness.scored_1 === harnessFigures.size;
+  if (shellFigures) {
+    targets['bash call p95 <= 1.2x a bare exec of the same command'] = shellFigures.bash.ratio_p95 <= 1.2;
+    targets['cold shell reset p50 <= 1.2x a bare create/start/exec-ready'] = shellFigures.reset.ratio_p50 <= 1.2;
+  }
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -437,6 +457,7 @@ async function main(): Promise<void> {
     lanes: l ?? null,
     gateway: gatewayFigures,
     harness: harnessFigures,
+    shell: shellFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -458,6 +479,7 @@ async function main(): Promise<void> {
   if (l) printLanes(l);
   if (gatewayFigures) printGateway(gatewayFigures);
   if (harnessFigures) printHarnessBurst(harnessFigures);
+  if (shellFigures) printShell(shellFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);

@@ -7,7 +7,7 @@
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { loadBundle, type LoadedBundle } from './bundle/index.js';
+import { loadBundle, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { formatZodError, OptionsSchema, type ServerOptionsInput } from './config.js';
 import { CLOSE_GRACE_MS, MAX_FRAME_BYTES } from './defaults.js';
 import type { RewardFn } from './episodes/reward.js';
@@ -50,6 +50,8 @@ export interface AppOptions extends Omit<
   reconcileIntervalMs?: number;
   /** sweep this instance's leftovers at start (default true) */
   sweepOnStart?: boolean;
+  /** how far the start-up's env images are (a terminal's progress bar); default: log lines only */
+  imageProgress?: ImageProgress;
 }
 
 declare module 'fastify' {
@@ -61,7 +63,7 @@ declare module 'fastify' {
 }
 
 export async function buildApp(bundleOrPath: string | LoadedBundle, options: AppOptions = {}): Promise<FastifyInstance> {
-  const { token = null, reward, buildArgs, sandbox, logger, reconcileIntervalMs, sweepOnStart, ...rest } = options;
+  const { token = null, reward, buildArgs, sandbox, logger, reconcileIntervalMs, sweepOnStart, imageProgress, ...rest } = options;
   const injected = typeof sandbox === 'object' ? sandbox : undefined;
   const parsed = OptionsSchema.safeParse({
     ...rest,
@@ -75,7 +77,7 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   const log = logger ?? pino({ level: opts.logLevel, ...loggerHygiene(token) });
   if (opts.tokenInPath && !token) log.warn('--token-in-path is ignored: the server has no token');
 
-  const runtime = await createRuntime({ options: opts, bundle, log, reward, buildArgs, sandbox: injected, reconcileIntervalMs, sweepOnStart });
+  const runtime = await createRuntime({ options: opts, bundle, log, reward, buildArgs, sandbox: injected, reconcileIntervalMs, sweepOnStart, imageProgress });
   const app = Fastify({
     loggerInstance: log as unknown as FastifyBaseLogger,
     trustProxy: opts.trustProxy ? opts.trustProxy.split(',').map((s) => s.trim()) : false,

@@ -8,7 +8,15 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
-import { DEFAULT_MAX_CONCURRENT_DEPLOYS, EPISODE_SUBNET_PREFIX, GATEWAY, LANE_SHARE, NETWORK_STOCK, SUBNET_POOL } from './defaults.js';
+import {
+  DEFAULT_IMAGE_BUILD_CONCURRENCY,
+  DEFAULT_MAX_CONCURRENT_DEPLOYS,
+  EPISODE_SUBNET_PREFIX,
+  GATEWAY,
+  LANE_SHARE,
+  NETWORK_STOCK,
+  SUBNET_POOL,
+} from './defaults.js';
 import { LANES, type Lane } from './protocol/lanes.js';
 
 /** One option of a command, declared once: type and default, help, spelling. */
@@ -216,6 +224,11 @@ export const SERVER_OPTIONS = {
     value: 'KEY=VALUE',
     repeatable: true,
     help: 'build argument for the env images (repeatable), e.g. NODE_IMAGE=openenv-local/node:20 on a machine that reaches no registry',
+  },
+  imageBuildConcurrency: {
+    schema: positiveInt(DEFAULT_IMAGE_BUILD_CONCURRENCY),
+    value: N,
+    help: 'env images built (or checked) at once at start, each cached by the hash of its context; one failed build stops none of the others, and the start fails naming every env that failed',
   },
   pingInterval: { schema: z.coerce.number().min(0).finite().default(20), value: S, help: 'seconds between WebSocket pings (0 turns them off)' },
   trustProxy: { schema: z.string().optional(), value: 'ADDRS', help: 'addresses of reverse proxies whose X-Forwarded-For is trusted for logs' },

@@ -4,7 +4,7 @@
  * builds), health and the drain. `buildApp` puts routes in front of it.
  */
 import type { Logger } from 'pino';
-import { EnvCatalog, type LoadedBundle } from './bundle/index.js';
+import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/capacity/admission.js';
@@ -36,6 +36,8 @@ export interface RuntimeOptions {
   wrapSandbox?: (sandbox: Sandbox) => Sandbox;
   reconcileIntervalMs?: number;
   sweepOnStart?: boolean;
+  /** how far the start-up's env images are, drawn in place (a terminal's progress bar); default: log lines with n/total */
+  imageProgress?: ImageProgress;
 }
 
 export interface OpenEnvRuntime {
@@ -129,7 +131,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       log.warn({ split, lane }, `--split-priority ${split}=${lane}: the bundle has no split "${split}" (splits: ${Object.keys(bundle.splits).join(', ')})`);
   }
   const reward = ro.reward ?? opts.reward ?? bundle.manifest.reward;
-  const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(ro.buildArgs ?? {}) }, log.child({ component: 'images' }));
+  const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(ro.buildArgs ?? {}) }, log.child({ component: 'images' }), {
+    concurrency: opts.imageBuildConcurrency,
+    ...(ro.imageProgress ? { progress: ro.imageProgress } : {}),
+  });
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
   const deploys = new DeployLimiter({ limit: opts.maxConcurrentDeploys, jitterMs: DEPLOY_JITTER_MS });
   let pool: WarmPool | null = null;

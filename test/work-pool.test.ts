@@ -1,6 +1,6 @@
-/** The one worker pool: at most N jobs at once, in order; an abort or a failure starts no more, and those running are waited for. */
+/** The one worker pool: at most N jobs at once, in order; an abort or a failure starts no more, and those running are waited for (or, settling, every job runs). */
 import { describe, expect, it } from 'vitest';
-import { forEachAtMost } from '../src/work-pool.js';
+import { forEachAtMost, settleEachAtMost } from '../src/work-pool.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
@@ -52,5 +52,25 @@ describe('forEachAtMost', () => {
     ).rejects.toThrow('job 1 failed');
     // 0 was running when 1 failed and ran to its end; nothing started after
     expect(ended).toEqual([0]);
+  });
+});
+
+describe('settleEachAtMost', () => {
+  it('runs every item, at most `limit` at once, whatever fails, each outcome at its index', async () => {
+    let running = 0;
+    let peak = 0;
+    const started: number[] = [];
+    const out = await settleEachAtMost([0, 1, 2, 3, 4, 5], 2, async (x) => {
+      started.push(x);
+      peak = Math.max(peak, ++running);
+      await tick();
+      running--;
+      if (x === 1 || x === 4) throw new Error(`job ${x} failed`);
+      return x * 10;
+    });
+    expect(started).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(peak).toBe(2);
+    expect(out.map((o) => (o.ok ? o.value : (o.error as Error).message))).toEqual([0, 'job 1 failed', 20, 30, 'job 4 failed', 50]);
+    expect(await settleEachAtMost([], 3, async () => 1)).toEqual([]);
   });
 });

@@ -36,9 +36,10 @@ export interface BenchServer {
 
 /**
  * starts the server with `args` besides the bench's own, and waits for /health (the first one
- * builds the env image); `inspect`: with the V8 inspector on a free loopback port
+ * builds the env image); `inspect`: with the V8 inspector on a free loopback port; `bundle`: the
+ * bundle it serves (default: the fixture)
  */
-export async function startServer(ctx: BenchContext, name: string, args: string[], opts: { inspect?: boolean } = {}): Promise<BenchServer> {
+export async function startServer(ctx: BenchContext, name: string, args: string[], opts: { inspect?: boolean; bundle?: string } = {}): Promise<BenchServer> {
   const port = await freePort();
   const inspectPort = opts.inspect ? await freePort() : null;
   const instance = `${ctx.run}-${name}`;
@@ -47,7 +48,7 @@ export async function startServer(ctx: BenchContext, name: string, args: string[
     [
       ...(inspectPort === null ? [] : [`--inspect=127.0.0.1:${inspectPort}`]),
       SERVE,
-      BUNDLE,
+      opts.bundle ?? BUNDLE,
       '--port',
       String(port),
       '--instance',

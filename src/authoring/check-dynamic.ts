@@ -37,6 +37,8 @@ export interface DynamicOptions {
   concurrency?: number;
   /** a fresh env for every episode, even where bundle.json says clean_reset */
   freshEnvs?: boolean;
+  /** env images built (or checked) at once before the plays (--image-build-concurrency) */
+  imageBuildConcurrency?: number;
   /** tests: another sandbox than Docker */
   sandbox?: Sandbox;
   log?: Logger;
@@ -250,6 +252,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     instance: `${CHECK_INSTANCE_PREFIX}${randomBytes(4).toString('hex')}`,
     maxConcurrentEnvs: concurrency,
     maxConcurrentDeploys: concurrency,
+    ...(opts.imageBuildConcurrency !== undefined ? { imageBuildConcurrency: opts.imageBuildConcurrency } : {}),
     logLevel: 'silent',
   });
   const sample = sampleTasks(bundle, opts.tasks, opts.split);
@@ -278,12 +281,15 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   let episodes = 0;
 
   const imagesStarted = Date.now();
+  // the images are counted on the same bar as the plays that follow (the server's own path: createRuntime's catalog)
+  const imageProgress = opts.onProgress ? { update: opts.onProgress, end: () => undefined, quiet: true } : undefined;
   const rt = await createRuntime({
     options,
     bundle,
     log,
     buildArgs: opts.buildArgs ?? {},
     sandbox: opts.sandbox,
+    ...(imageProgress ? { imageProgress } : {}),
     ...(cleanReset.size > 0 ? { wrapSandbox: (s: Sandbox) => (reuse = new ReusedEnvs(s, cleanReset, endedWell)) } : {}),
   });
   runtime = rt;
@@ -291,7 +297,6 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   let imagesS: number;
   let playsS = 0;
   try {
-    opts.onProgress?.(0, sample.length, 'building env images');
     await rt.ready;
     imagesS = (Date.now() - imagesStarted) / 1000;
     const playsStarted = Date.now();

@@ -1,11 +1,13 @@
 /**
  * The env images of a bundle: built from their contexts (tagged by content hash, reused when
- * present) or checked on the engine, at start-up. Episodes wait here until their env's image
+ * present) or checked on the engine, at start-up, a bounded number at once. Episodes wait here until their env's image
  * exists; a failed build fails their deploy with `image_unavailable` and the reason.
  */
 import type { Logger } from 'pino';
 import { contextDir, type LoadedBundle } from './loader.js';
 import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
+import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../defaults.js';
+import { settleEachAtMost } from '../work-pool.js';
 
 /**
  * What of a bundle needs a sandbox with a `shell` part (exec and archive access to env
@@ -30,6 +32,24 @@ export function shellFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>)
   if (verified) out.push(`verified tasks (${verified} task(s) with a verifier, per_turn, time_budget_s or env)`);
   return out;
 }
+/**
+ * How far the start-up's env images are, drawn in place (the command line's progress bar when
+ * stderr is a terminal): `done` of `total` images made, `what` naming those being built or checked.
+ * The log keeps its lines, each finished image with its `n/total` (parseable logs), at info; at
+ * debug when `quiet` (the log is on the same terminal, and would write between the bar's redraws).
+ */
+export interface ImageProgress {
+  update(done: number, total: number, what: string): void;
+  end(): void;
+  quiet?: boolean;
+}
+
+export interface EnvCatalogOptions {
+  /** images built (or checked) at once (--image-build-concurrency) */
+  concurrency?: number;
+  progress?: ImageProgress;
+}
+
 export class EnvCatalog {
   private readonly images = new Map<string, string>();
   private gateP: Promise<void> = Promise.resolve();
@@ -40,9 +60,14 @@ export class EnvCatalog {
     private readonly sandbox: Sandbox,
     private readonly buildArgs: Record<string, string>,
     private readonly log: Logger,
+    private readonly opts: EnvCatalogOptions = {},
   ) {}
 
-  /** Builds (or checks) every env image, one after another, logging build progress (each env's `n/total`). */
+  /**
+   * Builds (or checks) every env image, --image-build-concurrency at a time, reporting how far
+   * they are. A failed one stops none of the others (what they built is kept: the images exist
+   * and are named here); then it rejects naming every env that failed and why.
+   */
   async buildAll(): Promise<void> {
     const needsShell = shellFeatures(this.bundle);
     if (needsShell.length && !this.sandbox.shell) {
@@ -51,34 +76,73 @@ export class EnvCatalog {
           'They need exec access to env containers, which the Docker sandbox has and the swarm sandbox does not yet: serve it with --sandbox docker (docs/harbor.md)',
       );
     }
+    const envs = Object.entries(this.bundle.manifest.envs);
+    const total = envs.length;
+    const bar = this.opts.progress;
+    const level = bar?.quiet ? 'debug' : 'info';
+    const running = new Set<string>();
+    let done = 0;
+    const show = () => {
+      if (!bar) return;
+      const names = [...running];
+      bar.update(
+        done,
+        total,
+        `env images${names.length ? ` (in progress: ${names.slice(0, 3).join(', ')}${names.length > 3 ? `, +${names.length - 3}` : ''})` : ''}`,
+      );
+    };
     this.building = true;
     try {
-      const envs = Object.entries(this.bundle.manifest.envs);
-      for (const [i, [name, env]] of envs.entries()) {
+      const outcomes = await settleEachAtMost(envs, this.opts.concurrency ?? DEFAULT_IMAGE_BUILD_CONCURRENCY, async ([name, env]) => {
         const dir = contextDir(this.bundle, name);
-        const of = `${i + 1}/${envs.length}`;
-        if (dir) {
-          const started = Date.now();
-          this.log.info({ env: name, context: dir, of }, `building env image "${name}" (${of})`);
-          const tag = await this.sandbox.images.build({
-            bundleName: this.bundle.manifest.name,
-            envName: name,
-            contextDir: dir,
-            buildArgs: this.buildArgs,
-            onProgress: (line) => {
-              const l = line.trim();
-              if (l) this.log.info({ env: name, build: l }, `build ${name}: ${l}`);
-            },
-          });
-          this.images.set(name, tag);
-          this.log.info({ env: name, image: tag, build_s: (Date.now() - started) / 1000, of }, `env image "${name}" ready (${of}): ${tag}`);
-        } else if (env.image) {
-          await this.sandbox.images.check(env.image);
-          this.images.set(name, env.image);
-          this.log.info({ env: name, image: env.image, of }, `env image "${name}" present (${of}): ${env.image}`);
+        running.add(name);
+        show();
+        const started = Date.now();
+        try {
+          if (dir) {
+            this.log[level]({ env: name, context: dir }, `building env image "${name}"`);
+            const tag = await this.sandbox.images.build({
+              bundleName: this.bundle.manifest.name,
+              envName: name,
+              contextDir: dir,
+              buildArgs: this.buildArgs,
+              onProgress: (line) => {
+                const l = line.trim();
+                if (l) this.log[level]({ env: name, build: l }, `build ${name}: ${l}`);
+              },
+            });
+            this.images.set(name, tag);
+            const of = `${++done}/${total}`;
+            this.log[level]({ env: name, image: tag, build_s: (Date.now() - started) / 1000, of }, `env image "${name}" ready (${of}): ${tag}`);
+          } else if (env.image) {
+            await this.sandbox.images.check(env.image);
+            this.images.set(name, env.image);
+            const of = `${++done}/${total}`;
+            this.log[level]({ env: name, image: env.image, of }, `env image "${name}" present (${of}): ${env.image}`);
+          } else {
+            done++;
+          }
+        } catch (e) {
+          const of = `${++done}/${total}`;
+          if (!bar?.quiet) this.log.error({ env: name, of, err: (e as Error).message }, `env image "${name}" failed (${of}): ${(e as Error).message}`);
+          throw e;
+        } finally {
+          running.delete(name);
+          show();
         }
+      });
+      const errors = outcomes.flatMap((o) => (o.ok ? [] : [o.error]));
+      // a bundle of one env fails with that env's own error, as it did before builds ran in parallel
+      if (total === 1 && errors.length === 1) throw errors[0];
+      const failed = outcomes.flatMap((o, i) => (o.ok ? [] : [`env "${envs[i]![0]}": ${(o.error as Error).message}`]));
+      if (failed.length) {
+        throw new SandboxError(
+          'no_image',
+          `${failed.length} of ${total} env image(s) could not be made (the ${total - failed.length} other(s) are ready and cached): ${failed.join('; ')}`,
+        );
       }
     } finally {
+      bar?.end();
       this.building = false;
     }
   }

@@ -1,6 +1,6 @@
 /** `openenv-bundle check DIR [options]`: everything that can be known about a bundle before training. */
 import { z } from 'zod';
-import { buildArgRecord, buildArgsSchema } from '../config.js';
+import { buildArgRecord, buildArgsSchema, SERVER_OPTIONS } from '../config.js';
 import { CHECK_CONCURRENCY, CHECK_TASKS_PER_GROUP } from '../defaults.js';
 import { checkDynamic, type DynamicResult, type PlayTally } from '../authoring/check-dynamic.js';
 import { checkStatic } from '../authoring/check-static.js';
@@ -150,6 +150,7 @@ export const checkCommand = defineCommand({
       schema: z.boolean().default(false),
       help: 'a fresh env for every episode, even where bundle.json says clean_reset',
     },
+    imageBuildConcurrency: SERVER_OPTIONS.imageBuildConcurrency,
     json: { schema: z.boolean().default(false), help: 'print the result as one JSON object on stdout' },
   },
   footer: ['Exit codes: 0 no problem (warnings allowed), 1 problems found, 2 a command line to fix.'],
@@ -179,6 +180,7 @@ export const checkCommand = defineCommand({
             buildArgs: buildArgRecord(args.buildArg),
             concurrency: args.concurrency,
             freshEnvs: args.freshEnvs,
+            imageBuildConcurrency: args.imageBuildConcurrency,
             onProgress: (done, total, what) => bar.update(done, total, what),
             signal: stop.signal,
           });

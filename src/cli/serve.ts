@@ -18,6 +18,7 @@ import { tokenProblem } from '../plugins/auth.js';
 import { startReaper, type Reaper } from '../sandbox/docker/reaper.js';
 import { defineCommand, EXIT, type CliIo } from './command.js';
 import { UsageError } from './options.js';
+import { progressBar } from './progress.js';
 import { exitWith } from './process-entry.js';
 
 /**
@@ -81,7 +82,10 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;
   // a --host given by name is a name the server answers to (plugins/site-guard.ts)
   const allowedHosts = isIP(host) ? appOptions.allowedHosts : [...appOptions.allowedHosts, host.toLowerCase()];
-  const app = await buildApp(bundle, { ...appOptions, allowedHosts, reward, token, logger: log });
+  // the env images at start: a bar on a terminal's stderr (the log's own lines, n/total, stay in
+  // the log; at debug when the log is on that terminal too), nothing but the lines elsewhere
+  const imageProgress = io.stderr.isTTY ? { ...progressBar(io.stderr), quiet: Boolean(io.stdout.isTTY) } : undefined;
+  const app = await buildApp(bundle, { ...appOptions, allowedHosts, reward, token, logger: log, ...(imageProgress ? { imageProgress } : {}) });
   if (!token) {
     log.warn(
       isLoopback(host)

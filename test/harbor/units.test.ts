@@ -1,12 +1,16 @@
 /**
  * The engine-free parts of the shell toolset and the verifier: output bounds, the end line found
  * however the stream is cut, the engine's frames split anywhere, commands encoded for the shell's
- * reading (checked with this machine's own bash), reward files, turn scores and min_reward, and the
- * create options of a shell env.
+ * reading (checked with this machine's own bash), reward files, turn scores and min_reward, and how
+ * the sandbox creates a shell env's container (the one path every env's container takes).
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { BoundedOutput, encodeCommand, FrameDemuxer, KEEP_ALIVE_CMD, shellEnvContainerOptions, pathKind, PATH_MODE } from '../../src/tools/shell/index.js';
+import type Dockerode from 'dockerode';
+import { KEEP_ALIVE_CMD } from '../../src/sandbox/container-exec.js';
+import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
+import type { EnvSpec } from '../../src/sandbox/sandbox.js';
+import { BoundedOutput, encodeCommand, FrameDemuxer, pathKind, PATH_MODE } from '../../src/tools/shell/index.js';
 import { EndMarkerScanner } from '../../src/tools/shell/end-marker.js';
 import { combineTurnScores, meetsMinReward, parseRewardJson, parseRewardText } from '../../src/verifier/index.js';
 
@@ -135,28 +139,52 @@ describe('turn scores', () => {
 });
 
 describe('a shell env container', () => {
-  it('waits forever instead of the image command, under init, on its network only, limited, with no new privileges', () => {
-    const o = shellEnvContainerOptions(
-      { image: 'img:1', environment: { A: '1' }, memoryMb: 256, cpus: 0.5, pids: 64, storageMb: 1024, workdir: '/app' },
-      { name: 'n', labels: { l: 'v' }, networkName: 'net', storageLimits: true },
-    );
-    expect(o).toMatchObject({ Image: 'img:1', Cmd: [...KEEP_ALIVE_CMD], Env: ['A=1'], WorkingDir: '/app', Labels: { l: 'v' } });
+  /** the create options the sandbox sends the engine for `env` (a fake engine keeps them) */
+  async function createOptions(env: Partial<EnvSpec>, opts: { storageLimit?: boolean } = {}): Promise<Dockerode.ContainerCreateOptions> {
+    let sent: Dockerode.ContainerCreateOptions | null = null;
+    const docker = { createContainer: async (o: Dockerode.ContainerCreateOptions) => ((sent = o), {}) } as unknown as Dockerode;
+    const spec: EnvSpec = {
+      name: 'task',
+      image: 'img:1',
+      port: 8080,
+      readyPath: '/health',
+      deployTimeoutMs: 60_000,
+      resources: { memoryMb: 256, cpus: 0.5, pids: 64 },
+      environment: { A: '1' },
+      kind: 'shell',
+      ...env,
+    };
+    const network = { id: 'net-id', name: 'net', subnet: {} } as never;
+    await createEnvContainer(docker, { instance: 'i', bundle: 'b', episode: 'ep', env: 'task' }, spec, network, 'secret', opts);
+    return sent!;
+  }
+
+  it('waits forever instead of the image command, under init, on its network only, limited and locked down, without PORT or the env secret', async () => {
+    const o = await createOptions({ workdir: '/app', resources: { memoryMb: 256, cpus: 0.5, pids: 64, storageMb: 1024 } }, { storageLimit: true });
+    expect(o).toMatchObject({ Image: 'img:1', Cmd: [...KEEP_ALIVE_CMD], Env: ['A=1'], WorkingDir: '/app' });
     expect(o.Entrypoint).toBeUndefined();
+    expect(o.Labels).toMatchObject({ 'io.openenv.bundle-server.episode': 'ep', 'io.openenv.bundle-server.env': 'task' });
     expect(o.HostConfig).toMatchObject({
       NetworkMode: 'net',
       Init: true,
       Memory: 256 * 1024 * 1024,
       MemorySwap: 256 * 1024 * 1024,
       NanoCpus: 5e8,
-      PidsLimit: 64,
-      SecurityOpt: ['no-new-privileges:true'],
+      CapDrop: ['ALL'],
+      SecurityOpt: expect.arrayContaining(['no-new-privileges:true']),
       RestartPolicy: { Name: 'no' },
       StorageOpt: { size: '1024M' },
     });
-    expect(
-      shellEnvContainerOptions({ image: 'i', environment: {}, memoryMb: 6, cpus: 1, pids: 1, storageMb: 5 }, { name: 'n', labels: {}, networkName: 'net' })
-        .HostConfig!.StorageOpt,
-    ).toBeUndefined();
+    expect(o.HostConfig!.PidsLimit).toBeGreaterThanOrEqual(64);
+    expect(o.NetworkingConfig).toEqual({ EndpointsConfig: { net: {} } });
+    // the storage limit only where the engine can keep it
+    expect((await createOptions({ resources: { memoryMb: 6, cpus: 1, pids: 1, storageMb: 5 } })).HostConfig!.StorageOpt).toBeUndefined();
+    // an http env keeps its image's command and gets PORT and the secret
+    const http = await createOptions({ kind: 'http', workdir: '/app' });
+    expect(http.Cmd).toBeUndefined();
+    expect(http.WorkingDir).toBeUndefined();
+    expect(http.Env).toEqual(expect.arrayContaining(['A=1', 'PORT=8080']));
+    expect(http.Env).toHaveLength(3);
   });
 
   it("reads the engine's file modes", () => {

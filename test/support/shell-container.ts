@@ -1,14 +1,27 @@
 /**
- * For the shell and verifier tests: a container made from an image with a shell env's create
- * options (src/tools/shell/container-options.ts), on an internal network of the test's own
- * (subnets from 10.236.0.0/16, which no other test file uses), and its removal. Everything is
- * labelled `io.openenv.test.shell=<instance>` so a test can find and remove what it made.
+ * For the shell and verifier tests: a container of an image made as the sandbox makes a shell
+ * env's (createEnvContainer, src/sandbox/docker/containers.ts: the command that waits, the
+ * lock-down), on an internal network of the test's own (subnets from 10.236.0.0/16, which no
+ * other test file uses), and its removal. Its containers carry the bundle label SHELL_TEST_BUNDLE
+ * (SHELL_TEST_LABEL selects them) and an instance of their own; the network is labelled
+ * `io.openenv.test.shell=<instance>`.
  */
 import Docker from 'dockerode';
-import { DockerContainerExec, shellEnvContainerOptions, type ShellEnvContainer } from '../../src/tools/shell/index.js';
+import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
+import { LABELS, type EnvResources } from '../../src/sandbox/sandbox.js';
+import { DockerContainerExec } from '../../src/tools/shell/index.js';
 import { uniqueInstance } from './instance.js';
 
-export const SHELL_TEST_LABEL = 'io.openenv.test.shell';
+const SHELL_TEST_BUNDLE = 'openenv-shell-test';
+/** a `docker ps --filter label=…` selecting every container these helpers made */
+export const SHELL_TEST_LABEL = `${LABELS.bundle}=${SHELL_TEST_BUNDLE}`;
+const NETWORK_LABEL = 'io.openenv.test.shell';
+
+/** what a test may set of the shell env (the rest: 512 MB, 1 CPU, 256 processes, no variables) */
+export interface ShellEnvSettings extends Partial<EnvResources> {
+  environment?: Record<string, string>;
+  workdir?: string;
+}
 
 export interface ShellContainer {
   docker: Docker;
@@ -39,16 +52,12 @@ async function ownNetwork(docker: Docker, name: string, labels: Record<string, s
 }
 
 /** Creates and starts a container of `image` as a shell env would have it. */
-export async function startShellContainer(image: string, env: Partial<Omit<ShellEnvContainer, 'image'>> = {}): Promise<ShellContainer> {
+export async function startShellContainer(image: string, env: ShellEnvSettings = {}): Promise<ShellContainer> {
   const docker = new Docker();
   const instance = uniqueInstance('shell');
-  const labels = { [SHELL_TEST_LABEL]: instance };
   const networkName = `openenv-test-${instance}`;
-  await ownNetwork(docker, networkName, labels);
-  const options = shellEnvContainerOptions(
-    { image, environment: {}, memoryMb: 512, cpus: 1, pids: 256, ...env },
-    { name: `openenv-test-${instance}`, labels, networkName },
-  );
+  await ownNetwork(docker, networkName, { [NETWORK_LABEL]: instance });
+  const { environment = {}, workdir, ...resources } = env;
   let id: string | null = null;
   const remove = async () => {
     if (id)
@@ -62,7 +71,23 @@ export async function startShellContainer(image: string, env: Partial<Omit<Shell
       .catch(() => {});
   };
   try {
-    const container = await docker.createContainer(options);
+    const network = { id: networkName, name: networkName, subnet: null as never };
+    const container = await createEnvContainer(
+      docker,
+      { instance, bundle: SHELL_TEST_BUNDLE, episode: instance, env: 'shell' },
+      {
+        name: 'shell',
+        image,
+        port: 0,
+        readyPath: '/',
+        deployTimeoutMs: 60_000,
+        resources: { memoryMb: 512, cpus: 1, pids: 256, ...resources },
+        environment,
+        kind: 'shell',
+        ...(workdir !== undefined ? { workdir } : {}),
+      },
+      network,
+    );
     id = container.id;
     await container.start();
   } catch (e) {

@@ -11,7 +11,6 @@ export {
 } from '../../sandbox/container-exec.js';
 export { DockerContainerExec, FrameDemuxer } from '../../sandbox/engine/docker-exec.js';
 export { BoundedOutput, truncationMark, type BoundedText } from './bounded-output.js';
-export { KEEP_ALIVE_CMD, shellEnvContainerOptions, type ShellEnvContainer, type ShellEnvPlacement } from './container-options.js';
 export { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';
 export { killGroup, runKillable, runToEnd, type KillableResult, type RunResult } from './run-command.js';
 export { ShellSession, ShellStartError, encodeCommand, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
