@@ -310,7 +310,7 @@ export class Episode {
   /** The built-in tools and a verified task's first turn, in the env's container. */
   private async attachContainer(handle: EnvHandle): Promise<void> {
     const exec = this.deps.sandbox.shell?.exec(handle) ?? null;
-    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec);
+    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec, () => this.inspector.gone());
     if (!TaskVerification.needed(this.task)) return;
     if (!exec) throw new Error(`task ${this.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
     this.verification = new TaskVerification(this.deps.bundle, this.task, exec, this.builtin, this.deps.reward, (r) => this.onVerifierRun(r));
