@@ -59,6 +59,11 @@ export class BuiltinTools {
     };
   }
 
+  /** stops the command in flight, if any, saying why (a time budget passed while it ran) */
+  interrupt(why: string): void {
+    this.toolset?.interrupt(why);
+  }
+
   /** ends the shell (its processes are the caller's to stop); the next call starts a new one */
   async endShell(): Promise<void> {
     const t = this.toolset;

@@ -533,8 +533,9 @@ export class Episode {
     this.budgetTimer.unref?.();
   }
 
-  /** A time budget passed: after the step in flight, the turn (or the episode) ends as end_turn would end it. */
+  /** A time budget passed: after the step in flight (a shell command in flight is stopped), the turn (or the episode) ends as end_turn would end it. */
   private onBudget(how: TurnEnd): void {
+    this.builtin?.interrupt(`the ${how === 'episode_end' ? "task's" : "turn's"} time budget passed while it ran`);
     this.queue = this.queue.then(async () => {
       if (this.done || this.phase !== 'running') return;
       const endsEpisode = how === 'episode_end' || this.turn === this.task.turns.length;
