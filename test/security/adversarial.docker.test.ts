@@ -297,11 +297,12 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
       }
       expect(after.text).toMatch(/alive\n\[exit code 0\]$/);
       // the bomb is still there, held at the limit: the episode's end stops it
-      const left = Number((await ep.bash('ls -d /proc/[0-9]* | wc -l')).text.split('\n')[0]);
+      const count = /^(\d+)$/m.exec((await ep.bash('ls -d /proc/[0-9]* | wc -l')).text)?.[1];
+      const left = count ? `${count} processes` : 'its forks still failing';
       expect((await ep.end()).observation.end_reason).toBe('turns_ended');
       await ep.gone();
       return {
-        stoppedBy: `pids limit (${LIMITS.pids}): held there (${left} processes), the model reads the failed forks${after.result.shell_restarted ? ' and gets a new shell' : ''}; the episode's end killed it`,
+        stoppedBy: `pids limit (${LIMITS.pids}): held there (${left}), the model reads the failed forks${after.result.shell_restarted ? ' and gets a new shell' : ''}; the episode's end killed it`,
         stopMs: Date.now() - t0,
       };
     });
