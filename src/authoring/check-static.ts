@@ -2,11 +2,14 @@
  * The part of `openenv-bundle check` that needs no Docker: what loading checks (manifest, rows,
  * cross-references), then what serving does not need but training does: every tool's schema
  * compiles, the scores the reward names are declared, every golden solution is a well-formed
- * sequence of calls of its task's tools.
+ * sequence of calls of its task's tools. It also says what each env is granted by its bundle.json
+ * (the lock-down and its asks, engine/hardening.ts), as the engine would be told under runc.
  */
 import type { ValidateFunction } from 'ajv';
 import { BUILTIN_TOOLSETS, BundleError, END_TURN, formatIssue, loadBundle, toolSpecsOf, type LoadedBundle, type Task } from '../bundle/index.js';
 import { REWARD_RULES } from '../episodes/reward.js';
+import { envLimits } from '../bundle/env-catalog.js';
+import { granted, type Granted } from '../sandbox/engine/hardening.js';
 import { compileSchema, describeErrors, newValidator } from './json-schema.js';
 import { Findings } from './findings.js';
 
@@ -16,6 +19,12 @@ export interface StaticResult {
   findings: Findings;
   /** toolset → tool → its compiled input_schema (tools whose schema compiles) */
   validators: Map<string, Map<string, ValidateFunction>>;
+  /**
+   * env → what its bundle.json grants it: the lock-down, its asks, its limits, under the runtime
+   * it asks for (else runc: a server's --runtime runsc, or an engine that cannot keep a setting,
+   * changes it; a played check's `granted` says what the engine gave). {} when the bundle does not load.
+   */
+  granted: Record<string, Granted>;
 }
 
 /** `task guess-train-0 (tasks/train.jsonl line 1)` */
@@ -38,7 +47,7 @@ export async function checkStatic(dir: string): Promise<StaticResult> {
     }
     if (e.total > e.issues.length)
       findings.problem('bundle', `… and ${e.total - e.issues.length} more problems of the same kind (fix these and run check again)`);
-    return { bundle: null, findings, validators };
+    return { bundle: null, findings, validators, granted: {} };
   }
   const m = bundle.manifest;
 
@@ -121,5 +130,10 @@ export async function checkStatic(dir: string): Promise<StaticResult> {
   if (withoutGolden > 0) {
     findings.warning('task rows', `${withoutGolden} task(s) have no "golden" solution: check cannot tell whether a perfect player reaches the max there`);
   }
-  return { bundle, findings, validators };
+  const grants: Record<string, Granted> = {};
+  for (const [name, env] of Object.entries(m.envs)) {
+    const l = envLimits(env);
+    grants[name] = granted({ resources: l.resources, ...(l.security ? { security: l.security } : {}), runtime: l.runtime ?? 'runc' });
+  }
+  return { bundle, findings, validators, granted: grants };
 }

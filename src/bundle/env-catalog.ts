@@ -8,6 +8,21 @@ import { contextDir, type LoadedBundle } from './loader.js';
 import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../defaults.js';
 import { settleEachAtMost } from '../work-pool.js';
+import type { EnvManifest } from './schema.js';
+
+/** What of an env's manifest the lock-down reads: its limits, its asks by name, the runtime it asks for (engine/hardening.ts). */
+export function envLimits(env: EnvManifest): Pick<EnvSpec, 'resources' | 'security' | 'runtime'> {
+  return {
+    resources: {
+      memoryMb: env.resources.memory_mb,
+      cpus: env.resources.cpus,
+      pids: env.resources.pids,
+      ...(env.resources.storage_mb !== undefined ? { storageMb: env.resources.storage_mb } : {}),
+    },
+    // the lock-down's asks (docs/security.md); the sandbox applies them
+    ...(env.security ? { security: env.security, ...(env.security.runtime ? { runtime: env.security.runtime } : {}) } : {}),
+  };
+}
 
 /**
  * What of a bundle needs a sandbox with a `shell` part (exec and archive access to env
@@ -172,17 +187,10 @@ export class EnvCatalog {
       port: env.port,
       readyPath: env.ready_path,
       deployTimeoutMs: env.deploy_timeout_s * 1000,
-      resources: {
-        memoryMb: env.resources.memory_mb,
-        cpus: env.resources.cpus,
-        pids: env.resources.pids,
-        ...(env.resources.storage_mb !== undefined ? { storageMb: env.resources.storage_mb } : {}),
-      },
       environment: env.environment,
       kind: env.kind,
       ...(env.workdir !== undefined ? { workdir: env.workdir } : {}),
-      // the lock-down's asks (docs/security.md); the sandbox applies them
-      ...(env.security ? { security: env.security, ...(env.security.runtime ? { runtime: env.security.runtime } : {}) } : {}),
+      ...envLimits(env),
     };
   }
 }

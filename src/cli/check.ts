@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { buildArgRecord, buildArgsSchema, SERVER_OPTIONS } from '../config.js';
 import { CHECK_CONCURRENCY, CHECK_TASKS_PER_GROUP } from '../defaults.js';
 import { checkDynamic, type DynamicResult, type PlayTally } from '../authoring/check-dynamic.js';
-import { checkStatic } from '../authoring/check-static.js';
+import { checkStatic, type StaticResult } from '../authoring/check-static.js';
 import { formatGroup, groupFindings, type Finding } from '../authoring/findings.js';
 import { defineCommand, EXIT, stopOnInterrupt } from './command.js';
 import { UsageError } from './options.js';
@@ -41,6 +41,8 @@ export interface CheckReport {
   files: string;
   problems: Finding[];
   warnings: Finding[];
+  /** env → what its bundle.json grants it (check-static.ts), played or not; `played.granted` is what the engine gave */
+  granted: StaticResult['granted'];
   played: {
     instance: string;
     images_s: number;
@@ -56,7 +58,13 @@ export interface CheckReport {
   } | null;
 }
 
-export function checkReport(dir: string, files: string, findings: readonly Finding[], dyn: DynamicResult | null): CheckReport {
+export function checkReport(
+  dir: string,
+  files: string,
+  findings: readonly Finding[],
+  dyn: DynamicResult | null,
+  grants: StaticResult['granted'] = {},
+): CheckReport {
   const problems = findings.filter((f) => f.level === 'problem');
   return {
     ok: problems.length === 0,
@@ -64,6 +72,7 @@ export function checkReport(dir: string, files: string, findings: readonly Findi
     files,
     problems,
     warnings: findings.filter((f) => f.level === 'warning'),
+    granted: grants,
     played: dyn && {
       instance: dyn.instance,
       images_s: dyn.images_s,
@@ -99,6 +108,9 @@ export function formatCheck(r: CheckReport): string {
       lines.push(`  env ${e.env}: deploy + /reset mean ${e.mean_s.toFixed(3)} s, max ${e.max_s.toFixed(3)} s over ${e.deploys} deploy(s)${reused}`);
     }
     for (const [env, g] of Object.entries(p.granted)) lines.push(`  env ${env}: ${grantLine(g)}`);
+  } else {
+    // not played: what bundle.json grants each env
+    for (const [env, g] of Object.entries(r.granted)) lines.push(`  env ${env}: ${grantLine(g)}`);
   }
   const groups = groupFindings([...r.problems, ...r.warnings]);
   for (const g of groups.slice(0, SHOWN)) lines.push(`  ${formatGroup(g).replace(/\n/g, '\n  ')}`);
@@ -194,7 +206,7 @@ export const checkCommand = defineCommand({
         await b.cleanup();
       }
     }
-    const report = checkReport(args.dir, staticLine, findings, dyn);
+    const report = checkReport(args.dir, staticLine, findings, dyn, st.granted);
     io.stdout.write(`${args.json ? JSON.stringify(report) : formatCheck(report)}\n`);
     return report.ok ? EXIT.ok : EXIT.problems;
   },

@@ -6,7 +6,7 @@
  */
 import { BUILTIN_TOOLSETS, type LoadedBundle, type Task } from '../bundle/index.js';
 import type { CallObservation, StepOutcome } from '../protocol/observations.js';
-import type { ContainerExec } from '../sandbox/container-exec.js';
+import { ContainerGoneError, type ContainerExec } from '../sandbox/container-exec.js';
 import { ShellToolset, type ShellSettings } from '../tools/shell/index.js';
 import { textResult, toolError } from './outcomes.js';
 
@@ -18,16 +18,20 @@ export class BuiltinTools {
     private readonly exec: ContainerExec,
     private readonly names: ReadonlySet<string>,
     private readonly settings: ShellSettings,
+    private readonly envGone: () => Promise<boolean>,
   ) {}
 
-  /** the task's built-in tools in `exec`'s container, or null when its toolset has none */
-  static of(bundle: LoadedBundle, task: Task, exec: ContainerExec | null): BuiltinTools | null {
+  /**
+   * The task's built-in tools in `exec`'s container, or null when its toolset has none.
+   * `envGone` says whether the env's container has stopped (asked when a shell dies under a call).
+   */
+  static of(bundle: LoadedBundle, task: Task, exec: ContainerExec | null, envGone: () => Promise<boolean>): BuiltinTools | null {
     const toolset = bundle.manifest.toolsets[task.toolset];
     if (!toolset || toolset.builtin.length === 0) return null;
     if (!exec) throw new Error(`toolset "${task.toolset}" has built-in tools, but the sandbox gives no access to the env's container`);
     const names = new Set(toolset.builtin.flatMap((b) => BUILTIN_TOOLSETS[b].map((t) => t.name)));
     const env = bundle.envOf(task).spec;
-    return new BuiltinTools(exec, names, env.workdir ? { workdir: env.workdir } : {});
+    return new BuiltinTools(exec, names, env.workdir ? { workdir: env.workdir } : {}, envGone);
   }
 
   has(name: string): boolean {
@@ -43,11 +47,21 @@ export class BuiltinTools {
     this.toolset ??= new ShellToolset(this.exec, this.settings);
     const out = await this.toolset.call(name, args);
     if (out.kind !== 'reply') return toolError(name, out.kind, out.message);
+    // a shell that died with its container (stopped by the storage watch, the engine, the host) is
+    // the env's end, not the model's to read and retry: the episode ends with the env's reason
+    if (out.reply.result.shell_died === true && (await this.envGone())) {
+      throw new ContainerGoneError(`the env's container stopped while \`${name}\` ran`);
+    }
     return {
       observation: { tool_name: name, result: textResult(out.reply.text, out.reply.result, out.reply.is_error), error: null },
       reward: null,
       done: false,
     };
+  }
+
+  /** stops the command in flight, if any, saying why (a time budget passed while it ran) */
+  interrupt(why: string): void {
+    this.toolset?.interrupt(why);
   }
 
   /** ends the shell (its processes are the caller's to stop); the next call starts a new one */

@@ -52,6 +52,12 @@ export class EnvInspector {
     return callVerdict(kind, kind === 'timeout' ? await this.exited() : false);
   }
 
+  /** Whether the env's container has stopped (its death seen, or the engine says so). */
+  async gone(): Promise<boolean> {
+    if (this.handle()?.gone?.aborted) return true;
+    return envGone(await this.look());
+  }
+
   /** The /reset of an env taken from the warm pool got no answer because the env is gone. */
   async pooledEnvDied(e: unknown): Promise<boolean> {
     if (!(e instanceof EnvCallError) || e.status !== undefined) return false;

@@ -338,7 +338,7 @@ export class Episode {
   /** The built-in tools and a verified task's first turn, in the env's container. */
   private async attachContainer(handle: EnvHandle): Promise<void> {
     const exec = this.deps.sandbox.shell?.exec(handle) ?? null;
-    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec);
+    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec, () => this.inspector.gone());
     if (this.harnessSpec) {
       if (!exec) throw new Error(`task ${this.task.task_id} names a harness, but the sandbox gives no access to its env's container`);
       const workdir = this.deps.bundle.envOf(this.task).spec.workdir;
@@ -631,8 +631,9 @@ export class Episode {
     this.budgetTimer.unref?.();
   }
 
-  /** A time budget passed: after the step in flight, the turn (or the episode) ends as end_turn would end it. */
+  /** A time budget passed: after the step in flight (a shell command in flight is stopped), the turn (or the episode) ends as end_turn would end it. */
   private onBudget(how: TurnEnd): void {
+    this.builtin?.interrupt(`the ${how === 'episode_end' ? "task's" : "turn's"} time budget passed while it ran`);
     this.queue = this.queue.then(async () => {
       if (this.done || this.phase !== 'running') return;
       const endsEpisode = how === 'episode_end' || this.turn === this.task.turns.length;

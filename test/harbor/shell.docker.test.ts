@@ -66,6 +66,21 @@ describeDocker('the shell toolset in a container', () => {
     expect((await bash('echo still-here; pwd')).text).toBe('still-here\n/\n[exit code 0]');
   });
 
+  it('stops the command in flight when told to (a time budget passed), says why, and the shell goes on', async () => {
+    const running = held.shell.call('bash', { command: 'rm -f /tmp/int-started; (sleep 300; echo orphan) & touch /tmp/int-started; echo started; sleep 301' });
+    await waitFor(async () => (await runToEnd(held.box.exec, { cmd: ['test', '-f', '/tmp/int-started'] })).exitCode === 0, 20_000, 'the command started');
+    held.shell.interrupt("the task's time budget passed while it ran");
+    const r = reply(await running);
+    expect(r.is_error).toBe(true);
+    expect(r.text).toBe("started\n[stopped: the task's time budget passed while it ran; the command was killed, with every process it started]");
+    expect(r.result).toMatchObject({ interrupted: true, timed_out: false, exit_code: 137, shell_died: false });
+    const ps = await bash("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done | grep -c 'sleep 30[01]' || true");
+    expect(ps.text).toBe('0\n[exit code 0]');
+    // nothing in flight: nothing to stop
+    held.shell.interrupt('nothing');
+    expect((await bash('echo next')).text).toBe('next\n[exit code 0]');
+  });
+
   it('leaves what a call started in the background running, and shows what it prints between calls with the next call', async () => {
     await bash('rm -f /tmp/bg-done; (sleep 0.2; echo from-the-background; touch /tmp/bg-done) &');
     // wait, outside the shell, until the background job has printed

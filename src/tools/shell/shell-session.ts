@@ -94,6 +94,8 @@ export interface ShellRun {
   exitCode: number | null;
   /** the call's timeout passed: its process group was killed */
   timedOut: boolean;
+  /** the call was stopped before its timeout (ShellSession.interrupt): why; else null */
+  interrupted: string | null;
   /** the shell itself exited while the command ran (a new one starts with the next call) */
   shellDied: boolean;
   /** a new shell ran this command because the previous one had exited: why; else null */
@@ -137,6 +139,8 @@ class ShellProcess {
   private pending: BoundedOutput;
   private startup: BoundedOutput;
   private onReady: ((r: Ready) => void) | null = null;
+  /** stops the call in flight as its timeout would (set while one runs) */
+  private stopCall: ((why: string) => void) | null = null;
   private onStartFailed: ((e: Error) => void) | null = null;
 
   private constructor(
@@ -259,8 +263,8 @@ class ShellProcess {
   }
 
   /** Runs one command; the caller runs one at a time. */
-  async run(command: string, timeoutMs: number): Promise<{ end: CallEnd; output: BoundedText; timedOut: boolean }> {
-    if (this.gone) return { end: { kind: 'died', started: false }, output: new BoundedOutput(0, 0).render(), timedOut: false };
+  async run(command: string, timeoutMs: number): Promise<{ end: CallEnd; output: BoundedText; timedOut: boolean; interrupted: string | null }> {
+    if (this.gone) return { end: { kind: 'died', started: false }, output: new BoundedOutput(0, 0).render(), timedOut: false, interrupted: null };
     const nonce = newNonce();
     const out = this.pending;
     this.pending = new BoundedOutput(this.limits.headBytes, this.limits.tailBytes);
@@ -269,22 +273,37 @@ class ShellProcess {
     const call: ActiveCall = { nonce, out, scanner: new EndMarkerScanner(nonce, out), pid: null, finish };
     this.call = call;
     let timedOut = false;
+    let interrupted: string | null = null;
     let grace: NodeJS.Timeout | undefined;
-    const timer = setTimeout(() => {
-      timedOut = true;
+    const stop = () => {
+      if (grace !== undefined) return;
       if (call.pid !== null) void killGroup(this.exec, call.pid, this.settings.user).catch(() => {});
       // a group that does not end when killed (or a shell that never said which group): replace the shell
       grace = setTimeout(() => void this.kill(), call.pid !== null ? this.limits.killGraceMs : 0);
+    };
+    const timer = setTimeout(() => {
+      if (grace === undefined) timedOut = true;
+      stop();
     }, timeoutMs);
+    this.stopCall = (why) => {
+      if (grace === undefined) interrupted = why;
+      stop();
+    };
     this.proc.resume();
     this.proc.write(`${nonce} ${encodeCommand(command)}\n`);
     try {
       const end = await ended;
-      return { end, output: out.render(), timedOut };
+      return { end, output: out.render(), timedOut, interrupted };
     } finally {
+      this.stopCall = null;
       clearTimeout(timer);
       clearTimeout(grace);
     }
+  }
+
+  /** Stops the call in flight, if any, as its timeout would: its process group is killed. */
+  interrupt(why: string): void {
+    this.stopCall?.(why);
   }
 
   /** Kills the shell (its own process group) and drops the connection. */
@@ -339,12 +358,13 @@ export class ShellSession {
         ({ shell, restartedBecause } = await this.live());
         result = await shell.run(command, timeoutMs);
       }
-      const { end, output, timedOut } = result;
+      const { end, output, timedOut, interrupted } = result;
       if (end.kind === 'ended') this.cwd = end.cwd;
       return {
         output,
         exitCode: end.kind === 'ended' ? end.exitCode : null,
         timedOut,
+        interrupted,
         shellDied: end.kind === 'died',
         restartedBecause,
         cwd: this.cwd,
@@ -359,6 +379,14 @@ export class ShellSession {
       const { shell } = await this.live();
       return { cwd: this.cwd ?? shell.ready!.cwd, uid: shell.ready!.uid, gid: shell.ready!.gid };
     });
+  }
+
+  /**
+   * Stops the command in flight (not the calls queued after it) as its timeout would, and says
+   * `why` in its reply: a time budget that passed while it ran.
+   */
+  interrupt(why: string): void {
+    this.shell?.interrupt(why);
   }
 
   /** Ends the shell (its stdin closes); what its commands left running stays until the container goes. */

@@ -49,7 +49,9 @@ export function bashText(run: ShellRun, timeoutS: number): string {
   }
   const out = run.output.text;
   if (out !== '') parts.push(out.endsWith('\n') ? out.slice(0, -1) : out);
-  if (run.timedOut) {
+  if (run.interrupted) {
+    parts.push(`[stopped: ${run.interrupted}; the command was killed, with every process it started${run.shellDied ? ', and the shell with it' : ''}]`);
+  } else if (run.timedOut) {
     parts.push(`[timed out after ${timeoutS} s: the command was killed, with every process it started${run.shellDied ? ', and the shell with it' : ''}]`);
   } else if (run.shellDied) {
     parts.push(
@@ -129,6 +131,7 @@ export class ShellToolset {
       {
         exit_code: run.exitCode,
         timed_out: run.timedOut,
+        interrupted: run.interrupted !== null,
         output_bytes: run.output.totalBytes,
         dropped_bytes: run.output.droppedBytes,
         shell_restarted: run.restartedBecause !== null,
@@ -136,7 +139,7 @@ export class ShellToolset {
         cwd: run.cwd,
         duration_s: run.durationMs / 1000,
       },
-      run.timedOut || run.shellDied,
+      run.timedOut || run.interrupted !== null || run.shellDied,
     );
   }
 
@@ -197,6 +200,11 @@ export class ShellToolset {
       if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
       throw e;
     }
+  }
+
+  /** stops the bash command in flight, if any (ShellSession.interrupt) */
+  interrupt(why: string): void {
+    this.session.interrupt(why);
   }
 
   close(): Promise<void> {
