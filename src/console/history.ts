@@ -40,6 +40,8 @@ interface Live {
   t: Transcript;
   /** JSON bytes of the events kept, as transcript.ts counted them */
   eventBytes: number;
+  /** the end, recorded, told once the step that ended the episode answered (or at its teardown) */
+  tellEnd?: () => void;
 }
 
 const MAX_EVENTS = 1000;
@@ -122,6 +124,7 @@ export class EpisodeHistory implements EpisodeObserver {
     const ms = Math.max(0, this.now() - startedAt);
     if (action.type === 'list_tools') {
       this.push(l, { kind: 'list_tools', at: this.iso(), ms });
+      this.tellPendingEnd(l);
       return;
     }
     const o = outcome.observation as { result?: unknown; error?: unknown };
@@ -137,6 +140,7 @@ export class EpisodeHistory implements EpisodeObserver {
       error: o.error ?? null,
       ms,
     });
+    this.tellPendingEnd(l);
   }
 
   onVerifier(ep: Episode, r: VerifierRecord): void {
@@ -304,9 +308,15 @@ export class EpisodeHistory implements EpisodeObserver {
       if (index >= 0) this.emit({ type: 'event', episode_id: l.t.episode_id, index: ev.kind === 'end' ? l.t.events.indexOf(ev) : index, event: ev });
       this.emit({ type: 'episode', episode: summarize(l.t) });
     };
-    // the end is told after the step that caused it (which answers a few microtasks later)
-    if (ev.kind === 'end') setImmediate(tell);
+    // the end is told after the step that caused it, which answers after onEnded
+    if (ev.kind === 'end' && l.ep.answering) l.tellEnd = tell;
     else tell();
+  }
+
+  private tellPendingEnd(l: Live): void {
+    const tell = l.tellEnd;
+    l.tellEnd = undefined;
+    tell?.();
   }
 
   private keepEnded(l: Live): void {
@@ -339,6 +349,7 @@ export class EpisodeHistory implements EpisodeObserver {
     this.finishing.delete(id);
     this.live.delete(id);
     if (!l) return;
+    this.tellPendingEnd(l);
     this.refresh(l);
     // its timings grew with the teardown, and its cost was read as the teardown began
     const kept = this.ended.get(id);

@@ -118,6 +118,8 @@ export class Episode {
   /** its model access ended while it deployed: it fails once running */
   private modelEnd: { reason: FailureReason; message: string } | null = null;
   private queue: Promise<unknown> = Promise.resolve();
+  /** steps taken and not yet answered (observers hear an ending step after onEnded) */
+  private stepsUnanswered = 0;
   private readonly t: { queued?: number; deployed?: number; running?: number; ended?: number } = {};
   private readonly now: () => number;
   private readonly log: Logger;
@@ -384,12 +386,18 @@ export class Episode {
     return Math.max(this.deps.settings.toolTimeoutMs, this.lease.spec?.deployTimeoutMs ?? 0);
   }
 
+  /** a step was taken and is not answered yet: when the episode ends meanwhile, its onStep comes after onEnded */
+  get answering(): boolean {
+    return this.stepsUnanswered > 0;
+  }
+
   /** Steps run one at a time, in arrival order. */
   step(action: Action & { type: 'list_tools' }): Promise<StepOutcome<ToolsObservation>>;
   step(action: Action): Promise<StepOutcome>;
   step(action: Action): Promise<StepOutcome> {
     // a harness episode's steps wait on the server's run of it, never in line with it
     if (this.harnessSpec) return this.harnessStep(action);
+    this.stepsUnanswered++;
     const run = this.queue.then(async () => {
       const startedAt = this.now();
       let out = await this.doStep(action);
@@ -397,10 +405,13 @@ export class Episode {
       if (out.done) out = await this.meter.onto(out);
       if (out.done) this.endReported = true;
       if (action.type === 'call_tool' && this.log.isLevelEnabled('debug')) this.logToolCall(action, out, startedAt);
+      this.stepsUnanswered--;
       this.notify((o) => o.onStep?.(this, action, out, startedAt));
       return out;
     });
-    this.queue = run.catch(() => undefined);
+    this.queue = run.catch(() => {
+      this.stepsUnanswered--;
+    });
     return run;
   }
 

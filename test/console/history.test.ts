@@ -170,11 +170,58 @@ describe('EpisodeHistory', () => {
     const seen: string[] = [];
     const off = h.subscribe((msg) => seen.push(msg.type === 'event' ? `event:${msg.event.kind}@${msg.index}` : `episode:${msg.episode.phase}`));
     await waitAndClose(m);
-    // the end is told after whatever step caused it: on the next turn of the event loop
-    await new Promise((r) => setImmediate(r));
+    // no step was in flight: the end is told when it is recorded
     off();
     await waitAndClose(m);
     expect(seen).toEqual(['episode:waiting', 'event:end@0', 'episode:done']);
+  });
+
+  it('tells the end after the step that caused it, however late that step answers (or at the teardown)', async () => {
+    const h = new EpisodeHistory({ size: 10 });
+    const seen: string[] = [];
+    h.subscribe((msg) => {
+      if (msg.type === 'event') seen.push(`${msg.event.kind}@${msg.index}`);
+    });
+    const fake = (id: string) => {
+      let tornDown!: () => void;
+      const ep = {
+        id,
+        clientLabel: null,
+        task: { task_id: 'fx-echo-0', split: 'train', index: 0, toolset: 'echo', groups: {} },
+        transport: 'ws',
+        phase: 'running',
+        createdAt: Date.now(),
+        steps: 1,
+        turn: 1,
+        seed: null,
+        lane: 'normal',
+        endReason: 'turns_ended',
+        reward: 1,
+        scores: { quality: 1 },
+        failure: null,
+        cost: null,
+        answering: true,
+        tornDown: new Promise<void>((r) => (tornDown = r)),
+        timings: () => ({ queued_s: 0, deploy_s: 0, running_s: 0 }),
+      };
+      return { ep: ep as unknown as Parameters<EpisodeHistory['onEnded']>[0], tearDown: () => tornDown() };
+    };
+    // the ending step answers 50 ms after the end was recorded (its reply reads what the env cost)
+    const a = fake('ep-a');
+    h.onCreated(a.ep);
+    h.onEnded(a.ep);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(seen).toEqual([]);
+    h.onStep(a.ep, { type: 'call_tool', tool_name: 'end_turn', arguments: {} }, { observation: { done: true }, reward: 1, done: true }, Date.now());
+    expect(seen).toEqual(['tool_call@0', 'end@1']);
+    expect(h.transcript('ep-a')!.events.map((e) => e.kind)).toEqual(['tool_call', 'end']);
+    // a step that never answers (it threw): the end is told at the teardown
+    const b = fake('ep-b');
+    h.onCreated(b.ep);
+    h.onEnded(b.ep);
+    b.tearDown();
+    await new Promise((r) => setImmediate(r));
+    expect(seen).toEqual(['tool_call@0', 'end@1', 'end@0']);
   });
 });
 
