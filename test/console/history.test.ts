@@ -212,7 +212,12 @@ describe('EpisodeHistory', () => {
     h.onEnded(a.ep);
     await new Promise((r) => setTimeout(r, 50));
     expect(seen).toEqual([]);
-    h.onStep(a.ep, { type: 'call_tool', tool_name: 'end_turn', arguments: {} }, { observation: { done: true }, reward: 1, done: true }, Date.now());
+    h.onStep(
+      a.ep,
+      { type: 'call_tool', tool_name: 'end_turn', arguments: {} },
+      { observation: { tool_name: 'end_turn', result: null, error: null, done: true }, reward: 1, done: true } as never,
+      Date.now(),
+    );
     expect(seen).toEqual(['tool_call@0', 'end@1']);
     expect(h.transcript('ep-a')!.events.map((e) => e.kind)).toEqual(['tool_call', 'end']);
     // a step that never answers (it threw): the end is told at the teardown
