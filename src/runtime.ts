@@ -4,6 +4,7 @@
  * builds), health and the drain. `buildApp` puts routes in front of it.
  */
 import type { Logger } from 'pino';
+import { abortError, isAbortError, throwIfAborted } from './abort.js';
 import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
@@ -209,6 +210,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const granted: Record<string, EnvGrant> = {};
+  /** aborted by the drain: a start-up still building images stops there (the builds cancelled on the engine) */
+  const startup = new AbortController();
   const ready = (async () => {
     await sandbox.ping();
     // every runtime an env is to run under, on the engine before anything runs (--runtime, an env's own ask)
@@ -239,7 +242,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // --max-concurrent-deploys: resets go first, so a burst larger than the stock is not slowed
     // by its refills
     if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
-    await catalog.buildAll();
+    await catalog.buildAll(startup.signal);
+    throwIfAborted(startup.signal);
     if (sandbox.lockdown) {
       for (const name of Object.keys(bundle.manifest.envs)) granted[name] = await sandbox.lockdown.granted(catalog.specOf(name));
       log.info({ event: 'lockdown', envs: granted }, 'envs locked down');
@@ -259,7 +263,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     () => (isReady = true),
     (e: Error) => {
       readyError = e;
-      log.error({ err: e.message }, 'the server cannot serve episodes');
+      if (startup.signal.aborted && isAbortError(e)) log.info({ event: 'startup_stopped', err: e.message }, 'start-up stopped by the drain');
+      else log.error({ err: e.message }, 'the server cannot serve episodes');
     },
   );
   // episodes wait for the images; a failed start-up fails their deploy with the reason
@@ -298,6 +303,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const drain = (timeoutMs = opts.shutdownTimeout * 1000) => {
     drained ??= (async () => {
       const deadline = Date.now() + timeoutMs;
+      startup.abort(abortError('the server is draining'));
       const closing = sessions.shutdownSockets();
       const unprepared = (sandbox.stock?.stop() ?? Promise.resolve()).then(
         () => true,

@@ -296,8 +296,18 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   const stage: Stage = { rt, reuse };
   let imagesS: number;
   let playsS = 0;
+  // an abort drains at once, from the image builds on (they are cancelled on the engine): live
+  // episodes close, their plays fail, the workers stop
+  const onAbort = () => {
+    void reuse?.release();
+    void rt.drain();
+  };
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  if (opts.signal?.aborted) onAbort();
   try {
-    await rt.ready;
+    await rt.ready.catch((e: unknown) => {
+      throw opts.signal?.aborted ? new Error('interrupted while the env images were made: nothing was played, every build was stopped') : e;
+    });
     imagesS = (Date.now() - imagesStarted) / 1000;
     const playsStarted = Date.now();
 
@@ -471,12 +481,6 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
         opts.onProgress?.(++done, sample.length, 'playing tasks');
       }),
     ];
-    // an abort drains at once: live episodes close, their plays fail, the workers stop
-    const onAbort = () => {
-      void reuse?.release();
-      void rt.drain();
-    };
-    opts.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       await forEachAtMost(jobs, concurrency, (job) => job(), opts.signal);
       const again = [...onReused].flatMap(([env, list]) =>
@@ -486,11 +490,10 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       playsS = (Date.now() - playsStarted) / 1000;
     } catch (e) {
       if (!opts.signal?.aborted) throw e;
-    } finally {
-      opts.signal?.removeEventListener('abort', onAbort);
     }
     if (opts.signal?.aborted) throw new Error('interrupted: every env it deployed was removed');
   } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
     await (stage.reuse as ReusedEnvs | null)?.release();
     await rt.close();
   }

@@ -8,6 +8,7 @@ import { contextDir, type LoadedBundle } from './loader.js';
 import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
 import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../defaults.js';
 import { settleEachAtMost } from '../work-pool.js';
+import { abortError, isAbortError, throwIfAborted } from '../abort.js';
 import type { EnvManifest } from './schema.js';
 
 /** What of an env's manifest the lock-down reads: its limits, its asks by name, the runtime it asks for (engine/hardening.ts). */
@@ -81,9 +82,11 @@ export class EnvCatalog {
   /**
    * Builds (or checks) every env image, --image-build-concurrency at a time, reporting how far
    * they are. A failed one stops none of the others (what they built is kept: the images exist
-   * and are named here); then it rejects naming every env that failed and why.
+   * and are named here); then it rejects naming every env that failed and why. `signal` (the
+   * server's drain, the command's Ctrl-C) stops them: builds running are cancelled on the engine,
+   * none starts, and it rejects with an AbortError.
    */
-  async buildAll(): Promise<void> {
+  async buildAll(signal?: AbortSignal): Promise<void> {
     const needsShell = shellFeatures(this.bundle);
     if (needsShell.length && !this.sandbox.shell) {
       throw new Error(
@@ -109,6 +112,7 @@ export class EnvCatalog {
     this.building = true;
     try {
       const outcomes = await settleEachAtMost(envs, this.opts.concurrency ?? DEFAULT_IMAGE_BUILD_CONCURRENCY, async ([name, env]) => {
+        throwIfAborted(signal);
         const dir = contextDir(this.bundle, name);
         running.add(name);
         show();
@@ -121,6 +125,7 @@ export class EnvCatalog {
               envName: name,
               contextDir: dir,
               buildArgs: this.buildArgs,
+              ...(signal ? { signal } : {}),
               onProgress: (line) => {
                 const l = line.trim();
                 if (l) this.log[level]({ env: name, build: l }, `build ${name}: ${l}`);
@@ -138,6 +143,7 @@ export class EnvCatalog {
             done++;
           }
         } catch (e) {
+          if (isAbortError(e)) throw e;
           const of = `${++done}/${total}`;
           if (!bar?.quiet) this.log.error({ env: name, of, err: (e as Error).message }, `env image "${name}" failed (${of}): ${(e as Error).message}`);
           throw e;
@@ -146,6 +152,7 @@ export class EnvCatalog {
           show();
         }
       });
+      if (signal?.aborted) throw abortError(`stopped before the env images were made (${done} of ${total} ready)`);
       const errors = outcomes.flatMap((o) => (o.ok ? [] : [o.error]));
       // a bundle of one env fails with that env's own error, as it did before builds ran in parallel
       if (total === 1 && errors.length === 1) throw errors[0];

@@ -169,6 +169,8 @@ export interface ImageBuildRequest {
   buildArgs: Record<string, string>;
   /** one line of build output at a time */
   onProgress?: (line: string) => void;
+  /** stops the build (the engine cancels it and removes its step's container): rejects with an AbortError */
+  signal?: AbortSignal;
 }
 
 /**

@@ -506,5 +506,5 @@ describe('openenv-bundle import harbor, the built binary', () => {
     }).catch((e: { code: number; stdout: string }) => e);
     expect(refused).toMatchObject({ code: 1 });
     expect((refused as { stdout: string }).stdout).toContain('task online: [environment] allow_internet: the task allows the internet');
-  });
+  }, 90_000); // five runs of the built CLI, each a fresh node process (slow on a loaded machine)
 });

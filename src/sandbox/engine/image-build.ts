@@ -10,6 +10,7 @@ import { Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
+import { abortError, throwIfAborted } from '../../abort.js';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
 import { engineMessage, isNotFound, toSandboxError } from './errors.js';
 import { forEachProgressLine, progressFailure, type ProgressLine } from './progress.js';
@@ -185,6 +186,7 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
   const running = inflight.get(tag);
   if (running) return running;
   const p = (async () => {
+    throwIfAborted(req.signal);
     if (await imageExists(docker, tag)) {
       req.onProgress?.(`image ${tag} is up to date`);
       return tag;
@@ -203,14 +205,21 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
         labels: { [LABELS.managed]: '1', [LABELS.bundle]: req.bundleName, [LABELS.env]: req.envName },
         rm: true,
         forcerm: true,
+        // an abort closes the build's connection: the engine cancels the build there
+        ...(req.signal ? { abortSignal: req.signal } : {}),
       });
     } catch (err) {
+      if (req.signal?.aborted) throw abortError(req.signal.reason);
       if (typeof err === 'object' && err !== null && 'statusCode' in err) {
         throw buildFailure(req, `the engine refused the build: ${engineMessage(err)}`);
       }
       throw toSandboxError(err, `building image ${tag}`);
     }
-    const failure = await followBuildOutput(output, (line) => req.onProgress?.(line));
+    const failure = await followBuildOutput(output, (line) => req.onProgress?.(line)).catch((err: unknown) => {
+      if (req.signal?.aborted) throw abortError(req.signal.reason);
+      throw toSandboxError(err, `building image ${tag}`);
+    });
+    if (req.signal?.aborted) throw abortError(req.signal.reason);
     if (failure !== null) {
       const dockerfile = await readFile(path.join(req.contextDir, 'Dockerfile'), 'utf8').catch(() => '');
       throw buildFailure(req, failure + pullHint(failure, dockerfile, req.buildArgs));
