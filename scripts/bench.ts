@@ -78,7 +78,7 @@ import {
 import { printShell, shellPhase } from './bench/shell.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
-import { harnessBurst, printHarnessBurst } from './lib/harness-burst.js';
+import { harnessBurst, printHarnessBurst } from './bench/harness.js';
 
 const { values } = parseArgs({
   options: {

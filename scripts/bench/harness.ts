@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HARNESS } from '../../src/defaults.js';
-import { freePort } from './free-port.js';
-import { WsClient } from './ws-client.js';
+import { freePort } from '../lib/free-port.js';
+import { WsClient } from '../lib/ws-client.js';
 
 const SERVE = fileURLToPath(new URL('../../dist/serve.js', import.meta.url));
 const ANSWER = 'echo 42 > /app/answer.txt';
