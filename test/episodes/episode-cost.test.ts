@@ -133,7 +133,7 @@ describe('what an ended episode cost', () => {
 class BrokenUsage extends DelegatingSandbox<ProcessSandbox> {
   mode: 'reject' | 'hang' = 'reject';
   aborted = 0;
-  readonly usage: EnvUsage = {
+  override readonly usage: EnvUsage = {
     read: (_h: EnvHandle, signal: AbortSignal) => {
       if (this.mode === 'reject') return Promise.reject(new Error('the engine refused the stats'));
       // never answers, and ignores the abort (a sandbox that does not heed it)

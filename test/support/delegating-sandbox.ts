@@ -1,11 +1,33 @@
 /**
  * A Sandbox that hands every call of its core, and its images, to another one: the base of the
- * tests' fault-injecting wrappers, which override only the calls they break.
+ * tests' fault-injecting wrappers, which override only the calls they break. Its optional parts
+ * (shell, usage, lockdown, ...) are the wrapped sandbox's.
  */
 import type { DeployRequest, EnvHandle, Sandbox, TeardownOptions } from '../../src/sandbox/sandbox.js';
 
 export class DelegatingSandbox<S extends Sandbox = Sandbox> implements Sandbox {
-  constructor(readonly inner: S) {}
+  // the optional parts: what the wrapped sandbox offers, this one offers (a subclass may replace one)
+  readonly modelDoors?: boolean;
+  readonly instanceClaim?: Sandbox['instanceClaim'];
+  readonly deadInstances?: Sandbox['deadInstances'];
+  readonly stock?: Sandbox['stock'];
+  readonly lockdown?: Sandbox['lockdown'];
+  readonly shell?: Sandbox['shell'];
+  readonly usage?: Sandbox['usage'];
+
+  constructor(readonly inner: S) {
+    const parts = {
+      modelDoors: inner.modelDoors,
+      instanceClaim: inner.instanceClaim,
+      deadInstances: inner.deadInstances,
+      stock: inner.stock,
+      lockdown: inner.lockdown,
+      shell: inner.shell,
+      usage: inner.usage,
+    };
+    for (const [k, v] of Object.entries(parts))
+      if (v !== undefined) Object.defineProperty(this, k, { value: v, enumerable: true, writable: true, configurable: true });
+  }
   ping() {
     return this.inner.ping();
   }
