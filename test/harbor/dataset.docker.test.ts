@@ -157,7 +157,10 @@ describeDocker('the shipped Harbor dataset, served: every task played over /ws',
       // b serves on its own address; b reaches itself, a does not reach it
       const bIp = (await bash(b, "hostname -i | tr -d ' \\n'")).text.split('\n')[0]!;
       expect(bIp).toMatch(/^10\.238\./);
-      await bash(b, 'cd /tmp && (python3 -m http.server 8080 >/dev/null 2>&1 &) ; for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done');
+      await bash(
+        b,
+        'cd /tmp && (python3 -m http.server 8080 >/dev/null 2>&1 &) ; for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done',
+      );
       const tcp = (host: string, port: string | number) => `timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${port}' && echo CONNECTED || echo REFUSED`;
       expect((await bash(b, tcp('127.0.0.1', 8080))).text).toContain('CONNECTED');
       expect((await bash(a, tcp(bIp, 8080))).text).toContain('REFUSED');
