@@ -34,6 +34,13 @@ export const LOG_TAIL_BYTES = 8 * 1024;
 export const ENV_REPLY_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
+ * An episode's connection to its env is kept between its calls this long (src/episodes/env-client.ts);
+ * idle longer, it is closed (the next call opens another). Kept per episode, never shared: a
+ * recycled network gives a later env the same address.
+ */
+export const ENV_CONNECTION_IDLE_MS = 5000;
+
+/**
  * A dropped connection usually comes a moment before the engine marks the container exited: look
  * this many times, this far apart, before calling the env merely unreachable.
  */

@@ -1,10 +1,13 @@
 /**
  * HTTP calls to one env inside its episode network, each with a deadline (the env contract's
- * shapes: src/protocol/env-contract.ts).
+ * shapes: src/protocol/env-contract.ts), over src/http-request.ts (node:http, not fetch). Each
+ * client keeps its own keep-alive connection, never shared with another episode's: a recycled
+ * network gives a later env the same address.
  */
-import { ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
-import { readBoundedText } from '../bounded-body.js';
+import http from 'node:http';
+import { ENV_CONNECTION_IDLE_MS, ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
 import { jsonDepthExceeds } from '../json.js';
+import { headerOf, requestBounded, type RawReply } from '../http-request.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
@@ -37,6 +40,8 @@ export interface EnvCaller {
 export class EnvClient implements EnvCaller {
   /** the env has proven its identity: from now on every answer must */
   private verified = false;
+  /** this episode's own connection to its env, kept between calls (ENV_CONNECTION_IDLE_MS) */
+  private readonly agent = new http.Agent({ keepAlive: true, timeout: ENV_CONNECTION_IDLE_MS });
 
   /** `secret`: the episode's env-identity secret; without one, answers are not checked */
   constructor(
@@ -47,29 +52,24 @@ export class EnvClient implements EnvCaller {
   async request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse> {
     const timeout = AbortSignal.timeout(timeoutMs);
     const combined = signal ? AbortSignal.any([timeout, signal]) : timeout;
-    const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string> =
+      payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) };
     const nonce = this.secret ? newNonce() : '';
     if (this.secret) {
       headers[NONCE_HEADER] = nonce;
       headers[AUTH_HEADER] = envProof(this.secret, nonce, 'request');
     }
-    let res: Response;
+    let res: RawReply;
     try {
-      res = await fetch(this.baseUrl + path, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: combined,
-        // an env's redirect is never followed: it would make the server fetch any URL (a service
-        // on the host's loopback, the server's own API, another episode's env) for the env
-        redirect: 'manual',
-      });
+      res = await requestBounded(new URL(this.baseUrl + path), method, headers, payload, combined, this.agent, ENV_REPLY_MAX_BYTES);
     } catch (e) {
       throw this.classify(e, timeout, path, signal);
     }
+    // an env's redirect is never followed: it would make the server fetch any URL (a service on
+    // the host's loopback, the server's own API, another episode's env) for the env
     if (res.status >= 300 && res.status < 400) {
-      void res.body?.cancel().catch(() => {});
-      const to = res.headers.get('location');
+      const to = headerOf(res.headers, 'location');
       throw new EnvCallError(
         'bad_response',
         `env answered ${method} ${path} with a redirect (HTTP ${res.status}${to ? ` to ${JSON.stringify(to.slice(0, 200))}` : ''}): the server never follows an env's redirect`,
@@ -77,26 +77,17 @@ export class EnvClient implements EnvCaller {
       );
     }
     if (this.secret) {
-      const problem = this.identityProblem(res, nonce);
-      if (problem) {
-        void res.body?.cancel().catch(() => {});
-        throw new EnvCallError('wrong_env', `${method} ${path} was answered by something other than this episode's env: ${problem}`, res.status);
-      }
+      const problem = this.identityProblem(res.status, headerOf(res.headers, PROOF_HEADER), nonce);
+      if (problem) throw new EnvCallError('wrong_env', `${method} ${path} was answered by something other than this episode's env: ${problem}`, res.status);
     }
-    let read: Awaited<ReturnType<typeof readBoundedText>>;
-    try {
-      read = await readBoundedText(res, ENV_REPLY_MAX_BYTES);
-    } catch (e) {
-      throw this.classify(e, timeout, path, signal);
-    }
-    if ('over' in read) {
+    if ('over' in res.body) {
       throw new EnvCallError(
         'too_large',
         `env answered ${method} ${path} with a body over the ${ENV_REPLY_MAX_BYTES / 1024 / 1024} MiB an env answer may have`,
         res.status,
       );
     }
-    const text = read.text;
+    const text = res.body.text;
     let parsed: unknown = null;
     if (text.length > 0) {
       try {
@@ -112,9 +103,8 @@ export class EnvClient implements EnvCaller {
   }
 
   /** null when the answer may be the env's; otherwise why it is not */
-  private identityProblem(res: Response, nonce: string): string | null {
-    if (res.status === 421) return 'HTTP 421 Misdirected Request (an env holding another secret refused the call)';
-    const proof = res.headers.get(PROOF_HEADER);
+  private identityProblem(status: number, proof: string | null, nonce: string): string | null {
+    if (status === 421) return 'HTTP 421 Misdirected Request (an env holding another secret refused the call)';
     if (proof === null) {
       // an env that never proves its identity predates the check: nothing to compare
       return this.verified ? `no ${PROOF_HEADER}, though this episode's env has proven itself on every answer so far` : null;
@@ -126,12 +116,11 @@ export class EnvClient implements EnvCaller {
 
   private classify(e: unknown, timeout: AbortSignal, path: string, signal?: AbortSignal): EnvCallError {
     if (timeout.aborted) return new EnvCallError('timeout', `env did not answer ${path} in time`);
-    const err = e as Error;
-    if (err?.name === 'AbortError') {
+    const err = e as Error & { code?: string };
+    if (signal?.aborted || err?.name === 'AbortError') {
       const why = signal?.reason instanceof Error && signal.reason.name !== 'AbortError' ? `: ${signal.reason.message}` : '';
       return new EnvCallError('aborted', `call to ${path} aborted${why}`);
     }
-    const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
-    return new EnvCallError('unreachable', `env unreachable on ${path}: ${cause?.code ?? cause?.message ?? err?.message ?? String(e)}`);
+    return new EnvCallError('unreachable', `env unreachable on ${path}: ${err?.code ?? err?.message ?? String(e)}`);
   }
 }

@@ -26,6 +26,7 @@ import type { Logger } from 'pino';
 import { abortError } from '../../abort.js';
 import type { LoadedBundle } from '../../bundle/index.js';
 import { WARM_POOL } from '../../defaults.js';
+import { statusOf } from '../../http-request.js';
 import type { Metrics } from '../../metrics.js';
 import { DEFAULT_LANE, laneRank, type Lane } from '../../protocol/lanes.js';
 import type { PoolStatus } from '../../protocol/pool.js';
@@ -508,12 +509,6 @@ async function shellCheck(shell: EnvShell | undefined, env: PooledEnv): Promise<
 }
 
 async function httpCheck(env: PooledEnv): Promise<boolean> {
-  try {
-    // a redirect is not followed (it is a broken env), nor is the body read (it carries nothing)
-    const res = await fetch(`${env.handle.baseUrl}${env.spec.readyPath}`, { signal: AbortSignal.timeout(WARM_POOL.handoutCheckMs), redirect: 'manual' });
-    await res.body?.cancel().catch(() => undefined);
-    return res.status === 200;
-  } catch {
-    return false;
-  }
+  // a redirect is not followed (it is a broken env)
+  return (await statusOf(`${env.handle.baseUrl}${env.spec.readyPath}`, WARM_POOL.handoutCheckMs)) === 200;
 }

@@ -1,0 +1,75 @@
+/**
+ * One HTTP request over node:http (not fetch: in a warm burst of 256 resets, fetch's machinery was
+ * the largest share of the server's CPU; docs/warm-pool.md) with a deadline and a bounded body:
+ * whoever answers costs this process at most `max` bytes. The env client's transport, and the
+ * warm pool's hand-out check.
+ */
+import http, { type IncomingHttpHeaders } from 'node:http';
+
+/** An answer as read off the wire: its status, headers and body (or how far past the bound it went). */
+export interface RawReply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: { text: string } | { over: number };
+}
+
+/**
+ * One HTTP request, its body read up to `max` bytes (past it, or past a declared length over it,
+ * the connection is dropped and `over` says how much). A redirect is an answer like any other:
+ * node:http never follows one. Rejects with the request's error (an AbortError when `signal` aborts).
+ */
+export function requestBounded(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  signal: AbortSignal,
+  agent: http.Agent | false,
+  max: number,
+): Promise<RawReply> {
+  return new Promise<RawReply>((resolve, reject) => {
+    const req = http.request({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, signal, agent }, (res) => {
+      const status = res.statusCode ?? 0;
+      const declared = Number(res.headers['content-length'] ?? NaN);
+      if (declared > max) {
+        req.destroy();
+        resolve({ status, headers: res.headers, body: { over: declared } });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > max) {
+          req.destroy();
+          resolve({ status, headers: res.headers, body: { over: size } });
+          return;
+        }
+        chunks.push(c);
+      });
+      res.on('end', () =>
+        resolve({ status, headers: res.headers, body: { text: (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8') } }),
+      );
+      res.on('error', reject);
+      res.on('aborted', () => reject(new Error('the env closed the connection mid-answer')));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** GET `url` within `timeoutMs`: its status (the body is not kept), or null when nothing answered (the pool's hand-out check) */
+export async function statusOf(url: string, timeoutMs: number): Promise<number | null> {
+  try {
+    const reply = await requestBounded(new URL(url), 'GET', {}, undefined, AbortSignal.timeout(timeoutMs), false, 64 * 1024);
+    return reply.status;
+  } catch {
+    return null;
+  }
+}
+
+/** one header's value (the first, should it come more than once), or null */
+export function headerOf(headers: IncomingHttpHeaders, name: string): string | null {
+  const v = headers[name.toLowerCase()];
+  return (Array.isArray(v) ? v[0] : v) ?? null;
+}
