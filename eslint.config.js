@@ -46,7 +46,18 @@ const FLOORS = [
   // every wire shape
   ['src/protocol'],
   // the ground floor: imports nothing of ours
-  ['src/json.ts', 'src/defaults.ts', 'src/abort.ts', 'src/time.ts', 'src/lines.ts', 'src/cidr.ts', 'src/backoff.ts', 'src/work-pool.ts', 'src/bounded-body.ts', 'src/http-request.ts'],
+  [
+    'src/json.ts',
+    'src/defaults.ts',
+    'src/abort.ts',
+    'src/time.ts',
+    'src/lines.ts',
+    'src/cidr.ts',
+    'src/backoff.ts',
+    'src/work-pool.ts',
+    'src/bounded-body.ts',
+    'src/http-request.ts',
+  ],
 ];
 
 const ROOT = import.meta.dirname;
