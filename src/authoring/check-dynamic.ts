@@ -306,7 +306,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   if (opts.signal?.aborted) onAbort();
   try {
     await rt.ready.catch((e: unknown) => {
-      throw opts.signal?.aborted ? new Error('interrupted while the env images were made: nothing was played, every build was stopped') : e;
+      throw opts.signal?.aborted ? new Error('interrupted before any task was played: the env image builds were stopped, nothing was deployed') : e;
     });
     imagesS = (Date.now() - imagesStarted) / 1000;
     const playsStarted = Date.now();

@@ -309,8 +309,39 @@ describe('check interrupted', () => {
     const sandbox = new ProcessSandbox();
     const stop = new AbortController();
     try {
-      const run = checkDynamic(st.bundle!, st.validators, { tasks: 'all', sandbox, signal: stop.signal, onProgress: (done) => done === 1 && stop.abort() });
+      const run = checkDynamic(st.bundle!, st.validators, {
+        tasks: 'all',
+        sandbox,
+        signal: stop.signal,
+        onProgress: (done, _total, what) => what === 'playing tasks' && done === 1 && stop.abort(),
+      });
       await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
+      expect(sandbox.held()).toEqual([]);
+    } finally {
+      await sandbox.close();
+      await st.bundle?.cleanup();
+    }
+  });
+
+  it('stopped while the env images are made: rejects saying nothing was played, and deploys nothing', async () => {
+    const st = await checkStatic(FIXTURE_BUNDLE);
+    const sandbox = new ProcessSandbox();
+    const stop = new AbortController();
+    let deploys = 0;
+    const deploy = sandbox.deploy.bind(sandbox);
+    sandbox.deploy = (req) => {
+      deploys++;
+      return deploy(req);
+    };
+    try {
+      const run = checkDynamic(st.bundle!, st.validators, {
+        tasks: 'all',
+        sandbox,
+        signal: stop.signal,
+        onProgress: (_d, _t, what) => what.startsWith('env images') && stop.abort(),
+      });
+      await expect(run).rejects.toThrow('interrupted before any task was played');
+      expect(deploys).toBe(0);
       expect(sandbox.held()).toEqual([]);
     } finally {
       await sandbox.close();
@@ -331,7 +362,7 @@ describe('check interrupted', () => {
         sandbox,
         signal: stop.signal,
         concurrency: 3,
-        onProgress: (done) => done === 6 && stop.abort(),
+        onProgress: (done, _total, what) => what === 'playing tasks' && done === 6 && stop.abort(),
       });
       await expect(run).rejects.toThrow('interrupted: every env it deployed was removed');
       expect(sandbox.held()).toEqual([]);
