@@ -16,7 +16,7 @@ export interface GaugeSources {
   deploysInFlight?(): number;
   deploysWaiting?(): number;
   /** the network stock (--network-stock), when the sandbox keeps one */
-  networkStock?(): { size: number; ready: number; recycled: number } | null;
+  networkStock?(): { size: number; ready: number; recycled: number; out: number } | null;
   /** the warm pool, when there is one */
   pool?(): { ready: number; deploying: number; target: number; refilling: boolean } | null;
 }
@@ -96,6 +96,14 @@ export class Metrics {
       registers: [r],
       collect() {
         this.set(sources.networkStock?.()?.ready ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${prefix}network_stock_out`,
+      help: '--network-stock: networks out with live episodes that come back to the stock when they end (recycling), counted towards its size',
+      registers: [r],
+      collect() {
+        this.set(sources.networkStock?.()?.out ?? 0);
       },
     });
     new Counter({

@@ -244,7 +244,17 @@ export async function waitPool(ctx: BenchContext, s: BenchServer, n: number, wha
 export async function waitNetworkStock(ctx: BenchContext, s: BenchServer, n: number): Promise<number> {
   const t0 = performance.now();
   if (n === 0) return 0;
-  await waitFor(async () => prom(await s.metrics(), 'openenv_network_stock_ready') >= n, 300_000, `${n} networks in the stock`, 100);
+  // full by the stock's own measure: with recycling, networks out with live episodes (the pool's
+  // envs) count towards its size, so `ready` alone stays short of it while they are out
+  await waitFor(
+    async () => {
+      const m = await s.metrics();
+      return prom(m, 'openenv_network_stock_ready') + prom(m, 'openenv_network_stock_out') >= n;
+    },
+    300_000,
+    `${n} networks in the stock (ready or out with an episode)`,
+    100,
+  );
   return (performance.now() - t0) / 1000;
 }
 

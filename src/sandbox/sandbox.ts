@@ -334,6 +334,8 @@ export interface StockStats {
   missed: number;
   /** networks that came back empty from an ended episode into the stock (recycling) */
   recycled: number;
+  /** recycling: networks out with live episodes, counted towards `size` (they come back); 0 without recycling */
+  out: number;
 }
 
 /** Label keys on every container and network this server creates, from the moment of creation. */

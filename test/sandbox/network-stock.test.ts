@@ -86,6 +86,8 @@ describe('NetworkStock', () => {
     const a = stock.take('ep-a')!;
     const b = stock.take('ep-b')!;
     expect(a.key).not.toBe(b.key);
+    // without recycling, a network taken is the episode's for good: nothing out counts as the stock's
+    expect(stock.stats().out).toBe(0);
     expect(a.net).toEqual({ id: `id-${a.key}` });
     // taken: no longer the stock's; the stock says who took it, and reports it under that episode
     expect(stock.holds(a.key)).toBe(false);
@@ -118,8 +120,10 @@ describe('NetworkStock', () => {
     // one out, one ready: the one out counts, nothing is made behind the hand-out
     await new Promise((r) => setTimeout(r, 20));
     expect(engine.created).toHaveLength(2);
+    expect(stock.stats()).toMatchObject({ size: 2, ready: 1, out: 1 });
     expect(stock.wantsBack()).toBe(true);
     expect(stock.giveBack('ep-a')).toBe(true);
+    expect(stock.stats()).toMatchObject({ ready: 2, out: 0 });
     expect(stock.keyTakenBy('ep-a')).toBeUndefined();
     expect(stock.holds(a.key)).toBe(true);
     expect(stock.episodeIdsOf([a.key])).toEqual([]);

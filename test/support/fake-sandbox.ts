@@ -85,7 +85,7 @@ export class FakeSandbox implements Sandbox {
       await this.onUnprepare();
       this.events.push('unprepared');
     },
-    stats: () => ({ size: 0, ready: 0, making: 0, made: 0, taken: 0, missed: 0, recycled: 0 }),
+    stats: () => ({ size: 0, ready: 0, making: 0, made: 0, taken: 0, missed: 0, recycled: 0, out: 0 }),
   };
   async sweep(): Promise<SweepResult> {
     return { containers: [], networks: [] };

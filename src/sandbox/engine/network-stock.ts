@@ -185,6 +185,7 @@ export class NetworkStock<N> {
       taken: this.takenCount,
       missed: this.missedCount,
       recycled: this.recycledCount,
+      out: this.recycle ? this.taken.size : 0,
     };
   }
 
