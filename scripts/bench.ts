@@ -315,8 +315,11 @@ async function burstPhase(image: string, picked: number) {
     // --cpu-profile: the server's main thread, over the burst alone
     const profiler = warm.inspectPort === null ? null : await CpuProfiler.attach(warm.inspectPort);
     await profiler?.start();
-    warmResult = await burstServer(ctx, warm, 'warm', BURST);
-    profile = (await profiler?.stop()) ?? null;
+    profile = null;
+    // the profile covers the resets alone: it stops once every one has answered
+    warmResult = await burstServer(ctx, warm, 'warm', BURST, async () => {
+      profile = (await profiler?.stop()) ?? null;
+    });
     profiler?.close();
     progress(`  warm p50 ${warmResult.p50_s} s p95 ${warmResult.p95_s} s all up ${warmResult.last_started_s} s (${warmResult.pooled}/${BURST} pooled)`);
   } finally {

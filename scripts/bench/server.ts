@@ -179,9 +179,17 @@ export interface ServerBurst extends BurstSummary {
  * bench reads the server's and the engine's memory; then every episode ends at once and the
  * bench waits for the server's teardowns (its teardown histogram's count).
  */
-export async function burstServer(ctx: BenchContext, s: BenchServer, label: string, size: number): Promise<ServerBurst> {
+/** `onResetsAnswered`: called once every reset of the burst has answered (before the tool calls and teardowns), awaited */
+export async function burstServer(
+  ctx: BenchContext,
+  s: BenchServer,
+  label: string,
+  size: number,
+  onResetsAnswered?: () => Promise<void>,
+): Promise<ServerBurst> {
   const before = { server_rss_mb: s.rssMb(), engine: engineMemory() };
   const { results: eps, t0 } = await burst(ctx, `${label} burst of ${size}`, size, () => startEpisode(s.url));
+  await onResetsAnswered?.();
   const last = Math.max(...eps.map((e) => e.startedAt)) - t0;
   const answers = await Promise.all(
     eps.map((e, i) =>
