@@ -18,50 +18,70 @@ export interface RawReply {
  * the connection is dropped and `over` says how much). A redirect is an answer like any other:
  * node:http never follows one. Rejects with the request's error (an AbortError when `signal` aborts).
  */
-export function requestBounded(
-  url: URL,
-  method: string,
-  headers: Record<string, string>,
-  body: string | undefined,
-  signal: AbortSignal,
-  agent: http.Agent | false,
-  max: number,
-): Promise<RawReply> {
+export interface BoundedRequest {
+  /** where: an http URL's parts (parsed once by whoever calls one place often) */
+  hostname: string;
+  port: string;
+  path: string;
+  method: string;
+  headers?: Record<string, string>;
+  body?: string;
+  signal: AbortSignal;
+  /** a keep-alive agent of the caller's, or false for a connection of its own */
+  agent: http.Agent | false;
+  /** bytes of body read at most */
+  max: number;
+}
+
+export function requestBounded(r: BoundedRequest): Promise<RawReply> {
+  const { max } = r;
   return new Promise<RawReply>((resolve, reject) => {
-    const req = http.request({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, signal, agent }, (res) => {
-      const status = res.statusCode ?? 0;
-      const declared = Number(res.headers['content-length'] ?? NaN);
-      if (declared > max) {
-        req.destroy();
-        resolve({ status, headers: res.headers, body: { over: declared } });
-        return;
-      }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > max) {
+    const req = http.request(
+      { hostname: r.hostname, port: r.port, path: r.path, method: r.method, headers: r.headers ?? {}, signal: r.signal, agent: r.agent },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const declared = Number(res.headers['content-length'] ?? NaN);
+        if (declared > max) {
           req.destroy();
-          resolve({ status, headers: res.headers, body: { over: size } });
+          resolve({ status, headers: res.headers, body: { over: declared } });
           return;
         }
-        chunks.push(c);
-      });
-      res.on('end', () =>
-        resolve({ status, headers: res.headers, body: { text: (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8') } }),
-      );
-      res.on('error', reject);
-      res.on('aborted', () => reject(new Error('the env closed the connection mid-answer')));
-    });
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > max) {
+            req.destroy();
+            resolve({ status, headers: res.headers, body: { over: size } });
+            return;
+          }
+          chunks.push(c);
+        });
+        res.on('end', () =>
+          resolve({ status, headers: res.headers, body: { text: (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8') } }),
+        );
+        res.on('error', reject);
+        res.on('aborted', () => reject(new Error('the env closed the connection mid-answer')));
+      },
+    );
     req.on('error', reject);
-    req.end(body);
+    req.end(r.body);
   });
 }
 
 /** GET `url` within `timeoutMs`: its status (the body is not kept), or null when nothing answered (the pool's hand-out check) */
 export async function statusOf(url: string, timeoutMs: number): Promise<number | null> {
   try {
-    const reply = await requestBounded(new URL(url), 'GET', {}, undefined, AbortSignal.timeout(timeoutMs), false, 64 * 1024);
+    const u = new URL(url);
+    const reply = await requestBounded({
+      hostname: u.hostname,
+      port: u.port,
+      path: u.pathname + u.search,
+      method: 'GET',
+      signal: AbortSignal.timeout(timeoutMs),
+      agent: false,
+      max: 64 * 1024,
+    });
     return reply.status;
   } catch {
     return null;

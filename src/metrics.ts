@@ -90,22 +90,22 @@ export class Metrics {
         this.set(sources.networks());
       },
     });
-    new Gauge({
-      name: `${prefix}network_stock_ready`,
-      help: '--network-stock: episode networks made ahead of demand and ready for a deploy',
-      registers: [r],
-      collect() {
-        this.set(sources.networkStock?.()?.ready ?? 0);
-      },
-    });
-    new Gauge({
-      name: `${prefix}network_stock_out`,
-      help: '--network-stock: networks out with live episodes that come back to the stock when they end (recycling), counted towards its size',
-      registers: [r],
-      collect() {
-        this.set(sources.networkStock?.()?.out ?? 0);
-      },
-    });
+    /** one figure of the network stock's, read at each scrape (0 without a stock) */
+    const stockGauge = (name: string, help: string, figure: 'ready' | 'out' | 'size') =>
+      new Gauge({
+        name: `${prefix}${name}`,
+        help,
+        registers: [r],
+        collect() {
+          this.set(sources.networkStock?.()?.[figure] ?? 0);
+        },
+      });
+    stockGauge('network_stock_ready', '--network-stock: episode networks made ahead of demand and ready for a deploy', 'ready');
+    stockGauge(
+      'network_stock_out',
+      '--network-stock: networks out with live episodes that come back to the stock when they end (recycling), counted towards its size',
+      'out',
+    );
     new Counter({
       name: `${prefix}network_stock_recycled_total`,
       help: '--network-stock: networks that came back empty from an ended episode into the stock, instead of being removed',
@@ -115,14 +115,7 @@ export class Metrics {
         this.inc(sources.networkStock?.()?.recycled ?? 0);
       },
     });
-    new Gauge({
-      name: `${prefix}network_stock_size`,
-      help: '--network-stock: episode networks the server keeps made ahead of demand (0: none)',
-      registers: [r],
-      collect() {
-        this.set(sources.networkStock?.()?.size ?? 0);
-      },
-    });
+    stockGauge('network_stock_size', '--network-stock: episode networks the server keeps made ahead of demand (0: none)', 'size');
     this.resets = new Counter({
       name: `${prefix}resets_total`,
       help: 'Resets by outcome: started, invalid (no such task), capacity (no slot in time or queue full), deploy_failed, aborted (client left), shutting_down, error',

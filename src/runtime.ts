@@ -4,7 +4,7 @@
  * builds), health and the drain. `buildApp` puts routes in front of it.
  */
 import type { Logger } from 'pino';
-import { abortError, isAbortError, throwIfAborted } from './abort.js';
+import { abortError, isAbortError } from './abort.js';
 import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
@@ -243,7 +243,6 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // by its refills
     if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
     await catalog.buildAll(startup.signal);
-    throwIfAborted(startup.signal);
     if (sandbox.lockdown) {
       for (const name of Object.keys(bundle.manifest.envs)) granted[name] = await sandbox.lockdown.granted(catalog.specOf(name));
       log.info({ event: 'lockdown', envs: granted }, 'envs locked down');

@@ -175,9 +175,10 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
     );
   } catch (e) {
     // a signal that came during the start-up stopped it: that drain exits (0 when it drained)
-    if (stopping) return new Promise<number>(() => undefined);
-    log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
-    await stop('startup-failure', 1);
+    if (!stopping) {
+      log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
+      await stop('startup-failure', 1);
+    }
   }
   // serving: the signal handlers end the process
   return new Promise<number>(() => undefined);

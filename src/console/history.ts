@@ -124,22 +124,22 @@ export class EpisodeHistory implements EpisodeObserver {
     const ms = Math.max(0, this.now() - startedAt);
     if (action.type === 'list_tools') {
       this.push(l, { kind: 'list_tools', at: this.iso(), ms });
-      this.tellPendingEnd(l);
-      return;
+    } else {
+      const o = outcome.observation as { result?: unknown; error?: unknown };
+      l.t.last_tool = action.tool_name;
+      this.push(l, {
+        kind: 'tool_call',
+        at: this.iso(),
+        step: ep.steps,
+        turn: ep.turn,
+        tool_name: action.tool_name,
+        arguments: action.arguments === undefined ? {} : action.arguments,
+        result: o.result ?? null,
+        error: o.error ?? null,
+        ms,
+      });
     }
-    const o = outcome.observation as { result?: unknown; error?: unknown };
-    l.t.last_tool = action.tool_name;
-    this.push(l, {
-      kind: 'tool_call',
-      at: this.iso(),
-      step: ep.steps,
-      turn: ep.turn,
-      tool_name: action.tool_name,
-      arguments: action.arguments === undefined ? {} : action.arguments,
-      result: o.result ?? null,
-      error: o.error ?? null,
-      ms,
-    });
+    // the step that ended the episode has answered: its end is told after it
     this.tellPendingEnd(l);
   }
 

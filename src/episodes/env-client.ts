@@ -42,12 +42,17 @@ export class EnvClient implements EnvCaller {
   private verified = false;
   /** this episode's own connection to its env, kept between calls (ENV_CONNECTION_IDLE_MS) */
   private readonly agent = new http.Agent({ keepAlive: true, timeout: ENV_CONNECTION_IDLE_MS });
+  /** the env's address, parsed once (every call goes there): host, port, and the path calls go under */
+  private readonly base: { hostname: string; port: string; prefix: string };
 
   /** `secret`: the episode's env-identity secret; without one, answers are not checked */
   constructor(
     readonly baseUrl: string,
     private readonly secret?: string,
-  ) {}
+  ) {
+    const u = new URL(baseUrl);
+    this.base = { hostname: u.hostname, port: u.port, prefix: u.pathname.replace(/\/$/, '') };
+  }
 
   async request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse> {
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -62,7 +67,17 @@ export class EnvClient implements EnvCaller {
     }
     let res: RawReply;
     try {
-      res = await requestBounded(new URL(this.baseUrl + path), method, headers, payload, combined, this.agent, ENV_REPLY_MAX_BYTES);
+      res = await requestBounded({
+        hostname: this.base.hostname,
+        port: this.base.port,
+        path: this.base.prefix + path,
+        method,
+        headers,
+        ...(payload === undefined ? {} : { body: payload }),
+        signal: combined,
+        agent: this.agent,
+        max: ENV_REPLY_MAX_BYTES,
+      });
     } catch (e) {
       throw this.classify(e, timeout, path, signal);
     }

@@ -18,6 +18,7 @@ import { dailyFile, EpisodeRecorder } from '../../src/console/recorder.js';
 import { Metrics } from '../../src/metrics.js';
 import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import { FIXTURE_BUNDLE } from '../support/app.js';
+import { fakeEpisode } from '../support/fake-episode.js';
 
 const silent = pino({ level: 'silent' });
 let bundle: LoadedBundle;
@@ -183,28 +184,9 @@ describe('EpisodeHistory', () => {
       if (msg.type === 'event') seen.push(`${msg.event.kind}@${msg.index}`);
     });
     const fake = (id: string) => {
-      let tornDown!: () => void;
-      const ep = {
-        id,
-        clientLabel: null,
-        task: { task_id: 'fx-echo-0', split: 'train', index: 0, toolset: 'echo', groups: {} },
-        transport: 'ws',
-        phase: 'running',
-        createdAt: Date.now(),
-        steps: 1,
-        turn: 1,
-        seed: null,
-        lane: 'normal',
-        endReason: 'turns_ended',
-        reward: 1,
-        scores: { quality: 1 },
-        failure: null,
-        cost: null,
-        answering: true,
-        tornDown: new Promise<void>((r) => (tornDown = r)),
-        timings: () => ({ queued_s: 0, deploy_s: 0, running_s: 0 }),
-      };
-      return { ep: ep as unknown as Parameters<EpisodeHistory['onEnded']>[0], tearDown: () => tornDown() };
+      const f = fakeEpisode(id, 'fx-echo-0');
+      Object.assign(f.ep, { steps: 1, endReason: 'turns_ended', reward: 1, scores: { quality: 1 }, answering: true });
+      return f;
     };
     // the ending step answers 50 ms after the end was recorded (its reply reads what the env cost)
     const a = fake('ep-a');

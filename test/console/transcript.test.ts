@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TRANSCRIPT_BOUNDS } from '../../src/defaults.js';
-import type { Episode } from '../../src/episodes/episode.js';
 import { EpisodeHistory } from '../../src/console/history.js';
 import type { Transcript } from '../../src/protocol/console.js';
 import { dailyFile, EpisodeRecorder } from '../../src/console/recorder.js';
@@ -19,6 +18,7 @@ import type { StepOutcome } from '../../src/protocol/observations.js';
 import { processSuiteServer } from '../support/process-server.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { http } from '../routes/http.js';
+import { fakeEpisode } from '../support/fake-episode.js';
 
 const MB = 1_000_000;
 const dirs: string[] = [];
@@ -28,29 +28,6 @@ const tmp = (prefix: string) => {
   return d;
 };
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-/** just what the history reads of an episode, with its teardown in the test's hands */
-function fakeEpisode(id: string) {
-  let tornDown!: () => void;
-  const ep = {
-    id,
-    clientLabel: null,
-    task: { task_id: 'big-task', split: 'train', index: 0, toolset: 'default', groups: {} },
-    transport: 'ws',
-    phase: 'running',
-    createdAt: Date.now(),
-    turn: 1,
-    steps: 0,
-    seed: null,
-    endReason: null as string | null,
-    reward: null as number | null,
-    scores: null,
-    failure: null,
-    timings: () => ({ queued_s: 0, deploy_s: 0.1, running_s: 1 }),
-    tornDown: new Promise<void>((r) => (tornDown = r)),
-  };
-  return { ep: ep as unknown as Episode & { steps: number; phase: string; endReason: string | null }, tearDown: () => tornDown() };
-}
 
 /** an episode whose tool answers `result` on each of `steps` calls, ended and torn down */
 async function bigEpisode(history: EpisodeHistory, id: string, result: unknown, steps: number): Promise<StepOutcome[]> {

@@ -16,17 +16,13 @@ export class DelegatingSandbox<S extends Sandbox = Sandbox> implements Sandbox {
   readonly usage?: Sandbox['usage'];
 
   constructor(readonly inner: S) {
-    const parts = {
-      modelDoors: inner.modelDoors,
-      instanceClaim: inner.instanceClaim,
-      deadInstances: inner.deadInstances,
-      stock: inner.stock,
-      lockdown: inner.lockdown,
-      shell: inner.shell,
-      usage: inner.usage,
-    };
-    for (const [k, v] of Object.entries(parts))
-      if (v !== undefined) Object.defineProperty(this, k, { value: v, enumerable: true, writable: true, configurable: true });
+    this.modelDoors = inner.modelDoors;
+    this.instanceClaim = inner.instanceClaim;
+    this.deadInstances = inner.deadInstances;
+    this.stock = inner.stock;
+    this.lockdown = inner.lockdown;
+    this.shell = inner.shell;
+    this.usage = inner.usage;
   }
   ping() {
     return this.inner.ping();

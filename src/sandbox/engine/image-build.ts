@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
-import { abortError, throwIfAborted } from '../../abort.js';
+import { throwIfAborted } from '../../abort.js';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
 import { engineMessage, isNotFound, toSandboxError } from './errors.js';
 import { forEachProgressLine, progressFailure, type ProgressLine } from './progress.js';
@@ -209,17 +209,17 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
         ...(req.signal ? { abortSignal: req.signal } : {}),
       });
     } catch (err) {
-      if (req.signal?.aborted) throw abortError(req.signal.reason);
+      throwIfAborted(req.signal);
       if (typeof err === 'object' && err !== null && 'statusCode' in err) {
         throw buildFailure(req, `the engine refused the build: ${engineMessage(err)}`);
       }
       throw toSandboxError(err, `building image ${tag}`);
     }
     const failure = await followBuildOutput(output, (line) => req.onProgress?.(line)).catch((err: unknown) => {
-      if (req.signal?.aborted) throw abortError(req.signal.reason);
+      throwIfAborted(req.signal);
       throw toSandboxError(err, `building image ${tag}`);
     });
-    if (req.signal?.aborted) throw abortError(req.signal.reason);
+    throwIfAborted(req.signal);
     if (failure !== null) {
       const dockerfile = await readFile(path.join(req.contextDir, 'Dockerfile'), 'utf8').catch(() => '');
       throw buildFailure(req, failure + pullHint(failure, dockerfile, req.buildArgs));
