@@ -307,8 +307,11 @@ export const HARNESS = {
 /**
  * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
  * looks whether the server's process is gone once the pipe closed, and its removals' retries.
+ * After its first removal it looks again every `settleMs` (the engine may still be finishing
+ * creations the dead server asked for: a loaded engine was seen taking seconds) until
+ * `quietPasses` looks in a row find nothing, for at most `lateForMs`.
  */
-export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200 } as const;
+export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200, settleMs: 2_000, quietPasses: 2, lateForMs: 60_000 } as const;
 
 /**
  * The storage bound where the engine cannot limit a container's writable layer

@@ -13,6 +13,11 @@
  *   before that moment**, then the instance's lock markers if no live server holds the name.
  *   A server started meanwhile with the same name keeps everything it deployed (created after),
  *   and it sweeps the rest at its own start anyway.
+ * - Then it looks again, a few seconds apart, while no live server holds the name: a loaded engine
+ *   finishes creations the dead server asked for after it died (a run left 8 networks that a single
+ *   look missed), so each late look removes what was created before it, and the watcher exits
+ *   after looks in a row that found nothing. A successor that takes the name ends the looks: what
+ *   is on the engine is then its own, or swept by its start.
  *
  * The watcher is a host process: it dies with the server's container when the server runs in one
  * (there, the container's restart policy and the next start's sweep do the job), and a supervisor
@@ -96,7 +101,40 @@ export async function watchAndReap(instance: string, serverPid: number, input: N
   });
   if (said.includes(STOP)) return null;
   while (alive(serverPid)) await new Promise((r) => setTimeout(r, REAPER.pollMs));
-  return reapBefore(docker, instance, Date.now());
+  return reapUntilQuiet(docker, instance, Date.now());
+}
+
+export interface LateLooks {
+  settleMs: number;
+  quietPasses: number;
+  lateForMs: number;
+}
+
+/**
+ * Removes what the instance had before `goneAt` (reapBefore), then looks again every `settleMs`
+ * while nobody holds the name, each look removing what was created before it, until
+ * `quietPasses` looks in a row removed nothing or `lateForMs` passed.
+ */
+export async function reapUntilQuiet(docker: Dockerode, instance: string, goneAt: number, looks: LateLooks = REAPER): Promise<ReapResult> {
+  const total = await reapBefore(docker, instance, goneAt);
+  const until = goneAt + looks.lateForMs;
+  for (let quiet = 0; quiet < looks.quietPasses && Date.now() + looks.settleMs <= until;) {
+    await new Promise((r) => setTimeout(r, looks.settleMs));
+    const at = Date.now();
+    if (await heldByALiveServer(docker, instance)) break;
+    const late = await reapBefore(docker, instance, at);
+    total.containers.push(...late.containers);
+    total.networks.push(...late.networks);
+    total.markers.push(...late.markers);
+    quiet = late.containers.length + late.networks.length === 0 ? quiet + 1 : 0;
+  }
+  return total;
+}
+
+async function heldByALiveServer(docker: Dockerode, instance: string): Promise<boolean> {
+  // named as seen, so that an instance with no marker left counts as abandoned
+  const abandoned = await abandonedInstances(docker, instance, [instance]);
+  return !abandoned.some((a) => a.instance === instance);
 }
 
 /** Removes the instance's labelled containers and networks created before `goneAt`, then its markers if nobody holds the name. */

@@ -5,8 +5,11 @@
  * binary, as users run it.
  */
 import { execFileSync } from 'node:child_process';
+import Dockerode from 'dockerode';
 import { expect, it } from 'vitest';
-import { LOCK_LABELS } from '../../../src/sandbox/engine/instance-lock.js';
+import { InstanceLock, LOCK_LABELS } from '../../../src/sandbox/engine/instance-lock.js';
+import { labelFilters } from '../../../src/sandbox/engine/labels.js';
+import { reapBefore, reapUntilQuiet } from '../../../src/sandbox/docker/reaper.js';
 import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, uniqueInstance, waitFor } from '../../support/docker.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../../support/docker-server.js';
 import { spawnServer, type ServerProcess } from '../../support/serve-process.js';
@@ -36,6 +39,14 @@ function reaperPid(srv: ServerProcess): number {
   expect(line, srv.output()).toBeDefined();
   return line!.pid as number;
 }
+
+/** a network of the instance, as the dead server's last request would have made it */
+function labelledNetwork(instance: string, name: string): string {
+  const labels = labelFilters(instance).label.flatMap((l) => ['--label', l]);
+  return execFileSync('docker', ['network', 'create', '--internal', ...labels, name], { encoding: 'utf8' }).trim();
+}
+
+const LOOKS = { settleMs: 1_000, quietPasses: 2, lateForMs: 20_000 };
 
 /** what of the instance is on the engine: containers, networks, lock markers */
 const footprint = (instance: string) => ({ ...labelledResources(`${INSTANCE_LABEL}=${instance}`), markers: lockMarkers(instance) });
@@ -111,6 +122,42 @@ describeDocker('the reaper', () => {
     await old.close();
     second.child.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
+    expect(footprint(instance)).toEqual({ containers: [], networks: [], markers: [] });
+  });
+
+  it('a network the engine finishes after the server is gone is removed by a later look', async () => {
+    const instance = uniqueInstance('reaper-late');
+    const docker = new Dockerode();
+    const goneAt = Date.now();
+    await new Promise((r) => setTimeout(r, 50));
+    // the engine was still making it when the server died: created after the moment it was gone
+    const reaping = reapUntilQuiet(docker, instance, goneAt, LOOKS);
+    await new Promise((r) => setTimeout(r, 150));
+    const late = labelledNetwork(instance, `${instance}-late`);
+    // one look, as the reaper had, keeps it: it is younger than the server's end
+    expect((await reapBefore(docker, instance, goneAt)).networks).toEqual([]);
+    expect(footprint(instance).networks).toHaveLength(1);
+    const reaped = await reaping;
+    expect(reaped.networks).toEqual([late]);
+    expect(footprint(instance)).toEqual({ containers: [], networks: [], markers: [] });
+  });
+
+  it('a successor that holds the name ends the later looks, and keeps what it made', async () => {
+    const instance = uniqueInstance('reaper-heir');
+    const docker = new Dockerode();
+    const goneAt = Date.now();
+    const heir = new InstanceLock(docker, { instance, heartbeatMs: 1_000, settleMs: 50 });
+    await heir.claim();
+    try {
+      const reaping = reapUntilQuiet(docker, instance, goneAt, LOOKS);
+      const its = labelledNetwork(instance, `${instance}-heirs`);
+      // the later looks see a live holder: what is there is the successor's
+      expect(await reaping).toEqual({ containers: [], networks: [], markers: [] });
+      expect(footprint(instance).networks).toEqual([its.slice(0, 12)]);
+    } finally {
+      execFileSync('docker', ['network', 'rm', `${instance}-heirs`]);
+      await heir.release();
+    }
     expect(footprint(instance)).toEqual({ containers: [], networks: [], markers: [] });
   });
 });
