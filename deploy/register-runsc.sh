@@ -7,7 +7,9 @@
 # `--platform=ptrace` (no KVM needed) and `--network=host`: gVisor then uses the network namespace
 # Docker made for the container, which Docker still isolates; with gVisor's own network stack
 # Debian's 2022-12 runsc refuses to start ("cannot run with network enabled in root network
-# namespace"). The entry is merged into /etc/docker/daemon.json (every other setting kept) and
+# namespace"). `--file-access=shared`: the engine writes into envs from outside (the shell's
+# write_file, a verifier's tests, through the archive API), and with gVisor's default (exclusive)
+# the sandbox keeps reading its cached copy of a file so rewritten. The entry is merged into /etc/docker/daemon.json (every other setting kept) and
 # the engine reloads it on SIGHUP: running containers are not touched, nothing restarts.
 # Idempotent: a registration with these arguments already in place changes nothing.
 set -euo pipefail
@@ -23,12 +25,12 @@ registered() {
   docker info --format '{{json .Runtimes}}' | node -e '
     const rt = JSON.parse(require("fs").readFileSync(0, "utf8")).runsc;
     const args = rt && (rt.runtimeArgs || rt.RuntimeArgs || []);
-    process.exit(rt && rt.path === process.argv[1] && JSON.stringify(args) === JSON.stringify(["--platform=ptrace", "--network=host"]) ? 0 : 1);
+    process.exit(rt && rt.path === process.argv[1] && JSON.stringify(args) === JSON.stringify(["--platform=ptrace", "--network=host", "--file-access=shared"]) ? 0 : 1);
   ' "$RUNSC"
 }
 
 if registered; then
-  echo "runsc is registered with the engine ($RUNSC --platform=ptrace --network=host)"
+  echo "runsc is registered with the engine ($RUNSC --platform=ptrace --network=host --file-access=shared)"
   exit 0
 fi
 
@@ -38,7 +40,7 @@ node -e '
   const [file, path] = process.argv.slice(1);
   let config = {};
   if (fs.existsSync(file) && fs.readFileSync(file, "utf8").trim() !== "") config = JSON.parse(fs.readFileSync(file, "utf8"));
-  config.runtimes = { ...(config.runtimes || {}), runsc: { path, runtimeArgs: ["--platform=ptrace", "--network=host"] } };
+  config.runtimes = { ...(config.runtimes || {}), runsc: { path, runtimeArgs: ["--platform=ptrace", "--network=host", "--file-access=shared"] } };
   fs.writeFileSync(file + ".tmp", JSON.stringify(config, null, 2) + "\n");
   fs.renameSync(file + ".tmp", file);
 ' "$CONFIG" "$RUNSC"
@@ -50,7 +52,7 @@ node -e '
 kill -HUP "$(cat "$PIDFILE")"
 for _ in $(seq 1 50); do
   if registered; then
-    echo "registered runsc with the engine ($RUNSC --platform=ptrace --network=host)"
+    echo "registered runsc with the engine ($RUNSC --platform=ptrace --network=host --file-access=shared)"
     exit 0
   fi
   sleep 0.2

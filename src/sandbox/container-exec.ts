@@ -4,6 +4,7 @@
  * that offers it (its `shell` part, sandbox.ts) hands one per deployed env; the Docker
  * implementation is engine/docker-exec.ts; tests implement the same few calls.
  */
+import * as tar from 'tar';
 
 /**
  * What a shell env's container runs instead of its image's command: it waits forever (`sleep` of
@@ -127,4 +128,15 @@ export async function probeExec(exec: ContainerExec, timeoutMs: number, signal: 
     stop.abort();
     (proc as ExecProcess | null)?.close();
   }
+}
+
+/** A one-file tar archive: `rel` (relative to the folder it is extracted in) holding `data`. */
+export function singleFileTar(rel: string, data: Buffer, opts: { mode: number; uid: number; gid: number }): Buffer {
+  const header: tar.HeaderData = { path: rel, mode: opts.mode, uid: opts.uid, gid: opts.gid, size: data.length, mtime: new Date(), type: 'File' };
+  const blocks: Buffer[] = [];
+  const block = Buffer.alloc(512);
+  // a path too long for the ustar header (or ids too large) also needs a PAX header, first
+  if (new tar.Header(header).encode(block)) blocks.push(new tar.Pax(header).encode());
+  blocks.push(block, data, Buffer.alloc((512 - (data.length % 512)) % 512), Buffer.alloc(1024));
+  return Buffer.concat(blocks);
 }

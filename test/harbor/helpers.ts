@@ -2,6 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
+import type { EnvRuntime } from '../../src/sandbox/sandbox.js';
 import { ShellToolset } from '../../src/tools/shell/index.js';
 import { startShellContainer, type ShellContainer } from '../support/shell-container.js';
 
@@ -18,11 +19,11 @@ export function ensureDebianBase(): void {
  * For a describe block: a container of the Debian base made as a shell env (workdir /app) and the
  * shell toolset on it, from beforeAll to afterAll. Read `box` and `shell` inside tests.
  */
-export function shellBox(): { box: ShellContainer; shell: ShellToolset } {
+export function shellBox(runtime: EnvRuntime = 'runc'): { box: ShellContainer; shell: ShellToolset } {
   const held = {} as { box: ShellContainer; shell: ShellToolset };
   beforeAll(async () => {
     ensureDebianBase();
-    held.box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app' });
+    held.box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app', runtime });
     held.shell = new ShellToolset(held.box.exec, { workdir: '/app' });
   });
   afterAll(async () => {

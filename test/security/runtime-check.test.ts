@@ -44,6 +44,24 @@ describe('the runtime start check', () => {
     expect(withIt.lockdown.runtime).toBe('runsc');
   });
 
+  it('warns once per check when runsc is registered without --file-access=shared (files written from outside stay unseen in gVisor)', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    const cached = new DockerSandbox({ instance: 'rt-check-w', bundleName: 'b', docker: fakeEngine(WITH_RUNSC), runtime: 'runsc', logger });
+    await expect(cached.lockdown.checkRuntime('runsc')).resolves.toBeUndefined();
+    const warned = lines.filter((l) => /without --file-access=shared/.test(String(l.msg)));
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.msg).toMatch(/deploy\/register-runsc\.sh/);
+    lines.length = 0;
+    const shared = {
+      Runtimes: { runc: { path: 'runc' }, runsc: { path: '/usr/bin/runsc', runtimeArgs: ['--platform=ptrace', '--network=host', '--file-access=shared'] } },
+    };
+    const fine = new DockerSandbox({ instance: 'rt-check-x', bundleName: 'b', docker: fakeEngine(shared), runtime: 'runsc', logger });
+    await expect(fine.lockdown.checkRuntime('runsc')).resolves.toBeUndefined();
+    await expect(fine.lockdown.checkRuntime('runc')).resolves.toBeUndefined();
+    expect(lines.filter((l) => /file-access/.test(String(l.msg)))).toEqual([]);
+  });
+
   it("swarm: a service cannot choose its runtime, so runsc needs the manager's default-runtime", async () => {
     const registered = new SwarmSandbox({ instance: 'rt-check-c', bundleName: 'b', docker: fakeEngine(WITH_RUNSC), attachContainer: 'x' });
     const err = await registered.lockdown.checkRuntime('runsc').catch((e: Error) => e);

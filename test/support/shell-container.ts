@@ -8,7 +8,7 @@
  */
 import Docker from 'dockerode';
 import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
-import { LABELS, type EnvResources } from '../../src/sandbox/sandbox.js';
+import { LABELS, type EnvResources, type EnvRuntime } from '../../src/sandbox/sandbox.js';
 import { DockerContainerExec } from '../../src/tools/shell/index.js';
 import { uniqueInstance } from './instance.js';
 
@@ -21,6 +21,7 @@ const NETWORK_LABEL = 'io.openenv.test.shell';
 export interface ShellEnvSettings extends Partial<EnvResources> {
   environment?: Record<string, string>;
   workdir?: string;
+  runtime?: EnvRuntime;
 }
 
 export interface ShellContainer {
@@ -57,7 +58,7 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
   const instance = uniqueInstance('shell');
   const networkName = `openenv-test-${instance}`;
   await ownNetwork(docker, networkName, { [NETWORK_LABEL]: instance });
-  const { environment = {}, workdir, ...resources } = env;
+  const { environment = {}, workdir, runtime, ...resources } = env;
   let id: string | null = null;
   const remove = async () => {
     if (id)
@@ -85,6 +86,7 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
         environment,
         kind: 'shell',
         ...(workdir !== undefined ? { workdir } : {}),
+        ...(runtime !== undefined ? { runtime } : {}),
       },
       network,
     );

@@ -1,5 +1,5 @@
 import type Dockerode from 'dockerode';
-import { KEEP_ALIVE_CMD } from '../container-exec.js';
+import { KEEP_ALIVE_CMD, singleFileTar } from '../container-exec.js';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
@@ -13,6 +13,17 @@ import { dockerLockdown } from '../engine/hardening.js';
 export function isStorageOptRefusal(err: unknown): boolean {
   return /storage-opt|storage option/i.test(engineMessage(err));
 }
+
+/**
+ * gVisor (this runsc) mounts a tmpfs of its own at an empty `/tmp`, inside the sandbox where the
+ * engine's archive API cannot see it: the file tools and a verifier's copies would miss every file
+ * there, and the storage bound and the bytes-written cost would not count it. A file in `/tmp`
+ * before the start keeps it on the container's writable layer, as under runc.
+ */
+export const GVISOR_TMP_KEEPER = {
+  path: 'tmp/.openenv-keep',
+  text: 'keeps gVisor from mounting its own /tmp, which the engine cannot see (OpenEnv bundle server)\n',
+} as const;
 
 /**
  * The env's container: on the episode network only, no published port, locked down
@@ -35,8 +46,9 @@ export async function createEnvContainer(
   const environment = shell ? env.environment : { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
   const lockdown = dockerLockdown({ resources: env.resources, security: env.security, runtime: env.runtime });
   const storageMb = env.resources.storageMb;
+  let container: Dockerode.Container;
   try {
-    return await docker.createContainer({
+    container = await docker.createContainer({
       name: resourceName(owner.bundle, owner.env, owner.episode),
       Image: env.image,
       Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
@@ -63,6 +75,16 @@ export async function createEnvContainer(
     }
     throw toSandboxError(err, `creating the container of env \`${env.name}\` from image ${env.image}`);
   }
+  // a read-only root has the server's own tmpfs at /tmp (and takes no archive)
+  if (env.runtime === 'runsc' && env.security?.root !== 'read-only') {
+    await container
+      .putArchive(singleFileTar(GVISOR_TMP_KEEPER.path, Buffer.from(GVISOR_TMP_KEEPER.text), { mode: 0o444, uid: 0, gid: 0 }), { path: '/' })
+      .catch(async (err: unknown) => {
+        await removeContainer(docker, container.id).catch(() => undefined);
+        throw toSandboxError(err, `preparing /tmp of env \`${env.name}\` for gVisor`);
+      });
+  }
+  return container;
 }
 
 /** resolves once the container is gone; 404 (already gone) and 409 (removal in progress) count as done */

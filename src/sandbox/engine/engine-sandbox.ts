@@ -195,6 +195,15 @@ export abstract class EngineSandbox<N> implements Sandbox {
           'register gVisor with it (sudo bash deploy/register-runsc.sh), or serve without --runtime runsc and without envs whose security asks for it',
       );
     }
+    // files the server writes into an env from outside (write_file, a verifier's tests) stay unseen
+    // inside gVisor when its root is cached as its own (the default, exclusive)
+    const args = (runtimes[runtime] as { runtimeArgs?: unknown } | null)?.runtimeArgs;
+    if (runtime === 'runsc' && !(Array.isArray(args) && args.includes('--file-access=shared'))) {
+      this.log.warn(
+        { runtime, runtimeArgs: args ?? [] },
+        "the engine runs runsc without --file-access=shared: a file written into an env from outside (write_file, a verifier's tests) may stay unseen inside it; re-register it with deploy/register-runsc.sh",
+      );
+    }
   }
 
   /** whether networkIsEmpty answers (a backend that recycles its episode networks overrides both) */

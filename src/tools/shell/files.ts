@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import * as tar from 'tar';
-import { pathKind, type ContainerExec, type PathStat } from '../../sandbox/container-exec.js';
+import { pathKind, singleFileTar, type ContainerExec, type PathStat } from '../../sandbox/container-exec.js';
 
 /** A file tool's own failure (missing path, a folder, …): the model's to read, the episode goes on. */
 export class FileToolError extends Error {
@@ -109,17 +109,6 @@ export async function readFileSlice(exec: ContainerExec, abs: string, offset: nu
     });
   });
   return { size, offset, data: Buffer.concat(chunks), real: t.real };
-}
-
-/** A one-file tar archive: `rel` (relative to the folder it is extracted in) holding `data`. */
-export function singleFileTar(rel: string, data: Buffer, opts: { mode: number; uid: number; gid: number }): Buffer {
-  const header: tar.HeaderData = { path: rel, mode: opts.mode, uid: opts.uid, gid: opts.gid, size: data.length, mtime: new Date(), type: 'File' };
-  const blocks: Buffer[] = [];
-  const block = Buffer.alloc(512);
-  // a path too long for the ustar header (or ids too large) also needs a PAX header, first
-  if (new tar.Header(header).encode(block)) blocks.push(new tar.Pax(header).encode());
-  blocks.push(block, data, Buffer.alloc((512 - (data.length % 512)) % 512), Buffer.alloc(1024));
-  return Buffer.concat(blocks);
 }
 
 export interface WriteIdentity {
