@@ -204,6 +204,8 @@ async function sample(server: Server): Promise<Sample> {
 }
 
 const outcomes: Record<string, Record<string, number>> = { gridsim: {}, shell: {} };
+/** the shell episodes whose golden solution scored below the maximum: which task, and how it ended */
+const belowMax: { task: string; ended: string }[] = [];
 const count = (family: string, k: string) => (outcomes[family]![k] = (outcomes[family]![k] ?? 0) + 1);
 
 type Kind = 'played' | 'dropped_mid_reset' | 'dropped_mid_step' | 'env_crash';
@@ -215,12 +217,16 @@ function pickKind(): Kind {
   return 'played';
 }
 
-async function killEnvOf(c: WsClient, instance: string): Promise<void> {
+async function killEnvOf(c: WsClient, server: Server): Promise<void> {
   const st = await c.state();
   const id = st.data?.episode_id as string | undefined;
   if (!id) throw new Error(`no episode id in ${JSON.stringify(st).slice(0, 200)}`);
-  const ids = await sh('docker', ['ps', '-q', '--filter', `label=${LABELS.instance}=${instance}`, '--filter', `label=${LABELS.episode}=${id}`]);
-  if (!ids) throw new Error(`no container for episode ${id}`);
+  // the env's resources carry its env id: the episode's own, or a pooled env's pool-… (the console says which)
+  const res = await fetch(`${server.url}/console/episodes/${id}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const envId = res.ok ? ((await res.json()) as { env_id?: string | null }).env_id : null;
+  if (!envId) throw new Error(`the console names no env for episode ${id} (${res.status})`);
+  const ids = await sh('docker', ['ps', '-q', '--filter', `label=${LABELS.instance}=${server.instance}`, '--filter', `label=${LABELS.episode}=${envId}`]);
+  if (!ids) throw new Error(`no container for episode ${id} (env ${envId})`);
   await sh('docker', ['kill', ...ids.split('\n')]);
 }
 
@@ -248,7 +254,7 @@ async function gridsimEpisode(server: Server, taskIds: string[], i: number): Pro
       return void count('gridsim', kind);
     }
     if (kind === 'env_crash') {
-      await killEnvOf(c, server.instance);
+      await killEnvOf(c, server);
       const out = await c.call('check_schedule', { schedule: IDLE_SCHEDULE });
       const reason = out.data?.observation?.end_reason ?? out.data?.code;
       return void count('gridsim', out.data?.done && reason === 'env_failed' ? 'env_crash' : `crash_unexpected_${reason}`);
@@ -286,7 +292,7 @@ async function shellEpisode(server: Server, tasks: ShellTask[], i: number): Prom
       return void count('shell', kind);
     }
     if (kind === 'env_crash') {
-      await killEnvOf(c, server.instance);
+      await killEnvOf(c, server);
       const out = await c.call('bash', { command: 'echo still here' });
       const reason = out.data?.observation?.end_reason ?? out.data?.code;
       return void count('shell', out.data?.done && reason === 'env_failed' ? 'env_crash' : `crash_unexpected_${reason}`);
@@ -297,7 +303,9 @@ async function shellEpisode(server: Server, tasks: ShellTask[], i: number): Prom
       if (last.type !== 'observation') return void count('shell', `step_${last.data?.code ?? 'error'}`);
       if (last.data.done) break;
     }
-    count('shell', last?.data?.done ? (last.data.reward >= 1 ? 'played' : 'played_below_max') : 'end_unexpected');
+    const scored = last?.data?.done ? (last.data.reward >= 1 ? 'played' : 'played_below_max') : 'end_unexpected';
+    if (scored !== 'played') belowMax.push({ task: task.task_id, ended: JSON.stringify(last?.data ?? null).slice(0, 1500) });
+    count('shell', scored);
   } finally {
     await c.close().catch(() => undefined);
   }
@@ -434,6 +442,7 @@ async function main(): Promise<void> {
     );
     console.log(`[${s.name}] after SIGTERM (exit ${codes[k]}): ${JSON.stringify(left)}; error lines ${s.errors()}`);
   });
+  for (const b of belowMax) console.log(`[shell] golden below the maximum: ${b.task}: ${b.ended}`);
   rmSync(WORK, { recursive: true, force: true });
   if (bad) process.exitCode = 1;
 }

@@ -75,6 +75,7 @@ export class EpisodeHistory implements EpisodeObserver {
     const t: Transcript = {
       episode_id: ep.id,
       client_label: ep.clientLabel ?? null,
+      env_id: null,
       task_id: ep.task.task_id,
       split: ep.task.split,
       index: ep.task.index,
@@ -108,6 +109,8 @@ export class EpisodeHistory implements EpisodeObserver {
     const o = outcome.observation as { messages?: unknown; tools?: { name: string }[]; turns?: unknown; max_turns?: unknown };
     const timings = ep.timings();
     this.seriesStore.started(timings.queued_s, timings.deploy_s, ep.lane);
+    // deployed (or taken from the pool) by now
+    l.t.env_id = ep.envId;
     this.push(l, {
       kind: 'reset',
       at: this.iso(),
@@ -280,6 +283,7 @@ export class EpisodeHistory implements EpisodeObserver {
     t.failure_reason = ep.failure?.reason ?? null;
     t.timings = ep.timings();
     t.cost = ep.cost;
+    if (t.env_id !== null) t.env_id = ep.envId;
     return t;
   }
 
@@ -381,6 +385,7 @@ function summarize(t: Transcript): EpisodeSummary {
   return {
     episode_id: t.episode_id,
     client_label: t.client_label,
+    env_id: t.env_id,
     task_id: t.task_id,
     split: t.split,
     index: t.index,

@@ -118,6 +118,12 @@ export const EpisodeSummarySchema = z
   .object({
     episode_id: z.string(),
     client_label: z.string().nullable().describe("the reset's own episode_id label"),
+    env_id: z
+      .string()
+      .nullable()
+      .describe(
+        "what its env's containers and network are labelled with (io.openenv.bundle-server.episode): the episode_id, or the pooled env's own pool-… id; null until its env is deployed",
+      ),
     task_id: z.string(),
     split: z.string(),
     index: z.number().int(),

@@ -96,6 +96,17 @@ describe('EpisodeHistory', () => {
     expect(small.endedBytesApprox).toBeLessThanOrEqual(2000);
   });
 
+  it("names the env's id once it is deployed: the pooled env's own for one taken from the warm pool", () => {
+    const h = new EpisodeHistory({ size: 3 });
+    const { ep } = fakeEpisode('ep-pooled', 'fx-echo-0');
+    h.onCreated(ep);
+    expect(h.transcript('ep-pooled')!.env_id).toBeNull();
+    Object.assign(ep, { envId: 'pool-3f2a' });
+    h.onReset(ep, { observation: { messages: [], tools: [] }, reward: null, done: false } as never);
+    expect(h.transcript('ep-pooled')!.env_id).toBe('pool-3f2a');
+    expect(h.liveSummaries().find((e) => e.episode_id === 'ep-pooled')!.env_id).toBe('pool-3f2a');
+  });
+
   it('filters the ended ones by split, end reason, failure and task id', async () => {
     const h = new EpisodeHistory({ size: 50 });
     const { m } = await manager(h);

@@ -98,6 +98,7 @@ describeDocker('console routes', () => {
       expect.objectContaining({
         episode_id: id,
         client_label: 'my-label',
+        env_id: id,
         task_id: 'fx-echo-0',
         split: 'train',
         phase: 'running',

@@ -2,12 +2,13 @@
 import type { Episode } from '../../src/episodes/episode.js';
 
 /** its mutable parts typed as a test writes them (`answering` too, via Object.assign: Episode's is a getter) */
-export type FakeEpisode = Episode & { steps: number; phase: string; endReason: string | null };
+export type FakeEpisode = Episode & { steps: number; phase: string; endReason: string | null; envId: string };
 
 export function fakeEpisode(id: string, taskId = 'big-task'): { ep: FakeEpisode; tearDown: () => void } {
   let tornDown!: () => void;
   const ep = {
     id,
+    envId: id,
     clientLabel: null,
     task: { task_id: taskId, split: 'train', index: 0, toolset: 'default', groups: {} },
     transport: 'ws',
