@@ -46,6 +46,14 @@ export const ENV_CONNECTION_IDLE_MS = 5000;
  */
 export const DIAGNOSE_RETRY = { attempts: 10, delayMs: 100 } as const;
 
+/**
+ * A running env whose cgroup holds at least this share of its pids limit, when a call into it
+ * failed, has its processes at the limit: a fork bomb's forks fail, exit and fork again, so its
+ * count hovers under the limit (113 of 128 was read between its forks). Its episode ends
+ * env_pids_exhausted (src/failures.ts), the model's doing, not the env's.
+ */
+export const PIDS_AT_LIMIT_SHARE = 0.85;
+
 /** How often the reconciler compares the engine's labelled resources with the live episodes. */
 export const RECONCILE_INTERVAL_MS = 60_000;
 

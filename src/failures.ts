@@ -50,6 +50,11 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
     toolErrorType: 'execution_error',
     meaning: "the env wrote more than its storage_mb to its container's writable layer, and was stopped",
   },
+  env_pids_exhausted: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning: "the env's processes held its whole pids limit (a fork bomb, runaway forks), so no new process, no new shell, could start",
+  },
 };
 
 export const ALL_FAILURE_REASONS: readonly FailureReason[] = FailureReasonSchema.options;
@@ -159,10 +164,12 @@ export interface EnvLook {
   nodeGone?: string;
   /** set when the sandbox stopped the env for what it wrote (its storage bound): why */
   storageExceeded?: string;
+  /** set when the env runs with its processes at its pids limit: what the sandbox read */
+  pidsAtLimit?: string;
 }
 
 export interface EnvVerdict {
-  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded';
+  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded' | 'env_pids_exhausted';
   /** what happened to the env, for the failure's message */
   what: string;
   extra: FailureExtra;
@@ -170,7 +177,8 @@ export interface EnvVerdict {
 
 /**
  * Why an env stopped answering, from the sandbox's look at it (null: the sandbox could not say):
- * its node lost, OOM-killed, exited, or (still running, or no word) unreachable.
+ * its node lost, OOM-killed, exited, still running with every process slot taken (the model's
+ * fork bomb: no new shell can start), or (still running, or no word) unreachable.
  */
 export function envVerdict(d: EnvLook | null): EnvVerdict {
   if (!d) return { reason: 'env_unreachable', what: 'the env is unreachable', extra: {} };
@@ -178,13 +186,16 @@ export function envVerdict(d: EnvLook | null): EnvVerdict {
   const extra = { exit_code: d.exitCode, log_tail: d.logTail };
   if (d.storageExceeded !== undefined) return { reason: 'storage_exceeded', what: d.storageExceeded, extra };
   if (d.oomKilled) return { reason: 'env_oom', what: 'the env was killed for running out of memory', extra };
+  if (d.running && d.pidsAtLimit !== undefined) return { reason: 'env_pids_exhausted', what: d.pidsAtLimit, extra };
   if (d.running) return { reason: 'env_unreachable', what: 'the env is unreachable', extra };
   return { reason: 'env_crashed', what: `the env exited (code ${d.exitCode})`, extra };
 }
 
-/** the env is gone (exited, killed for its memory, its node lost), not merely silent: envVerdict says more than unreachable */
+/** the env is gone (exited, killed for its memory, its node lost, stopped for its writes), not merely silent or out of process slots */
 export function envGone(d: EnvLook | null): boolean {
-  return d !== null && envVerdict(d).reason !== 'env_unreachable';
+  if (d === null) return false;
+  const { reason } = envVerdict(d);
+  return reason !== 'env_unreachable' && reason !== 'env_pids_exhausted';
 }
 
 /** how a call to the env ended that got no usable answer, as env-client.ts's EnvCallError kinds say */

@@ -46,6 +46,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
   setup_failed: { retryable: false, toolErrorType: 'execution_error' },
   storage_exceeded: { retryable: false, toolErrorType: 'execution_error' },
+  env_pids_exhausted: { retryable: false, toolErrorType: 'execution_error' },
 };
 
 describe('failure reasons', () => {
@@ -88,6 +89,12 @@ describe('verdicts', () => {
     // OOM-killed wins even if the engine still says running (it marks the exit a moment later)
     expect(envVerdict({ ...base, running: true, oomKilled: true }).reason).toBe('env_oom');
     expect(envVerdict({ ...base, running: true, exitCode: null }).reason).toBe('env_unreachable');
+    // running with every process slot taken (the model's fork bomb): its own reason, not the env's, and not gone
+    const bombed = { ...base, running: true, exitCode: null, pidsAtLimit: 'its processes held 64 of its pids limit of 64' };
+    expect(envVerdict(bombed)).toEqual({ reason: 'env_pids_exhausted', what: bombed.pidsAtLimit, extra: { exit_code: null, log_tail: 'boom' } });
+    expect(envGone(bombed)).toBe(false);
+    // an env that exited is crashed, whatever its last count said
+    expect(envVerdict({ ...bombed, running: false, exitCode: 1 }).reason).toBe('env_crashed');
     expect(envVerdict({ ...base, nodeGone: 'node n2 is down' })).toEqual({
       reason: 'node_lost',
       what: "the env's node was lost: node n2 is down",

@@ -7,6 +7,7 @@
 import { BUILTIN_TOOLSETS, type LoadedBundle, type Task } from '../bundle/index.js';
 import type { CallObservation, StepOutcome } from '../protocol/observations.js';
 import { ContainerGoneError, type ContainerExec } from '../sandbox/container-exec.js';
+import { serverTmpfsMounts } from '../sandbox/engine/hardening.js';
 import { ShellToolset, type ShellSettings } from '../tools/shell/index.js';
 import { textResult, toolError } from './outcomes.js';
 
@@ -31,7 +32,8 @@ export class BuiltinTools {
     if (!exec) throw new Error(`toolset "${task.toolset}" has built-in tools, but the sandbox gives no access to the env's container`);
     const names = new Set(toolset.builtin.flatMap((b) => BUILTIN_TOOLSETS[b].map((t) => t.name)));
     const env = bundle.envOf(task).spec;
-    return new BuiltinTools(exec, names, env.workdir ? { workdir: env.workdir } : {}, envGone);
+    const unseenMounts = serverTmpfsMounts(env.security);
+    return new BuiltinTools(exec, names, { ...(env.workdir ? { workdir: env.workdir } : {}), unseenMounts }, envGone);
   }
 
   has(name: string): boolean {

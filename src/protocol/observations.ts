@@ -40,6 +40,8 @@ export const FailureReasonSchema = z.enum([
   'setup_failed',
   // the env's lock-down (docs/security.md): it wrote past its storage_mb
   'storage_exceeded',
+  // its processes held every slot of its pids limit (a fork bomb), so no new shell could start
+  'env_pids_exhausted',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

@@ -130,6 +130,8 @@ export interface EnvDiagnosis {
   nodeGone?: string;
   /** set when the sandbox stopped the env for what it wrote past its storage bound: why */
   storageExceeded?: string;
+  /** set when the env runs with its processes at its pids limit (the sandbox read its count): what it read */
+  pidsAtLimit?: string;
 }
 
 export interface SweepResult {

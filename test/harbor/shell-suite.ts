@@ -143,6 +143,26 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       expect(rest.text).toBe(`${'é'.repeat(40000 - 32767)}\n[read_file: bytes 65534–80000 of 80000]`);
     });
 
+    it("refuses clearly, pointing to bash, a path in a tmpfs of the env's own (a read-only root's /tmp), links into it too", async () => {
+      const shell = new ShellToolset(held.box.exec, { workdir: '/app', unseenMounts: ['/tmp'] });
+      try {
+        await bash('printf hidden > /tmp/unseen.txt; ln -sf /tmp/unseen.txt /app/to-unseen');
+        for (const [tool, args] of [
+          ['read_file', { path: '/tmp/unseen.txt' }],
+          ['read_file', { path: '/app/to-unseen' }],
+          ['write_file', { path: '/tmp/new.txt', content: 'x' }],
+        ] as const) {
+          const r = reply(await shell.call(tool, args));
+          expect(r.is_error).toBe(true);
+          expect(r.text).toMatch(new RegExp(`^${tool} cannot reach /tmp/(unseen|new)\\.txt: /tmp is a tmpfs of this env's own .* use bash`));
+        }
+        // elsewhere the file tools work as ever
+        expect(reply(await shell.call('read_file', { path: '/etc/hostname' })).is_error).toBe(false);
+      } finally {
+        await shell.close();
+      }
+    });
+
     it('answers a missing path, a directory and bad arguments clearly, the episode going on', async () => {
       expect(reply(await held.shell.call('read_file', { path: '/no/such/file' }))).toMatchObject({ is_error: true, text: 'no such file: /no/such/file' });
       expect(reply(await held.shell.call('read_file', { path: '/etc' }))).toMatchObject({

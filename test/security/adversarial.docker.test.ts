@@ -278,7 +278,7 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
     expect(rssPeak - rss0, `server RSS peaked at ${rssPeak.toFixed(0)} MB`).toBeLessThan(RSS_GROWTH_BOUND_MB);
   }
 
-  it('a fork bomb: held at the pids limit; the model reads the failed forks, the episode goes on or ends as the env failing', async () => {
+  it("a fork bomb: held at the pids limit; the model reads the failed forks, the episode goes on or ends env_pids_exhausted (the model's doing)", async () => {
     await attack('fork bomb `:(){ :|:& };:`', async (ep) => {
       const t0 = Date.now();
       const r = await ep.bash(':(){ :|:& };:', 10);
@@ -286,14 +286,17 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
       expect(r.done).toBe(false);
       expect(r.text).toContain('fork: retry: Resource temporarily unavailable');
       // the env serves the model again (its shell may have died under the bomb and be replaced),
-      // or, when no new shell can start at the limit, the episode ends as the env's failure
+      // or, when no new shell can start at the limit, the episode ends with the bomb's own reason: not retryable
       let after = await ep.bash('echo alive', 30);
       for (let i = 0; i < 5 && !after.done && !/alive\n\[exit code 0\]$/.test(after.text); i++) after = await ep.bash('echo alive', 30);
       if (after.done) {
         console.log('[fork bomb] ended the episode:', JSON.stringify(after.obs.failure));
-        expect(after.obs).toMatchObject({ end_reason: 'env_failed', failure: { phase: 'tool' } });
+        expect(after.obs).toMatchObject({ end_reason: 'env_failed', failure: { phase: 'tool', reason: 'env_pids_exhausted', retryable: false } });
         await ep.gone();
-        return { stoppedBy: `pids limit (${LIMITS.pids}); no new shell could start: env_failed (${after.obs.failure.reason})`, stopMs: Date.now() - t0 };
+        return {
+          stoppedBy: `pids limit (${LIMITS.pids}); no new shell could start: env_pids_exhausted (${after.obs.failure.message})`,
+          stopMs: Date.now() - t0,
+        };
       }
       expect(after.text).toMatch(/alive\n\[exit code 0\]$/);
       // the bomb is still there, held at the limit: the episode's end stops it
@@ -305,6 +308,22 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
         stoppedBy: `pids limit (${LIMITS.pids}): held there (${left}), the model reads the failed forks${after.result.shell_restarted ? ' and gets a new shell' : ''}; the episode's end killed it`,
         stopMs: Date.now() - t0,
       };
+    });
+  }, 300_000);
+
+  it('every process slot held and the shell killed: no new shell can start, the episode ends env_pids_exhausted, not retryable', async () => {
+    await attack('process slots held, then `kill -9 $$`', async (ep) => {
+      const t0 = Date.now();
+      // a respawner keeps every slot of the pids limit taken, whatever exits; then the shell kills itself
+      const died = await ep.bash('(while :; do sleep 1000 & done) >/dev/null 2>&1 & sleep 3; kill -9 $$', 20);
+      expect(died.done).toBe(false);
+      expect(died.result).toMatchObject({ shell_died: true });
+      const after = await ep.bash('echo alive', 30);
+      expect(after.done, after.text).toBe(true);
+      expect(after.obs).toMatchObject({ end_reason: 'env_failed', failure: { phase: 'tool', reason: 'env_pids_exhausted', retryable: false } });
+      expect(after.obs.failure.message).toMatch(/its processes held \d+ of its pids limit of \d+/);
+      await ep.gone();
+      return { stoppedBy: `pids limit (${LIMITS.pids}); no new shell could start: env_pids_exhausted (${after.obs.failure.message})`, stopMs: Date.now() - t0 };
     });
   }, 300_000);
 

@@ -110,6 +110,8 @@ export interface ContainerState {
   exitCode: number | null;
   oomKilled: boolean;
   ip: string | null;
+  /** its main process on the engine's host, while it runs */
+  pid: number | null;
 }
 
 export async function inspectState(docker: Dockerode, containerId: string, networkName?: string): Promise<ContainerState> {
@@ -123,5 +125,6 @@ export async function inspectState(docker: Dockerode, containerId: string, netwo
     exitCode: started && !s.Running ? s.ExitCode : null,
     oomKilled: Boolean(s.OOMKilled),
     ip: endpoint?.IPAddress ? endpoint.IPAddress : null,
+    pid: s.Running && s.Pid > 0 ? s.Pid : null,
   };
 }

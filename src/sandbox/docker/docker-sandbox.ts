@@ -18,7 +18,7 @@ import {
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, isStorageOptRefusal, logTail } from './containers.js';
 import { StorageWatch } from './storage-watch.js';
-import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
+import { EPISODE_SUBNET_PREFIX, PIDS_AT_LIMIT_SHARE, SUBNET_POOL } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { EnvWatcher } from './env-watch.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
@@ -30,7 +30,7 @@ import { waitForHttp, waitForProbe } from '../engine/readiness.js';
 import { DockerContainerExec } from '../engine/docker-exec.js';
 import { probeExec } from '../container-exec.js';
 import type { EnvShell, EnvUsage } from '../sandbox.js';
-import { readContainerUsage } from './usage.js';
+import { hostPids, readContainerUsage } from './usage.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listContainers, removeOwned } from './removal.js';
@@ -267,6 +267,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       oomKilled: state.oomKilled,
       logTail: await logTail(this.docker, handle.containerId),
       ...this.storageEnd(handle),
+      ...(state.pid !== null ? await pidsEnd(state.pid) : {}),
     };
   }
 
@@ -312,4 +313,15 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     if (out.instances.length > 0) this.log.info({ ...out }, 'removed what dead servers left under instance names nobody holds');
     return out;
   }
+}
+
+/**
+ * A running env whose processes hold its pids limit (PIDS_AT_LIMIT_SHARE of it or more: a fork
+ * bomb's count hovers under it), read from its cgroup on this host; nothing when that cannot be
+ * read.
+ */
+async function pidsEnd(pid: number): Promise<{ pidsAtLimit?: string }> {
+  const p = await hostPids(pid);
+  if (p === null || p.current < p.max * PIDS_AT_LIMIT_SHARE) return {};
+  return { pidsAtLimit: `its processes held ${p.current} of its pids limit of ${p.max}: no new process could start` };
 }

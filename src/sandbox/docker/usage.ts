@@ -86,11 +86,8 @@ function withLayer(f: CgroupFigures, layer: number | null): EnvUsageReading {
   return { cpuS: f.cpuS, peakMemoryBytes: f.peakMemoryBytes, bytesWritten };
 }
 
-/**
- * The cgroup figures of the process `pid` from this host's cgroup files (v1 or v2), or null when
- * they cannot be read here (the server in a container of its own, another host's engine).
- */
-export async function hostCgroup(pid: number, root = CGROUP_ROOT, proc = '/proc'): Promise<CgroupFigures | null> {
+/** the cgroup paths of process `pid` by controller ('' for cgroup v2's unified one), or null when they cannot be read */
+async function cgroupPaths(pid: number, proc: string): Promise<Map<string, string> | null> {
   let text: string;
   try {
     text = await readFile(`${proc}/${pid}/cgroup`, 'utf8');
@@ -104,8 +101,19 @@ export async function hostCgroup(pid: number, root = CGROUP_ROOT, proc = '/proc'
     if (!m || m[2]!.includes('..')) continue;
     for (const ctl of m[1]!.split(',')) paths.set(ctl, m[2]!);
   }
-  const read = (file: string) => readFile(file, 'utf8').catch(() => null);
-  const int = (t: string | null) => (t !== null && /^\d+$/.test(t.trim()) ? Number(t.trim()) : null);
+  return paths;
+}
+
+const read = (file: string) => readFile(file, 'utf8').catch(() => null);
+const int = (t: string | null) => (t !== null && /^\d+$/.test(t.trim()) ? Number(t.trim()) : null);
+
+/**
+ * The cgroup figures of the process `pid` from this host's cgroup files (v1 or v2), or null when
+ * they cannot be read here (the server in a container of its own, another host's engine).
+ */
+export async function hostCgroup(pid: number, root = CGROUP_ROOT, proc = '/proc'): Promise<CgroupFigures | null> {
+  const paths = await cgroupPaths(pid, proc);
+  if (paths === null) return null;
   if (paths.has('memory')) {
     // cgroup v1: one hierarchy per controller
     const at = (ctl: string, file: string) => (paths.has(ctl) ? read(`${root}/${ctl}${paths.get(ctl)}/${file}`) : Promise.resolve(null));
@@ -127,6 +135,25 @@ export async function hostCgroup(pid: number, root = CGROUP_ROOT, proc = '/proc'
     peakMemoryBytes: int(peak),
     deviceWrites: io === null ? null : sumLines(io, /\bwbytes=(\d+)/),
   };
+}
+
+/**
+ * How many processes the container of process `pid` holds against its pids limit, from its
+ * cgroup's files on this host (v1 `pids/…/pids.current` and `pids.max`, v2 the unified ones):
+ * null when they cannot be read (the server in a container of its own, another host's engine)
+ * or there is no limit.
+ */
+export async function hostPids(pid: number, root = CGROUP_ROOT, proc = '/proc'): Promise<{ current: number; max: number } | null> {
+  const paths = await cgroupPaths(pid, proc);
+  if (paths === null) return null;
+  const v1 = paths.get('pids');
+  const unified = paths.get('');
+  const dir = v1 !== undefined ? `${root}/pids${v1 === '/' ? '' : v1}` : unified !== undefined ? `${root}${unified === '/' ? '' : unified}` : null;
+  if (dir === null) return null;
+  const [current, max] = await Promise.all([read(`${dir}/pids.current`), read(`${dir}/pids.max`)]);
+  const c = int(current);
+  const m = int(max);
+  return c === null || m === null ? null : { current: c, max: m };
 }
 
 /** the sum of the first group of `re` over the lines of `text` */

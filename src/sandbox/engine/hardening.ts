@@ -191,6 +191,17 @@ function tmpMb(security: EnvSecurityAsk | undefined): number | null {
   return security?.root === 'read-only' ? (security.tmp_mb ?? ENV_LOCKDOWN.readOnlyTmpMb) : null;
 }
 
+/** where a read-only root gets its one writable folder, a tmpfs */
+const READ_ONLY_ROOT_TMP = '/tmp';
+
+/**
+ * The folders of an env that are tmpfs mounts of the server's making: the engine's archive API
+ * cannot see into them (the shell's file tools refuse paths there, pointing to bash).
+ */
+export function serverTmpfsMounts(security: EnvSecurityAsk | undefined): string[] {
+  return tmpMb(security) !== null ? [READ_ONLY_ROOT_TMP] : [];
+}
+
 const ULIMITS = [
   { Name: 'nofile', Soft: ENV_LOCKDOWN.nofile, Hard: ENV_LOCKDOWN.nofile },
   { Name: 'core', Soft: 0, Hard: 0 },
@@ -213,7 +224,7 @@ export function dockerLockdown(input: LockdownInput): { hostConfig: Dockerode.Ho
     NanoCpus: Math.round(r.cpus * 1e9),
     PidsLimit: enginePidsLimit(r.pids, input.runtime),
     ReadonlyRootfs: tmp !== null,
-    ...(tmp !== null ? { Tmpfs: { '/tmp': `rw,nosuid,nodev,mode=1777,size=${tmp}m` } } : {}),
+    ...(tmp !== null ? { Tmpfs: { [READ_ONLY_ROOT_TMP]: `rw,nosuid,nodev,mode=1777,size=${tmp}m` } } : {}),
     // said even for runc: an engine whose default-runtime is another must not run envs under it with limits meant for runc
     Runtime: input.runtime ?? 'runc',
   };
@@ -268,7 +279,9 @@ export function swarmLockdown(
     Init: true,
     Ulimits: ULIMITS.map((u) => ({ ...u })),
     ReadOnly: tmp !== null,
-    ...(tmp !== null ? { Mounts: [{ Type: 'tmpfs', Source: '', Target: '/tmp', TmpfsOptions: { SizeBytes: tmp * 1024 * 1024, Mode: 0o1777 } }] } : {}),
+    ...(tmp !== null
+      ? { Mounts: [{ Type: 'tmpfs', Source: '', Target: READ_ONLY_ROOT_TMP, TmpfsOptions: { SizeBytes: tmp * 1024 * 1024, Mode: 0o1777 } }] }
+      : {}),
     ...(security?.user ? { User: security.user } : {}),
     ...(nnp ? { Privileges: { NoNewPrivileges: true } as Dockerode.ContainerSpec['Privileges'] } : {}),
   };

@@ -39,6 +39,15 @@ export async function follow(exec: ContainerExec, abs: string): Promise<Target> 
   throw new FileToolError(`${abs}: too many levels of symbolic links`);
 }
 
+/** A path in a folder the engine cannot see into: the file tools cannot reach it, bash can. */
+function refuseUnseen(p: string, unseen: readonly string[], doing: 'read' | 'write'): void {
+  const mount = unseen.find((m) => p === m || p.startsWith(`${m.replace(/\/+$/, '')}/`));
+  if (mount === undefined) return;
+  throw new FileToolError(
+    `${doing === 'read' ? 'read_file' : 'write_file'} cannot reach ${p}: ${mount} is a tmpfs of this env's own (its root is read-only), which the engine's archive API cannot see; use bash for files there (cat, ${doing === 'read' ? 'base64' : 'printf … >'})`,
+  );
+}
+
 function notAFile(t: Target, doing: 'read' | 'write'): FileToolError | null {
   if (t.stat === null) return null;
   const kind = pathKind(t.stat.mode);
@@ -59,8 +68,10 @@ export interface FileSlice {
 }
 
 /** Reads at most `limit` bytes of the file at `abs` from `offset`. */
-export async function readFileSlice(exec: ContainerExec, abs: string, offset: number, limit: number): Promise<FileSlice> {
+export async function readFileSlice(exec: ContainerExec, abs: string, offset: number, limit: number, unseen: readonly string[] = []): Promise<FileSlice> {
+  refuseUnseen(abs, unseen, 'read');
   const t = await follow(exec, abs);
+  refuseUnseen(t.real, unseen, 'read');
   if (t.stat === null) throw new FileToolError(`no such file: ${t.path}`);
   const wrong = notAFile(t, 'read');
   if (wrong) throw wrong;
@@ -120,8 +131,16 @@ export interface WriteIdentity {
  * Writes `data` to the file at `abs` (through links), creating missing folders. A file that
  * exists keeps its permission bits; a new one gets 0644. Both belong to `who` (the shell's user).
  */
-export async function writeFileBytes(exec: ContainerExec, abs: string, data: Buffer, who: WriteIdentity): Promise<{ real: string; created: boolean }> {
+export async function writeFileBytes(
+  exec: ContainerExec,
+  abs: string,
+  data: Buffer,
+  who: WriteIdentity,
+  unseen: readonly string[] = [],
+): Promise<{ real: string; created: boolean }> {
+  refuseUnseen(abs, unseen, 'write');
   const t = await follow(exec, abs);
+  refuseUnseen(t.real, unseen, 'write');
   const wrong = notAFile(t, 'write');
   if (wrong) throw wrong;
   if (t.real === '/') throw new FileToolError('/ is a directory, not a file');

@@ -72,6 +72,11 @@ export interface ShellSettings {
   user?: string;
   /** variables added to the container's environment for the shell */
   env?: Record<string, string>;
+  /**
+   * folders the engine's archive API cannot see (the server's tmpfs at /tmp under a read-only
+   * root): the file tools refuse paths in them, saying to use bash there
+   */
+  unseenMounts?: readonly string[];
 }
 
 export interface ShellLimits {

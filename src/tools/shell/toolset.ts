@@ -86,6 +86,7 @@ function toCharBoundary(data: Buffer): Buffer {
 
 export class ShellToolset {
   readonly session: ShellSession;
+  private readonly unseen: readonly string[];
 
   constructor(
     private readonly exec: ContainerExec,
@@ -93,6 +94,7 @@ export class ShellToolset {
     limits?: ShellLimits,
   ) {
     this.session = new ShellSession(exec, settings, limits);
+    this.unseen = settings.unseenMounts ?? [];
   }
 
   static has(name: string): boolean {
@@ -159,7 +161,7 @@ export class ShellToolset {
     const abs = resolvePath(cwd, p);
     let slice;
     try {
-      slice = await readFileSlice(this.exec, abs, offset, limit);
+      slice = await readFileSlice(this.exec, abs, offset, limit, this.unseen);
     } catch (e) {
       if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
       throw e;
@@ -190,7 +192,7 @@ export class ShellToolset {
     const { cwd, uid, gid } = await this.session.where();
     const abs = resolvePath(cwd, p);
     try {
-      const { real, created } = await writeFileBytes(this.exec, abs, data, { uid, gid });
+      const { real, created } = await writeFileBytes(this.exec, abs, data, { uid, gid }, this.unseen);
       return reply(`wrote ${data.length} bytes to ${abs}${real !== abs ? ` (${real})` : ''}${created ? ', a new file' : ''}`, {
         path: abs,
         bytes: data.length,

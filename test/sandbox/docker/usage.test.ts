@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ContainerExec, ExecRequest, OutputHandlers } from '../../../src/sandbox/container-exec.js';
-import { cgroupV2Peak, hostCgroup, usageOf } from '../../../src/sandbox/docker/usage.js';
+import { cgroupV2Peak, hostCgroup, hostPids, usageOf } from '../../../src/sandbox/docker/usage.js';
 
 describe('usageOf', () => {
   it('cgroup v1: max_usage is the peak; blkio Write entries (not Total) are device writes', () => {
@@ -119,5 +119,23 @@ describe('hostCgroup', () => {
     // a path outside the reader's cgroup namespace is not followed
     const out = tree({ 'proc/42/cgroup': '0::/../docker-abc.scope\n' });
     expect(await hostCgroup(42, `${out}/cg`, `${out}/proc`)).toBeNull();
+  });
+
+  it("hostPids: the container's process count and limit, v1 (pids hierarchy) and v2; no limit or no files is no answer", async () => {
+    const v1 = tree({
+      'proc/42/cgroup': '8:pids:/docker/abc\n4:memory:/docker/abc\n0::/\n',
+      'cg/pids/docker/abc/pids.current': '63\n',
+      'cg/pids/docker/abc/pids.max': '64\n',
+    });
+    expect(await hostPids(42, `${v1}/cg`, `${v1}/proc`)).toEqual({ current: 63, max: 64 });
+    const v2 = tree({
+      'proc/42/cgroup': '0::/system.slice/docker-abc.scope\n',
+      'cg/system.slice/docker-abc.scope/pids.current': '5\n',
+      'cg/system.slice/docker-abc.scope/pids.max': '256\n',
+    });
+    expect(await hostPids(42, `${v2}/cg`, `${v2}/proc`)).toEqual({ current: 5, max: 256 });
+    const unlimited = tree({ 'proc/42/cgroup': '0::/a\n', 'cg/a/pids.current': '5\n', 'cg/a/pids.max': 'max\n' });
+    expect(await hostPids(42, `${unlimited}/cg`, `${unlimited}/proc`)).toBeNull();
+    expect(await hostPids(43, `${v2}/cg`, `${v2}/proc`)).toBeNull();
   });
 });
