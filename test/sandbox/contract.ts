@@ -34,6 +34,12 @@ export interface ContractHarness<S extends Sandbox = Sandbox> {
    * once.
    */
   settleMs?: number;
+  /**
+   * The engine cannot always tell a kill for the memory limit from another SIGKILL (gVisor: the
+   * engine saw `OOMKilled` both true and false): an env over its memory then fails as env_crashed
+   * with exit code 137 and the hint that 137 is often the memory limit. Default false: env_oom.
+   */
+  oomMayBeUnseen?: boolean;
 }
 
 /** bundle.json's `echo` env, with overrides */
@@ -170,9 +176,14 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       const err = (await rejection(
         sandbox.deploy({ episodeId: 'ct-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }),
       )) as SandboxError;
-      expect(err.reason).toBe('env_oom');
       expect(err.details.exitCode).toBe(137);
-      expect(err.message).toContain('128 MB');
+      if (h.oomMayBeUnseen && err.reason === 'env_crashed') {
+        console.info(`[${name}] the engine did not see the OOM kill: ${err.message}`);
+        expect(err.message).toMatch(/137: killed by SIGKILL, e\.g\. for reaching its memory limit/);
+      } else {
+        expect(err.reason).toBe('env_oom');
+        expect(err.message).toContain('128 MB');
+      }
       await nothingLeft();
     });
 
