@@ -354,6 +354,24 @@ describeBrowser('the web console in Chromium', () => {
       await expect.poll(() => s.app.openenv.admission.activeCount, { timeout: 10_000 }).toBe(0);
     });
 
+    it('a page that goes away the moment its playground episode shows still ends it (no moment between the start and the DELETE it would send)', async () => {
+      const page = await openConsole(s.url, '#/playground/fx-echo-0');
+      await expect.poll(() => page.getByTestId('chosen-task').textContent()).toBe('fx-echo-0');
+      // the page goes away in the same task that shows the episode, before any effect of the render has run
+      // (the page's script as text: this file is compiled without the DOM's types)
+      await page.evaluate(`new MutationObserver((_, seen) => {
+        if (!document.querySelector('[data-testid=playground]')) return;
+        seen.disconnect();
+        dispatchEvent(new Event('pagehide'));
+      }).observe(document.body, { childList: true, subtree: true })`);
+      await page.getByTestId('start').click();
+      await page.getByTestId('playground').waitFor({ timeout: 60_000 });
+      const id = (await page.getByTestId('playground').getAttribute('data-episode'))!;
+      await expect.poll(() => s.app.openenv.manager.get(id), { timeout: 10_000 }).toBeUndefined();
+      await expect.poll(() => s.app.openenv.admission.activeCount, { timeout: 10_000 }).toBe(0);
+      await page.close();
+    });
+
     it('works under --token-in-path: the page at /t/<token>/web/ reads its data through the prefix', async () => {
       const prefixed = await startServer({ token: TOKEN, tokenInPath: true, maxConcurrentEnvs: 2 });
       try {

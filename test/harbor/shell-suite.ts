@@ -24,6 +24,12 @@ export function describeShellToolset(runtime: EnvRuntime): void {
   describeDocker(`the shell toolset in a container (${runtime})`, () => {
     const held = shellBox(runtime);
     const bash = async (command: string, timeout_s?: number) => reply(await held.shell.call('bash', { command, ...(timeout_s ? { timeout_s } : {}) }));
+    /**
+     * the shell's reply counting the processes whose command line matches `pattern`; a process
+     * that ends between the glob and the read (this loop's own) is not counted, and says nothing
+     */
+    const countRunning = (pattern: string) =>
+      bash(`for p in /proc/[0-9]*; do { tr '\\0' ' ' < $p/cmdline; } 2>/dev/null; echo; done | grep -c '${pattern}' || true`);
 
     it('keeps an image up whose own command would exit at once (the Debian base runs bash with no input)', async () => {
       const info = await held.box.docker.getContainer(held.box.id).inspect();
@@ -63,9 +69,8 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       expect(r.is_error).toBe(true);
       expect(r.text).toBe('before\n[timed out after 1 s: the command was killed, with every process it started]');
       expect(r.result).toMatchObject({ timed_out: true, exit_code: 137, shell_died: false });
-      // nothing of it is left running (a process that ends between the glob and the read, this loop's own, is not)
-      const ps = await bash("for p in /proc/[0-9]*; do { tr '\\0' ' ' < $p/cmdline; } 2>/dev/null; echo; done | grep -c 'sleep 30[012]' || true");
-      expect(ps.text).toBe('0\n[exit code 0]');
+      // nothing of it is left running
+      expect((await countRunning('sleep 30[012]')).text).toBe('0\n[exit code 0]');
       // the shell goes on, with its state
       expect((await bash('echo still-here; pwd')).text).toBe('still-here\n/\n[exit code 0]');
     });
@@ -80,8 +85,7 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       expect(r.is_error).toBe(true);
       expect(r.text).toBe("started\n[stopped: the task's time budget passed while it ran; the command was killed, with every process it started]");
       expect(r.result).toMatchObject({ interrupted: true, timed_out: false, exit_code: 137, shell_died: false });
-      const ps = await bash("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done | grep -c 'sleep 30[01]' || true");
-      expect(ps.text).toBe('0\n[exit code 0]');
+      expect((await countRunning('sleep 30[01]')).text).toBe('0\n[exit code 0]');
       // nothing in flight: nothing to stop
       held.shell.interrupt('nothing');
       expect((await bash('echo next')).text).toBe('next\n[exit code 0]');

@@ -46,18 +46,23 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
     if (props.taskId && !ep && !starting) setTask(props.taskId);
   }, [props.taskId]);
 
-  // an open episode: ping while the page is here, end it when the page goes away
+  // the open episode's path, set the moment its start returns (before it renders): a page that
+  // goes away (tab closed, reload, another site) in any moment after that ends it
+  const leaving = useRef<string | null>(null);
+  useEffect(() => {
+    const leave = () => {
+      if (leaving.current !== null) sendOnExit('DELETE', leaving.current);
+    };
+    addEventListener('pagehide', leave);
+    return () => removeEventListener('pagehide', leave);
+  }, []);
+
+  // an open episode: ping while the page is here
   const open = ep !== null && !closed ? ep.episode_id : null;
   useEffect(() => {
     if (open === null) return;
-    const path = `episodes/${encodeURIComponent(open)}`;
-    const ping = setInterval(() => void api('GET', path).catch(() => undefined), CONSOLE_EPISODE_PING_S * 1000);
-    const leave = () => sendOnExit('DELETE', path);
-    addEventListener('pagehide', leave);
-    return () => {
-      clearInterval(ping);
-      removeEventListener('pagehide', leave);
-    };
+    const ping = setInterval(() => void api('GET', `episodes/${encodeURIComponent(open)}`).catch(() => undefined), CONSOLE_EPISODE_PING_S * 1000);
+    return () => clearInterval(ping);
   }, [open]);
 
   const start = async () => {
@@ -73,6 +78,7 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
     starter.current = ctl;
     try {
       const r = await api<Started>('POST', 'console/playground', { task_id: task, episode_id: l }, ctl.signal);
+      leaving.current = `episodes/${encodeURIComponent(r.episode_id)}`;
       setEp(r);
       setTool(r.observation.tools.find((t) => t.name !== 'end_turn')?.name ?? 'end_turn');
     } catch (e) {
@@ -104,10 +110,12 @@ export function PlaygroundView(props: { taskId: string | null; live: EpisodeSumm
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 404)) setError((e as Error).message);
     }
+    leaving.current = null;
     setClosed(true);
   };
 
   const reset = () => {
+    leaving.current = null;
     setEp(null);
     setCalls([]);
     setDone(null);
