@@ -243,6 +243,7 @@ function burstFigures(r: ServerBurst, bare: BurstSummary) {
       containerd_live: round(live.engine.containerd_mb, 1),
     },
     teardown_all_s: r.teardown_all_s,
+    outside_deploy_mean_s: r.outside_deploy_s,
   };
 }
 
@@ -333,7 +334,14 @@ async function burstPhase(image: string, picked: number) {
       size: BURST,
       max_concurrent_envs: BURST,
       max_concurrent_deploys: picked,
-      bare: { p50_s: bare.p50_s, p95_s: bare.p95_s, max_s: bare.max_s, all_up_s: bare.last_started_s, remove_all_s: bare.remove_s },
+      bare: {
+        p50_s: bare.p50_s,
+        p95_s: bare.p95_s,
+        max_s: bare.max_s,
+        all_up_s: bare.last_started_s,
+        remove_all_s: bare.remove_s,
+        stages_mean_s: bare.stages_s,
+      },
       cold: { ...burstFigures(cold.r, bare), network_stock: cold.stock, network_stock_fill_s: round(cold.stockFillS, 1), slot_time_mean: cold.slot },
       cold_stock_off: { ...burstFigures(coldOff.r, bare), network_stock: 0, slot_time_mean: coldOff.slot },
       warm: { ...burstFigures(warmResult, bare), pool_fill_s: round(fillS, 1) },
@@ -530,7 +538,13 @@ function printBurst(b: BurstOut): void {
     console.log(
       `slot time per episode, ${name} (mean): deploy ${t.deploy_s} s; teardown ${t.teardown_s} s = env removed ${t.env_removed_s} s (slot freed) + network ${t.network_removed_s} s (off the slot)`,
     );
+    const stages = Object.entries(t.deploy_stages_s)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
+    console.log(`  its deploy's stages (mean s): ${stages}; outside queue and deploy (socket, frames, event loop) ${r.outside_deploy_mean_s}`);
   }
+  const bs = b.bare.stages_mean_s;
+  console.log(`  bare start's stages (mean s): create ${bs.create}, start ${bs.start}, ready ${bs.ready}`);
   const p = b.warm_cpu_profile;
   if (p) printProfile(`warm burst of ${b.size}`, p);
 }

@@ -28,6 +28,7 @@ export class Metrics {
   readonly resets: Counter<'outcome'>;
   readonly queueWait: Histogram<'lane'>;
   readonly deploy: Histogram;
+  readonly deployStage: Histogram<'stage'>;
   readonly toolCall: Histogram<'outcome'>;
   readonly teardown: Histogram<'outcome'>;
   readonly steps: Counter;
@@ -134,6 +135,16 @@ export class Metrics {
     this.deploy = new Histogram({
       name: `${prefix}deploy_seconds`,
       help: 'Env deploy time: network, container, readiness and the env reset',
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    this.deployStage = new Histogram({
+      name: `${prefix}deploy_stage_seconds`,
+      help:
+        "Where an episode's own deploy (not a warm-pool env's) spends its time, stage by stage: turn (the wait for a turn under --max-concurrent-deploys), " +
+        "the sandbox's stages (docker: network, create, start, ready; swarm: nodes, overlay, service, schedule, start, address, attach, ready), " +
+        'then env_reset (attaching to the env and its /reset)',
+      labelNames: ['stage'],
       buckets: DURATION_BUCKETS,
       registers: [r],
     });

@@ -153,6 +153,12 @@ describe('/metrics after real episodes', () => {
       expect(valueOf(m, 'openenv_queue_wait_seconds_bucket', { lane: 'normal', le: '0.1' })).toBeLessThanOrEqual(2);
       expect(valueOf(m, 'openenv_deploy_seconds_count')).toBe(3);
       expect(valueOf(m, 'openenv_deploy_seconds_sum')).toBeGreaterThan(0);
+      // where those deploys went: each waited for a deploy turn and reset its env (the process
+      // sandbox tells no stages of its own)
+      expect(valueOf(m, 'openenv_deploy_stage_seconds_count', { stage: 'turn' })).toBe(3);
+      expect(valueOf(m, 'openenv_deploy_stage_seconds_count', { stage: 'env_reset' })).toBe(3);
+      expect(valueOf(m, 'openenv_deploy_stage_seconds_sum', { stage: 'env_reset' })).toBeGreaterThan(0);
+      expect(valueOf(m, 'openenv_deploy_stage_seconds_count', { stage: 'ready' })).toBeUndefined();
       // tool calls that reached the env: A's echo answered, B's crash did not
       expect(valueOf(m, 'openenv_tool_call_seconds_count', { outcome: 'ok' })).toBe(1);
       expect(valueOf(m, 'openenv_tool_call_seconds_count', { outcome: 'failed' })).toBe(1);

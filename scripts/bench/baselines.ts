@@ -22,15 +22,25 @@ export async function envImage(ctx: BenchContext, s: BenchServer): Promise<strin
   return ctr.Image;
 }
 
+/** a bare start's stages in ms, named as the server's docker sandbox names its deploy's (`ready`: the address, then /health answering) */
+export interface BareStages {
+  create: number;
+  start: number;
+  ready: number;
+}
+
 /** a bare container of the image: create, start, its address, readiness (the env's /health answering) */
-async function bareStart(ctx: BenchContext, image: string, network?: string): Promise<{ id: string; ip: string }> {
+async function bareStart(ctx: BenchContext, image: string, network?: string): Promise<{ id: string; ip: string; stagesMs: BareStages }> {
+  const t0 = performance.now();
   const c = await ctx.docker.createContainer({
     Image: image,
     Env: ['PORT=8000'],
     Labels: { bench: ctx.run },
     HostConfig: { Memory: 128 * 1024 * 1024, NanoCpus: 5e8, PidsLimit: 64, ...(network ? { NetworkMode: network } : {}) },
   });
+  const created = performance.now();
   await c.start();
+  const started = performance.now();
   const info = await c.inspect();
   const ip = Object.values(info.NetworkSettings.Networks)[0]!.IPAddress;
   const health = `http://${ip}:8000/health`;
@@ -47,7 +57,7 @@ async function bareStart(ctx: BenchContext, image: string, network?: string): Pr
     `${health} answering`,
     15,
   );
-  return { id: c.id, ip };
+  return { id: c.id, ip, stagesMs: { create: created - t0, start: started - created, ready: performance.now() - started } };
 }
 
 async function bareRemove(ctx: BenchContext, id: string): Promise<void> {
@@ -104,8 +114,12 @@ export async function sustainedBare(
   }
 }
 
-/** `size` bare starts + readiness at once (each one's time from the start of the burst), then all removed at once */
-export async function burstBare(ctx: BenchContext, image: string, size: number): Promise<BurstSummary & { remove_s: number }> {
+/** `size` bare starts + readiness at once (each one's time from the start of the burst), then all removed at once; `stages_s`: each stage's mean */
+export async function burstBare(
+  ctx: BenchContext,
+  image: string,
+  size: number,
+): Promise<BurstSummary & { remove_s: number; stages_s: Record<keyof BareStages, number> }> {
   const { results: runs } = await burst(ctx, `bare burst of ${size}`, size, async (t0) => {
     const r = await bareStart(ctx, image);
     return { ...r, ms: performance.now() - t0 };
@@ -119,5 +133,12 @@ export async function burstBare(ctx: BenchContext, image: string, size: number):
       0,
     ),
     remove_s: seconds(performance.now() - r0),
+    stages_s: {
+      create: meanS(runs.map((r) => r.stagesMs.create)),
+      start: meanS(runs.map((r) => r.stagesMs.start)),
+      ready: meanS(runs.map((r) => r.stagesMs.ready)),
+    },
   };
 }
+
+const meanS = (ms: number[]) => seconds(ms.reduce((a, b) => a + b, 0) / Math.max(1, ms.length));

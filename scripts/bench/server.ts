@@ -167,6 +167,12 @@ export interface LiveFigures {
 }
 
 export interface ServerBurst extends BurstSummary {
+  /**
+   * the mean of each reset's time outside the server's queue and deploy: its latency (connect to
+   * observation) less the observation's queued_s and deploy_s (the socket, the frames, the turns
+   * of the server's event loop)
+   */
+  outside_deploy_s: number;
   /** read just before the burst */
   before: { server_rss_mb: number; engine: EngineMemory };
   live: LiveFigures;
@@ -216,6 +222,9 @@ export async function burstServer(
       eps.map((e) => e.resetMs),
       last,
       eps.filter((e) => e.timings.pooled === true).length,
+    ),
+    outside_deploy_s: seconds(
+      eps.reduce((a, e) => a + e.resetMs - 1000 * (Number(e.timings.queued_s ?? 0) + Number(e.timings.deploy_s ?? 0)), 0) / Math.max(1, eps.length),
     ),
     before,
     live,
@@ -273,6 +282,8 @@ function prom(text: string, name: string, labels: Record<string, string> = {}): 
 
 export interface SlotTime {
   deploy_s: number;
+  /** the mean of each stage of the episodes' own deploys (openenv_deploy_stage_seconds), in the order the server ran them */
+  deploy_stages_s: Record<string, number>;
   env_removed_s: number;
   network_removed_s: number;
   teardown_s: number;
@@ -285,8 +296,13 @@ export async function slotTime(ctx: BenchContext, s: BenchServer, episodes: numb
   );
   const m = await s.metrics();
   const mean = (n: string, l: Record<string, string> = {}) => Number((prom(m, `${n}_sum`, l) / prom(m, `${n}_count`, l)).toFixed(3));
+  const stages = (parsePrometheusText(m).get('openenv_deploy_stage_seconds')?.samples ?? []).filter((x) => x.name === 'openenv_deploy_stage_seconds_count');
+  const order = ['turn', 'network', 'create', 'start', 'ready', 'env_reset'];
+  const rank = (s: string) => (order.includes(s) ? order.indexOf(s) : order.length);
+  const names = stages.map((x) => x.labels.stage!).sort((a, b) => rank(a) - rank(b));
   return {
     deploy_s: mean('openenv_deploy_seconds'),
+    deploy_stages_s: Object.fromEntries(names.map((stage) => [stage, mean('openenv_deploy_stage_seconds', { stage })])),
     env_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'env_removed' }),
     network_removed_s: mean('openenv_teardown_stage_seconds', { stage: 'network_removed' }),
     teardown_s: mean('openenv_teardown_seconds', { outcome: 'ok' }),

@@ -271,6 +271,8 @@ export class Episode {
     this.phase = 'running';
     this.t.running = this.now();
     metrics.deploy.observe((this.t.running - this.t.queued) / 1000);
+    // the last stage of an episode's own deploy (a pooled env's deploy was not the episode's)
+    if (!this.lease.pooled) metrics.deployStage.observe({ stage: 'env_reset' }, (this.t.running - this.t.deployed!) / 1000);
     this.episodeTimer = setTimeout(() => void this.onEpisodeTimeout(), settings.episodeTimeoutMs);
     this.episodeTimer.unref?.();
     this.turnStartedAt = this.t.running;

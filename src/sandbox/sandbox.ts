@@ -102,6 +102,12 @@ export interface EnvHandle {
    * sandbox cannot tell, and a death shows only when a call fails.
    */
   gone?: AbortSignal;
+  /**
+   * Where the deploy's time went, stage by stage, in ms, in the backend's own stages (docker:
+   * network, create, start, ready; swarm: DEPLOY_STAGES). The server observes them into
+   * `openenv_deploy_stage_seconds`. Absent: the sandbox does not tell.
+   */
+  stagesMs?: Readonly<Record<string, number>>;
 }
 
 export interface TeardownOptions {

@@ -131,8 +131,17 @@ export class EnvLease {
     this.spec = spec;
     this.envStarted = true;
     this.envSince = this.now();
-    const deploy = () => sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}) });
+    const asked = this.now();
+    let turnMs = 0;
+    const deploy = () => {
+      turnMs = this.now() - asked;
+      return sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}) });
+    };
     this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal }) : deploy());
+    // where this deploy's time went: its wait for a turn, then the sandbox's own stages
+    const { deployStage } = this.deps.metrics;
+    if (deploys) deployStage.observe({ stage: 'turn' }, turnMs / 1000);
+    for (const [stage, ms] of Object.entries(this.handle.stagesMs ?? {})) deployStage.observe({ stage }, ms / 1000);
     return this.handle;
   }
 

@@ -207,6 +207,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       if (outcome.kind === 'ready') {
         // an abort that lands as the env gets ready still wins: the caller gave up on it
         throwIfAborted(signal);
+        const readyAt = Date.now();
+        // where the deploy's time went: network, container create, start, readiness
+        const stagesMs = { network: createdAt - startedAt, create: startAt - createdAt, start: runningAt - startAt, ready: readyAt - runningAt };
         this.log.info(
           {
             episode: episodeId,
@@ -214,16 +217,12 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
             container: container.id.slice(0, 12),
             subnet: network.subnet.cidr,
             stockedNetwork: stocked !== null,
-            // where the deploy's time went: network, container create, start, readiness
-            networkMs: createdAt - startedAt,
-            createMs: startAt - createdAt,
-            startMs: runningAt - startAt,
-            readyMs: Date.now() - runningAt,
-            deployMs: Date.now() - startedAt,
+            ...Object.fromEntries(Object.entries(stagesMs).map(([k, v]) => [`${k}Ms`, v])),
+            deployMs: readyAt - startedAt,
           },
           'env ready',
         );
-        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, ...(secret ? { secret } : {}), gone };
+        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, ...(secret ? { secret } : {}), gone, stagesMs };
       }
       const tail = await logTail(this.docker, container.id);
       // once it stopped, the engine says its exit code and whether the kernel killed it for its memory

@@ -45,13 +45,18 @@ export class DeployStages {
     return this.ms.has(stage);
   }
 
-  /** `{ nodesMs, overlayMs, … }`, the stages that ran, in order */
-  fields(): Record<string, number> {
-    const out: Record<string, number> = {};
+  /** `{ nodes, overlay, … }` in ms, the stages that ran, in order */
+  byStage(): Partial<Record<DeployStage, number>> {
+    const out: Partial<Record<DeployStage, number>> = {};
     for (const s of DEPLOY_STAGES) {
       const v = this.ms.get(s);
-      if (v !== undefined) out[`${s}Ms`] = v;
+      if (v !== undefined) out[s] = v;
     }
     return out;
+  }
+
+  /** `{ nodesMs, overlayMs, … }`, the stages that ran, in order (the `env ready` line's fields) */
+  fields(): Record<string, number> {
+    return Object.fromEntries(Object.entries(this.byStage()).map(([s, v]) => [`${s}Ms`, v]));
   }
 }

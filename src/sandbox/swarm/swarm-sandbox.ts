@@ -203,7 +203,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
           },
           'env ready',
         );
-        return { episodeId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone };
+        return { episodeId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone, stagesMs: stages.byStage() };
       }
       if (outcome.kind === 'exited') {
         const latest = latestTask(await listTasks(this.docker, [serviceId]).catch(() => []), serviceId) ?? task;

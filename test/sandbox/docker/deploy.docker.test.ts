@@ -85,6 +85,15 @@ describeDocker('DockerSandbox deploy', () => {
       expect(await post(handle.baseUrl, '/finish', {})).toEqual({ status: 200, json: { scores: { quality: 0.5 } } });
     });
 
+    it("says where the deploy's time went, stage by stage, the stages adding up to no more than the whole", () => {
+      const stages = handle.stagesMs!;
+      expect(Object.keys(stages)).toEqual(['network', 'create', 'start', 'ready']);
+      for (const ms of Object.values(stages)) expect(ms).toBeGreaterThanOrEqual(0);
+      // a container is never created, started and ready in no time at all
+      expect(stages.create! + stages.start! + stages.ready!).toBeGreaterThan(0);
+      expect(Object.values(stages).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(deployMs);
+    });
+
     it('runs with the declared limits, its labels, its env vars and PORT, and no published port', () => {
       const c = inspect<ContainerInfo>('container', handle.containerId);
       expect(c.HostConfig.Memory).toBe(128 * 1024 * 1024);
