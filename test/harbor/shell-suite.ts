@@ -13,7 +13,8 @@ import type { EnvRuntime } from '../../src/sandbox/sandbox.js';
 import { ShellToolset, runToEnd, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
 import { describeDocker, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
 import { SHELL_TEST_LABEL, startShellContainer } from '../support/shell-container.js';
-import { shellBox } from './helpers.js';
+import { EnvSecuritySchema, serverTmpfsMounts } from '../../src/sandbox/engine/hardening.js';
+import { LOCAL_DEBIAN_IMAGE, shellBox } from './helpers.js';
 
 function reply(o: ShellToolOutcome): ShellToolReply {
   if (o.kind !== 'reply') throw new Error(`expected a reply, got ${o.kind}: ${o.message}`);
@@ -147,23 +148,46 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       expect(rest.text).toBe(`${'é'.repeat(40000 - 32767)}\n[read_file: bytes 65534–80000 of 80000]`);
     });
 
-    it("refuses clearly, pointing to bash, a path in a tmpfs of the env's own (a read-only root's /tmp), links into it too", async () => {
-      const shell = new ShellToolset(held.box.exec, { workdir: '/app', unseenMounts: ['/tmp'] });
+    it("reaches a read-only root's /tmp (the env's own tmpfs, which the archive API cannot see) through processes in the env, byte for byte, links into it too", async () => {
+      const security = EnvSecuritySchema.parse({ root: 'read-only', tmp_mb: 16 });
+      const box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/tmp', runtime, security });
+      const shell = new ShellToolset(box.exec, { workdir: '/tmp', unseenMounts: serverTmpfsMounts(security) });
+      const sh = async (command: string) => reply(await shell.call('bash', { command })).text;
       try {
-        await bash('printf hidden > /tmp/unseen.txt; ln -sf /tmp/unseen.txt /app/to-unseen');
-        for (const [tool, args] of [
-          ['read_file', { path: '/tmp/unseen.txt' }],
-          ['read_file', { path: '/app/to-unseen' }],
-          ['write_file', { path: '/tmp/new.txt', content: 'x' }],
-        ] as const) {
-          const r = reply(await shell.call(tool, args));
-          expect(r.is_error).toBe(true);
-          expect(r.text).toMatch(new RegExp(`^${tool} cannot reach /tmp/(unseen|new)\\.txt: /tmp is a tmpfs of this env's own .* use bash`));
-        }
-        // elsewhere the file tools work as ever
+        // it is a tmpfs on a read-only root, and the archive API does not see what the shell writes there
+        expect(await sh('touch /app-x 2>&1 | grep -c "Read-only" ; grep -c " /tmp tmpfs " /proc/mounts')).toBe('1\n1\n[exit code 0]');
+        await sh('printf "from bash\\n" > /tmp/by-bash.txt; mkdir -p /tmp/d; ln -sf /tmp/by-bash.txt /tmp/link.txt');
+        expect(await box.exec.stat('/tmp/by-bash.txt')).toBeNull();
+
+        expect(reply(await shell.call('read_file', { path: 'by-bash.txt' }))).toMatchObject({ is_error: false, text: 'from bash\n' });
+        expect(reply(await shell.call('read_file', { path: '/tmp/link.txt' })).text).toBe('from bash\n');
+        // a file the tools write, bash reads, in folders they make, with the shell's user's ownership
+        const text = 'line one\r\nnon-ASCII: é ✓ 😀\n\tno final newline';
+        const w = reply(await shell.call('write_file', { path: '/tmp/new/deeper/a.txt', content: text }));
+        expect(w).toMatchObject({ is_error: false, result: { bytes: Buffer.byteLength(text), created: true } });
+        expect(await sh('base64 -w0 /tmp/new/deeper/a.txt; echo; stat -c %u /tmp/new/deeper/a.txt 2>/dev/null || id -u')).toBe(
+          `${Buffer.from(text).toString('base64')}\n${await sh('id -u').then((t) => t.split('\n')[0])}\n[exit code 0]`,
+        );
+        expect(reply(await shell.call('read_file', { path: '/tmp/new/deeper/a.txt' })).text).toBe(text);
+        // binary, and an overwrite through a link keeps the link and changes its target
+        await sh("head -c 300 /dev/urandom > /tmp/bin; printf 'old' > /tmp/target; ln -sf /tmp/target /tmp/via");
+        const bin = Buffer.from((await sh('base64 -w0 /tmp/bin')).split('\n')[0]!, 'base64');
+        const b = reply(await shell.call('read_file', { path: '/tmp/bin', offset: 100, limit: 50 }));
+        expect(b.result).toMatchObject({ size: 300, offset: 100, bytes: 50, next_offset: 150 });
+        expect(b.text.split('\n')[1]).toBe(bin.subarray(100, 150).toString('base64'));
+        expect(reply(await shell.call('write_file', { path: '/tmp/via', content: 'new' })).result).toMatchObject({ created: false });
+        expect(await sh('cat /tmp/target; [ -L /tmp/via ] && echo " still a link"')).toBe('new still a link\n[exit code 0]');
+        // what is not a file says so, as elsewhere
+        expect(reply(await shell.call('read_file', { path: '/tmp/nope' }))).toMatchObject({ is_error: true, text: 'no such file: /tmp/nope' });
+        expect(reply(await shell.call('read_file', { path: '/tmp/d' }))).toMatchObject({
+          is_error: true,
+          text: '/tmp/d is a directory, not a file: list it with bash (ls -la /tmp/d)',
+        });
+        // elsewhere the file tools work as ever, through the archive API
         expect(reply(await shell.call('read_file', { path: '/etc/hostname' })).is_error).toBe(false);
       } finally {
         await shell.close();
+        await box.remove();
       }
     });
 

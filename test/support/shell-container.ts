@@ -8,7 +8,7 @@
  */
 import Docker from 'dockerode';
 import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
-import { LABELS, type EnvResources, type EnvRuntime } from '../../src/sandbox/sandbox.js';
+import { LABELS, type EnvResources, type EnvRuntime, type EnvSecurityAsk } from '../../src/sandbox/sandbox.js';
 import { DockerContainerExec } from '../../src/tools/shell/index.js';
 import { uniqueInstance } from './instance.js';
 
@@ -22,6 +22,8 @@ export interface ShellEnvSettings extends Partial<EnvResources> {
   environment?: Record<string, string>;
   workdir?: string;
   runtime?: EnvRuntime;
+  /** a bundle's security asks (a read-only root, a user, …) */
+  security?: EnvSecurityAsk;
 }
 
 export interface ShellContainer {
@@ -58,7 +60,7 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
   const instance = uniqueInstance('shell');
   const networkName = `openenv-test-${instance}`;
   await ownNetwork(docker, networkName, { [NETWORK_LABEL]: instance });
-  const { environment = {}, workdir, runtime, ...resources } = env;
+  const { environment = {}, workdir, runtime, security, ...resources } = env;
   let id: string | null = null;
   const remove = async () => {
     if (id)
@@ -87,6 +89,7 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
         kind: 'shell',
         ...(workdir !== undefined ? { workdir } : {}),
         ...(runtime !== undefined ? { runtime } : {}),
+        ...(security !== undefined ? { security } : {}),
       },
       network,
     );

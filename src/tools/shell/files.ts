@@ -1,11 +1,14 @@
 /**
  * Files in a container through the engine's archive API, read and written as tar with the `tar`
  * package: byte for byte (no newline or encoding is changed), bounded (a read stops pulling the
- * archive once it has its bytes), symbolic links followed as a terminal would.
+ * archive once it has its bytes), symbolic links followed as a terminal would. In a folder the
+ * archive API cannot see (the env's own tmpfs at /tmp under a read-only root), through processes
+ * in the container instead, as the shell's user: `stat`, `tail | head` and `head -c N >`, just
+ * as byte for byte.
  */
 import path from 'node:path';
 import * as tar from 'tar';
-import { pathKind, singleFileTar, type ContainerExec, type PathStat } from '../../sandbox/container-exec.js';
+import { pathKind, singleFileTar, type ContainerExec, type ExecProcess, type PathStat } from '../../sandbox/container-exec.js';
 
 /** A file tool's own failure (missing path, a folder, …): the model's to read, the episode goes on. */
 export class FileToolError extends Error {
@@ -39,13 +42,115 @@ export async function follow(exec: ContainerExec, abs: string): Promise<Target> 
   throw new FileToolError(`${abs}: too many levels of symbolic links`);
 }
 
-/** A path in a folder the engine cannot see into: the file tools cannot reach it, bash can. */
-function refuseUnseen(p: string, unseen: readonly string[], doing: 'read' | 'write'): void {
-  const mount = unseen.find((m) => p === m || p.startsWith(`${m.replace(/\/+$/, '')}/`));
-  if (mount === undefined) return;
-  throw new FileToolError(
-    `${doing === 'read' ? 'read_file' : 'write_file'} cannot reach ${p}: ${mount} is a tmpfs of this env's own (its root is read-only), which the engine's archive API cannot see; use bash for files there (cat, ${doing === 'read' ? 'base64' : 'printf … >'})`,
+/** whether `p` lies in one of the folders the archive API cannot see */
+function inUnseen(p: string, unseen: readonly string[]): boolean {
+  return unseen.some((m) => p === m || p.startsWith(`${m.replace(/\/+$/, '')}/`));
+}
+
+/** How the file tools reach a container's files besides the archive API. */
+export interface FileAccess {
+  /** folders the archive API cannot see: paths in them are read and written by processes in the container */
+  unseen?: readonly string[];
+  /** the shell's user, whom those processes run as */
+  who?: () => Promise<WriteIdentity>;
+}
+
+/** what a process in the container says of a path: where its links lead, and what is there */
+interface SeenByProcess {
+  real: string;
+  /** unreadable: a regular file the shell's user cannot read */
+  kind: 'file' | 'unreadable' | 'dir' | 'other' | 'missing';
+  size: number;
+}
+
+/** runs `cmd` to its end as `user`, `stdin` written to it; its stdout as bytes (at most `max`), stderr as text, exit code */
+async function runBytes(
+  exec: ContainerExec,
+  cmd: string[],
+  user: string,
+  max: number,
+  stdin?: Buffer,
+): Promise<{ out: Buffer; err: string; code: number | null }> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let got = 0;
+  let finished!: (e?: Error) => void;
+  const ended = new Promise<Error | undefined>((resolve) => (finished = resolve));
+  const proc: ExecProcess = await exec.start(
+    { cmd, user, ...(stdin ? { stdin: true } : {}) },
+    {
+      stdout: (c) => {
+        if (got < max) out.push(c.subarray(0, max - got));
+        got += c.length;
+      },
+      stderr: (c) => err.push(c),
+      end: (e) => finished(e),
+    },
   );
+  if (stdin && stdin.length) proc.write(stdin);
+  const e = await ended;
+  if (e) throw e;
+  return { out: Buffer.concat(out), err: Buffer.concat(err).toString('utf8').trim(), code: await proc.exitCode() };
+}
+
+/**
+ * where $1's links lead, then what is there (the shell's own tests and `wc -c`, not `stat`, which
+ * fails under some gVisor versions)
+ */
+const STAT_SCRIPT = [
+  'r=$(realpath -m -- "$1") || exit 3',
+  'printf \'%s\\n\' "$r"',
+  'if [ -d "$1" ]; then echo dir; elif [ -f "$1" ] && [ -r "$1" ]; then echo "file $(wc -c < "$1")"; elif [ -f "$1" ]; then echo unreadable; elif [ -e "$1" ]; then echo other; else echo missing; fi',
+].join('\n');
+
+/** where `abs` leads and what is there, as a process in the container sees it */
+async function statByProcess(exec: ContainerExec, abs: string, user: string): Promise<SeenByProcess> {
+  const r = await runBytes(exec, ['sh', '-c', STAT_SCRIPT, 'openenv-stat', abs], user, 64 * 1024);
+  const [real, what] = r.out.toString('utf8').split('\n');
+  if (r.code !== 0 || !real || what === undefined) throw new FileToolError(`cannot look at ${abs}: ${r.err || `exit code ${r.code}`}`);
+  const [kind, size] = what.split(' ');
+  if (kind === 'file') return { real, kind, size: Number(size) };
+  return { real, kind: kind === 'dir' || kind === 'missing' || kind === 'unreadable' ? kind : 'other', size: 0 };
+}
+
+function processNotAFile(p: string, seen: SeenByProcess, doing: 'read' | 'write'): FileToolError | null {
+  if (seen.kind === 'dir') return new FileToolError(`${p} is a directory, not a file${doing === 'read' ? `: list it with bash (ls -la ${p})` : ''}`);
+  if (seen.kind === 'other') return new FileToolError(`${p} is not a regular file (a device, pipe or socket): use bash for it`);
+  return null;
+}
+
+const identity = async (access: FileAccess) => {
+  const who = (await access.who?.()) ?? { uid: 0, gid: 0 };
+  return `${who.uid}:${who.gid}`;
+};
+
+async function readByProcess(exec: ContainerExec, abs: string, offset: number, limit: number, access: FileAccess): Promise<FileSlice> {
+  const user = await identity(access);
+  const seen = await statByProcess(exec, abs, user);
+  if (seen.kind === 'missing') throw new FileToolError(`no such file: ${abs}`);
+  const wrong = processNotAFile(abs, seen, 'read');
+  if (wrong) throw wrong;
+  if (seen.kind === 'unreadable') throw new FileToolError(`cannot read ${abs}: permission denied`);
+  const r = await runBytes(
+    exec,
+    ['sh', '-c', 'tail -c +"$2" -- "$1" | head -c "$3"', 'openenv-read', seen.real, String(offset + 1), String(limit)],
+    user,
+    limit,
+  );
+  if (r.code !== 0) throw new FileToolError(`cannot read ${abs}: ${r.err || `exit code ${r.code}`}`);
+  return { size: seen.size, offset, data: r.out, real: seen.real };
+}
+
+async function writeByProcess(exec: ContainerExec, abs: string, data: Buffer, access: FileAccess): Promise<{ real: string; created: boolean }> {
+  const user = await identity(access);
+  const seen = await statByProcess(exec, abs, user);
+  const wrong = processNotAFile(abs, seen, 'write');
+  if (wrong) throw wrong;
+  // head stops after the file's bytes: it needs no end of its input
+  const script = 'mkdir -p -- "$(dirname -- "$1")" && head -c "$2" > "$1"';
+  const r = await runBytes(exec, ['sh', '-c', script, 'openenv-write', seen.real, String(data.length)], user, 64 * 1024, data);
+  if (r.code !== 0) throw new FileToolError(`cannot write ${abs}: ${r.err || `exit code ${r.code}`}`);
+  return { real: seen.real, created: seen.kind === 'missing' };
 }
 
 function notAFile(t: Target, doing: 'read' | 'write'): FileToolError | null {
@@ -68,10 +173,11 @@ export interface FileSlice {
 }
 
 /** Reads at most `limit` bytes of the file at `abs` from `offset`. */
-export async function readFileSlice(exec: ContainerExec, abs: string, offset: number, limit: number, unseen: readonly string[] = []): Promise<FileSlice> {
-  refuseUnseen(abs, unseen, 'read');
+export async function readFileSlice(exec: ContainerExec, abs: string, offset: number, limit: number, access: FileAccess = {}): Promise<FileSlice> {
+  const unseen = access.unseen ?? [];
+  if (inUnseen(abs, unseen)) return readByProcess(exec, abs, offset, limit, access);
   const t = await follow(exec, abs);
-  refuseUnseen(t.real, unseen, 'read');
+  if (inUnseen(t.real, unseen)) return readByProcess(exec, t.real, offset, limit, access);
   if (t.stat === null) throw new FileToolError(`no such file: ${t.path}`);
   const wrong = notAFile(t, 'read');
   if (wrong) throw wrong;
@@ -138,9 +244,10 @@ export async function writeFileBytes(
   who: WriteIdentity,
   unseen: readonly string[] = [],
 ): Promise<{ real: string; created: boolean }> {
-  refuseUnseen(abs, unseen, 'write');
+  const access: FileAccess = { unseen, who: async () => who };
+  if (inUnseen(abs, unseen)) return writeByProcess(exec, abs, data, access);
   const t = await follow(exec, abs);
-  refuseUnseen(t.real, unseen, 'write');
+  if (inUnseen(t.real, unseen)) return writeByProcess(exec, t.real, data, access);
   const wrong = notAFile(t, 'write');
   if (wrong) throw wrong;
   if (t.real === '/') throw new FileToolError('/ is a directory, not a file');

@@ -74,7 +74,7 @@ export interface ShellSettings {
   env?: Record<string, string>;
   /**
    * folders the engine's archive API cannot see (the server's tmpfs at /tmp under a read-only
-   * root): the file tools refuse paths in them, saying to use bash there
+   * root): the file tools reach paths in them through processes in the container (files.ts)
    */
   unseenMounts?: readonly string[];
 }

@@ -157,11 +157,11 @@ export class ShellToolset {
     if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > SHELL_TOOLS.readMaxBytes) {
       return invalid(`"limit" must be a whole number from 1 to ${SHELL_TOOLS.readMaxBytes}, got ${JSON.stringify(limit)}`);
     }
-    const { cwd } = await this.session.where();
+    const { cwd, uid, gid } = await this.session.where();
     const abs = resolvePath(cwd, p);
     let slice;
     try {
-      slice = await readFileSlice(this.exec, abs, offset, limit, this.unseen);
+      slice = await readFileSlice(this.exec, abs, offset, limit, { unseen: this.unseen, who: async () => ({ uid, gid }) });
     } catch (e) {
       if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
       throw e;
