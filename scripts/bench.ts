@@ -15,12 +15,14 @@
  *      fresh internal network each, (c) on Docker's default bridge. The best value is the one the
  *      burst runs with (and the default's evidence).
  *   2. Burst (--phases burst): --burst B (64) resets at once with --max-concurrent-envs B, against
- *      B bare container starts + readiness at once: cold with the server's network stock, cold
- *      with --network-stock 0, and warm (--warm-pool B, full before the burst; single warm resets
- *      one at a time first). For each: reset latency p50/p95/max, the time until all B were up,
- *      every episode answering an echo call while all are up, the server's RSS and the engine's
+ *      B bare container starts + readiness at once on Docker's default bridge (and again, like for
+ *      like, each on an internal network made beforehand): cold with the server's network stock,
+ *      cold with --network-stock 0, and warm (--warm-pool B, full before the burst; single warm
+ *      resets one at a time first). For each: reset latency p50/p95/max, the time until all B were
+ *      up, every episode answering an echo call while all are up, the server's RSS and the engine's
  *      memory with all live, and the time until every teardown had finished. Cold runs also say
- *      where an episode's slot time went (deploy, env removal, network removal). --cpu-profile:
+ *      where an episode's slot time went (deploy, env removal, network removal) and its deploy's
+ *      stages (openenv_deploy_stage_seconds) beside the bare starts' create/start/ready. --cpu-profile:
  *      the warm server runs under the V8 inspector, and its main thread is profiled over the burst
  *      alone (the heaviest functions printed; the whole profile written as a .cpuprofile).
  *   3. Lanes (--phases lanes): --lanes-train T (64) training resets at once at --max-concurrent-envs
@@ -282,6 +284,10 @@ async function burstPhase(image: string, picked: number) {
   progress(`burst: ${BURST} bare container starts + readiness at once`);
   const bare = await burstBare(ctx, image, BURST);
   progress(`  bare p50 ${bare.p50_s} s p95 ${bare.p95_s} s all up ${bare.last_started_s} s; removed in ${bare.remove_s} s`);
+  // the same on an internal network each, made beforehand: where the server's episodes run (its network stock)
+  progress(`burst: ${BURST} bare container starts + readiness at once, each on an internal network made beforehand`);
+  const barePremade = await burstBare(ctx, image, BURST, 'premade');
+  progress(`  bare p50 ${barePremade.p50_s} s p95 ${barePremade.p95_s} s all up ${barePremade.last_started_s} s; removed in ${barePremade.remove_s} s`);
 
   const cold = await coldBurst(picked, false);
   const coldOff = await coldBurst(picked, true);
@@ -342,8 +348,27 @@ async function burstPhase(image: string, picked: number) {
         remove_all_s: bare.remove_s,
         stages_mean_s: bare.stages_s,
       },
-      cold: { ...burstFigures(cold.r, bare), network_stock: cold.stock, network_stock_fill_s: round(cold.stockFillS, 1), slot_time_mean: cold.slot },
-      cold_stock_off: { ...burstFigures(coldOff.r, bare), network_stock: 0, slot_time_mean: coldOff.slot },
+      bare_premade: {
+        p50_s: barePremade.p50_s,
+        p95_s: barePremade.p95_s,
+        max_s: barePremade.max_s,
+        all_up_s: barePremade.last_started_s,
+        remove_all_s: barePremade.remove_s,
+        stages_mean_s: barePremade.stages_s,
+      },
+      cold: {
+        ...burstFigures(cold.r, bare),
+        p95_vs_bare_premade: round(cold.r.p95_s / barePremade.p95_s),
+        network_stock: cold.stock,
+        network_stock_fill_s: round(cold.stockFillS, 1),
+        slot_time_mean: cold.slot,
+      },
+      cold_stock_off: {
+        ...burstFigures(coldOff.r, bare),
+        p95_vs_bare_premade: round(coldOff.r.p95_s / barePremade.p95_s),
+        network_stock: 0,
+        slot_time_mean: coldOff.slot,
+      },
       warm: { ...burstFigures(warmResult, bare), pool_fill_s: round(fillS, 1) },
       warm_cpu_profile: profile ? summarizeProfile(profile) : null,
       single_warm_reset: {
@@ -441,6 +466,8 @@ async function main(): Promise<void> {
   if (b) {
     targets[`cold burst of ${BURST} p95 <= 1.0x bare starts`] = b.cold.p95_vs_bare <= 1;
     targets[`cold burst of ${BURST} all up <= 1.0x bare starts`] = b.cold.all_up_vs_bare <= 1;
+    // like for like: bare starts where the server's envs run, an internal network each (not Docker's default bridge)
+    targets[`cold burst of ${BURST} p95 <= 1.0x bare starts on a network each made ahead`] = b.cold.p95_vs_bare_premade <= 1;
     targets[`warm burst of ${BURST} p95 <= 1 s`] = b.warm.p95_s <= 1;
     targets['single warm reset p50 <= 50 ms'] = b.single_warm_reset.p50_ms <= 50;
     targets['<= 0.5 MB server RSS per live episode'] = b.server_rss_mb_per_live_episode <= 0.5;
@@ -516,6 +543,15 @@ function printBurst(b: BurstOut): void {
   console.log('| run                            |      p50 |      p95 |      max |   all up | p95/bare | up/bare | answered | all torn down |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   console.log(row('bare start + readiness', b.bare, ['1x', '1x', '', `${b.bare.remove_all_s} (rm)`]));
+  const bp = b.bare_premade;
+  console.log(
+    row('bare, a network each made ahead', bp, [
+      `${round(bp.p95_s / b.bare.p95_s)}x`,
+      `${round(bp.all_up_s / b.bare.all_up_s)}x`,
+      '',
+      `${bp.remove_all_s} (rm)`,
+    ]),
+  );
   console.log(row(`cold, network stock ${b.cold.network_stock}`, b.cold, server(b.cold)));
   console.log(row('cold, --network-stock 0', b.cold_stock_off, server(b.cold_stock_off)));
   console.log(row(`warm (--warm-pool ${b.size})`, b.warm, server(b.warm)));
@@ -543,8 +579,14 @@ function printBurst(b: BurstOut): void {
       .join(', ');
     console.log(`  its deploy's stages (mean s): ${stages}; outside queue and deploy (socket, frames, event loop) ${r.outside_deploy_mean_s}`);
   }
-  const bs = b.bare.stages_mean_s;
-  console.log(`  bare start's stages (mean s): create ${bs.create}, start ${bs.start}, ready ${bs.ready}`);
+  for (const [name, s] of [
+    ["Docker's default bridge", b.bare.stages_mean_s],
+    ['a network each made ahead', b.bare_premade.stages_mean_s],
+  ] as const)
+    console.log(`  bare start's stages, ${name} (mean s): create ${s.create}, start ${s.start}, ready ${s.ready}`);
+  console.log(
+    `cold p95 / bare p95 on a network each made ahead: ${b.cold.p95_vs_bare_premade}x (network stock), ${b.cold_stock_off.p95_vs_bare_premade}x (--network-stock 0)`,
+  );
   const p = b.warm_cpu_profile;
   if (p) printProfile(`warm burst of ${b.size}`, p);
 }

@@ -37,14 +37,19 @@ export async function sustained(
 }
 
 /** `size` runs of `one` at once; `t0` is when they were all sent off */
-export async function burst<T>(ctx: BenchContext, what: string, size: number, one: (t0: number) => Promise<T>): Promise<{ results: T[]; t0: number }> {
+export async function burst<T>(
+  ctx: BenchContext,
+  what: string,
+  size: number,
+  one: (t0: number, k: number) => Promise<T>,
+): Promise<{ results: T[]; t0: number }> {
   let started = 0;
   const stop = ticker(ctx, what, () => started, size);
   const t0 = performance.now();
   try {
     const results = await Promise.all(
-      Array.from({ length: size }, async () => {
-        const r = await one(t0);
+      Array.from({ length: size }, async (_, k) => {
+        const r = await one(t0, k);
         started++;
         return r;
       }),
