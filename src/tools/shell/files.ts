@@ -3,8 +3,8 @@
  * package: byte for byte (no newline or encoding is changed), bounded (a read stops pulling the
  * archive once it has its bytes), symbolic links followed as a terminal would. In a folder the
  * archive API cannot see (the env's own tmpfs at /tmp under a read-only root), through processes
- * in the container instead, as the shell's user: `stat`, `tail | head` and `head -c N >`, just
- * as byte for byte.
+ * in the container instead, as the shell's user: `realpath` and the shell's own tests to look,
+ * `tail | head` to read, `head -c N >` to write, just as byte for byte.
  */
 import path from 'node:path';
 import * as tar from 'tar';
