@@ -22,7 +22,7 @@
  * well before the middle, so the memory bound measures leaks rather than the history filling up),
  * --seed N (1), --node-image REF, --debian-image REF.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +34,7 @@ import { forEachAtMost } from '../src/work-pool.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { parsePrometheusText, sumOf } from './lib/prom-text.js';
 import { WsClient } from './lib/ws-client.js';
+import { spawnTiedNode } from './lib/tied-child.js';
 
 const { values } = parseArgs({
   options: {
@@ -126,7 +127,7 @@ async function startServer(name: string, bundle: string, extra: string[]): Promi
     values.history,
     ...extra,
   ];
-  const child = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: 'info', AGENTENV_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawnTiedNode(args, { env: { ...process.env, LOG_LEVEL: 'info', AGENTENV_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'inherit'] });
   let errors = 0;
   const url = await new Promise<string>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`${name}: the server did not start within 10 minutes`)), 600_000);

@@ -25,7 +25,7 @@
  * root, the lab's tools and the main engine (run it under the Docker lock). Writes
  * bench-results/swarm-burst.json and swarm-burst.svg (reset-latency CDFs).
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -52,6 +52,7 @@ import { freePort } from './lib/free-port.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { waitFor } from './lib/wait.js';
 import { parsePrometheusText, valueOf } from './lib/prom-text.js';
+import { spawnTiedNode } from './lib/tied-child.js';
 import { NETWORK_STOCK } from '../src/defaults.js';
 import { STOCK_KEY_PREFIX } from '../src/sandbox/engine/network-stock.js';
 import { LABELS } from '../src/sandbox/sandbox.js';
@@ -180,8 +181,7 @@ async function hostBaseline(bundleDir: string): Promise<BurstFigures & { cap_pea
   const instance = `swarm-bench-host-${process.pid}`;
   const token = `tok-${instance}`;
   const label = `${LABELS.instance}=${instance}`;
-  const child = spawn(
-    process.execPath,
+  const child = spawnTiedNode(
     [
       join(REPO, 'dist/serve.js'),
       bundleDir,

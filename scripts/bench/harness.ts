@@ -6,7 +6,6 @@
  * here: one shell env of the local Debian base (python3), one verifier. Reports each run's p50,
  * p95 and all-done seconds (reset sent to the reward), and the harness/stepped ratios.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { HARNESS } from '../../src/defaults.js';
 import { freePort } from '../lib/free-port.js';
 import { WsClient } from '../lib/ws-client.js';
+import { spawnTiedNode } from '../lib/tied-child.js';
 
 const SERVE = fileURLToPath(new URL('../../dist/serve.js', import.meta.url));
 const ANSWER = 'echo 42 > /app/answer.txt';
@@ -136,8 +136,7 @@ export async function harnessBurst(opts: { run: string; size: number; image: str
   writeBundle(dir, opts.image);
   const upstream = await startUpstream();
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
+  const child = spawnTiedNode(
     [
       SERVE,
       dir,

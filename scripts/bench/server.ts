@@ -3,9 +3,10 @@
  * process of its own, episodes played as slime plays them, the burst and sustained runs through
  * it, and what it reports afterwards (the pool, where an episode's slot time went).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { freePort } from '../lib/free-port.js';
+import { spawnTiedNode } from '../lib/tied-child.js';
 import { fileURLToPath } from 'node:url';
 import { parsePrometheusText, valueOf } from '../lib/prom-text.js';
 import { waitFor } from '../lib/wait.js';
@@ -43,8 +44,7 @@ export async function startServer(ctx: BenchContext, name: string, args: string[
   const port = await freePort();
   const inspectPort = opts.inspect ? await freePort() : null;
   const instance = `${ctx.run}-${name}`;
-  const child = spawn(
-    process.execPath,
+  const child = spawnTiedNode(
     [
       ...(inspectPort === null ? [] : [`--inspect=127.0.0.1:${inspectPort}`]),
       SERVE,
