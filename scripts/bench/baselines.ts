@@ -3,6 +3,7 @@
  * the server deploys, through the engine API as the server uses it (create, start, address,
  * readiness, removal), with no server in between. Each carries the label `bench=<run>`.
  */
+import type Dockerode from 'dockerode';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { waitFor } from '../lib/wait.js';
 import { WsClient } from '../lib/ws-client.js';
@@ -103,7 +104,7 @@ export async function sustainedBare(
 ): Promise<SustainedRate> {
   // the server's own deploy limiter, so the baseline holds its starts as the server holds its deploys
   const starts = new DeployLimiter({ limit: startsAtOnce });
-  const premade = networks === 'premade' ? await Promise.all(Array.from({ length: load.concurrency }, (_, slot) => bareNetwork(ctx, `slot${slot}`))) : [];
+  const premade = networks === 'premade' ? await allOrNone(Array.from({ length: load.concurrency }, (_, slot) => bareNetwork(ctx, `slot${slot}`))) : [];
   try {
     const what = `sustained, bare run/rm (${networks}${startsAtOnce < Infinity ? `, ${startsAtOnce} starts at once` : ''})`;
     return await sustained(ctx, what, load, async (k, slot) => {
@@ -132,7 +133,7 @@ export async function burstBare(
   networks: 'default-bridge' | 'premade' = 'default-bridge',
 ): Promise<BurstSummary & { remove_s: number; stages_s: Record<keyof BareStages, number> }> {
   // premade: an internal network per container, made before the clock starts (as the server's network stock)
-  const premade = networks === 'premade' ? await Promise.all(Array.from({ length: size }, (_, k) => bareNetwork(ctx, `burst${k}`, BARE_BURST_SUBNET(k)))) : [];
+  const premade = networks === 'premade' ? await allOrNone(Array.from({ length: size }, (_, k) => bareNetwork(ctx, `burst${k}`, BARE_BURST_SUBNET(k)))) : [];
   const { results: runs } = await burst(ctx, `bare burst of ${size} (${networks})`, size, async (t0, k) => {
     const r = await bareStart(ctx, image, premade[k]?.id);
     return { ...r, ms: performance.now() - t0 };
@@ -154,6 +155,18 @@ export async function burstBare(
       ready: meanS(runs.map((r) => r.stagesMs.ready)),
     },
   };
+}
+
+/**
+ * every network made, or none left: when one creation fails, waits for the others (a rejection
+ * alone would leave those still in flight to land after the run's leftovers sweep) and removes them
+ */
+async function allOrNone(making: Array<Promise<Dockerode.Network>>): Promise<Dockerode.Network[]> {
+  const made = await Promise.allSettled(making);
+  const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
+  if (!failed) return made.map((m) => (m as PromiseFulfilledResult<Dockerode.Network>).value);
+  await Promise.all(made.map((m) => (m.status === 'fulfilled' ? m.value.remove().catch(() => undefined) : undefined)));
+  throw failed.reason;
 }
 
 const meanS = (ms: number[]) => seconds(ms.reduce((a, b) => a + b, 0) / Math.max(1, ms.length));
