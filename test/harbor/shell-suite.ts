@@ -169,8 +169,12 @@ export function describeShellToolset(runtime: EnvRuntime): void {
           `${Buffer.from(text).toString('base64')}\n${await sh('id -u').then((t) => t.split('\n')[0])}\n[exit code 0]`,
         );
         expect(reply(await shell.call('read_file', { path: '/tmp/new/deeper/a.txt' })).text).toBe(text);
-        // binary, and an overwrite through a link keeps the link and changes its target
-        await sh("head -c 300 /dev/urandom > /tmp/bin; printf 'old' > /tmp/target; ln -sf /tmp/target /tmp/via");
+        // binary (a slice of 0xff bytes, each of which looks like the start of a 4-byte character:
+        // binary is not cut short to a character boundary), and an overwrite through a link keeps
+        // the link and changes its target
+        await sh(
+          "{ head -c 100 /dev/zero | tr '\\0' a; head -c 200 /dev/zero | tr '\\0' '\\377'; } > /tmp/bin; printf 'old' > /tmp/target; ln -sf /tmp/target /tmp/via",
+        );
         const bin = Buffer.from((await sh('base64 -w0 /tmp/bin')).split('\n')[0]!, 'base64');
         const b = reply(await shell.call('read_file', { path: '/tmp/bin', offset: 100, limit: 50 }));
         expect(b.result).toMatchObject({ size: 300, offset: 100, bytes: 50, next_offset: 150 });

@@ -167,10 +167,12 @@ export class ShellToolset {
       throw e;
     }
     const whole = slice.offset === 0 && slice.data.length === slice.size;
-    // a read that stops inside a character ends before it: the next read starts there
-    const data = slice.offset + slice.data.length < slice.size ? toCharBoundary(slice.data) : slice.data;
+    // a read of text that stops inside a character ends before it: the next read starts there
+    // (binary goes as base64, whole: it has no characters to keep whole)
+    const cut = slice.offset + slice.data.length < slice.size ? toCharBoundary(slice.data) : slice.data;
+    const text = asText(cut);
+    const data = text === null ? slice.data : cut;
     const end = slice.offset + data.length;
-    const text = asText(data);
     const next = end < slice.size ? end : null;
     const result = { path: abs, size: slice.size, offset: slice.offset, bytes: data.length, encoding: text === null ? 'base64' : 'utf-8', next_offset: next };
     if (text !== null && whole) return reply(text, result);
