@@ -57,6 +57,7 @@ const FLOORS = [
     'src/work-pool.ts',
     'src/bounded-body.ts',
     'src/http-request.ts',
+    'src/engine-address.ts',
   ],
 ];
 

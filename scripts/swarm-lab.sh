@@ -9,7 +9,8 @@
 # network namespace `swn<i>` whose eth0 (10.77.0.1<i>/24) is a veth on the host bridge swbr0
 # (10.77.0.1/24). n1 inits the swarm (manager), the others join as workers. A distribution registry
 # (Debian's docker-registry) listens on 10.77.0.1:5000 as a plain process; every node trusts it
-# as an insecure registry. The main engine's state is never touched: its containers, networks,
+# as an insecure registry. Every node's dockerd gives its containers no-new-privileges (as a
+# production node would: swarm services on this engine's API cannot ask for it). The main engine's state is never touched: its containers, networks,
 # images and swarm state stay as they were (the lab only adds one FORWARD rule for swbr0 and
 # removes it on `down`).
 #
@@ -93,7 +94,7 @@ up_dockerd() {
   rm -f "$d/dockerd.pid" "$(sock "$i")"
   nsenter --net="/var/run/netns/swn$i" setsid dockerd \
     --data-root "$d/data" --exec-root "$d/exec" -H "unix://$(sock "$i")" --pidfile "$d/dockerd.pid" \
-    --insecure-registry "$REGISTRY" --label "openenv-swarm-lab.node=n$i" \
+    --insecure-registry "$REGISTRY" --label "openenv-swarm-lab.node=n$i" --no-new-privileges \
     >"$d/dockerd.log" 2>&1 </dev/null &
   wait_until 60 "dockerd n$i" dk "$i" info || { tail -20 "$d/dockerd.log" >&2; die "dockerd n$i did not come up (log: $d/dockerd.log)"; }
 }

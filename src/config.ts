@@ -18,6 +18,7 @@ import {
   SUBNET_POOL,
 } from './defaults.js';
 import { LANES, type Lane } from './protocol/lanes.js';
+import { parseEngineAddress } from './engine-address.js';
 
 /** One option of a command, declared once: type and default, help, spelling. */
 export interface OptionSpec {
@@ -85,6 +86,15 @@ export const buildArgsSchema = z
   .transform((v) => (Array.isArray(v) ? v : [v]))
   .pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'expected KEY=VALUE (KEY a build argument name)')))
   .default([]);
+
+function isNodeEngineAddress(a: string): boolean {
+  try {
+    parseEngineAddress(a);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** `SPLIT=PRIORITY`, repeatable or comma-separated */
 const splitPrioritySchema = commaList(
@@ -265,6 +275,16 @@ export const SERVER_OPTIONS = {
     value: 'HOST:PORT',
     help: 'registry every swarm node pulls from: env images are pushed there and run by digest',
   },
+  swarmNodeEngine: {
+    schema: z
+      .union([z.string(), z.array(z.string())])
+      .transform((v) => (Array.isArray(v) ? v : [v]))
+      .pipe(z.array(z.string().refine(isNodeEngineAddress, 'expected a Docker engine address unix:///PATH or tcp://HOST:PORT')))
+      .default([]),
+    value: 'ADDRESS',
+    repeatable: true,
+    help: "the Docker engine of another swarm node (repeatable; unix:///PATH, e.g. an SSH-forwarded socket, or tcp://HOST:PORT): envs placed there report what they used, keep their storage_mb and an OOM kill is seen, and no-new-privileges counts as kept when every node's engine sets it (dockerd --no-new-privileges); the manager's own engine is always asked",
+  },
   inContainer: {
     schema: z.enum(['auto', 'always', 'never']).default('auto'),
     value: 'auto|always|never',
@@ -365,6 +385,13 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
       path: ['inContainer'],
       message:
         '--sandbox swarm reaches envs on their overlay networks, which exist only inside containers: the server must run in a container on a manager node (--in-container auto or always)',
+    });
+  }
+  if (o.sandbox !== 'swarm' && o.swarmNodeEngine.length > 0) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['swarmNodeEngine'],
+      message: '--swarm-node-engine names the engines of swarm nodes: it needs --sandbox swarm',
     });
   }
   if (o.episodeTimeout < o.toolTimeout) {

@@ -323,7 +323,7 @@ export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200, 
 
 /**
  * The storage bound where the engine cannot limit a container's writable layer
- * (src/sandbox/docker/storage-watch.ts): the env's layer is first looked at (SizeRw) `firstLookMs`
+ * (src/sandbox/engine/storage-watch.ts): the env's layer is first looked at (SizeRw) `firstLookMs`
  * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
  * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
  * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
@@ -344,6 +344,6 @@ export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 
  * it the figures not read yet are null. The Docker backend's reading takes some milliseconds where
  * the server sees the host's cgroup files (an inspect with the layer's size: more with many files,
  * about 0.8 s at 100,000); elsewhere it waits for the engine's stats, which answer at the stats
- * collector's next tick, up to about a second later (src/sandbox/docker/usage.ts).
+ * collector's next tick, up to about a second later (src/sandbox/engine/usage.ts).
  */
 export const EPISODE_COST_READ_MS = 1_500;

@@ -90,6 +90,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             instance: opts.instance,
             bundleName: bundle.manifest.name,
             registry: opts.registry ?? null,
+            nodeEngines: opts.swarmNodeEngine,
             networkStock: networkStockSize(opts),
             runtime: opts.runtime,
             logger: log.child({ component: 'sandbox' }),

@@ -6,7 +6,7 @@
  * skips or fails without the lab, exact container counts) is in test/support/swarm-lab.ts.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -128,12 +128,39 @@ export interface ServerSpec {
   bundleDir: string;
   args?: string[];
   name?: string;
+  /**
+   * the other nodes' engine sockets mounted into the server's container and named with
+   * --swarm-node-engine (default true): what only a node can tell (cost, storage bound, OOM,
+   * no-new-privileges) is then read for envs on every node
+   */
+  nodeEngines?: boolean;
+}
+
+/** where the server's container finds the other nodes' engine sockets */
+const NODE_SOCKETS_IN_SERVER = '/var/run/openenv-nodes';
+
+/** the lab's nodes other than the manager n1 whose engine socket exists, by number */
+function workerNodes(): number[] {
+  if (!existsSync(LAB_DIR)) return [];
+  return readdirSync(LAB_DIR)
+    .map((d) => /^n(\d+)$/.exec(d)?.[1])
+    .filter((n): n is string => n !== undefined && n !== '1' && existsSync(`${LAB_DIR}/n${n}/docker.sock`))
+    .map(Number)
+    .sort((a, b) => a - b);
 }
 
 /** runs the server as a container on n1 (n1's socket mounted, a port published on n1's address) and waits for /health */
 export async function startServer(spec: ServerSpec): Promise<LabServer> {
   const token = `tok-${spec.instance}`;
   const name = spec.name ?? `oe-swarm-${spec.instance}`;
+  const workers = spec.nodeEngines === false ? [] : workerNodes();
+  const nodeMounts = workers.flatMap((n) => [
+    '-v',
+    `${LAB_DIR}/n${n}/docker.sock:${NODE_SOCKETS_IN_SERVER}/n${n}.sock`,
+    '--group-add',
+    String(statSync(`${LAB_DIR}/n${n}/docker.sock`).gid),
+  ]);
+  const nodeArgs = workers.flatMap((n) => ['--swarm-node-engine', `unix://${NODE_SOCKETS_IN_SERVER}/n${n}.sock`]);
   await dk(1, [
     'run',
     '-d',
@@ -146,6 +173,7 @@ export async function startServer(spec: ServerSpec): Promise<LabServer> {
     // the image runs as uid 1000: it reaches the manager's socket through the socket's group
     '--group-add',
     String(statSync(`${LAB_DIR}/n1/docker.sock`).gid),
+    ...nodeMounts,
     '-v',
     `${spec.bundleDir}:/bundle:ro`,
     '-p',
@@ -166,6 +194,7 @@ export async function startServer(spec: ServerSpec): Promise<LabServer> {
     `NODE_IMAGE=${LOCAL_NODE_IMAGE}`,
     '--shutdown-timeout',
     '120',
+    ...nodeArgs,
     ...(spec.args ?? []),
   ]);
   const url = `http://${MANAGER_IP}:${spec.port}`;

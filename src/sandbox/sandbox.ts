@@ -237,8 +237,9 @@ export interface Sandbox {
   readonly shell?: EnvShell;
   /**
    * what a deployed env has used (CPU, peak memory, bytes written), read once as its episode ends
-   * (src/episodes/episode-cost.ts); absent: the sandbox cannot tell (the swarm backend: its envs'
-   * containers are on other nodes), and an episode's cost has only its wall time
+   * (src/episodes/episode-cost.ts); absent: the sandbox cannot tell, and an episode's cost has
+   * only its wall time. The swarm backend reads it from the engine of the env's node, and nothing
+   * for an env on a node whose engine it cannot reach
    */
   readonly usage?: EnvUsage;
 }

@@ -30,7 +30,7 @@ const ALLOWED: Record<string, { count: number; why: string }> = {
     count: 2,
     why: "the holder's heartbeat and marker watch: background renewal nobody awaits (the claim's waits are ref'd)",
   },
-  'sandbox/docker/storage-watch.ts': { count: 1, why: "a storage bound's next look: nothing awaits it, the env's episode holds the process" },
+  'sandbox/engine/storage-watch.ts': { count: 1, why: "a storage bound's next look: nothing awaits it, the env's episode holds the process" },
   'sandbox/docker/reaper.ts': {
     count: 2,
     why: "the watcher's process and the pipe to it: the server is never to wait for its watcher, whose whole job starts when the server is gone",

@@ -14,7 +14,7 @@ import path from 'node:path';
 import Dockerode from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EpisodeCostSchema } from '../../src/protocol/observations.js';
-import { readContainerUsage } from '../../src/sandbox/docker/usage.js';
+import { readContainerUsage } from '../../src/sandbox/engine/usage.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { http as call } from '../routes/http.js';

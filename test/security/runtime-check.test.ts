@@ -19,9 +19,14 @@ import { FIXTURE_BUNDLE } from '../support/app.js';
 import { ProcessSandbox } from '../support/process-sandbox.js';
 import { echoSpec } from '../sandbox/contract.js';
 
-/** an engine answering `info` and `version` only */
+/** an engine answering `info`, `version` and (as the manager of a one-node swarm) `listNodes` only */
 function fakeEngine(info: Record<string, unknown>, apiVersion = '1.41'): Dockerode {
-  return { info: async () => info, version: async () => ({ ApiVersion: apiVersion }) } as unknown as Dockerode;
+  const swarm = { NodeID: 'manager-node-1', LocalNodeState: 'active', ControlAvailable: true };
+  return {
+    info: async () => ({ Swarm: swarm, ...info }),
+    version: async () => ({ ApiVersion: apiVersion }),
+    listNodes: async () => [{ ID: swarm.NodeID, Status: { State: 'ready', Addr: '10.0.0.1' }, Spec: { Role: 'manager', Availability: 'active' } }],
+  } as unknown as Dockerode;
 }
 
 const RUNC_ONLY = { Runtimes: { runc: { path: 'runc' } }, DefaultRuntime: 'runc' };
@@ -73,10 +78,24 @@ describe('the runtime start check', () => {
       attachContainer: 'x',
     });
     await expect(byDefault.lockdown.checkRuntime('runsc')).resolves.toBeUndefined();
-    // what the env is then granted: runsc, and the lock-down this engine's API cannot take said
+    // what the env is then granted: runsc, and the lock-down this engine's API cannot take said; the
+    // storage bound is kept (the one node is the manager, whose engine the server asks)
     const g = await byDefault.lockdown.granted(echoSpec('i', { resources: { memoryMb: 64, cpus: 1, pids: 32, storageMb: 10 } }));
     expect(g).toMatchObject({ runtime: 'runsc', no_new_privileges: false, storage_mb: 10 });
-    expect(g.not_enforced).toEqual([expect.stringMatching(/^no-new-privileges/), expect.stringMatching(/^storage_mb: on swarm/)]);
+    expect(g.not_enforced).toEqual([
+      expect.stringMatching(/^no-new-privileges.*the engine of node manager-node \(10.0.0.1\) runs without dockerd --no-new-privileges$/),
+    ]);
+  });
+
+  it('swarm on an engine older than API 1.44: no-new-privileges is kept when every node engine sets it for all its containers', async () => {
+    const nnp = new SwarmSandbox({
+      instance: 'rt-check-e',
+      bundleName: 'b',
+      docker: fakeEngine({ ...RUNC_ONLY, SecurityOptions: ['name=seccomp,profile=default', 'name=no-new-privileges'] }),
+      attachContainer: 'x',
+    });
+    const g = await nnp.lockdown.granted(echoSpec('i', { resources: { memoryMb: 64, cpus: 1, pids: 32 } }));
+    expect(g).toMatchObject({ no_new_privileges: true, not_enforced: [] });
   });
 
   it('the server does not get ready when the engine lacks a runtime it needs: --runtime runsc, or an env asking for it', async () => {

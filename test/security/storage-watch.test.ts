@@ -1,5 +1,5 @@
 /**
- * The storage watch (src/sandbox/docker/storage-watch.ts) against a fake engine: an env's layer is
+ * The storage watch (src/sandbox/engine/storage-watch.ts) against a fake engine: an env's layer is
  * looked at until it passes its bound, then the env is killed once and the why is kept for the
  * diagnosis; small bounds are looked at often, large ones at the interval; a look that costs the
  * engine much pushes the next one back; a forgotten or gone env is no longer looked at.
@@ -7,7 +7,7 @@
  */
 import type Dockerode from 'dockerode';
 import { describe, expect, it } from 'vitest';
-import { StorageWatch, type StorageWatchSettings } from '../../src/sandbox/docker/storage-watch.js';
+import { StorageWatch, type StorageWatchSettings } from '../../src/sandbox/engine/storage-watch.js';
 import { silentLogger } from '../../src/sandbox/engine/logger.js';
 
 const MB = 1024 * 1024;

@@ -17,7 +17,7 @@ import {
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, isStorageOptRefusal, logTail } from './containers.js';
-import { StorageWatch } from './storage-watch.js';
+import { StorageWatch } from '../engine/storage-watch.js';
 import { EPISODE_SUBNET_PREFIX, PIDS_AT_LIMIT_SHARE, SUBNET_POOL } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { EnvWatcher } from './env-watch.js';
@@ -30,7 +30,7 @@ import { waitForHttp, waitForProbe } from '../engine/readiness.js';
 import { DockerContainerExec } from '../engine/docker-exec.js';
 import { probeExec } from '../container-exec.js';
 import type { EnvShell, EnvUsage } from '../sandbox.js';
-import { hostPids, readContainerUsage } from './usage.js';
+import { hostPids, readContainerUsage } from '../engine/usage.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
 import { listContainers, removeOwned } from './removal.js';

@@ -240,16 +240,23 @@ function apiAtLeast(version: string, wanted: string): boolean {
   return a > c || (a === c && b >= d);
 }
 
-/** What a swarm's manager says of itself: its API version (`docker version`) and default runtime (`docker info`). */
+/**
+ * What a swarm's manager says of itself: its API version (`docker version`) and default runtime
+ * (`docker info`); and whether the engine of every node gives each container no-new-privileges
+ * (`dockerd --no-new-privileges`, as each node's `info` says: swarm/node-engines.ts): true, or why
+ * not (absent: not asked).
+ */
 export interface SwarmEngine {
   apiVersion: string;
   defaultRuntime: string;
+  nodesNoNewPrivileges?: true | string;
 }
 
 /**
  * The swarm backend's settings: spread `containerSpec` into the service's ContainerSpec and
  * `limits` into its Resources.Limits. Older engines silently ignore what they do not know, so what
- * they cannot enforce is said in `not_enforced` instead of being sent. A service cannot choose its
+ * they cannot enforce is said in `not_enforced` instead of being sent (no-new-privileges is kept
+ * on an older engine when every node's engine sets it itself). A service cannot choose its
  * runtime: its tasks run under the nodes' default-runtime, which `runtime` says (runsc: the pids
  * limit is scaled as on Docker).
  */
@@ -265,10 +272,12 @@ export function swarmLockdown(
   const { resources: r, security } = input;
   const tmp = tmpMb(security);
   const notEnforced: string[] = [];
+  // asked of the service where the engine takes it; else every node's engine must set it for all its containers
   const nnp = apiAtLeast(engine.apiVersion, SWARM_NO_NEW_PRIVILEGES_API);
-  if (!nnp)
+  if (!nnp && engine.nodesNoNewPrivileges !== true)
     notEnforced.push(
-      `no-new-privileges: swarm services take it from engine API ${SWARM_NO_NEW_PRIVILEGES_API} (Docker 25); this engine speaks ${engine.apiVersion}`,
+      `no-new-privileges: swarm services take it from engine API ${SWARM_NO_NEW_PRIVILEGES_API} (Docker 25), and this engine speaks ${engine.apiVersion}; ` +
+        `nor does every node's engine set it for all its containers (dockerd --no-new-privileges): ${engine.nodesNoNewPrivileges ?? 'not asked'}`,
     );
   const runtime: EnvRuntime = engine.defaultRuntime === 'runsc' ? 'runsc' : 'runc';
   if (input.runtime === 'runsc' && runtime !== 'runsc')

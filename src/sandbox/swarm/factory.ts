@@ -13,6 +13,8 @@ export interface SwarmSandboxFactoryOptions {
   instance: string;
   bundleName: string;
   registry: string | null;
+  /** other nodes' engines the server asks what only a node can tell (--swarm-node-engine) */
+  nodeEngines?: readonly string[];
   /** overlays made (and joined) ahead of demand */
   networkStock: number;
   /** what envs run under: on swarm, the nodes' default-runtime (checked at start) */
@@ -51,6 +53,7 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
     bundleName: o.bundleName,
     attachContainer: own,
     registry: o.registry,
+    nodeEngines: o.nodeEngines,
     networkStock: o.networkStock,
     runtime: o.runtime,
     logger: o.logger,

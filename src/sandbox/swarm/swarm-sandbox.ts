@@ -5,8 +5,19 @@
  * own overlay address (endpoint mode dnsrr: no VIP, no IPVS). What every engine backend does alike
  * (images, the instance claim and its loss, the stock, deploy clean-up, teardown, sweep) is the
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
+ * What only the node running an env can tell (what it used, its writable layer, an OOM kill) is
+ * asked of that node's engine when the server reaches it (node-engines.ts).
  */
-import { SandboxError, type EnvDiagnosis, type EnvHandle, type EnvRuntime, type EnvSpec, type ImageBuildRequest } from '../sandbox.js';
+import {
+  SandboxError,
+  type EnvDiagnosis,
+  type EnvHandle,
+  type EnvRuntime,
+  type EnvSpec,
+  type EnvUsage,
+  type EnvUsageReading,
+  type ImageBuildRequest,
+} from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { SWARM } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
@@ -18,6 +29,8 @@ import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp } from '../engine/readiness.js';
 import { sleep } from '../engine/retry.js';
+import { readContainerUsage } from '../engine/usage.js';
+import { NodeEngines, nodeNames, type NodeEngine } from './node-engines.js';
 import { pushToRegistry } from './registry.js';
 import { listServices, removeOwned } from './removal.js';
 import { createEnvService, createEpisodeOverlay, type EpisodeOverlay, imageRejection, isImageRejection, serviceLogTail, swarmName } from './services.js';
@@ -37,7 +50,12 @@ export interface SwarmSandboxOptions extends EngineSandboxOptions {
   networkRemovalMs?: number;
   /** how often the deployed envs' tasks and nodes are checked */
   watchIntervalMs?: number;
+  /** engines of other nodes the server reaches (`unix:///…`, `tcp://…`; the manager's own is always reached): --swarm-node-engine */
+  nodeEngines?: readonly string[];
 }
+
+/** a reading of nothing: the env's node is not one the server reaches */
+const NOT_READ: EnvUsageReading = { cpuS: null, peakMemoryBytes: null, bytesWritten: null };
 
 export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   private readonly registry: string | null;
@@ -49,6 +67,13 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   protected readonly listEnvs = listServices(this.docker);
   /** the manager's API version and default runtime, asked once (what of the lock-down its services take) */
   private engineFacts: Promise<SwarmEngine> | null = null;
+  private readonly nodeEngineAddresses: readonly string[];
+  /** the engines of the nodes the server reaches, asked once who they are */
+  private nodeEnginesAsked: Promise<NodeEngines> | null = null;
+  /** each deployed env's node engine (when the server reaches it) and container there */
+  private readonly placed = new Map<string, { engine: NodeEngine; containerId: string }>();
+  /** nodes already warned about (an env with storage_mb placed where the server cannot watch it) */
+  private readonly unwatchedNodes = new Set<string>();
 
   constructor(opts: SwarmSandboxOptions) {
     super(opts, { sandbox: 'the swarm sandbox', engine: 'the swarm', network: 'overlay' });
@@ -56,6 +81,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     this.networkRemovalMs = opts.networkRemovalMs ?? SWARM.networkRemovalMs;
     this.nodes = new NodeListing(this.docker, SWARM.nodeListMaxAgeMs);
     this.watcher = new TaskWatcher(this.docker, this.log, opts.watchIntervalMs ?? SWARM.watchIntervalMs);
+    this.nodeEngineAddresses = opts.nodeEngines ?? [];
   }
 
   /** the engine answers and is a manager of an active swarm */
@@ -75,23 +101,41 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     }
   }
 
+  /** the manager's version and default runtime, and whether every node's engine sets no-new-privileges: asked once */
   private engine(): Promise<SwarmEngine> {
-    this.engineFacts ??= Promise.all([this.docker.version(), this.docker.info() as Promise<{ DefaultRuntime?: string }>]).then(
-      ([v, i]) => ({ apiVersion: v.ApiVersion, defaultRuntime: i.DefaultRuntime ?? 'runc' }),
-      (err) => {
-        this.engineFacts = null;
+    this.engineFacts ??= (async () => {
+      const [v, i] = await Promise.all([this.docker.version(), this.docker.info() as Promise<{ DefaultRuntime?: string }>]).catch((err) => {
         throw toSandboxError(err, 'answering what version it is');
-      },
-    );
+      });
+      const [engines, nodes] = await Promise.all([this.nodeEngines(), this.nodes.get()]);
+      return {
+        apiVersion: v.ApiVersion,
+        defaultRuntime: i.DefaultRuntime ?? 'runc',
+        nodesNoNewPrivileges: engines.whyNotNoNewPrivileges(nodes) ?? true,
+      } satisfies SwarmEngine;
+    })();
+    this.engineFacts.catch(() => (this.engineFacts = null));
     return this.engineFacts;
   }
 
-  /** the nodes' default runtime, what the manager's services cannot take, and a storage bound nothing watches on swarm */
+  /** the engines of the nodes the server reaches (the manager's and each --swarm-node-engine), asked who they are once */
+  private nodeEngines(): Promise<NodeEngines> {
+    this.nodeEnginesAsked ??= NodeEngines.connect(this.docker, this.nodeEngineAddresses, this.log);
+    this.nodeEnginesAsked.catch(() => (this.nodeEnginesAsked = null));
+    return this.nodeEnginesAsked;
+  }
+
+  /** the nodes' default runtime, what the manager's services cannot take, and a storage bound kept only where a node's engine is reached */
   protected override async onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
     const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.engine());
     const notEnforced = [...l.not_enforced];
-    if (env.resources.storageMb !== undefined)
-      notEnforced.push("storage_mb: on swarm the writable layer is neither limited nor watched (the task's container may be on any node)");
+    if (env.resources.storageMb !== undefined) {
+      const unreached = (await this.nodeEngines()).unreached(await this.nodes.get());
+      if (unreached.length > 0)
+        notEnforced.push(
+          `storage_mb: not watched on ${nodeNames(unreached)}, whose engine the server cannot ask (--swarm-node-engine): an env placed there may write without bound`,
+        );
+    }
     return { runtime: l.runtime, notEnforced };
   }
 
@@ -174,6 +218,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       const gone = this.watcher.watch(episodeId, serviceId);
       throwIfAborted(signal);
       const { task, ip, polls, pulledMs } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
+      await this.place(episodeId, task, env);
       const connectMs = await joined;
       stages.mark('attach');
       throwIfAborted(signal);
@@ -206,6 +251,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         return { episodeId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone, stagesMs: stages.byStage() };
       }
       if (outcome.kind === 'exited') {
+        const storageEnd = this.storageEnd(episodeId);
+        if (storageEnd)
+          throw new SandboxError('storage_exceeded', `env \`${env.name}\`: ${storageEnd} before it was ready`, {
+            logTail: await serviceLogTail(this.docker, serviceId),
+          });
         const latest = latestTask(await listTasks(this.docker, [serviceId]).catch(() => []), serviceId) ?? task;
         throw await this.endedError(latest, serviceId, env);
       }
@@ -215,6 +265,51 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       // a join still in flight would land after the cleanup's disconnect and hold the overlay
       await joined?.catch(() => undefined);
     }
+  }
+
+  /**
+   * Notes the node engine and container of the env's running task, when the server reaches that
+   * node, and watches its writable layer there if the env has a storage bound.
+   */
+  private async place(episodeId: string, task: SwarmTask, env: EnvSpec): Promise<void> {
+    const engine = (await this.nodeEngines()).of(task.NodeID);
+    const containerId = task.Status?.ContainerStatus?.ContainerID;
+    if (engine && containerId) {
+      this.placed.set(episodeId, { engine, containerId });
+      if (env.resources.storageMb !== undefined) engine.storage.watch(episodeId, containerId, env.resources.storageMb);
+    } else if (env.resources.storageMb !== undefined && task.NodeID && !this.unwatchedNodes.has(task.NodeID)) {
+      this.unwatchedNodes.add(task.NodeID);
+      this.log.warn(
+        { episode: episodeId, env: env.name, node: task.NodeID.slice(0, 12) },
+        'an env with storage_mb runs on a node whose engine the server cannot ask (--swarm-node-engine): its writable layer is not watched',
+      );
+    }
+  }
+
+  /** why the sandbox stopped the episode's env for what it wrote, or null */
+  private storageEnd(episodeId: string): string | null {
+    const p = this.placed.get(episodeId);
+    return p ? p.engine.storage.exceeded(p.containerId) : null;
+  }
+
+  /** what an env used, read from its node's engine (its stats and writable layer); nothing when the server cannot reach that node */
+  readonly usage: EnvUsage = {
+    read: (handle, signal) => {
+      const p = this.placed.get(handle.episodeId);
+      return p ? readContainerUsage(p.engine.docker, p.containerId, signal, false) : Promise.resolve(NOT_READ);
+    },
+  };
+
+  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    const p = this.placed.get(episodeId);
+    p?.engine.storage.forget(episodeId);
+    this.placed.delete(episodeId);
+    return super.removeEpisode(episodeId, onEnvRemoved, recycle);
+  }
+
+  override async close(): Promise<void> {
+    await this.nodeEnginesAsked?.then((e) => e.close()).catch(() => undefined);
+    return super.close();
   }
 
   /**
@@ -296,12 +391,13 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     return nodes.find((n) => n.id === task.NodeID) ?? null;
   }
 
-  /** OOM is visible only on the node that ran the container: known when that node is this manager (null: not known) */
+  /** OOM is visible only on the node that ran the container: known when the server reaches that node's engine (null: not known) */
   private async oomKilledHere(task: SwarmTask): Promise<boolean | null> {
     const id = task.Status?.ContainerStatus?.ContainerID;
     if (!id) return null;
+    const engine = (await this.nodeEngines().catch(() => null))?.of(task.NodeID);
     try {
-      return Boolean((await this.docker.getContainer(id).inspect()).State.OOMKilled);
+      return Boolean((await (engine?.docker ?? this.docker).getContainer(id).inspect()).State.OOMKilled);
     } catch {
       return null;
     }
@@ -332,7 +428,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     const running = state === 'running';
     const exitCode = running ? null : (task.Status?.ContainerStatus?.ExitCode ?? null);
     const oomKilled = !running && (await this.oomKilledHere(task)) === true;
-    return { running, exitCode, oomKilled, logTail: await serviceLogTail(this.docker, serviceId) };
+    const storageExceeded = this.storageEnd(handle.episodeId);
+    return { running, exitCode, oomKilled, logTail: await serviceLogTail(this.docker, serviceId), ...(storageExceeded ? { storageExceeded } : {}) };
   }
 
   protected removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult> {

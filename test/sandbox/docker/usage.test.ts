@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ContainerExec, ExecRequest, OutputHandlers } from '../../../src/sandbox/container-exec.js';
-import { cgroupV2Peak, hostCgroup, hostPids, usageOf } from '../../../src/sandbox/docker/usage.js';
+import { cgroupV2Peak, hostCgroup, hostPids, usageOf } from '../../../src/sandbox/engine/usage.js';
 
 describe('usageOf', () => {
   it('cgroup v1: max_usage is the peak; blkio Write entries (not Total) are device writes', () => {

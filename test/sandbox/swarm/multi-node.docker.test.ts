@@ -90,6 +90,18 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
       expect(echo.body.observation.result.content[0].text).toBe(`hi ${e}`);
       const end = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'finish_now', arguments: { score: 0.5 } });
       expect(end.body).toMatchObject({ done: true, reward: 0.5 });
+      // what the env used, read from the engine of the node it ran on (the server asks every node's: --swarm-node-engine)
+      const node = ids.get(placed.find((p) => p.episode === e)!.node);
+      const cost = end.body.observation.metadata.cost as {
+        cpu_s: number | null;
+        peak_memory_bytes: number | null;
+        bytes_written: number | null;
+        wall_s: number;
+      };
+      expect(cost.cpu_s, `cpu_s of an env on n${node}`).toBeGreaterThan(0);
+      expect(cost.peak_memory_bytes, `peak_memory_bytes of an env on n${node}`).toBeGreaterThan(1024 * 1024);
+      expect(cost.bytes_written, `bytes_written of an env on n${node}`).toBeGreaterThanOrEqual(0);
+      expect(cost.wall_s).toBeGreaterThan(0);
     }
     await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
     await dkStop(server);
@@ -99,7 +111,9 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     const server = await startServer({ instance: uniqueInstance('swarm-lockdown'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', '4'] });
     const episodes = await Promise.all(Array.from({ length: 4 }, () => reset(server)));
     const grant = (await server.call('GET', '/bundle')).body.envs.echo;
-    expect(grant).toMatchObject({ init: true, root: 'writable', runtime: 'runc' });
+    // this engine's services cannot ask for no-new-privileges (API 1.41), but every lab node's engine
+    // sets it for all its containers (dockerd --no-new-privileges), and the server asks each of them
+    expect(grant).toMatchObject({ init: true, root: 'writable', runtime: 'runc', no_new_privileges: true, not_enforced: [] });
     const placed = await placements(server.instance);
     expect(new Set(placed.map((p) => p.node)).size).toBeGreaterThan(1);
     // the capability bits the grant names, as /proc/<pid>/status prints them (CapEff, hex)
@@ -139,6 +153,49 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     for (const e of episodes) await server.call('DELETE', `/episodes/${e}`);
     await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
     await dkStop(server);
+  });
+
+  it("keeps each env's storage bound on the node that runs it: an env that writes until stopped ends storage_exceeded", async () => {
+    const filler = fixtureCopy((m) => {
+      m.envs.echo.resources.storage_mb = 32;
+      m.envs.echo.environment = { ...(m.envs.echo.environment ?? {}), ECHO_FILL_DISK: '/fill' };
+    });
+    try {
+      const server = await startServer({
+        instance: uniqueInstance('swarm-storage'),
+        port: port++,
+        bundleDir: filler.dir,
+        args: ['--max-concurrent-envs', '3', '--tool-timeout', '60'],
+      });
+      expect((await server.call('GET', '/bundle')).body.envs.echo).toMatchObject({ storage_mb: 32, not_enforced: [] });
+      const episodes = await Promise.all(Array.from({ length: 3 }, () => reset(server)));
+      const placed = await placements(server.instance);
+      // swarm spreads the three over the nodes: the workers' engines watch theirs
+      expect(
+        placed.some((p) => ids.get(p.node) !== 1),
+        'an env on a worker',
+      ).toBe(true);
+      const t0 = Date.now();
+      // each env writes from its reset on; the long call is cut short when its node's engine stops it
+      const ends = await Promise.all(
+        episodes.map((e) => server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'sleep', arguments: { seconds: 50 } })),
+      );
+      for (const [i, r] of ends.entries()) {
+        const node = ids.get(placed.find((p) => p.episode === episodes[i])!.node);
+        expect(r.body, `the env on n${node}`).toMatchObject({
+          done: true,
+          observation: { end_reason: 'env_failed', failure: { reason: 'storage_exceeded', retryable: false } },
+        });
+        const wrote = Number(/wrote (\d+) MB/.exec(r.body.observation.failure.message as string)?.[1]);
+        expect(wrote).toBeGreaterThan(32);
+        console.log(`[swarm storage] n${node}: stopped at ${wrote} MB (storage_mb 32), all ended ${((Date.now() - t0) / 1000).toFixed(1)} s after the calls`);
+      }
+      for (const e of episodes) await server.call('DELETE', `/episodes/${e}`);
+      await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
+      await dkStop(server);
+    } finally {
+      filler.cleanup();
+    }
   });
 
   it('holds the cap across the cluster: running env containers on all nodes never exceed it', async () => {
@@ -242,7 +299,17 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
   });
 
   it('SIGKILL, then a restart with the same instance sweeps every node', async () => {
-    const server = await startServer({ instance: uniqueInstance('swarm-kill'), port: port++, bundleDir: FIXTURE, args: ['--max-concurrent-envs', '4'] });
+    // a server told no other node's engine: what only a worker's engine can tell is said not kept
+    const server = await startServer({
+      instance: uniqueInstance('swarm-kill'),
+      port: port++,
+      bundleDir: FIXTURE,
+      args: ['--max-concurrent-envs', '4'],
+      nodeEngines: false,
+    });
+    const grant = (await server.call('GET', '/bundle')).body.envs.echo;
+    expect(grant.no_new_privileges).toBe(false);
+    expect(grant.not_enforced).toEqual([expect.stringMatching(/^no-new-privileges: .*the server cannot ask the engine of node \S+ \(10\.77\.0\.1\d\), node /)]);
     await Promise.all(Array.from({ length: 4 }, () => reset(server)));
     await dk1(['kill', '--signal', 'KILL', server.name]);
     const left = await footprint(server.instance, NODES);
