@@ -5,6 +5,26 @@
  * warm pool's hand-out check.
  */
 import http, { type IncomingHttpHeaders } from 'node:http';
+import { ENV_CONNECTION_IDLE_MS } from './defaults.js';
+
+/** each env's own keep-alive connection, by its handle (collected with it) */
+const keptConnections = new WeakMap<object, http.Agent>();
+
+/**
+ * The one keep-alive connection kept for `owner` (a deployed env's handle): whoever speaks to that
+ * env first opens it (for a pooled env, the pool's hand-out check) and every later call reuses it
+ * while it is idle less than ENV_CONNECTION_IDLE_MS (the episode's /reset and tool calls), so a
+ * warm reset costs one TCP connection, not two. Never shared between owners: a recycled network
+ * gives a later env the same address, and it has a handle of its own.
+ */
+export function keptConnection(owner: object): http.Agent {
+  let agent = keptConnections.get(owner);
+  if (!agent) {
+    agent = new http.Agent({ keepAlive: true, timeout: ENV_CONNECTION_IDLE_MS });
+    keptConnections.set(owner, agent);
+  }
+  return agent;
+}
 
 /** An answer as read off the wire: its status, headers and body (or how far past the bound it went). */
 export interface RawReply {
@@ -69,8 +89,11 @@ export function requestBounded(r: BoundedRequest): Promise<RawReply> {
   });
 }
 
-/** GET `url` within `timeoutMs`: its status (the body is not kept), or null when nothing answered (the pool's hand-out check) */
-export async function statusOf(url: string, timeoutMs: number): Promise<number | null> {
+/**
+ * GET `url` within `timeoutMs`: its status (the body is not kept), or null when nothing answered
+ * (the pool's hand-out check); over `agent`'s connection, else one of its own closed after
+ */
+export async function statusOf(url: string, timeoutMs: number, agent: http.Agent | false = false): Promise<number | null> {
   try {
     const u = new URL(url);
     const reply = await requestBounded({
@@ -79,7 +102,7 @@ export async function statusOf(url: string, timeoutMs: number): Promise<number |
       path: u.pathname + u.search,
       method: 'GET',
       signal: AbortSignal.timeout(timeoutMs),
-      agent: false,
+      agent,
       max: 64 * 1024,
     });
     return reply.status;

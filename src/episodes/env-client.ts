@@ -41,15 +41,21 @@ export class EnvClient implements EnvCaller {
   /** the env has proven its identity: from now on every answer must */
   private verified = false;
   /** this episode's own connection to its env, kept between calls (ENV_CONNECTION_IDLE_MS) */
-  private readonly agent = new http.Agent({ keepAlive: true, timeout: ENV_CONNECTION_IDLE_MS });
+  private readonly agent: http.Agent;
   /** the env's address, parsed once (every call goes there): host, port, and the path calls go under */
   private readonly base: { hostname: string; port: string; prefix: string };
 
-  /** `secret`: the episode's env-identity secret; without one, answers are not checked */
+  /**
+   * `secret`: the episode's env-identity secret; without one, answers are not checked. `agent`: the
+   * env's kept connection (http-request.ts keptConnection(handle), which the pool's hand-out check
+   * may have opened already); absent, one of the client's own.
+   */
   constructor(
     readonly baseUrl: string,
     private readonly secret?: string,
+    agent?: http.Agent,
   ) {
+    this.agent = agent ?? new http.Agent({ keepAlive: true, timeout: ENV_CONNECTION_IDLE_MS });
     const u = new URL(baseUrl);
     this.base = { hostname: u.hostname, port: u.port, prefix: u.pathname.replace(/\/$/, '') };
   }

@@ -46,6 +46,7 @@ import { EpisodeCostMeter } from './episode-cost.js';
 import type { EpisodeCost } from '../protocol/observations.js';
 import { HarnessTask, harnessOf, progressText, type HarnessRun } from './harness-task.js';
 import { WAIT_TOOL, WAIT_TOOL_NAME, WaitArgsSchema } from '../protocol/harness.js';
+import { keptConnection } from '../http-request.js';
 
 export interface EpisodeSettings {
   /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
@@ -290,7 +291,7 @@ export class Episode {
   /** Attaches to the env (its client, its death signal, its container for built-in tools) and calls its /reset (an http env's). */
   private async resetEnv(handle: EnvHandle): Promise<void> {
     const shellEnv = this.deps.bundle.envOf(this.task).spec.kind === 'shell';
-    this.client = shellEnv ? null : this.deps.connect ? this.deps.connect(handle) : new EnvClient(handle.baseUrl, handle.secret);
+    this.client = shellEnv ? null : this.deps.connect ? this.deps.connect(handle) : new EnvClient(handle.baseUrl, handle.secret, keptConnection(handle));
     const gone = handle.gone;
     this.callSignal = gone ? AbortSignal.any([this.abort.signal, gone]) : this.abort.signal;
     if (gone) {

@@ -26,7 +26,7 @@ import type { Logger } from 'pino';
 import { abortError } from '../../abort.js';
 import type { LoadedBundle } from '../../bundle/index.js';
 import { WARM_POOL } from '../../defaults.js';
-import { statusOf } from '../../http-request.js';
+import { keptConnection, statusOf } from '../../http-request.js';
 import type { Metrics } from '../../metrics.js';
 import { DEFAULT_LANE, laneRank, type Lane } from '../../protocol/lanes.js';
 import type { PoolStatus } from '../../protocol/pool.js';
@@ -510,5 +510,6 @@ async function shellCheck(shell: EnvShell | undefined, env: PooledEnv): Promise<
 
 async function httpCheck(env: PooledEnv): Promise<boolean> {
   // a redirect is not followed (it is a broken env)
-  return (await statusOf(`${env.handle.baseUrl}${env.spec.readyPath}`, WARM_POOL.handoutCheckMs)) === 200;
+  // over the env's kept connection, which the episode's client then reuses for its /reset
+  return (await statusOf(`${env.handle.baseUrl}${env.spec.readyPath}`, WARM_POOL.handoutCheckMs, keptConnection(env.handle))) === 200;
 }
