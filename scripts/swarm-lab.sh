@@ -15,7 +15,8 @@
 # removes it on `down`).
 #
 # Needs root, iproute2, iptables, util-linux (nsenter), dockerd and docker-registry.
-# Settings (environment): SWARM_LAB_NODES (default 3), SWARM_LAB_DIR (default /var/lib/openenv-swarm-lab),
+# Settings (environment): SWARM_LAB_NODES (default 3), SWARM_LAB_NO_NEW_PRIVILEGES (default 1; 0:
+# the dockerds run without --no-new-privileges), SWARM_LAB_DIR (default /var/lib/openenv-swarm-lab),
 # SWARM_LAB_LOGS (default /var/log/openenv-swarm-lab: `down` keeps each node's dockerd log there,
 # the last 30, and says so when a node's dockerd had already died).
 #
@@ -33,6 +34,9 @@ REGISTRY="$HOST_IP:5000"
 # overlay subnets the lab's swarm hands out (swarm's default 10.0.0.0/8 would do; this is explicit)
 ADDR_POOL=10.78.0.0/16
 MAX_NODES=9
+# SWARM_LAB_NO_NEW_PRIVILEGES=0: the nodes' dockerds run without --no-new-privileges
+NNP_FLAG=--no-new-privileges
+[[ "${SWARM_LAB_NO_NEW_PRIVILEGES:-1}" == 0 ]] && NNP_FLAG=
 
 log() { printf '[swarm-lab] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -94,7 +98,7 @@ up_dockerd() {
   rm -f "$d/dockerd.pid" "$(sock "$i")"
   nsenter --net="/var/run/netns/swn$i" setsid dockerd \
     --data-root "$d/data" --exec-root "$d/exec" -H "unix://$(sock "$i")" --pidfile "$d/dockerd.pid" \
-    --insecure-registry "$REGISTRY" --label "openenv-swarm-lab.node=n$i" --no-new-privileges \
+    --insecure-registry "$REGISTRY" --label "openenv-swarm-lab.node=n$i" $NNP_FLAG \
     >"$d/dockerd.log" 2>&1 </dev/null &
   wait_until 60 "dockerd n$i" dk "$i" info || { tail -20 "$d/dockerd.log" >&2; die "dockerd n$i did not come up (log: $d/dockerd.log)"; }
 }

@@ -59,9 +59,9 @@ function lines(s: string): string[] {
  * `scripts/swarm-lab.sh up|down`. `down` keeps every node's dockerd log (SWARM_LAB_LOGS) and says
  * when a node's engine had died on its own: that is printed here, so a test run shows it.
  */
-export async function lab(action: 'up' | 'down', nodes: number): Promise<void> {
+export async function lab(action: 'up' | 'down', nodes: number, opts: { noNewPrivileges?: boolean } = {}): Promise<void> {
   const { stderr } = await run('bash', [join(REPO, 'scripts/swarm-lab.sh'), action], {
-    env: { ...process.env, SWARM_LAB_NODES: String(nodes) },
+    env: { ...process.env, SWARM_LAB_NODES: String(nodes), SWARM_LAB_NO_NEW_PRIVILEGES: opts.noNewPrivileges === false ? '0' : '1' },
     maxBuffer: 16 * 1024 * 1024,
   });
   if (stderr.includes('had died before down')) console.error(stderr);
@@ -259,13 +259,14 @@ export function runningContainers(f: { containers: Record<string, string[]> }): 
 }
 
 /** the node each live service of the instance has its task on */
-export async function placements(instance: string): Promise<Array<{ episode: string; node: string }>> {
+/** where each episode's env task runs (`ended`: also tasks swarm no longer wants running, such as one killed or failed) */
+export async function placements(instance: string, opts: { ended?: boolean } = {}): Promise<Array<{ episode: string; node: string }>> {
   const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${LABELS.instance}=${instance}`]));
   const out: Array<{ episode: string; node: string }> = [];
   for (const s of services) {
     const episode = (await dk(1, ['service', 'inspect', '--format', `{{index .Spec.Labels "${LABELS.episode}"}}`, s]).catch(() => '')).trim();
     if (!episode) continue;
-    for (const t of lines(await dk(1, ['service', 'ps', '-q', '--filter', 'desired-state=running', s]).catch(() => ''))) {
+    for (const t of lines(await dk(1, ['service', 'ps', '-q', ...(opts.ended ? [] : ['--filter', 'desired-state=running']), s]).catch(() => ''))) {
       out.push({ episode, node: (await dk(1, ['inspect', '--format', '{{.NodeID}}', t])).trim() });
     }
   }

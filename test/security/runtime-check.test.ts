@@ -19,13 +19,18 @@ import { FIXTURE_BUNDLE } from '../support/app.js';
 import { ProcessSandbox } from '../support/process-sandbox.js';
 import { echoSpec } from '../sandbox/contract.js';
 
-/** an engine answering `info`, `version` and (as the manager of a one-node swarm) `listNodes` only */
+/**
+ * an engine answering `info`, `version`, (as the manager of a one-node swarm) `listNodes`, and the
+ * no-new-privileges probe's container, whose exit says the engine does not set it (1)
+ */
 function fakeEngine(info: Record<string, unknown>, apiVersion = '1.41'): Dockerode {
   const swarm = { NodeID: 'manager-node-1', LocalNodeState: 'active', ControlAvailable: true };
   return {
     info: async () => ({ Swarm: swarm, ...info }),
     version: async () => ({ ApiVersion: apiVersion }),
     listNodes: async () => [{ ID: swarm.NodeID, Status: { State: 'ready', Addr: '10.0.0.1' }, Spec: { Role: 'manager', Availability: 'active' } }],
+    getImage: () => ({ inspect: async () => ({}) }),
+    createContainer: async () => ({ wait: async () => ({ StatusCode: 1 }), start: async () => undefined }),
   } as unknown as Dockerode;
 }
 

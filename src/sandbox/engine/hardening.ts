@@ -234,7 +234,8 @@ export function dockerLockdown(input: LockdownInput): { hostConfig: Dockerode.Ho
 /** The first engine API version whose swarm services take `no-new-privileges` (Docker 25). */
 export const SWARM_NO_NEW_PRIVILEGES_API = '1.44';
 
-function apiAtLeast(version: string, wanted: string): boolean {
+/** whether the engine API `version` is `wanted` or newer (`1.44` ≥ `1.41`) */
+export function apiAtLeast(version: string, wanted: string): boolean {
   const [a = 0, b = 0] = version.split('.').map(Number);
   const [c = 0, d = 0] = wanted.split('.').map(Number);
   return a > c || (a === c && b >= d);
@@ -277,7 +278,7 @@ export function swarmLockdown(
   if (!nnp && engine.nodesNoNewPrivileges !== true)
     notEnforced.push(
       `no-new-privileges: swarm services take it from engine API ${SWARM_NO_NEW_PRIVILEGES_API} (Docker 25), and this engine speaks ${engine.apiVersion}; ` +
-        `nor does every node's engine set it for all its containers (dockerd --no-new-privileges): ${engine.nodesNoNewPrivileges ?? 'not asked'}`,
+        `nor does every node's engine set it for all its containers (dockerd --no-new-privileges): ${engine.nodesNoNewPrivileges ?? 'the nodes were not asked'}`,
     );
   const runtime: EnvRuntime = engine.defaultRuntime === 'runsc' ? 'runsc' : 'runc';
   if (input.runtime === 'runsc' && runtime !== 'runsc')

@@ -4,13 +4,20 @@
  * node's engine the swarm backend reads what an env used (its episode's cost), watches its writable
  * layer (the storage bound, storage-watch.ts, as on Docker), learns whether the kernel killed it
  * for memory, and whether that engine gives every container `no-new-privileges` (`dockerd
- * --no-new-privileges`, which its `info` lists: the way to have it on engines older than API 1.44,
- * whose services cannot ask for it).
+ * --no-new-privileges`: the way to have it on engines older than API 1.44, whose services cannot
+ * ask for it).
  *
  * Each address is asked once at start who it is (`info`: its swarm node id, its security options).
  * An address that is not a node of this swarm is refused; one that does not answer is logged and
  * left out (a node may be down while the server starts): envs placed on a node the server cannot
  * reach have their wall time only, and their storage bound is not kept (docs/scaling.md).
+ *
+ * Whether an engine sets no-new-privileges for every container: its `info` lists
+ * `name=no-new-privileges` from Docker 24 on (moby#45320); an older engine says nothing either way
+ * (moby#45311), so the server asks its kernel instead, once per node: a throwaway container of an
+ * env image (pulled on that node, as its first task would), started by that engine with nothing of
+ * the lock-down, exits 0 when its own /proc/self/status says `NoNewPrivs: 1` and 1 when not. Swarm's
+ * tasks are created by the same engine, with the same default.
  */
 import Dockerode from 'dockerode';
 import { parseEngineAddress } from '../../engine-address.js';
@@ -21,14 +28,32 @@ import type { SwarmNode } from './tasks.js';
 
 /** how long an engine named at start may take to say who it is */
 const NODE_ENGINE_INFO_MS = 5_000;
+/** how long the no-new-privileges probe of one node may take, its image's pull included */
+const NNP_PROBE_MS = 120_000;
+/**
+ * The probe's commands, tried in turn until the image has the program: each exits 0 when its own
+ * process has no_new_privs, 1 when not (anything else: it could not tell)
+ */
+const NNP_PROBE_CMDS = [
+  ['sh', '-c', 'grep -q "^NoNewPrivs:[[:space:]]*1$" /proc/self/status'],
+  ['node', '-e', 'process.exit(/^NoNewPrivs:\\s*1$/m.test(require("fs").readFileSync("/proc/self/status", "utf8")) ? 0 : 1)'],
+  ['python3', '-c', 'import re, sys; sys.exit(0 if re.search(r"^NoNewPrivs:\\s*1$", open("/proc/self/status").read(), re.M) else 1)'],
+];
+/** what an engine says when a container's program is not in its image */
+const NO_SUCH_PROGRAM = /executable file not found|no such file or directory/i;
 
 export interface NodeEngine {
   nodeId: string;
   /** the address it was reached at (`unix:///…`, `tcp://…`; the manager's own: `manager`) */
   address: string;
   docker: Dockerode;
-  /** its engine gives every container no-new-privileges (`dockerd --no-new-privileges`) */
-  noNewPrivileges: boolean;
+  /**
+   * its engine gives every container no-new-privileges (`dockerd --no-new-privileges`): true or
+   * false once known (its info, or the probe), null until the probe ran or when it could not tell
+   */
+  noNewPrivileges: boolean | null;
+  /** why the probe could not tell */
+  probeFailure?: string;
   /** the storage bound of the envs it runs */
   storage: StorageWatch;
 }
@@ -108,15 +133,49 @@ export class NodeEngines {
     return nodes.filter((n) => !this.byNode.has(n.id));
   }
 
-  /** null when every node given has an engine that gives each container no-new-privileges, else why not */
-  whyNotNoNewPrivileges(nodes: readonly SwarmNode[]): string | null {
+  /**
+   * null when every node given has an engine that gives each container no-new-privileges, else
+   * why not. Engines whose info does not say are probed with a container of `image` (once each,
+   * all at once; a probe that fails is not tried again).
+   */
+  async whyNotNoNewPrivileges(nodes: readonly SwarmNode[], image: string, log: SandboxLogger): Promise<string | null> {
+    const reached = nodes.map((n) => this.byNode.get(n.id)).filter((e): e is NodeEngine => e !== undefined);
+    await Promise.all(reached.filter((e) => e.noNewPrivileges === null).map((e) => this.probe(e, image, log)));
     const unreached = this.unreached(nodes);
     const without = nodes.filter((n) => this.byNode.get(n.id)?.noNewPrivileges === false);
-    if (unreached.length === 0 && without.length === 0) return null;
+    const unknown = nodes.filter((n) => this.byNode.get(n.id)?.noNewPrivileges === null);
+    if (unreached.length + without.length + unknown.length === 0) return null;
     const parts: string[] = [];
     if (without.length > 0) parts.push(`the engine of ${nodeNames(without)} runs without dockerd --no-new-privileges`);
+    for (const n of unknown) parts.push(`the server could not tell for node ${nodeNames([n]).slice(5)}: ${this.byNode.get(n.id)!.probeFailure}`);
     if (unreached.length > 0) parts.push(`the server cannot ask the engine of ${nodeNames(unreached)} (--swarm-node-engine)`);
     return parts.join('; ');
+  }
+
+  /** runs the node's probe once (concurrent callers share it) */
+  private readonly probes = new Map<string, Promise<void>>();
+  private probe(e: NodeEngine, image: string, log: SandboxLogger): Promise<void> {
+    let p = this.probes.get(e.nodeId);
+    if (!p) {
+      p = probeNoNewPrivileges(e.docker, image).then(
+        (nnp) => {
+          e.noNewPrivileges = nnp;
+          log.info(
+            { node: e.nodeId.slice(0, 12), address: e.address, no_new_privileges: nnp },
+            "a node's engine, probed: does it give its containers no-new-privileges",
+          );
+        },
+        (err: Error) => {
+          e.probeFailure = `its probe container of ${image} failed (${err.message})`;
+          log.warn(
+            { node: e.nodeId.slice(0, 12), address: e.address, err: err.message },
+            'could not tell whether a node engine gives its containers no-new-privileges',
+          );
+        },
+      );
+      this.probes.set(e.nodeId, p);
+    }
+    return p;
   }
 
   close(): void {
@@ -130,7 +189,64 @@ export function nodeNames(nodes: readonly SwarmNode[]): string {
 }
 
 function engineOf(nodeId: string, address: string, docker: Dockerode, info: EngineInfo, log: SandboxLogger): NodeEngine {
-  return { nodeId, address, docker, noNewPrivileges: setsNoNewPrivileges(info), storage: new StorageWatch(docker, log) };
+  // an engine that does not list it may be older than Docker 24, which never does: probed later
+  return { nodeId, address, docker, noNewPrivileges: setsNoNewPrivileges(info) ? true : null, storage: new StorageWatch(docker, log) };
+}
+
+/**
+ * Whether the engine gives a container it starts no-new-privileges, asked of the kernel: a
+ * container of `image` (pulled first when the engine lacks it) runs one of NNP_PROBE_CMDS (a
+ * shell with grep, node or python3, the first the image has) with nothing of the lock-down, and
+ * removes itself. Rejects when the image cannot be had, has none of them, or the probe takes
+ * longer than NNP_PROBE_MS.
+ */
+export async function probeNoNewPrivileges(docker: Dockerode, image: string): Promise<boolean> {
+  const signal = AbortSignal.timeout(NNP_PROBE_MS);
+  const has = await docker
+    .getImage(image)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );
+  if (!has) await pull(docker, image, signal);
+  for (const cmd of NNP_PROBE_CMDS) {
+    const c = await docker.createContainer({
+      Image: image,
+      Entrypoint: cmd,
+      Cmd: [],
+      Labels: { 'openenv.probe': 'no-new-privileges' },
+      HostConfig: { AutoRemove: true, NetworkMode: 'none', Memory: 64 * 1024 * 1024 },
+    });
+    // asked before the start: an AutoRemove container may be gone before a later wait could ask
+    const exited = (c.wait as (o: object) => Promise<{ StatusCode: number }>).call(c, { condition: 'next-exit', abortSignal: signal });
+    exited.catch(() => undefined);
+    try {
+      await c.start();
+    } catch (err) {
+      // never started, so never removed by itself
+      await c.remove({ force: true }).catch(() => undefined);
+      if (NO_SUCH_PROGRAM.test((err as Error).message)) continue;
+      throw err;
+    }
+    const { StatusCode } = await exited;
+    if (StatusCode === 0 || StatusCode === 1) return StatusCode === 0;
+    throw new Error(`${cmd[0]} exited ${StatusCode}`);
+  }
+  throw new Error('the image has none of sh, node or python3 to read /proc/self/status with');
+}
+
+function pull(docker: Dockerode, image: string, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    docker.pull(image, { abortSignal: signal }, (err: Error | null, stream?: NodeJS.ReadableStream) => {
+      if (err || !stream) return reject(err ?? new Error(`pulling ${image}`));
+      docker.modem.followProgress(stream, (e: Error | null, events?: { error?: string }[]) => {
+        const failed = e ?? (events ?? []).find((ev) => ev.error);
+        if (failed) reject(failed instanceof Error ? failed : new Error(String(failed.error)));
+        else resolve();
+      });
+    });
+  });
 }
 
 async function askInfo(docker: Dockerode, who: string): Promise<EngineInfo> {

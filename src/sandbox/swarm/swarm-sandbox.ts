@@ -24,7 +24,7 @@ import { notReadyVerdict } from '../../failures.js';
 import { fmtS } from '../../time.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
 import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
-import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
+import { apiAtLeast, SWARM_NO_NEW_PRIVILEGES_API, swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp } from '../engine/readiness.js';
@@ -101,21 +101,27 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     }
   }
 
-  /** the manager's version and default runtime, and whether every node's engine sets no-new-privileges: asked once */
+  /** the manager's version and default runtime: asked once */
   private engine(): Promise<SwarmEngine> {
-    this.engineFacts ??= (async () => {
-      const [v, i] = await Promise.all([this.docker.version(), this.docker.info() as Promise<{ DefaultRuntime?: string }>]).catch((err) => {
+    this.engineFacts ??= Promise.all([this.docker.version(), this.docker.info() as Promise<{ DefaultRuntime?: string }>]).then(
+      ([v, i]) => ({ apiVersion: v.ApiVersion, defaultRuntime: i.DefaultRuntime ?? 'runc' }),
+      (err) => {
+        this.engineFacts = null;
         throw toSandboxError(err, 'answering what version it is');
-      });
-      const [engines, nodes] = await Promise.all([this.nodeEngines(), this.nodes.get()]);
-      return {
-        apiVersion: v.ApiVersion,
-        defaultRuntime: i.DefaultRuntime ?? 'runc',
-        nodesNoNewPrivileges: engines.whyNotNoNewPrivileges(nodes) ?? true,
-      } satisfies SwarmEngine;
-    })();
-    this.engineFacts.catch(() => (this.engineFacts = null));
+      },
+    );
     return this.engineFacts;
+  }
+
+  /**
+   * The engine's facts and whether every node's engine gives its containers no-new-privileges
+   * (asked only where a service cannot ask for it: below API 1.44), for what an env is granted
+   */
+  private async lockdownFacts(env: EnvSpec): Promise<SwarmEngine> {
+    const engine = await this.engine();
+    if (apiAtLeast(engine.apiVersion, SWARM_NO_NEW_PRIVILEGES_API)) return engine;
+    const [engines, nodes] = await Promise.all([this.nodeEngines(), this.nodes.get()]);
+    return { ...engine, nodesNoNewPrivileges: (await engines.whyNotNoNewPrivileges(nodes, env.image, this.log)) ?? true };
   }
 
   /** the engines of the nodes the server reaches (the manager's and each --swarm-node-engine), asked who they are once */
@@ -127,7 +133,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
 
   /** the nodes' default runtime, what the manager's services cannot take, and a storage bound kept only where a node's engine is reached */
   protected override async onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
-    const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.engine());
+    const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.lockdownFacts(env));
     const notEnforced = [...l.not_enforced];
     if (env.resources.storageMb !== undefined) {
       const unreached = (await this.nodeEngines()).unreached(await this.nodes.get());

@@ -17,6 +17,12 @@ import type { SwarmNode } from '../../../src/sandbox/swarm/tasks.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'node-engines-'));
 const servers: Server[] = [];
+/** the nodes whose engine created a probe container, in order */
+const probesRun: string[] = [];
+/** probe containers that never started, removed, by node */
+const removed: string[] = [];
+/** starts refused so far for a missing program, by node */
+const missing: Record<string, number> = {};
 afterAll(async () => {
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
   rmSync(dir, { recursive: true, force: true });
@@ -25,7 +31,12 @@ afterAll(async () => {
 interface FakeNode {
   id: string;
   state?: string;
+  /** its info lists name=no-new-privileges (Docker 24 and later, when set) */
   nnp?: boolean;
+  /** what its probe container exits with (0: NoNewPrivs 1, 1: 0); absent: it has no image to run one */
+  probeExit?: number;
+  /** how many of the probe's programs (sh, node, python3, in turn) its image lacks */
+  probeMissing?: number;
 }
 
 /** an engine on a unix socket answering /info as node `n` of a swarm, and /nodes with `members` */
@@ -41,6 +52,26 @@ async function fakeEngine(name: string, n: FakeNode, members: FakeNode[] = []): 
       };
     } else if (/\/nodes(\?.*)?$/.test(url)) {
       body = members.map((m) => ({ ID: m.id, Status: { State: 'ready', Addr: `10.0.0.${m.id.length}` } }));
+    } else if (n.probeExit !== undefined && /\/images\/.+\/json$/.test(url)) {
+      body = { Id: 'sha256:probe' };
+    } else if (n.probeExit !== undefined && /\/containers\/create/.test(url)) {
+      probesRun.push(n.id);
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ Id: 'probe-1' }));
+      return;
+    } else if (/\/containers\/probe-1\/start$/.test(url)) {
+      if ((missing[n.id] = (missing[n.id] ?? 0) + 1) <= (n.probeMissing ?? 0)) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ message: 'OCI runtime create failed: exec: "x": executable file not found in $PATH: unknown' }));
+        return;
+      }
+      res.writeHead(204).end();
+      return;
+    } else if (/\/containers\/probe-1\?/.test(url) && req.method === 'DELETE') {
+      removed.push(n.id);
+      res.writeHead(204).end();
+      return;
+    } else if (/\/containers\/probe-1\/wait/.test(url)) {
+      body = { StatusCode: n.probeExit };
     } else {
       res.writeHead(404).end();
       return;
@@ -96,7 +127,11 @@ describe('node engine addresses', () => {
 });
 
 describe('NodeEngines.connect', () => {
-  const members: FakeNode[] = [{ id: 'manager-aaaaaaaaaaaa', nnp: true }, { id: 'worker-bbbbbbbbbbbb', nnp: true }, { id: 'worker-cccccccccccc' }];
+  const members: FakeNode[] = [
+    { id: 'manager-aaaaaaaaaaaa', nnp: true },
+    { id: 'worker-bbbbbbbbbbbb', probeExit: 0 },
+    { id: 'worker-cccccccccccc', probeExit: 1 },
+  ];
 
   it("knows the manager's node and each node named, by the node id its engine says; tells which nodes lack what", async () => {
     const manager = new Dockerode({ socketPath: await fakeEngine('m1', members[0]!, members) });
@@ -105,19 +140,60 @@ describe('NodeEngines.connect', () => {
     const { logger } = capture();
     const engines = await NodeEngines.connect(manager, [`unix://${b}`, `unix://${c}`], logger);
     try {
-      expect(engines.of('manager-aaaaaaaaaaaa')?.address).toBe('manager');
-      expect(engines.of('worker-bbbbbbbbbbbb')).toMatchObject({ address: `unix://${b}`, noNewPrivileges: true });
-      expect(engines.of('worker-cccccccccccc')).toMatchObject({ address: `unix://${c}`, noNewPrivileges: false });
+      expect(engines.of('manager-aaaaaaaaaaaa')).toMatchObject({ address: 'manager', noNewPrivileges: true });
+      // engines whose info does not say are not known until probed
+      expect(engines.of('worker-bbbbbbbbbbbb')).toMatchObject({ address: `unix://${b}`, noNewPrivileges: null });
+      expect(engines.of('worker-cccccccccccc')).toMatchObject({ address: `unix://${c}`, noNewPrivileges: null });
       expect(engines.of('elsewhere')).toBeNull();
       expect(engines.of(undefined)).toBeNull();
       const all = members.map((m) => node(m.id));
       expect(engines.unreached(all)).toEqual([]);
-      expect(engines.whyNotNoNewPrivileges(all)).toMatch(/^the engine of node worker-ccccc.* runs without dockerd --no-new-privileges$/);
-      expect(engines.whyNotNoNewPrivileges(all.slice(0, 2))).toBeNull();
+      const before = probesRun.length;
+      expect(await engines.whyNotNoNewPrivileges(all, 'env:1', logger)).toMatch(/^the engine of node worker-ccccc.* runs without dockerd --no-new-privileges$/);
+      // the manager's info said so: only the two workers were probed, once each
+      expect(probesRun.slice(before).sort()).toEqual(['worker-bbbbbbbbbbbb', 'worker-cccccccccccc']);
+      expect(engines.of('worker-bbbbbbbbbbbb')?.noNewPrivileges).toBe(true);
+      expect(await engines.whyNotNoNewPrivileges(all.slice(0, 2), 'env:1', logger)).toBeNull();
+      expect(probesRun.length - before).toBe(2);
       // a node that joined later, with no engine given
       const later = [...all.slice(0, 2), node('worker-dddddddddddd')];
       expect(engines.unreached(later).map((n) => n.id)).toEqual(['worker-dddddddddddd']);
-      expect(engines.whyNotNoNewPrivileges(later)).toMatch(/cannot ask the engine of node worker-ddddd.*--swarm-node-engine/);
+      expect(await engines.whyNotNoNewPrivileges(later, 'env:1', logger)).toMatch(/cannot ask the engine of node worker-ddddd.*--swarm-node-engine/);
+    } finally {
+      engines.close();
+    }
+  });
+
+  it('a probe tries sh, node and python3 in turn; one that cannot tell (none of them, no image on the node) says so, and nothing is granted on it', async () => {
+    const nodes: FakeNode[] = [
+      { id: 'manager-eeeeeeeeeeee', probeExit: 0, probeMissing: 3 },
+      { id: 'worker-ffffffffffff' },
+      { id: 'worker-gggggggggggg', probeExit: 127 },
+      { id: 'worker-hhhhhhhhhhhh', probeExit: 1, probeMissing: 2 },
+    ];
+    const manager = new Dockerode({ socketPath: await fakeEngine('m4', nodes[0]!, nodes) });
+    const workers = [await fakeEngine('f', nodes[1]!), await fakeEngine('g', nodes[2]!), await fakeEngine('h', nodes[3]!)];
+    const { logger, lines } = capture();
+    const engines = await NodeEngines.connect(
+      manager,
+      workers.map((w) => `unix://${w}`),
+      logger,
+    );
+    try {
+      const why = await engines.whyNotNoNewPrivileges(
+        nodes.map((n) => node(n.id)),
+        'env:1',
+        logger,
+      );
+      expect(why).toMatch(/could not tell for node manager-eeee.*its probe container of env:1 failed \(the image has none of sh, node or python3/);
+      expect(why).toMatch(/could not tell for node worker-ffff.*its probe container of env:1 failed/);
+      expect(why).toMatch(/could not tell for node worker-gggg.*failed \(sh exited 127\)/);
+      // the third program it tried was there: it read NoNewPrivs 0
+      expect(why).toMatch(/the engine of node worker-hhhh\S* \(\S+\) runs without dockerd --no-new-privileges/);
+      expect(lines.filter((l) => /could not tell whether a node engine/.test(String(l.msg)))).toHaveLength(3);
+      // a probe container that never started is removed (an AutoRemove one is removed by its engine when it ends)
+      expect(removed.filter((n) => n === 'manager-eeeeeeeeeeee')).toHaveLength(3);
+      expect(removed.filter((n) => n === 'worker-hhhhhhhhhhhh')).toHaveLength(2);
     } finally {
       engines.close();
     }

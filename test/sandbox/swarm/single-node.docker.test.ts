@@ -2,6 +2,8 @@
  * --sandbox swarm on a one-node swarm (the lab with its manager only): the same backend where a
  * multi-node lab is not wanted. Deploy on the overlay, a tool call, a crash reported as such, and
  * nothing left behind; a server that finds an older holder of its instance name stops serving.
+ * The node's dockerd runs without --no-new-privileges here (the three-node lab's run with it), so
+ * the server's probe of it must find that out and say it.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -9,6 +11,7 @@ import { uniqueInstance, waitFor } from '../../support/docker.js';
 import { LOCK_LABELS } from '../../../src/sandbox/engine/instance-lock.js';
 import { dk, footprint, lab, placements, prepareServerImage, removeServers, REPO, runningContainers, startServer } from '../../../scripts/lib/swarm-lab.js';
 import { describeSwarm } from '../../support/swarm-lab.js';
+import { LABELS } from '../../../src/sandbox/sandbox.js';
 
 /** no service, overlay, task or running container of the instance on the node */
 async function nothingLeft(instance: string): Promise<boolean> {
@@ -19,7 +22,7 @@ async function nothingLeft(instance: string): Promise<boolean> {
 describeSwarm('swarm sandbox on a one-node swarm', () => {
   beforeAll(async () => {
     await lab('down', 3);
-    await lab('up', 1);
+    await lab('up', 1, { noNewPrivileges: false });
     await prepareServerImage();
   }, 600_000);
 
@@ -34,6 +37,17 @@ describeSwarm('swarm sandbox on a one-node swarm', () => {
     expect(r.status).toBe(201);
     const e = r.body.episode_id as string;
     expect((await placements(server.instance)).map((p) => p.episode)).toEqual([e]);
+    // this engine (API 1.41) cannot put no-new-privileges in a service, and the node's dockerd does
+    // not set it: the server's probe container found NoNewPrivs 0, and the grant says so, as the env shows
+    const grant = (await server.call('GET', '/bundle')).body.envs.echo;
+    expect(grant.no_new_privileges).toBe(false);
+    expect(grant.not_enforced).toEqual([
+      expect.stringMatching(/^no-new-privileges: .*: the engine of node \S+ \(10\.77\.0\.11\) runs without dockerd --no-new-privileges$/),
+    ]);
+    const container = (await dk(1, ['ps', '-q', '--filter', `label=${LABELS.episode}=${e}`])).trim();
+    // (the image has node and nothing else)
+    const status = await dk(1, ['exec', container, 'node', '-e', 'process.stdout.write(require("fs").readFileSync("/proc/1/status", "utf8"))']);
+    expect(status).toMatch(/^NoNewPrivs:\s+0$/m);
     const echo = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'echo', arguments: { text: 'over the overlay' } });
     expect(echo.body.observation.result.content[0].text).toBe('over the overlay');
     const crash = await server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'crash', arguments: { code: 7 } });
