@@ -278,7 +278,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
    * node, and watches its writable layer there if the env has a storage bound.
    */
   private async place(episodeId: string, task: SwarmTask, env: EnvSpec): Promise<void> {
-    const engine = (await this.nodeEngines()).of(task.NodeID);
+    // (asked at start already: a failure now costs this env its watch, not its deploy)
+    const engine = (await this.nodeEngines().catch(() => null))?.of(task.NodeID) ?? null;
     const containerId = task.Status?.ContainerStatus?.ContainerID;
     if (engine && containerId) {
       this.placed.set(episodeId, { engine, containerId });
