@@ -26,6 +26,39 @@ export function keptConnection(owner: object): http.Agent {
   return agent;
 }
 
+/** A call's deadline, joined with its caller's signal: what `signal` aborts, and whether the deadline passed. */
+export interface Deadline {
+  signal: AbortSignal;
+  timedOut(): boolean;
+  /** clears the timer and the caller's listener: call it once the call is over, however it ended */
+  done(): void;
+}
+
+/**
+ * `ms` from now, or sooner when `signal` aborts. One plain timer and controller per call, where
+ * AbortSignal.timeout with AbortSignal.any costs a weakly held signal of each kind and their
+ * finalization (measured in a warm burst of 256: about 2 % of the server's CPU, and garbage).
+ */
+export function deadline(ms: number, signal?: AbortSignal): Deadline {
+  const ctl = new AbortController();
+  let passed = false;
+  const timer = setTimeout(() => {
+    passed = true;
+    ctl.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+  }, ms);
+  const onAbort = () => ctl.abort(signal!.reason);
+  if (signal?.aborted) ctl.abort(signal.reason);
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: ctl.signal,
+    timedOut: () => passed,
+    done: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
 /** An answer as read off the wire: its status, headers and body (or how far past the bound it went). */
 export interface RawReply {
   status: number;
@@ -94,6 +127,7 @@ export function requestBounded(r: BoundedRequest): Promise<RawReply> {
  * (the pool's hand-out check); over `agent`'s connection, else one of its own closed after
  */
 export async function statusOf(url: string, timeoutMs: number, agent: http.Agent | false = false): Promise<number | null> {
+  const d = deadline(timeoutMs);
   try {
     const u = new URL(url);
     const reply = await requestBounded({
@@ -101,13 +135,15 @@ export async function statusOf(url: string, timeoutMs: number, agent: http.Agent
       port: u.port,
       path: u.pathname + u.search,
       method: 'GET',
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: d.signal,
       agent,
       max: 64 * 1024,
     });
     return reply.status;
   } catch {
     return null;
+  } finally {
+    d.done();
   }
 }
 

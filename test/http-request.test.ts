@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keptConnection, statusOf } from '../src/http-request.js';
+import { deadline, keptConnection, statusOf } from '../src/http-request.js';
 import { EnvClient } from '../src/episodes/env-client.js';
 
 let server: Server;
@@ -65,5 +65,66 @@ describe("an env's kept connection", () => {
     expect(await statusOf(`${base}/healthz`, 1000)).toBe(200);
     expect(accepted - before).toBe(1);
     await until(() => open === 1, 'the check closed its own connection');
+  });
+});
+
+describe("a call's deadline", () => {
+  it('aborts its signal when the time passes, saying so', async () => {
+    const d = deadline(20);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(d.signal.aborted).toBe(true);
+    expect(d.timedOut()).toBe(true);
+    expect((d.signal.reason as Error).name).toBe('TimeoutError');
+    d.done();
+  });
+
+  it("aborts with the caller's reason when the caller's signal aborts first (then it is no timeout), or had aborted already", () => {
+    const caller = new AbortController();
+    const d = deadline(10_000, caller.signal);
+    expect(d.signal.aborted).toBe(false);
+    caller.abort(new Error('the episode ended'));
+    expect(d.signal.aborted).toBe(true);
+    expect(d.timedOut()).toBe(false);
+    expect((d.signal.reason as Error).message).toBe('the episode ended');
+    d.done();
+    const early = deadline(10_000, AbortSignal.abort(new Error('gone')));
+    expect(early.signal.aborted).toBe(true);
+    early.done();
+  });
+
+  it('once done, neither the time nor the caller aborts it, and the caller keeps no listener', async () => {
+    const caller = new AbortController();
+    let listeners = 0;
+    const add = caller.signal.addEventListener.bind(caller.signal);
+    const remove = caller.signal.removeEventListener.bind(caller.signal);
+    caller.signal.addEventListener = ((...a: Parameters<typeof add>) => (listeners++, add(...a))) as typeof add;
+    caller.signal.removeEventListener = ((...a: Parameters<typeof remove>) => (listeners--, remove(...a))) as typeof remove;
+    const d = deadline(20, caller.signal);
+    expect(listeners).toBe(1);
+    d.done();
+    expect(listeners).toBe(0);
+    caller.abort();
+    await new Promise((r) => setTimeout(r, 60));
+    expect(d.signal.aborted).toBe(false);
+    expect(d.timedOut()).toBe(false);
+  });
+
+  it('an env that does not answer in time is a timeout, not unreachable', async () => {
+    const silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+      const err = await new EnvClient(url).request('POST', '/reset', {}, 100).catch((e: Error) => e);
+      expect(err).toMatchObject({ kind: 'timeout' });
+      const stop = new AbortController();
+      setTimeout(() => stop.abort(new Error('closed by the client')), 50);
+      const aborted = await new EnvClient(url).request('POST', '/reset', {}, 10_000, stop.signal).catch((e: Error) => e);
+      expect(aborted).toMatchObject({ kind: 'aborted' });
+      expect((aborted as Error).message).toMatch(/closed by the client/);
+      expect(await statusOf(`${url}/healthz`, 100)).toBeNull();
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((r) => silent.close(r));
+    }
   });
 });

@@ -7,7 +7,7 @@
 import http from 'node:http';
 import { ENV_CONNECTION_IDLE_MS, ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
 import { jsonDepthExceeds } from '../json.js';
-import { headerOf, requestBounded, type RawReply } from '../http-request.js';
+import { deadline, headerOf, requestBounded, type RawReply } from '../http-request.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 export class EnvCallError extends Error {
@@ -61,8 +61,7 @@ export class EnvClient implements EnvCaller {
   }
 
   async request(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<EnvResponse> {
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const combined = signal ? AbortSignal.any([timeout, signal]) : timeout;
+    const call = deadline(timeoutMs, signal);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> =
       payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) };
@@ -80,12 +79,15 @@ export class EnvClient implements EnvCaller {
         method,
         headers,
         ...(payload === undefined ? {} : { body: payload }),
-        signal: combined,
+        signal: call.signal,
         agent: this.agent,
         max: ENV_REPLY_MAX_BYTES,
       });
     } catch (e) {
-      throw this.classify(e, timeout, path, signal);
+      throw this.classify(e, call.timedOut(), path, signal);
+    } finally {
+      // the reply is read whole by now
+      call.done();
     }
     // an env's redirect is never followed: it would make the server fetch any URL (a service on
     // the host's loopback, the server's own API, another episode's env) for the env
@@ -135,8 +137,8 @@ export class EnvClient implements EnvCaller {
     return null;
   }
 
-  private classify(e: unknown, timeout: AbortSignal, path: string, signal?: AbortSignal): EnvCallError {
-    if (timeout.aborted) return new EnvCallError('timeout', `env did not answer ${path} in time`);
+  private classify(e: unknown, timedOut: boolean, path: string, signal?: AbortSignal): EnvCallError {
+    if (timedOut) return new EnvCallError('timeout', `env did not answer ${path} in time`);
     const err = e as Error & { code?: string };
     if (signal?.aborted || err?.name === 'AbortError') {
       const why = signal?.reason instanceof Error && signal.reason.name !== 'AbortError' ? `: ${signal.reason.message}` : '';
