@@ -53,18 +53,20 @@ describe("an env's kept connection", () => {
     expect((await client.request('POST', '/tools/call', { name: 'x' }, 1000)).body).toEqual({ path: '/tools/call' });
     expect(accepted - before, 'connections accepted for one env').toBe(1);
     // another env at the same address (a recycled network) never rides on it
-    const other = new EnvClient(base, undefined, keptConnection({ baseUrl: base }));
+    const otherHandle = { baseUrl: base };
+    const other = new EnvClient(base, undefined, keptConnection(otherHandle));
     await other.request('POST', '/reset', {}, 1000);
     expect(accepted - before).toBe(2);
     keptConnection(handle).destroy();
+    keptConnection(otherHandle).destroy();
   });
 
   it('a check without one opens its own connection and closes it after', async () => {
-    await until(() => open === 1, 'only the other env connection of the test before is open');
+    await until(() => open === 0, 'no connection left open by the test before');
     const before = accepted;
     expect(await statusOf(`${base}/healthz`, 1000)).toBe(200);
     expect(accepted - before).toBe(1);
-    await until(() => open === 1, 'the check closed its own connection');
+    await until(() => open === 0, 'the check closed its own connection');
   });
 });
 
