@@ -259,14 +259,13 @@ export function runningContainers(f: { containers: Record<string, string[]> }): 
 }
 
 /** the node each live service of the instance has its task on */
-/** where each episode's env task runs (`ended`: also tasks swarm no longer wants running, such as one killed or failed) */
-export async function placements(instance: string, opts: { ended?: boolean } = {}): Promise<Array<{ episode: string; node: string }>> {
+export async function placements(instance: string): Promise<Array<{ episode: string; node: string }>> {
   const services = lines(await dk(1, ['service', 'ls', '-q', '--filter', `label=${LABELS.instance}=${instance}`]));
   const out: Array<{ episode: string; node: string }> = [];
   for (const s of services) {
     const episode = (await dk(1, ['service', 'inspect', '--format', `{{index .Spec.Labels "${LABELS.episode}"}}`, s]).catch(() => '')).trim();
     if (!episode) continue;
-    for (const t of lines(await dk(1, ['service', 'ps', '-q', ...(opts.ended ? [] : ['--filter', 'desired-state=running']), s]).catch(() => ''))) {
+    for (const t of lines(await dk(1, ['service', 'ps', '-q', '--filter', 'desired-state=running', s]).catch(() => ''))) {
       out.push({ episode, node: (await dk(1, ['inspect', '--format', '{{.NodeID}}', t])).trim() });
     }
   }

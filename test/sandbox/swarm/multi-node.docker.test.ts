@@ -168,28 +168,31 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
         args: ['--max-concurrent-envs', '3', '--tool-timeout', '60'],
       });
       expect((await server.call('GET', '/bundle')).body.envs.echo).toMatchObject({ storage_mb: 32, not_enforced: [] });
+      const since = Math.floor(Date.now() / 1000) - 1;
       const episodes = await Promise.all(Array.from({ length: 3 }, () => reset(server)));
-      // (an env may already have been stopped: its task then no longer wants to run)
-      const placed = await placements(server.instance, { ended: true });
-      // swarm spreads the three over the nodes: the workers' engines watch theirs
-      expect(
-        placed.some((p) => ids.get(p.node) !== 1),
-        'an env on a worker',
-      ).toBe(true);
       const t0 = Date.now();
-      // each env writes from its reset on; the long call is cut short when its node's engine stops it
+      // each env writes from its reset on; the call is cut short when its node's engine stops it, or,
+      // when the env was stopped before the call came, the call gets the episode's ending reply
       const ends = await Promise.all(
         episodes.map((e) => server.call('POST', `/episodes/${e}/step`, { type: 'call_tool', tool_name: 'sleep', arguments: { seconds: 50 } })),
       );
+      const endedS = ((Date.now() - t0) / 1000).toFixed(1);
+      // where each env ran, from the nodes' own event logs (its service may be gone by now)
+      const nodeOf = await startedOn(server.instance, since);
+      // swarm spreads the three over the nodes: the workers' engines watch theirs
+      expect(
+        episodes.some((e) => (nodeOf.get(e) ?? 1) !== 1),
+        'an env on a worker',
+      ).toBe(true);
       for (const [i, r] of ends.entries()) {
-        const node = ids.get(placed.find((p) => p.episode === episodes[i])!.node);
+        const node = nodeOf.get(episodes[i]!);
         expect(r.body, `the env on n${node}`).toMatchObject({
           done: true,
           observation: { end_reason: 'env_failed', failure: { reason: 'storage_exceeded', retryable: false } },
         });
         const wrote = Number(/wrote (\d+) MB/.exec(r.body.observation.failure.message as string)?.[1]);
         expect(wrote).toBeGreaterThan(32);
-        console.log(`[swarm storage] n${node}: stopped at ${wrote} MB (storage_mb 32), all ended ${((Date.now() - t0) / 1000).toFixed(1)} s after the calls`);
+        console.log(`[swarm storage] n${node}: stopped at ${wrote} MB (storage_mb 32), all ended ${endedS} s after the calls`);
       }
       for (const e of episodes) await server.call('DELETE', `/episodes/${e}`);
       await waitFor(() => nothingLeft(server.instance), 120_000, 'every service, network and task gone');
@@ -325,6 +328,30 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     await dkStop(again);
   });
 });
+
+/** episode → the lab node its env's container started on, from each node's engine events since `since` (unix seconds) */
+async function startedOn(instance: string, since: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (let n = 1; n <= NODES; n++) {
+    const lines = await dk(n, [
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(Math.ceil(Date.now() / 1000)),
+      '--filter',
+      'type=container',
+      '--filter',
+      'event=start',
+      '--filter',
+      `label=${LABELS.instance}=${instance}`,
+      '--format',
+      `{{index .Actor.Attributes "${LABELS.episode}"}}`,
+    ]);
+    for (const e of lines.split('\n').filter(Boolean)) out.set(e.trim(), n);
+  }
+  return out;
+}
 
 function dk1(args: string[]): Promise<string> {
   return dk(1, args);
