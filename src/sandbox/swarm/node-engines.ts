@@ -80,6 +80,9 @@ export function setsNoNewPrivileges(info: EngineInfo): boolean {
 
 /** The engines the swarm backend reaches nodes through, by swarm node id. */
 export class NodeEngines {
+  /** each node's no-new-privileges probe, run once */
+  private readonly probes = new Map<string, Promise<void>>();
+
   private constructor(private readonly byNode: Map<string, NodeEngine>) {}
 
   /**
@@ -153,7 +156,6 @@ export class NodeEngines {
   }
 
   /** runs the node's probe once (concurrent callers share it) */
-  private readonly probes = new Map<string, Promise<void>>();
   private probe(e: NodeEngine, image: string, log: SandboxLogger): Promise<void> {
     let p = this.probes.get(e.nodeId);
     if (!p) {
