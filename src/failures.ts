@@ -175,18 +175,31 @@ export interface EnvVerdict {
   extra: FailureExtra;
 }
 
+/** what the failed call itself said of the env, beside the sandbox's look */
+export interface CallEvidence {
+  /** the env's shell said it could not start a process (bash's own fork failure line) */
+  outOfProcesses?: string | null;
+}
+
 /**
- * Why an env stopped answering, from the sandbox's look at it (null: the sandbox could not say):
- * its node lost, OOM-killed, exited, still running with every process slot taken (the model's
- * fork bomb: no new shell can start), or (still running, or no word) unreachable.
+ * Why an env stopped answering, from the sandbox's look at it (null: the sandbox could not say)
+ * and what the failed call said: its node lost, OOM-killed, exited, still running with every
+ * process slot taken (the model's fork bomb: no new shell can start; the sandbox read its count,
+ * or the shell said its forks failed, which holds where the count cannot be read and when a
+ * bomb's count swings under the limit), or (still running, or no word) unreachable.
  */
-export function envVerdict(d: EnvLook | null): EnvVerdict {
-  if (!d) return { reason: 'env_unreachable', what: 'the env is unreachable', extra: {} };
+export function envVerdict(d: EnvLook | null, said: CallEvidence = {}): EnvVerdict {
+  const forkFailed = said.outOfProcesses ? `its shell could not start a process (${said.outOfProcesses})` : null;
+  if (!d)
+    return forkFailed
+      ? { reason: 'env_pids_exhausted', what: forkFailed, extra: {} }
+      : { reason: 'env_unreachable', what: 'the env is unreachable', extra: {} };
   if (d.nodeGone !== undefined) return { reason: 'node_lost', what: `the env's node was lost: ${d.nodeGone}`, extra: {} };
   const extra = { exit_code: d.exitCode, log_tail: d.logTail };
   if (d.storageExceeded !== undefined) return { reason: 'storage_exceeded', what: d.storageExceeded, extra };
   if (d.oomKilled) return { reason: 'env_oom', what: 'the env was killed for running out of memory', extra };
   if (d.running && d.pidsAtLimit !== undefined) return { reason: 'env_pids_exhausted', what: d.pidsAtLimit, extra };
+  if (d.running && forkFailed) return { reason: 'env_pids_exhausted', what: forkFailed, extra };
   if (d.running) return { reason: 'env_unreachable', what: 'the env is unreachable', extra };
   return { reason: 'env_crashed', what: `the env exited (code ${d.exitCode})`, extra };
 }

@@ -95,6 +95,16 @@ describe('verdicts', () => {
     expect(envGone(bombed)).toBe(false);
     // an env that exited is crashed, whatever its last count said
     expect(envVerdict({ ...bombed, running: false, exitCode: 1 }).reason).toBe('env_crashed');
+    // the failed call's shell said its forks failed: the same reason, where no count was read
+    const said = { outOfProcesses: 'bash: fork: retry: Resource temporarily unavailable' };
+    expect(envVerdict({ ...base, running: true, exitCode: null }, said)).toMatchObject({
+      reason: 'env_pids_exhausted',
+      what: 'its shell could not start a process (bash: fork: retry: Resource temporarily unavailable)',
+    });
+    // … but an env that exited, was OOM-killed or stopped for its writes keeps that reason
+    expect(envVerdict(base, said).reason).toBe('env_crashed');
+    expect(envVerdict({ ...base, running: true, oomKilled: true }, said).reason).toBe('env_oom');
+    expect(envVerdict({ ...base, storageExceeded: 'it wrote 80 MB, past 64' }, said).reason).toBe('storage_exceeded');
     expect(envVerdict({ ...base, nodeGone: 'node n2 is down' })).toEqual({
       reason: 'node_lost',
       what: "the env's node was lost: node n2 is down",

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { DIAGNOSE_RETRY } from '../defaults.js';
-import { callVerdict, envGone, envVerdict, makeFailure, resetCallVerdict, unexplainedDeployFailure, type EnvVerdict } from '../failures.js';
+import { callVerdict, envGone, envVerdict, type CallEvidence, makeFailure, resetCallVerdict, unexplainedDeployFailure, type EnvVerdict } from '../failures.js';
 import type { Failure } from '../protocol/observations.js';
 import { SandboxError, type EnvDiagnosis, type EnvHandle, type Sandbox } from '../sandbox/sandbox.js';
 import { fmtS } from '../time.js';
@@ -35,15 +35,15 @@ export class EnvInspector {
       } catch {
         return last;
       }
-      if (!last.running || last.oomKilled || i === DIAGNOSE_RETRY.attempts - 1) return last;
+      if (!last.running || last.oomKilled || last.pidsAtLimit !== undefined || i === DIAGNOSE_RETRY.attempts - 1) return last;
       await new Promise((r) => setTimeout(r, DIAGNOSE_RETRY.delayMs));
     }
     return last;
   }
 
-  /** Why the env stopped answering (failures.ts's verdict on the look). */
-  async verdict(): Promise<EnvVerdict> {
-    return envVerdict(await this.look());
+  /** Why the env stopped answering (failures.ts's verdict on the look and on what the failed call said). */
+  async verdict(said?: CallEvidence): Promise<EnvVerdict> {
+    return envVerdict(await this.look(), said);
   }
 
   /** A call that got no usable answer: what it means, asking the engine whether the env exited on a timeout. */

@@ -11,7 +11,8 @@ import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type HarnessManifest, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
 import { HARNESS, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
-import { invalidScoresMessage, makeFailure, toolErrorType, type FailureExtra } from '../failures.js';
+import { invalidScoresMessage, makeFailure, toolErrorType, type CallEvidence, type FailureExtra } from '../failures.js';
+import { ShellStartError } from '../tools/shell/index.js';
 import type { Metrics } from '../metrics.js';
 import { jsonDepthExceeds } from '../json.js';
 import { FinishReplySchema, ToolCallReplySchema, type EnvResetRequest, type EnvToolCallRequest } from '../protocol/env-contract.js';
@@ -670,7 +671,8 @@ export class Episode {
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name);
-      return this.failFromEnv('tool', `tool \`${name}\` failed in the env's container: ${(e as Error).message}`, name);
+      const said = e instanceof ShellStartError ? { outOfProcesses: e.outOfProcesses } : {};
+      return this.failFromEnv('tool', `tool \`${name}\` failed in the env's container: ${(e as Error).message}`, name, said);
     }
   }
 
@@ -769,8 +771,13 @@ export class Episode {
   }
 
   /** An env that stopped answering: the sandbox's look at it decides why (failures.ts). */
-  private async failFromEnv(phase: FailurePhase, message: string, toolName: string | null): Promise<StepOutcome<CallObservation | Ending>> {
-    const v = await this.inspector.verdict();
+  private async failFromEnv(
+    phase: FailurePhase,
+    message: string,
+    toolName: string | null,
+    said?: CallEvidence,
+  ): Promise<StepOutcome<CallObservation | Ending>> {
+    const v = await this.inspector.verdict(said);
     return this.fail(v.reason, phase, `${message} (${v.what})`, toolName, v.extra);
   }
 

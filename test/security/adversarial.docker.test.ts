@@ -284,11 +284,17 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
       const r = await ep.bash(':(){ :|:& };:', 10);
       // the bomb goes to the background at once: the call ends, the forks failing at the limit
       expect(r.done).toBe(false);
-      expect(r.text).toContain('fork: retry: Resource temporarily unavailable');
       // the env serves the model again (its shell may have died under the bomb and be replaced),
       // or, when no new shell can start at the limit, the episode ends with the bomb's own reason: not retryable
       let after = await ep.bash('echo alive', 30);
-      for (let i = 0; i < 5 && !after.done && !/alive\n\[exit code 0\]$/.test(after.text); i++) after = await ep.bash('echo alive', 30);
+      const read = [r.text, after.text];
+      for (let i = 0; i < 5 && !after.done && !/alive\n\[exit code 0\]$/.test(after.text); i++) {
+        after = await ep.bash('echo alive', 30);
+        read.push(after.text);
+      }
+      // the model reads the failed forks: with the call, or with the next one when the call ended
+      // before the first fork failed (what runs in the background between calls is shown next)
+      if (!after.done) expect(read.join('\n')).toContain('fork: retry: Resource temporarily unavailable');
       if (after.done) {
         console.log('[fork bomb] ended the episode:', JSON.stringify(after.obs.failure));
         expect(after.obs).toMatchObject({ end_reason: 'env_failed', failure: { phase: 'tool', reason: 'env_pids_exhausted', retryable: false } });
@@ -312,16 +318,22 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
   }, 300_000);
 
   it('every process slot held and the shell killed: no new shell can start, the episode ends env_pids_exhausted, not retryable', async () => {
-    await attack('process slots held, then `kill -9 $$`', async (ep) => {
+    await attack('process slots held by a respawner that never backs off, then the shell killed', async (ep) => {
       const t0 = Date.now();
-      // a respawner keeps every slot of the pids limit taken, whatever exits; then the shell kills itself
-      const died = await ep.bash('(while :; do sleep 1000 & done) >/dev/null 2>&1 & sleep 3; kill -9 $$', 20);
+      // a respawner keeps every slot of the pids limit taken, whatever exits; then the shell is killed.
+      // It forks again the moment a fork fails (perl, Debian's essential one): a bash loop of `sleep &`
+      // backs off for seconds after each failed fork (bash's own retry), and a new shell started in such
+      // a gap gets the slots, so the attack held every slot only as long as the server happened to be slow
+      const respawner = 'while (1) { my $c = fork(); if (defined $c && $c == 0) { sleep 1000; exit 0 } }';
+      const died = await ep.bash(`perl -e 'if (fork() == 0) { ${respawner} } sleep 3; kill 9, $ARGV[0]' $$ >/dev/null 2>&1`, 20);
       expect(died.done).toBe(false);
       expect(died.result).toMatchObject({ shell_died: true });
       const after = await ep.bash('echo alive', 30);
       expect(after.done, after.text).toBe(true);
       expect(after.obs).toMatchObject({ end_reason: 'env_failed', failure: { phase: 'tool', reason: 'env_pids_exhausted', retryable: false } });
       expect(after.obs.failure.message).toMatch(/its processes held \d+ of its pids limit of \d+/);
+      // the new shell's own words say why (bash's fork retries while it started), where no count could be read too
+      expect(after.obs.failure.message).toContain('(it said: bash: fork: retry: Resource temporarily unavailable)');
       await ep.gone();
       return { stoppedBy: `pids limit (${LIMITS.pids}); no new shell could start: env_pids_exhausted (${after.obs.failure.message})`, stopMs: Date.now() - t0 };
     });

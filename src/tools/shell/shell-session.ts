@@ -32,11 +32,14 @@ const applyState = (mark: string) =>
 /** The shell's program (bash -c). Only builtins on a call's path, but one `compgen` capture. */
 export const SHELL_BOOT = [
   'set -m',
-  // fd 3 carries the control lines (stderr of the exec); job notices and bash's own complaints go nowhere
-  'exec 3>&2 2>/dev/null',
+  // fd 3 carries the control lines (stderr of the exec). Until the shell is ready bash's own
+  // complaints go there too (a start that fails quotes them: a fork that failed at the pids limit);
+  // from then on, they and job notices go nowhere
+  'exec 3>&2',
   `__oe_file=${STATE_FILE}`,
   applyState(`$'\\n'__oe_saved=`),
   `printf '${READY_TAG} %s %s %s %s\\n' "$$" "$EUID" "\${GROUPS[0]}" "$PWD" >&3`,
+  'exec 2>/dev/null',
   'while IFS= read -r __oe_line; do',
   '  __oe_nonce=${__oe_line%% *}',
   '  printf -v __oe_cmd \'%b\' "${__oe_line#* }"',
@@ -113,7 +116,19 @@ export interface ShellRun {
 /** The shell could not be started at all (no bash in the image, a user that does not exist, …). */
 export class ShellStartError extends Error {
   override readonly name = 'ShellStartError';
+  /**
+   * The shell's own line saying it could not start a process (`bash: fork: retry: Resource
+   * temporarily unavailable`: the container's processes hold its pids limit, a fork bomb), or null.
+   */
+  readonly outOfProcesses: string | null;
+  constructor(message: string, said = '') {
+    super(message);
+    this.outOfProcesses = FORK_FAILED.exec(said)?.[0] ?? null;
+  }
 }
+
+/** what bash writes when fork() fails for want of a process slot (EAGAIN: the pids limit, RLIMIT_NPROC) */
+const FORK_FAILED = /^.*\bfork: (?:retry: )?Resource temporarily unavailable$/m;
 
 interface Ready {
   pid: number;
@@ -188,10 +203,11 @@ class ShellProcess {
     );
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new ShellStartError(`the shell did not start within ${this.limits.startTimeoutMs / 1000} s`)),
-        this.limits.startTimeoutMs,
-      );
+      timer = setTimeout(() => {
+        const said = this.startup.render().text.trim();
+        const last = said.slice(said.lastIndexOf('\n') + 1);
+        reject(new ShellStartError(`the shell did not start within ${this.limits.startTimeoutMs / 1000} s${last ? ` (it said: ${last})` : ''}`, said));
+      }, this.limits.startTimeoutMs);
     });
     try {
       this.ready = await Promise.race([readyP, timeout]);
@@ -244,7 +260,10 @@ class ShellProcess {
         const said = this.startup.render().text.trim();
         this.onStartFailed?.(
           new ShellStartError(
-            `the shell could not start (bash --noprofile --norc: ${why})${said ? `: ${said}` : ''}; the shell tools need bash in the env's image`,
+            FORK_FAILED.test(said)
+              ? `the shell could not start a process (bash --noprofile --norc: ${why}): ${said}`
+              : `the shell could not start (bash --noprofile --norc: ${why})${said ? `: ${said}` : ''}; the shell tools need bash in the env's image`,
+            said,
           ),
         );
       });
