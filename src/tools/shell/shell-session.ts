@@ -204,7 +204,7 @@ class ShellProcess {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const said = this.startup.render().text.trim();
+        const said = this.saidWhileStarting();
         const last = said.slice(said.lastIndexOf('\n') + 1);
         reject(new ShellStartError(`the shell did not start within ${this.limits.startTimeoutMs / 1000} s${last ? ` (it said: ${last})` : ''}`, said));
       }, this.limits.startTimeoutMs);
@@ -218,6 +218,11 @@ class ShellProcess {
       clearTimeout(timer);
     }
     this.proc.pause();
+  }
+
+  /** what the shell wrote before it was ready (bash's complaints: quoted when its start fails) */
+  private saidWhileStarting(): string {
+    return this.startup.render().text.trim();
   }
 
   private controlLine(line: string): void {
@@ -257,7 +262,7 @@ class ShellProcess {
     })();
     if (!this.ready) {
       void this.why.then((why) => {
-        const said = this.startup.render().text.trim();
+        const said = this.saidWhileStarting();
         this.onStartFailed?.(
           new ShellStartError(
             FORK_FAILED.test(said)
