@@ -1,12 +1,13 @@
 /**
  * Removing what a swarm sandbox owns (engine/owned.ts): one episode's (teardown), or everything of
  * a server instance (sweep at start, reconciler). Services scaled to nothing first (their nodes
- * report each task's end once its container stopped), then removed, then the overlays, which swarm
- * refuses to remove while a task of them is still around: retried until the tasks are gone, within
- * `networkRemovalMs`. `onEnvRemoved` once all of it is gone, so a slot is never freed while its env
- * may still run on its node (the cap holds on every node). A task on a node that is down stays
- * until the node comes back or is removed from the swarm (`docker node rm`); its overlay is then
- * left for the reconciler, and reported.
+ * report each task's end once its container stopped, and swarm's task reaper then deletes the
+ * task), removed once their tasks are gone, then the overlays, which swarm refuses to remove while
+ * a task of them is still around: retried until the tasks are gone, within `networkRemovalMs`.
+ * `onEnvRemoved` once all of it is gone, so a slot is never freed while its env may still run on
+ * its node (the cap holds on every node). A task on a node that is down stays until the node comes
+ * back or is removed from the swarm (`docker node rm`); its overlay is then left for the
+ * reconciler, and reported.
  */
 import type Dockerode from 'dockerode';
 import { SWARM } from '../../defaults.js';
@@ -48,7 +49,7 @@ export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveO
   // the container has stopped, so the slot is held until then (the cap holds on the nodes too),
   // except on a node that is down, where nothing stops; then the service goes
   await Promise.all(owned.envs.map((s) => attempt(() => stopService(docker, s.id)).catch(() => undefined)));
-  await waitForTasksToStop(docker, serviceIds, lostNodes, opts);
+  await waitForTasksToGo(docker, serviceIds, lostNodes, opts);
   await Promise.all(
     owned.envs.map(async (s) => {
       try {
@@ -86,18 +87,31 @@ export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveO
   return result;
 }
 
-async function waitForTasksToStop(docker: Dockerode, serviceIds: string[], lostNodes: Set<string>, opts: RemoveOptions): Promise<void> {
+/**
+ * Waits until the scaled-down services' tasks are gone from swarm's store, not merely ended. Once
+ * a task whose desired state is `remove` has ended, swarm's task reaper deletes it, within a
+ * quarter of a second; a service removed in that moment crashes the manager of Docker 20.10
+ * (Debian's docker.io): on the service's removal the manager lists its tasks, then marks each
+ * `remove` in a transaction that reads the task again, and a task the reaper deleted in between is
+ * a nil pointer (swarmkit's SetServiceTasksRemove, moby/swarmkit#3216; later swarmkit checks). A
+ * service with no task left has nothing for it to read. Tasks on a node that is down never end and
+ * are not waited for (nothing deletes them either); a task that was never placed is deleted by the
+ * reaper at once.
+ */
+async function waitForTasksToGo(docker: Dockerode, serviceIds: string[], lostNodes: Set<string>, opts: RemoveOptions): Promise<void> {
   if (serviceIds.length === 0) return;
   const until = Date.now() + opts.networkRemovalMs;
+  let left: SwarmTask[] = [];
   while (Date.now() < until) {
-    const tasks = await listTasks(docker, serviceIds).catch(() => [] as SwarmTask[]);
-    const live = tasks.filter((t) => !TERMINAL_STATES.has(t.Status?.State ?? '') && !(t.NodeID && lostNodes.has(t.NodeID)));
-    // a task still waiting for a node never started anything
-    if (live.every((t) => (t.Status?.State ?? '') === 'pending' || !t.NodeID)) return;
+    // a manager that does not answer has nothing to wait for that can be seen
+    const tasks = await listTasks(docker, serviceIds).catch(() => null);
+    if (tasks === null) return;
+    left = tasks.filter((t) => !(t.NodeID && lostNodes.has(t.NodeID)));
+    if (left.length === 0) return;
     await sleep(SWARM.taskPollMaxMs / 2);
   }
   opts.log.warn(
-    { services: serviceIds.map((id) => id.slice(0, 12)) },
-    'the tasks of removed services did not all stop in time; removing their networks anyway',
+    { services: serviceIds.map((id) => id.slice(0, 12)), tasks: left.map((t) => `${t.ID.slice(0, 12)} ${t.Status?.State ?? '?'}`) },
+    'the tasks of scaled-down services were not all gone in time; removing the services anyway',
   );
 }
