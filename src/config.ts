@@ -209,6 +209,12 @@ export const SERVER_OPTIONS = {
     value: 'NAME',
     help: 'name labelled on every container and network; a restart with the same name removes what a killed run left',
   },
+  toolbox: {
+    schema: z.string().min(1).optional(),
+    value: 'PATH',
+    help: "a statically linked busybox the server runs inside envs for its own steps (stopping the agent, verifiers, the file tools), never the image's binaries",
+    shownDefault: 'the first static one of toolbox/busybox beside dist/, /usr/lib/openenv/busybox, /bin/busybox, /usr/bin/busybox (Debian: apt-get install busybox-static)',
+  },
   noReaper: {
     schema: bool,
     help: 'start no watcher beside the server: what a server killed hard leaves then waits for the next start with its --instance (docker sandbox)',

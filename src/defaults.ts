@@ -262,9 +262,12 @@ export const GATEWAY = {
  * A call past its timeout is killed (its whole process group), then given `killGraceMs` to end
  * before the shell itself is replaced; a new shell has `startTimeoutMs` to say it is ready.
  * `read_file`: bytes read unless `limit` says, and the most it may say. `write_file`: the largest
- * content.
+ * content. `controlMaxBytes`: what the shell's control channel (its fd 3, which the model's
+ * commands can write to) may carry per call before the shell is ended: the server parses it, so a
+ * flood there would cost the server's time, every episode's.
  */
 export const SHELL_TOOLS = {
+  controlMaxBytes: 16 * 1024,
   defaultTimeoutS: 120,
   maxTimeoutS: 3600,
   outputHeadBytes: 16 * 1024,

@@ -50,6 +50,12 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
     toolErrorType: 'execution_error',
     meaning: "the env wrote more than its storage_mb to its container's writable layer, and was stopped",
   },
+  toolchain_tampered: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning:
+      "the agent changed what an in-place verifier runs (the image's programs, libraries, the loader's configuration, a folder on PATH): the reward was refused, not computed",
+  },
   env_pids_exhausted: {
     retryable: false,
     toolErrorType: 'execution_error',

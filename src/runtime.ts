@@ -103,6 +103,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             networkStock: networkStockSize(opts),
             runtime: opts.runtime,
             recycleNetworks: !opts.noNetworkRecycling,
+            ...(opts.toolbox !== undefined ? { toolbox: opts.toolbox } : {}),
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;

@@ -94,6 +94,8 @@ export class EnvCatalog {
           'They need exec access to env containers, which the Docker sandbox has and the swarm sandbox does not yet: serve it with --sandbox docker (docs/harbor.md)',
       );
     }
+    // the server's own steps in those envs run its toolbox, never the image's binaries: it must be there before any env is
+    if (needsShell.length) await this.sandbox.shell!.prepare();
     const envs = Object.entries(this.bundle.manifest.envs);
     const total = envs.length;
     const bar = this.opts.progress;

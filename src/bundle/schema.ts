@@ -9,9 +9,10 @@ import { z } from 'zod';
 import { isPlainObject } from '../json.js';
 import { ToolSpecSchema } from '../protocol/bundle.js';
 import { VERIFIER } from '../defaults.js';
-import { EnvSecuritySchema } from '../sandbox/engine/hardening.js';
+import { EnvSecuritySchema, USER_PATTERN } from '../sandbox/engine/hardening.js';
 import { SHELL_BUILTIN, SHELL_TOOL_SPECS } from '../tools/shell/specs.js';
 import { TURN_REWARD_RULES } from '../verifier/turns.js';
+import { TOOLCHAIN_PATHS } from '../verifier/toolchain.js';
 import type { BundleIssue } from './errors.js';
 
 /** The tool every task offers besides its toolset; a toolset may not declare it. */
@@ -129,6 +130,12 @@ export const EnvManifestSchema = closedObject({
   workdir: absolutePath.optional(),
   /** what the env asks for beyond the lock-down every env gets, by name: capabilities, a read-only root, a user, gVisor (docs/security.md) */
   security: EnvSecuritySchema.optional(),
+  /**
+   * who the agent is in the env's container: its shell, its file tools, a harness (a user name of
+   * the image, a uid or uid:gid; Harbor's `[agent] user`); default: the image's user (or
+   * `security.user`). The server's own steps and the verifier are not the agent's.
+   */
+  agent_user: z.string().regex(USER_PATTERN, 'expected a user id, uid:gid, or a user name of the image').optional(),
   /**
    * http envs only: a /reset on a container that already served episodes starts a clean one (the
    * env keeps nothing across /reset). The server still deploys a fresh env per episode; `check`
@@ -355,13 +362,47 @@ const TURNS_EXPECTED = 'expected a non-empty array of strings';
 
 // ---- verified tasks (Harbor-style): a verifier in the env's container scores the episode ---------
 
-/** A task's verifier: a folder of the bundle holding test.sh, run in the env's container at /tests. */
+/** Where a verifier's tests run (docs/security.md, "Verification modes"). */
+export const VERIFICATION_MODES = ['in-place', 'clean'] as const;
+
+/** A task's verifier: a folder of the bundle holding test.sh, run at /tests in the env's container or a clean one. */
 export const VerifierSchema = closedObject({
   /** a folder of the bundle holding test.sh (and its helpers) */
   tests: relativePath,
   timeout_s: z.number().positive().default(VERIFIER.defaultTimeoutS),
   /** variables the verifier runs with, besides the env's */
   env: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
+  /**
+   * `in-place` (the default, Harbor's): in the agent's container once its processes are stopped,
+   * after the toolchain check; `clean`: in a fresh container of the env's image given only the
+   * agent's `outputs`
+   */
+  mode: oneOf(VERIFICATION_MODES, 'a verification mode').default('in-place'),
+  /** clean mode: the paths copied from the agent's container (default: the env's working folder) */
+  outputs: z.array(absolutePath).min(1, 'expected at least one path the agent leaves its work in').optional(),
+  /** in-place mode: paths the agent may change without the toolchain check refusing the reward (it then trusts them) */
+  allow_changes: z.array(absolutePath).default([]),
+  /** in-place mode: paths the toolchain check covers besides its own (a toolchain of the image elsewhere, e.g. /opt/conda) */
+  protect: z.array(absolutePath).default([]),
+}).superRefine((v, ctx) => {
+  // the agent's outputs reach the clean container; its toolchain never may
+  (v.outputs ?? []).forEach((p, i) => {
+    const norm = path.posix.normalize(p);
+    const clash = TOOLCHAIN_PATHS.find((t) => norm === '/' || norm === t || norm.startsWith(`${t}/`) || t.startsWith(`${norm}/`));
+    if (clash) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['outputs', i],
+        message: `${p} ${norm === '/' ? 'is the whole filesystem' : `holds or is within ${clash}`}: a clean verifier takes the agent's work, never the toolchain it runs`,
+      });
+    }
+  });
+  if (v.mode === 'clean' && (v.allow_changes.length > 0 || v.protect.length > 0)) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['mode'], message: 'allow_changes and protect tune the in-place toolchain check; a clean verifier has none' });
+  }
+  if (v.mode === 'in-place' && v.outputs !== undefined) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['outputs'], message: 'outputs are what a clean verifier copies; an in-place one sees the whole container' });
+  }
 });
 export type VerifierManifest = z.infer<typeof VerifierSchema>;
 

@@ -6,8 +6,8 @@
  */
 import { BUILTIN_TOOLSETS, type LoadedBundle, type Task } from '../bundle/index.js';
 import type { CallObservation, StepOutcome } from '../protocol/observations.js';
+import type { AgentUser } from '../container/index.js';
 import { ContainerGoneError, type ContainerExec } from '../sandbox/container-exec.js';
-import { serverTmpfsMounts } from '../sandbox/engine/hardening.js';
 import { ShellToolset, type ShellSettings } from '../tools/shell/index.js';
 import { textResult, toolError } from './outcomes.js';
 
@@ -19,21 +19,22 @@ export class BuiltinTools {
     private readonly exec: ContainerExec,
     private readonly names: ReadonlySet<string>,
     private readonly settings: ShellSettings,
+    private readonly user: AgentUser,
     private readonly envGone: () => Promise<boolean>,
   ) {}
 
   /**
-   * The task's built-in tools in `exec`'s container, or null when its toolset has none.
-   * `envGone` says whether the env's container has stopped (asked when a shell dies under a call).
+   * The task's built-in tools in `exec`'s container, run as the agent's `user`, or null when its
+   * toolset has none. `envGone` says whether the env's container has stopped (asked when a shell
+   * dies under a call).
    */
-  static of(bundle: LoadedBundle, task: Task, exec: ContainerExec | null, envGone: () => Promise<boolean>): BuiltinTools | null {
+  static of(bundle: LoadedBundle, task: Task, exec: ContainerExec | null, user: AgentUser | null, envGone: () => Promise<boolean>): BuiltinTools | null {
     const toolset = bundle.manifest.toolsets[task.toolset];
     if (!toolset || toolset.builtin.length === 0) return null;
-    if (!exec) throw new Error(`toolset "${task.toolset}" has built-in tools, but the sandbox gives no access to the env's container`);
+    if (!exec || !user) throw new Error(`toolset "${task.toolset}" has built-in tools, but the sandbox gives no access to the env's container`);
     const names = new Set(toolset.builtin.flatMap((b) => BUILTIN_TOOLSETS[b].map((t) => t.name)));
     const env = bundle.envOf(task).spec;
-    const unseenMounts = serverTmpfsMounts(env.security);
-    return new BuiltinTools(exec, names, { ...(env.workdir ? { workdir: env.workdir } : {}), unseenMounts }, envGone);
+    return new BuiltinTools(exec, names, env.workdir ? { workdir: env.workdir } : {}, user, envGone);
   }
 
   has(name: string): boolean {
@@ -46,7 +47,8 @@ export class BuiltinTools {
    */
   async call(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation>> {
     if (this.closed) throw new Error('the episode has ended: its shell is closed');
-    this.toolset ??= new ShellToolset(this.exec, this.settings);
+    // the user is resolved before the first shell starts: nothing of the agent's has run yet
+    this.toolset ??= new ShellToolset(this.exec, { ...this.settings, user: await this.user.get() });
     const out = await this.toolset.call(name, args);
     if (out.kind !== 'reply') return toolError(name, out.kind, out.message);
     // a shell that died with its container (stopped by the storage watch, the engine, the host) is

@@ -13,6 +13,7 @@ import { HARNESS, MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
 import { invalidScoresMessage, makeFailure, toolErrorType, type CallEvidence, type FailureExtra } from '../failures.js';
 import { ShellStartError } from '../tools/shell/index.js';
+import { AgentUser } from '../container/index.js';
 import type { Metrics } from '../metrics.js';
 import { jsonDepthExceeds } from '../json.js';
 import { FinishReplySchema, ToolCallReplySchema, type EnvResetRequest, type EnvToolCallRequest } from '../protocol/env-contract.js';
@@ -343,21 +344,34 @@ export class Episode {
 
   /** The built-in tools and a verified task's first turn, in the env's container. */
   private async attachContainer(handle: EnvHandle): Promise<void> {
-    const exec = this.deps.sandbox.shell?.exec(handle) ?? null;
-    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec, () => this.inspector.gone());
+    const shell = this.deps.sandbox.shell;
+    const exec = shell?.exec(handle) ?? null;
+    const envSpec = this.deps.bundle.envOf(this.task).spec;
+    // who the agent is, resolved before anything of the agent's runs (container/users.ts)
+    const agentUser = exec ? new AgentUser(exec, envSpec.agent_user) : null;
+    this.builtin = BuiltinTools.of(this.deps.bundle, this.task, exec, agentUser, () => this.inspector.gone());
     if (this.harnessSpec) {
-      if (!exec) throw new Error(`task ${this.task.task_id} names a harness, but the sandbox gives no access to its env's container`);
-      const workdir = this.deps.bundle.envOf(this.task).spec.workdir;
+      if (!exec || !agentUser) throw new Error(`task ${this.task.task_id} names a harness, but the sandbox gives no access to its env's container`);
       const access = this.deps.modelAccess;
       this.harness = new HarnessTask(this.harnessSpec, this.task, exec, {
-        ...(workdir ? { workdir } : {}),
+        ...(envSpec.workdir ? { workdir: envSpec.workdir } : {}),
+        user: await agentUser.get(),
         use: () => access?.gateway.use(this.id) ?? null,
         now: this.now,
       });
     }
     if (!TaskVerification.needed(this.task)) return;
-    if (!exec) throw new Error(`task ${this.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
-    this.verification = new TaskVerification(this.deps.bundle, this.task, exec, this.builtin, this.deps.reward, (r) => this.onVerifierRun(r));
+    if (!exec || !shell || !agentUser) throw new Error(`task ${this.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
+    const deployed = this.lease.spec;
+    const env = {
+      exec,
+      agentUser,
+      companion: () => {
+        if (!deployed) throw new Error("the env's spec is not known: no clean verifier can be made");
+        return shell.companion(handle, deployed, this.abort.signal);
+      },
+    };
+    this.verification = new TaskVerification(this.deps.bundle, this.task, env, this.builtin, this.deps.reward, (r) => this.onVerifierRun(r));
     const ready = await this.verification.start();
     if (!ready.ok) throw new TurnSetupError(ready.message, ready.output);
   }

@@ -17,8 +17,7 @@ import type { HarnessManifest, LoadedBundle, Task } from '../bundle/index.js';
 import { HARNESS } from '../defaults.js';
 import type { HarnessExit, HarnessProgress } from '../protocol/harness.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import { runKillable, type KillableResult } from '../tools/shell/run-command.js';
-import { packFolder } from '../verifier/pack.js';
+import { copyInAs, runKillable, type KillableResult } from '../container/index.js';
 
 /** the harness this project ships (harness/openenv_harness.py), beside dist/ and src/ */
 export const SHIPPED_HARNESS = fileURLToPath(new URL('../../harness/openenv_harness.py', import.meta.url));
@@ -61,6 +60,8 @@ export class HarnessTask {
     private readonly opts: {
       /** the env's working directory (its manifest's workdir), else the image's */
       workdir?: string;
+      /** the agent's user (uid:gid), whom the harness runs as; default: the image's */
+      user?: string;
       /** the episode's model use so far (null: no credential, or revoked) */
       use: () => ModelUse | null;
       now?: () => number;
@@ -99,7 +100,8 @@ export class HarnessTask {
     };
     this.running = true;
     try {
-      const r = await runKillable(this.exec, { cmd: [...this.spec.command], env, ...(this.opts.workdir ? { workdir: this.opts.workdir } : {}) }, budget, {
+      const req = { cmd: [...this.spec.command], env, ...(this.opts.workdir ? { workdir: this.opts.workdir } : {}), ...(this.opts.user ? { user: this.opts.user } : {}) };
+      const r = await runKillable(this.exec, req, budget, {
         headBytes: HARNESS.outputHeadBytes,
         tailBytes: HARNESS.outputTailBytes,
       });
@@ -119,7 +121,8 @@ export class HarnessTask {
       await mkdir(dir, { mode: 0o755 });
       await writeFile(path.join(dir, path.posix.basename(HARNESS.instructionFile)), instruction, { mode: 0o644 });
       await writeFile(path.join(dir, path.posix.basename(HARNESS.shippedPath)), await readFile(SHIPPED_HARNESS), { mode: 0o755 });
-      await this.exec.putArchive(path.posix.dirname(HARNESS.dir), await packFolder(local, ''));
+      // by the toolbox's tar, as root: the folder is root's, which a harness of another user cannot change
+      await copyInAs(this.exec, local, path.posix.dirname(HARNESS.dir), '0');
     } finally {
       await rm(local, { recursive: true, force: true });
     }

@@ -1,31 +1,41 @@
 /**
- * A verified task's part of an episode (docs/harbor.md, "verifiers", "multi-step tasks"): each
- * turn prepared in the env's container before its prompt (its upload, setup.sh, ready check),
- * and at a turn's end the verifier the task names for it: the turn's own (per_turn), or the
- * task's at the episode's end (its last turn ended, its steps or its time budget ran out). Before
- * a verifier runs, the agent's shell is ended and every process the agent started is killed
- * (src/verifier/stop-agent.ts). Per-turn scores combine by the task's turn_reward; a turn under its
- * min_reward ends the episode there. What the verifier printed goes to the episode's observers
- * (transcript, record), never into an observation. The episode (episode.ts) decides what each
- * outcome means for its phase and reply.
+ * A verified task's part of an episode (docs/harbor.md, "verifiers", "multi-step tasks";
+ * docs/security.md, "Verification modes"): each turn prepared in the env's container before its
+ * prompt (its upload, setup.sh, ready check), and at a turn's end the verifier the task names for
+ * it: the turn's own (per_turn), or the task's at the episode's end (its last turn ended, its steps
+ * or its time budget ran out). Before a verifier runs, the agent's shell is ended and every process
+ * the agent started is killed (src/container/stop.ts). Then, by the verifier's mode:
+ * - in-place: the toolchain check (src/verifier/toolchain.ts) looks at what the agent changed; a
+ *   change to what test.sh runs ends the episode `toolchain_tampered`, never scored; else the
+ *   tests run in the agent's container;
+ * - clean: a fresh container of the env's image (no network) gets the agent's outputs, copied
+ *   through the engine, and the tests run there; it is removed after.
+ * A turn's tests and reward files are removed before the next turn starts. Per-turn scores combine
+ * by the task's turn_reward; a turn under its min_reward ends the episode there. What the verifier
+ * printed goes to the episode's observers (transcript, record), never into an observation. The
+ * episode (episode.ts) decides what each outcome means for its phase and reply.
  */
 import path from 'node:path';
 import type { LoadedBundle, Task, VerifierManifest } from '../bundle/index.js';
 import { TURN_SETUP_TIMEOUT_MS } from '../defaults.js';
+import { AgentIntervals, containerClock, runTrusted, stopAgentProcesses, type AgentUser } from '../container/index.js';
 import type { VerifierEvent } from '../protocol/console.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import { runToEnd } from '../tools/shell/run-command.js';
+import type { Companion } from '../sandbox/sandbox.js';
 import {
-  AgentIntervals,
   DEFAULT_TURN_REWARD,
+  LOGS_DIR,
+  TESTS_DIR,
+  clearVerifierFiles,
   combineTurnScores,
-  containerClock,
   meetsMinReward,
   outputTail,
   prepareTurn,
+  rootAdditions,
   runVerifier,
-  stopAgentProcesses,
+  tamperedPaths,
   type Scores,
+  type VerifierOutcome,
 } from '../verifier/index.js';
 import type { BuiltinTools } from './builtin-tools.js';
 
@@ -42,20 +52,36 @@ export type TurnEndOutcome =
   | { kind: 'scored'; scores: Scores; stoppedEarly: string | null }
   /** the task has no verifier: the env scores it (/finish) */
   | { kind: 'unverified' }
-  /** the verifier wrote no (or a malformed) reward, or ran past its timeout */
-  | { kind: 'failed'; reason: 'invalid_scores' | 'verifier_timeout'; message: string; tail: string }
+  /** the verifier wrote no (or a malformed) reward, ran past its timeout, or found its toolchain changed */
+  | { kind: 'failed'; reason: 'invalid_scores' | 'verifier_timeout' | 'toolchain_tampered'; message: string; tail: string }
   /** a turn's setup or ready check failed */
   | { kind: 'setup_failed'; message: string; output: string };
+
+/** What a verification needs of the episode's env beyond its container. */
+export interface VerificationEnv {
+  exec: ContainerExec;
+  /** the agent's user (container/users.ts) */
+  agentUser: AgentUser;
+  /** a fresh container of the env's image beside it, for a clean verifier */
+  companion(): Promise<Companion>;
+}
+
+/** what an in-place verifier's toolchain check reads of the container before the agent acts */
+interface Scope {
+  pathVar: string;
+  home: string;
+}
 
 export class TaskVerification {
   private readonly perTurn: (Scores | null)[] = [];
   private readonly intervals = new AgentIntervals();
   private workdir = '/';
+  private scope: Scope = { pathVar: '', home: '/' };
 
   constructor(
     private readonly bundle: LoadedBundle,
     private readonly task: Task,
-    private readonly exec: ContainerExec,
+    private readonly env: VerificationEnv,
     private readonly tools: BuiltinTools | null,
     /** the bundle's reward rule, for a numeric min_reward */
     private readonly reward: (s: Scores) => number,
@@ -71,14 +97,21 @@ export class TaskVerification {
     return this.task.turns.length;
   }
 
-  /** Before the first prompt: the working directory found, the first turn prepared, the agent's part begun. */
+  private get exec(): ContainerExec {
+    return this.env.exec;
+  }
+
+  /**
+   * Before the first prompt: the working directory found, what the toolchain check needs read (the
+   * verifier's PATH and home, as the image has them), the first turn prepared, the agent's part begun.
+   */
   async start(): Promise<{ ok: true } | { ok: false; message: string; output: string }> {
-    const env = this.bundle.envOf(this.task).spec;
-    if (env.workdir) this.workdir = env.workdir;
-    else {
-      const pwd = await runToEnd(this.exec, { cmd: ['pwd'] });
-      this.workdir = pwd.exitCode === 0 && pwd.output.text.trim() ? pwd.output.text.trim() : '/';
-    }
+    const spec = this.bundle.envOf(this.task).spec;
+    // the image's own view: its WORKDIR, and the PATH and HOME test.sh will get (read by the toolbox, before the agent ran anything)
+    const r = await runTrusted(this.exec, 'openenv-scope', 'pwd; printf "%s\\n%s\\n" "$PATH" "$HOME"', [], { imageUser: true, keepEnv: true });
+    const [pwd = '', pathVar = '', home = ''] = r.stdout.toString('utf8').split('\n');
+    this.workdir = spec.workdir ?? (r.exitCode === 0 && pwd ? pwd : '/');
+    this.scope = { pathVar, home: home || '/' };
     return this.prepare(0);
   }
 
@@ -89,6 +122,7 @@ export class TaskVerification {
       const ready = await prepareTurn(this.exec, {
         workdir: this.workdir,
         setupTimeoutMs: TURN_SETUP_TIMEOUT_MS,
+        ...(spec.upload !== undefined ? { uploadUser: await this.env.agentUser.get() } : {}),
         ...(spec.upload !== undefined ? { upload: path.join(this.bundle.dir, spec.upload) } : {}),
         ...(spec.ready_check
           ? {
@@ -125,41 +159,110 @@ export class TaskVerification {
           stoppedEarly: gate.ok ? null : `turn ${i + 1}: ${gate.why}`,
         };
       }
+      // the next turn's agent finds neither this turn's tests nor its reward files
+      await clearVerifierFiles(this.exec);
     } else if (ending) {
       if (!this.task.verifier) return { kind: 'unverified' };
       const r = await this.verify(this.task.verifier, i, 'task');
       return r.kind === 'failed' ? r : { kind: 'scored', scores: r.scores, stoppedEarly: null };
+    } else {
+      // the next turn: the server's setup is not the agent's
+      this.intervals.pause(await containerClock(this.exec));
     }
-    // the next turn: the server's setup is not the agent's
-    this.intervals.pause(await containerClock(this.exec));
     const next = await this.prepare(i + 1);
     return next.ok ? { kind: 'next' } : { kind: 'setup_failed', message: next.message, output: next.output };
   }
 
-  /** the agent's shell ended and its processes killed, then the verifier */
+  /** the agent's shell ended and its processes killed, then the verifier in the mode the task asks */
   private async verify(
     v: VerifierManifest,
     i: number,
     scope: VerifierRecord['scope'],
   ): Promise<{ kind: 'ok'; scores: Scores } | Extract<TurnEndOutcome, { kind: 'failed' }>> {
     await this.tools?.endShell();
-    const killed = await stopAgentProcesses(this.exec, this.intervals);
+    const stopped = await stopAgentProcesses(this.exec, this.intervals);
+    if (stopped.left > 0) throw new Error(`${stopped.left} of the agent's processes were still there after the stop, so the verifier did not run`);
     this.intervals.pause(await containerClock(this.exec));
-    const out = await runVerifier(this.exec, {
-      testsDir: path.join(this.bundle.dir, v.tests),
-      timeoutMs: v.timeout_s * 1000,
-      env: v.env,
-      workdir: this.workdir,
-    });
+    const who = scope === 'turn' ? `turn ${i + 1}'s verifier` : "the task's verifier";
+    const base = { turn: i + 1, scope, mode: v.mode, agent_processes_killed: stopped.killed } as const;
+    if (v.mode === 'in-place') {
+      const tampered = await this.tampered(v);
+      if (tampered.length > 0) {
+        this.record({ ...base, status: 'tampered', tampered, scores: null, exit_code: null, duration_s: 0, output: '', output_bytes: 0, dropped_bytes: 0 });
+        const shown = tampered.slice(0, 8).join(', ') + (tampered.length > 8 ? `, and ${tampered.length - 8} more` : '');
+        return {
+          kind: 'failed',
+          reason: 'toolchain_tampered',
+          message: `${who} did not run: the agent changed what its tests run (${shown}); the reward is refused`,
+          tail: '',
+        };
+      }
+      return this.finish(await runVerifier(this.exec, this.verifierSpec(v)), who, base);
+    }
+    const clean = await this.env.companion();
+    try {
+      await this.copyOutputs(v, clean.exec);
+      return this.finish(await runVerifier(clean.exec, this.verifierSpec(v)), who, base);
+    } finally {
+      await clean.remove().catch(() => undefined);
+    }
+  }
+
+  private verifierSpec(v: VerifierManifest) {
+    return { testsDir: path.join(this.bundle.dir, v.tests), timeoutMs: v.timeout_s * 1000, env: v.env, workdir: this.workdir };
+  }
+
+  /** the changed paths of the agent's container that tamper with the toolchain (toolchain.ts) */
+  private async tampered(v: VerifierManifest): Promise<string[]> {
+    const changes = await this.exec.changes();
+    const toolbox = this.exec.toolbox ? path.posix.dirname(this.exec.toolbox) : null;
+    const rootFiles = new Set<string>();
+    for (const p of rootAdditions(changes)) {
+      const st = await this.exec.stat(p);
+      if (st && (st.mode & 2 ** 31) === 0) rootFiles.add(p);
+    }
+    return tamperedPaths(
+      changes,
+      {
+        pathVar: this.scope.pathVar,
+        home: this.scope.home,
+        workdir: this.workdir,
+        protect: v.protect,
+        allow: v.allow_changes,
+        server: [TESTS_DIR, LOGS_DIR, ...(toolbox ? [toolbox] : [])],
+      },
+      rootFiles,
+    );
+  }
+
+  /**
+   * The agent's outputs into the clean container, through the engine's archive API (from the
+   * stopped agent's container to the fresh one, streamed): each path removed there first, so what
+   * the agent deleted stays deleted.
+   */
+  private async copyOutputs(v: VerifierManifest, into: ContainerExec): Promise<void> {
+    for (const p of v.outputs ?? [this.workdir]) {
+      const there = await this.exec.stat(p);
+      const cleared = await runTrusted(into, 'openenv-clear-output', 'rm -rf -- "$1"; mkdir -p -- "$(dirname -- "$1")"', [p]);
+      if (cleared.exitCode !== 0) throw new Error(`could not make room for the agent's ${p} in the clean container: ${cleared.stderr}`);
+      if (there === null) continue;
+      await into.putArchive(path.posix.dirname(p), await this.exec.getArchive(p), { copyUidGid: true });
+    }
+  }
+
+  private finish(
+    out: VerifierOutcome,
+    who: string,
+    base: Pick<VerifierRecord, 'turn' | 'scope' | 'mode' | 'agent_processes_killed'>,
+  ): { kind: 'ok'; scores: Scores } | Extract<TurnEndOutcome, { kind: 'failed' }> {
     const run = out.run;
     this.record({
-      turn: i + 1,
-      scope,
+      ...base,
       status: out.status,
+      tampered: [],
       scores: out.status === 'scored' ? out.scores : null,
       exit_code: run.exitCode,
       duration_s: run.durationMs / 1000,
-      agent_processes_killed: killed,
       output: run.output.text,
       output_bytes: run.output.totalBytes,
       dropped_bytes: run.output.droppedBytes,
@@ -168,7 +271,7 @@ export class TaskVerification {
     return {
       kind: 'failed',
       reason: out.status === 'timeout' ? 'verifier_timeout' : 'invalid_scores',
-      message: `${scope === 'turn' ? `turn ${i + 1}'s verifier` : "the task's verifier"}: ${out.message}`,
+      message: `${who}: ${out.message}`,
       tail: outputTail(run),
     };
   }

@@ -69,7 +69,11 @@ export const VerifierEventSchema = z.object({
   /** the turn it scored; scope task: the task's verifier, at the episode's end */
   turn: z.number().int(),
   scope: z.enum(['turn', 'task']),
-  status: z.enum(['scored', 'invalid', 'timeout']),
+  /** where the tests ran: the agent's container (after the toolchain check) or a fresh one given the agent's outputs */
+  mode: z.enum(['in-place', 'clean']),
+  /** tampered: the toolchain check refused to run the tests (`tampered` names the changed paths) */
+  status: z.enum(['scored', 'invalid', 'timeout', 'tampered']),
+  tampered: z.array(z.string()),
   scores: ScoresSchema.nullable(),
   exit_code: z.number().int().nullable(),
   duration_s: z.number(),

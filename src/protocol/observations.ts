@@ -42,6 +42,8 @@ export const FailureReasonSchema = z.enum([
   'storage_exceeded',
   // its processes held every slot of its pids limit (a fork bomb), so no new shell could start
   'env_pids_exhausted',
+  // an in-place verifier found the toolchain it runs changed by the agent: the reward is refused
+  'toolchain_tampered',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

@@ -6,12 +6,6 @@
  */
 import * as tar from 'tar';
 
-/**
- * What a shell env's container runs instead of its image's command: it waits forever (`sleep` of
- * GNU coreutils and of busybox both take it), so the container stays up for the shell tools.
- */
-export const KEEP_ALIVE_CMD = ['sh', '-c', 'exec sleep 2147483647'] as const;
-
 export interface ExecRequest {
   /** the program and its arguments (no shell is put in front) */
   cmd: string[];
@@ -40,6 +34,8 @@ export interface OutputHandlers {
 export interface ExecProcess {
   /** writes to the process's standard input (started with `stdin: true`) */
   write(data: string | Buffer): void;
+  /** closes its standard input (what it reads next is the end), its output still read */
+  endInput(): void;
   /** stops reading its output (the process blocks once its pipes fill) until resume() */
   pause(): void;
   resume(): void;
@@ -60,6 +56,12 @@ export interface PathStat {
   mtime: string;
   /** for a symbolic link, the path it points to (absolute, resolved in the container); else "" */
   linkTarget: string;
+}
+
+/** A path of a container that differs from its image. */
+export interface FileChange {
+  path: string;
+  kind: 'modified' | 'added' | 'deleted';
 }
 
 /** Go's os.FileMode type bits, as the engine reports them. */
@@ -84,10 +86,21 @@ export function pathKind(mode: number): 'file' | 'dir' | 'symlink' | 'other' {
 export interface ContainerExec {
   /** the container's id (or a backend's name for it), for messages */
   readonly id: string;
+  /**
+   * The toolbox's binary in this container (src/sandbox/toolbox.ts): what every step of the
+   * server's own runs there, never a binary of the image. Null: the container has none, and the
+   * server's steps cannot run in it.
+   */
+  readonly toolbox: string | null;
   /** starts a process; rejects with ContainerGoneError when the container is not running */
   start(req: ExecRequest, handlers: OutputHandlers): Promise<ExecProcess>;
-  /** extracts a tar archive into the folder `dir` (which must exist) */
-  putArchive(dir: string, tar: Buffer, opts?: { copyUidGid?: boolean }): Promise<void>;
+  /** extracts a tar archive (whole, or streamed) into the folder `dir` (which must exist) */
+  putArchive(dir: string, tar: Buffer | NodeJS.ReadableStream, opts?: { copyUidGid?: boolean }): Promise<void>;
+  /**
+   * What changed in the container's filesystem since it was made from its image (the engine's
+   * `GET /containers/{id}/changes`): each path, and whether it was modified, added or deleted.
+   */
+  changes(): Promise<FileChange[]>;
   /** a tar archive of `path` (a file or a folder and everything in it); rejects when it does not exist */
   getArchive(path: string): Promise<NodeJS.ReadableStream & { destroy(): void }>;
   /** what the engine says of `path`, or null when nothing is there */
@@ -100,7 +113,7 @@ export class ContainerGoneError extends Error {
 }
 
 /**
- * A shell env's readiness probe: `sh -c 'exit 0'` in its container answers with exit code 0
+ * A shell env's readiness probe: the toolbox's `true` in its container answers with exit code 0
  * within `timeoutMs` (the engine's exec API takes the container's processes and namespaces).
  */
 export async function probeExec(exec: ContainerExec, timeoutMs: number, signal: AbortSignal): Promise<{ ok: boolean; answer: string }> {
@@ -114,7 +127,11 @@ export async function probeExec(exec: ContainerExec, timeoutMs: number, signal: 
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
     });
-    void exec.start({ cmd: ['sh', '-c', 'exit 0'] }, { stdout: () => {}, stderr: () => {}, end: (e) => resolve(e) }).then(
+    if (exec.toolbox === null) {
+      resolve(new Error(`container ${exec.id.slice(0, 12)} has no toolbox to probe it with`));
+      return;
+    }
+    void exec.start({ cmd: [exec.toolbox, 'true'], user: '0' }, { stdout: () => {}, stderr: () => {}, end: (e) => resolve(e) }).then(
       (p) => (proc = p),
       (e: Error) => resolve(e),
     );

@@ -44,9 +44,9 @@ export interface EnvSpec {
   environment: Record<string, string>;
   /**
    * `http` (the default): a server keeping the env contract on `port`, ready when `readyPath`
-   * answers. `shell`: any image, its command replaced by one that waits forever (KEEP_ALIVE_CMD),
-   * ready when an exec in it answers; no port, no readiness path, no env secret. Only a sandbox
-   * with a `shell` part deploys one.
+   * answers. `shell`: any image, its command replaced by the toolbox's keeper (toolbox.ts), ready
+   * when an exec in it answers; no port, no readiness path, no env secret. Only a sandbox with a
+   * `shell` part deploys one.
    */
   kind?: 'http' | 'shell';
   /** the container's working directory, overriding the image's WORKDIR (shell envs) */
@@ -102,6 +102,11 @@ export interface EnvHandle {
    * sandbox cannot tell, and a death shows only when a call fails.
    */
   gone?: AbortSignal;
+  /**
+   * The toolbox's binary in the env's container (toolbox.ts): mounted read-only, for the server's
+   * own steps there. Absent: the env has none (its sandbox mounts none, or was not asked to).
+   */
+  toolbox?: string;
   /**
    * Where the deploy's time went, stage by stage, in ms, in the backend's own stages (docker:
    * network, create, start, ready; swarm: DEPLOY_STAGES). The server observes them into
@@ -266,8 +271,26 @@ export interface EnvUsage {
 
 /** Processes and files in a deployed env's container (the shell toolset's, the verifier's). */
 export interface EnvShell {
+  /**
+   * Readies what the server's own steps in env containers need (the toolbox, toolbox.ts): from
+   * then on every env deployed gets it. Rejects with a SandboxError (engine_failed) saying what
+   * to install when it cannot. A shell env's deploy does it itself.
+   */
+  prepare(): Promise<void>;
   /** the env's container, by its handle (an env of any kind; valid until its teardown) */
   exec(handle: EnvHandle): ContainerExec;
+  /**
+   * A fresh container of the env's image beside it, for a clean verifier: no network at all, the
+   * env's lock-down, the toolbox, the keeper as its process 1; removed by `remove()` or with the
+   * env (it carries the env's labels). Resolves once an exec in it answers.
+   */
+  companion(handle: EnvHandle, env: EnvSpec, signal?: AbortSignal): Promise<Companion>;
+}
+
+/** A container beside an env's (EnvShell.companion). */
+export interface Companion {
+  exec: ContainerExec;
+  remove(): Promise<void>;
 }
 
 /** How a sandbox locks its envs down (engine/hardening.ts, docs/security.md). */

@@ -8,6 +8,9 @@ import { REWARD_JSON, REWARD_TXT } from './layout.js';
 /** the score a reward.txt's number becomes (Harbor's one-dimensional convention) */
 export const REWARD_TXT_SCORE = 'reward';
 
+/** the largest reward file read: a reward is a number or a small object of them */
+export const REWARD_FILE_MAX_BYTES = 64 * 1024;
+
 export type Scores = Record<string, number>;
 
 export type RewardRead = { scores: Scores; file: 'reward.txt' | 'reward.json' } | { problem: string };
@@ -31,7 +34,8 @@ export function parseRewardJson(text: string): RewardRead {
   try {
     raw = JSON.parse(text);
   } catch (e) {
-    return { problem: `${REWARD_JSON} is not JSON (${(e as Error).message}): ${show(text)}` };
+    // a syntax error, or nesting deep enough to exhaust the parser's stack: either way no reward
+    return { problem: `${REWARD_JSON} is not JSON the server reads (${(e as Error).message}): ${show(text)}` };
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { problem: `${REWARD_JSON} holds ${show(text)}, not an object of named numbers` };
   const scores: Scores = {};

@@ -4,10 +4,9 @@
  * name; such scripts usually delete themselves), and a ready check runs until it passes. A
  * failure says which part failed, with the output.
  */
-import type { ContainerExec } from '../sandbox/container-exec.js';
-import { runKillable, runToEnd } from '../tools/shell/run-command.js';
-import { packFolder } from './pack.js';
 import { readdir } from 'node:fs/promises';
+import { copyInAs, runKillable } from '../container/index.js';
+import type { ContainerExec } from '../sandbox/container-exec.js';
 
 export const SETUP_SCRIPT = 'setup.sh';
 
@@ -28,7 +27,10 @@ export interface TurnSetup {
   /** how long setup.sh may run */
   setupTimeoutMs: number;
   readyCheck?: ReadyCheck;
+  /** who runs setup.sh and the ready check; default: the image's USER */
   user?: string;
+  /** who the upload is copied in as (the agent's user: the workdir is the agent's); default: `user` */
+  uploadUser?: string;
   env?: Record<string, string>;
 }
 
@@ -39,9 +41,12 @@ const bounds = { headBytes: 4096, tailBytes: 4096 };
 export async function prepareTurn(exec: ContainerExec, setup: TurnSetup): Promise<TurnSetupResult> {
   const common = { workdir: setup.workdir, ...(setup.user ? { user: setup.user } : {}), ...(setup.env ? { env: setup.env } : {}) };
   if (setup.upload !== undefined) {
-    const made = await runToEnd(exec, { cmd: ['mkdir', '-p', setup.workdir], ...(setup.user ? { user: setup.user } : {}) });
-    if (made.exitCode !== 0) return { ok: false, message: `could not make the working directory ${setup.workdir}`, output: made.output.text };
-    await exec.putArchive(setup.workdir, await packFolder(setup.upload, ''), { copyUidGid: false });
+    // as the turn's user, by the toolbox's tar: a link the agent left in the workdir cannot lead a write of root's elsewhere
+    try {
+      await copyInAs(exec, setup.upload, setup.workdir, setup.uploadUser ?? setup.user ?? null);
+    } catch (e) {
+      return { ok: false, message: `could not copy the turn's files into ${setup.workdir}`, output: (e as Error).message };
+    }
     if ((await readdir(setup.upload)).includes(SETUP_SCRIPT)) {
       const ran = await runKillable(exec, { cmd: ['bash', SETUP_SCRIPT], ...common }, setup.setupTimeoutMs, bounds);
       if (ran.timedOut)

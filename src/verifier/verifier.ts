@@ -1,20 +1,21 @@
 /**
- * A task's verifier, run in the episode's container once the agent's part is over
- * (docs/harbor.md, "verifiers"): its tests are copied to /tests — which is emptied first, so
- * nothing the agent left there counts, and which never exists before this moment — /logs/verifier
- * is emptied (a reward file the agent wrote counts for nothing), `bash /tests/test.sh` runs under
- * the verifier's timeout in a process group that is killed whole when it passes, and the reward
- * file it leaves becomes the scores. Its output is kept, bounded, for the transcript; it is never
- * shown to the model.
+ * A task's verifier, run in a container once the agent's part is over (docs/harbor.md,
+ * "verifiers"; docs/security.md, "Verification modes"): the agent's own container (in-place,
+ * after the stop and the toolchain check) or a fresh one of the same image given the agent's
+ * outputs (clean). Either way its tests are copied to /tests (emptied first: nothing the agent left
+ * there counts), /logs/verifier is emptied and made again (a reward file the agent wrote counts for
+ * nothing; a /logs the agent turned into a file or a link is replaced), `bash /tests/test.sh` runs
+ * under the verifier's timeout as a session whose process group is killed whole when it passes,
+ * and the reward file it leaves becomes the scores. Every step of the server's runs in the toolbox,
+ * and the reward file is read through the engine's archive API from the host: a link, a pipe or a
+ * folder there is a malformed reward, never followed, opened or waited on. Its output is kept,
+ * bounded, for the transcript; it is never shown to the model.
  */
 import { VERIFIER } from '../defaults.js';
-import type { BoundedText } from '../tools/shell/bounded-output.js';
+import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import { FileToolError, readFileSlice } from '../tools/shell/files.js';
-import { runKillable, runToEnd } from '../tools/shell/run-command.js';
-import { packFolder } from './pack.js';
-import { ARTIFACTS_DIR, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT } from './layout.js';
-import { parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
+import { ARTIFACTS_DIR, LOGS_DIR, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT } from './layout.js';
+import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
 
 export interface VerifierSpec {
   /** the task's tests: a folder of this machine holding test.sh and its helpers */
@@ -24,7 +25,7 @@ export interface VerifierSpec {
   env?: Record<string, string>;
   /** where test.sh starts; default: the image's WORKDIR */
   workdir?: string;
-  /** who runs test.sh; default: the image's USER */
+  /** who runs test.sh (uid:gid); default: the image's USER */
   user?: string;
 }
 
@@ -63,23 +64,44 @@ function networkHint(run: VerifierRun): string {
     : '';
 }
 
-async function readIfThere(exec: ContainerExec, file: string): Promise<string | null> {
-  try {
-    return (await readFileSlice(exec, file, 0, 64 * 1024)).data.toString('utf8');
-  } catch (e) {
-    if (e instanceof FileToolError && /^no such file/.test(e.message)) return null;
-    throw e;
-  }
+/**
+ * The toolbox's shell, as root: /tests and /logs/verifier gone (whatever they were: a link is
+ * removed, not followed), /logs a real folder again (one the agent turned into a file or a link
+ * is replaced), then /tests, /logs/verifier and /logs/artifacts made, the last two writable by
+ * every user (test.sh may run as any).
+ */
+const PREPARE_SCRIPT = `
+set -e
+rm -rf ${TESTS_DIR} ${REWARD_DIR}
+if [ -L ${LOGS_DIR} ] || { [ -e ${LOGS_DIR} ] && [ ! -d ${LOGS_DIR} ]; }; then rm -rf ${LOGS_DIR}; fi
+if [ -L ${ARTIFACTS_DIR} ] || { [ -e ${ARTIFACTS_DIR} ] && [ ! -d ${ARTIFACTS_DIR} ]; }; then rm -rf ${ARTIFACTS_DIR}; fi
+mkdir -p ${TESTS_DIR} ${REWARD_DIR} ${ARTIFACTS_DIR}
+chmod 0755 ${TESTS_DIR}
+chmod 0777 ${REWARD_DIR} ${ARTIFACTS_DIR}
+`;
+
+/** Empties /tests and /logs/verifier (making /logs a real folder again), then streams `testsDir` into /tests. */
+export async function installTests(exec: ContainerExec, testsDir: string): Promise<void> {
+  const prepared = await runTrusted(exec, 'openenv-prepare-tests', PREPARE_SCRIPT);
+  if (prepared.exitCode !== 0) throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
+  await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
 }
 
-/** Empties /tests and /logs/verifier, then copies `testsDir` into /tests. */
-export async function installTests(exec: ContainerExec, testsDir: string): Promise<void> {
-  const prepared = await runToEnd(exec, {
-    cmd: ['sh', '-c', `rm -rf ${TESTS_DIR} ${REWARD_DIR} && mkdir -p ${TESTS_DIR} ${REWARD_DIR} ${ARTIFACTS_DIR} && chmod 0777 ${REWARD_DIR} ${ARTIFACTS_DIR}`],
-    user: '0',
-  });
-  if (prepared.exitCode !== 0) throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.output.text.trim()}`);
-  await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
+/** Removes a turn's tests and reward files, so that the next turn finds neither. */
+export async function clearVerifierFiles(exec: ContainerExec): Promise<void> {
+  const r = await runTrusted(exec, 'openenv-clear-tests', `rm -rf ${TESTS_DIR} ${REWARD_DIR}`);
+  if (r.exitCode !== 0) throw new Error(`could not remove ${TESTS_DIR} and ${REWARD_DIR} after the verifier: ${r.stderr || `exit code ${r.exitCode}`}`);
+}
+
+type RewardFileRead = { text: string } | { problem: string } | null;
+
+/** a reward file as the engine archives it: null when missing; a problem when it is no regular file or too large */
+async function readRewardFile(exec: ContainerExec, file: string): Promise<RewardFileRead> {
+  const found = await readArchivedPath(exec, file, REWARD_FILE_MAX_BYTES + 1);
+  if (found === null) return null;
+  if (found.kind !== 'file') return { problem: `${file} is a ${found.kind === 'dir' ? 'folder' : found.kind === 'symlink' ? 'symbolic link' : found.kind === 'fifo' ? 'named pipe' : 'special file'}, not a regular file` };
+  if (found.size > REWARD_FILE_MAX_BYTES) return { problem: `${file} holds ${found.size} bytes, more than a reward file's ${REWARD_FILE_MAX_BYTES}` };
+  return { text: found.data.toString('utf8') };
 }
 
 export async function runVerifier(exec: ContainerExec, spec: VerifierSpec): Promise<VerifierOutcome> {
@@ -99,16 +121,19 @@ export async function runVerifier(exec: ContainerExec, spec: VerifierSpec): Prom
   if (ran.timedOut) {
     return { status: 'timeout', message: `the verifier (tests/test.sh) was still running after ${spec.timeoutMs / 1000} s and was killed`, run };
   }
-  const text = await readIfThere(exec, REWARD_TXT);
-  const json = text === null ? await readIfThere(exec, REWARD_JSON) : null;
-  if (text === null && json === null) {
+  // as Harbor reads them: reward.txt when there is one, else reward.json
+  const txt = await readRewardFile(exec, REWARD_TXT);
+  const json = txt === null ? await readRewardFile(exec, REWARD_JSON) : null;
+  const found = txt ?? json;
+  if (found === null) {
     return {
       status: 'invalid',
       message: `the verifier (tests/test.sh, exit code ${ran.exitCode}) wrote no reward: neither ${REWARD_TXT} nor ${REWARD_JSON} exists${networkHint(run)}`,
       run,
     };
   }
-  const read = text !== null ? parseRewardText(text) : parseRewardJson(json!);
+  if ('problem' in found) return { status: 'invalid', message: `the verifier wrote a malformed reward: ${found.problem}`, run };
+  const read = txt !== null ? parseRewardText(found.text) : parseRewardJson(found.text);
   if ('problem' in read) return { status: 'invalid', message: `the verifier wrote a malformed reward: ${read.problem}`, run };
   return { status: 'scored', scores: read.scores, rewardFile: read.file, run };
 }

@@ -104,7 +104,7 @@ describeDocker('what an episode cost, on Docker', () => {
           const ms: number[] = [];
           for (let i = 0; i < 5; i++) {
             const t0 = performance.now();
-            const r = await readContainerUsage(docker, c!.Id, new AbortController().signal, hostFiles);
+            const r = await readContainerUsage(docker, c!.Id, new AbortController().signal, { hostFiles });
             ms.push(performance.now() - t0);
             expect(r.cpuS).toBeGreaterThan(0);
             expect(r.peakMemoryBytes).toBeGreaterThan(0);

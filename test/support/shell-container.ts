@@ -8,7 +8,10 @@
  */
 import Docker from 'dockerode';
 import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
+import { findToolboxBinary, ToolboxVolume } from '../../src/sandbox/engine/toolbox-volume.js';
+import { silentLogger } from '../../src/sandbox/engine/logger.js';
 import { LABELS, type EnvResources, type EnvRuntime, type EnvSecurityAsk } from '../../src/sandbox/sandbox.js';
+import { newToolboxDir, toolboxBinary } from '../../src/sandbox/toolbox.js';
 import { DockerContainerExec } from '../../src/tools/shell/index.js';
 import { uniqueInstance } from './instance.js';
 
@@ -62,6 +65,9 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
   await ownNetwork(docker, networkName, { [NETWORK_LABEL]: instance });
   const { environment = {}, workdir, runtime, security, ...resources } = env;
   let id: string | null = null;
+  const arch = ((await docker.info()) as { Architecture?: string }).Architecture ?? '';
+  const volume = new ToolboxVolume(docker, instance, await findToolboxBinary(undefined, arch), silentLogger);
+  const toolboxDir = newToolboxDir();
   const remove = async () => {
     if (id)
       await docker
@@ -72,6 +78,7 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
       .getNetwork(networkName)
       .remove()
       .catch(() => {});
+    await volume.remove();
   };
   try {
     const network = { id: networkName, name: networkName, subnet: null as never };
@@ -92,6 +99,8 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
         ...(security !== undefined ? { security } : {}),
       },
       network,
+      undefined,
+      { toolbox: { volume: await volume.ensure(), dir: toolboxDir } },
     );
     id = container.id;
     await container.start();
@@ -99,5 +108,5 @@ export async function startShellContainer(image: string, env: ShellEnvSettings =
     await remove();
     throw e;
   }
-  return { docker, id, exec: new DockerContainerExec(docker, id), networkName, remove };
+  return { docker, id, exec: new DockerContainerExec(docker, id, toolboxBinary(toolboxDir)), networkName, remove };
 }

@@ -1,5 +1,6 @@
 import type Dockerode from 'dockerode';
-import { KEEP_ALIVE_CMD, singleFileTar } from '../container-exec.js';
+import { singleFileTar } from '../container-exec.js';
+import { keeperCommand, toolboxBinary } from '../toolbox.js';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
@@ -25,24 +26,37 @@ export const GVISOR_TMP_KEEPER = {
   text: 'keeps gVisor from mounting its own /tmp, which the engine cannot see (OpenEnv bundle server)\n',
 } as const;
 
+/** Where an env's toolbox comes from (the instance's volume) and where it is mounted in the container. */
+export interface ToolboxMount {
+  volume: string;
+  /** a folder at the container's root, named for this env (toolbox.ts newToolboxDir) */
+  dir: string;
+}
+
 /**
  * The env's container: on the episode network only, no published port, locked down
  * (engine/hardening.ts: capabilities, no-new-privileges, an init, ulimits, bounded memory, CPU and
- * process count, the root and user its bundle asked for, its runtime). A shell env's
- * (EnvSpec.kind) runs KEEP_ALIVE_CMD as its command (the image's ENTRYPOINT kept), in its
- * `workdir`, with no PORT. Not auto-removed, so a crashed env can still be inspected and its log read. `storageLimit`: the engine limits the
- * writable layer to the env's storage_mb (StorageOpt; only some storage drivers can).
+ * process count, the root and user its bundle asked for, its runtime). `toolbox`: the toolbox's
+ * volume mounted read-only at its folder (src/sandbox/toolbox.ts). A shell env's (EnvSpec.kind)
+ * process 1 is the toolbox's keeper instead of the image's command and the engine's init (the
+ * image's ENTRYPOINT kept), in its `workdir`, with no PORT: it needs the toolbox. Not
+ * auto-removed, so a crashed env can still be inspected and its log read. `storageLimit`: the
+ * engine limits the writable layer to the env's storage_mb (StorageOpt; only some storage drivers
+ * can).
  */
 export async function createEnvContainer(
   docker: Dockerode,
   owner: Owner,
   env: EnvSpec,
-  network: EpisodeNetwork,
+  /** null: no network at all (a clean verifier's container) */
+  network: EpisodeNetwork | null,
   /** the episode's env-identity secret (env-identity.ts); it overrides a manifest value of the same name */
   secret?: string,
-  opts: { storageLimit?: boolean } = {},
+  opts: { storageLimit?: boolean; toolbox?: ToolboxMount } = {},
 ): Promise<Dockerode.Container> {
   const shell = env.kind === 'shell';
+  const toolbox = opts.toolbox;
+  if (shell && !toolbox) throw new SandboxError('engine_failed', `env \`${env.name}\` is a shell env, and a shell env's container needs the toolbox`);
   const environment = shell ? env.environment : { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
   const lockdown = dockerLockdown({ resources: env.resources, security: env.security, runtime: env.runtime });
   const storageMb = env.resources.storageMb;
@@ -53,21 +67,27 @@ export async function createEnvContainer(
       Image: env.image,
       Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
       Labels: ownerLabels(owner),
-      ...(shell ? { Cmd: [...KEEP_ALIVE_CMD], ...(env.workdir ? { WorkingDir: env.workdir } : {}) } : {}),
+      ...(shell && toolbox ? { Cmd: keeperCommand(toolboxBinary(toolbox.dir)), ...(env.workdir ? { WorkingDir: env.workdir } : {}) } : {}),
       Tty: false,
       AttachStdin: false,
       AttachStdout: false,
       AttachStderr: false,
       ...(lockdown.user ? { User: lockdown.user } : {}),
       HostConfig: {
-        NetworkMode: network.name,
+        NetworkMode: network?.name ?? 'none',
         ...lockdown.hostConfig,
+        // the keeper is a shell env's process 1: it reaps what the engine's init would, and no
+        // process in the container can signal it (src/sandbox/toolbox.ts)
+        ...(shell ? { Init: false } : {}),
+        ...(toolbox
+          ? { Mounts: [{ Type: 'volume' as const, Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true }] }
+          : {}),
         ...(opts.storageLimit && storageMb !== undefined ? { StorageOpt: { size: `${storageMb}M` } } : {}),
         AutoRemove: false,
         RestartPolicy: { Name: 'no' },
         PublishAllPorts: false,
       },
-      NetworkingConfig: { EndpointsConfig: { [network.name]: {} } },
+      ...(network ? { NetworkingConfig: { EndpointsConfig: { [network.name]: {} } } } : { NetworkDisabled: true }),
     });
   } catch (err) {
     if (isNotFound(err) && /no such image/i.test(engineMessage(err))) {

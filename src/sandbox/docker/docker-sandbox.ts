@@ -16,7 +16,9 @@ import {
   type ModelDoorHook,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
-import { createEnvContainer, inspectState, isStorageOptRefusal, logTail } from './containers.js';
+import { createEnvContainer, inspectState, isStorageOptRefusal, logTail, removeContainer, type ToolboxMount } from './containers.js';
+import { findToolboxBinary, removeToolboxVolumes, ToolboxVolume } from '../engine/toolbox-volume.js';
+import { newToolboxDir, toolboxBinary } from '../toolbox.js';
 import { StorageWatch } from '../engine/storage-watch.js';
 import { EPISODE_SUBNET_PREFIX, PIDS_AT_LIMIT_SHARE, SUBNET_POOL } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
@@ -29,7 +31,7 @@ import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp, waitForProbe } from '../engine/readiness.js';
 import { DockerContainerExec } from '../engine/docker-exec.js';
 import { probeExec } from '../container-exec.js';
-import type { EnvShell, EnvUsage } from '../sandbox.js';
+import type { Companion, EnvShell, EnvUsage } from '../sandbox.js';
 import { hostPids, readContainerUsage } from '../engine/usage.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -40,6 +42,8 @@ export interface DockerSandboxOptions extends EngineSandboxOptions {
   subnetPool?: string;
   /** prefix length of one episode subnet (default EPISODE_SUBNET_PREFIX) */
   subnetPrefix?: number;
+  /** the static busybox the server runs in env containers (--toolbox); default: the first of TOOLBOX_CANDIDATES */
+  toolbox?: string;
 }
 
 export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
@@ -51,22 +55,47 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   private readonly storage: StorageWatch;
   /** whether the engine limits a container's writable layer (StorageOpt): null until an env with storage_mb was created */
   private storageLimits: boolean | null = null;
+  private readonly toolboxPath: string | undefined;
+  /** the instance's toolbox volume, once asked for (shell.prepare, a shell env's deploy) */
+  private toolbox: Promise<ToolboxVolume> | null = null;
 
   constructor(opts: DockerSandboxOptions) {
     super(opts, { sandbox: 'the Docker sandbox', engine: 'the Docker engine', network: 'episode network' });
     this.pool = new SubnetPool({ pool: opts.subnetPool ?? SUBNET_POOL, prefix: opts.subnetPrefix ?? EPISODE_SUBNET_PREFIX });
     this.watcher = new EnvWatcher(this.docker, this.log);
     this.storage = new StorageWatch(this.docker, this.log);
+    this.toolboxPath = opts.toolbox;
+  }
+
+  /** the toolbox volume, made (or found and checked) on the first call; a failure is retried by the next */
+  private toolboxVolume(): Promise<ToolboxVolume> {
+    this.toolbox ??= (async () => {
+      const arch = ((await this.docker.info()) as { Architecture?: string }).Architecture ?? '';
+      const volume = new ToolboxVolume(this.docker, this.instance, await findToolboxBinary(this.toolboxPath, arch), this.log);
+      await volume.ensure();
+      return volume;
+    })().catch((err: unknown) => {
+      this.toolbox = null;
+      throw err;
+    });
+    return this.toolbox;
+  }
+
+  /** where an env's toolbox comes from and goes: every env once the toolbox was asked for, a shell env always */
+  private async toolboxMount(env: EnvSpec): Promise<ToolboxMount | undefined> {
+    if (env.kind !== 'shell' && this.toolbox === null) return undefined;
+    return { volume: (await this.toolboxVolume()).name, dir: newToolboxDir() };
   }
 
   /**
    * The env's container, its writable layer limited by the engine when it can (the first env with a
    * storage_mb finds out: an engine that refuses StorageOpt is then watched instead, storage-watch.ts).
    */
-  private async createContainer(owner: Owner, env: EnvSpec, network: EpisodeNetwork, secret: string | undefined) {
-    if (env.resources.storageMb === undefined || this.storageLimits === false) return createEnvContainer(this.docker, owner, env, network, secret);
+  private async createContainer(owner: Owner, env: EnvSpec, network: EpisodeNetwork, secret: string | undefined, toolbox: ToolboxMount | undefined) {
+    const mount = toolbox ? { toolbox } : {};
+    if (env.resources.storageMb === undefined || this.storageLimits === false) return createEnvContainer(this.docker, owner, env, network, secret, mount);
     try {
-      const c = await createEnvContainer(this.docker, owner, env, network, secret, { storageLimit: true });
+      const c = await createEnvContainer(this.docker, owner, env, network, secret, { storageLimit: true, ...mount });
       this.storageLimits = true;
       return c;
     } catch (err) {
@@ -76,7 +105,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
         { err: (err as Error).message },
         "the Docker engine cannot limit a container's writable layer (its storage driver): envs' storage_mb is kept by watching their layer",
       );
-      return createEnvContainer(this.docker, owner, env, network, secret);
+      return createEnvContainer(this.docker, owner, env, network, secret, mount);
     }
   }
 
@@ -87,7 +116,10 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
 
   override async close(): Promise<void> {
     this.storage.close();
-    return super.close();
+    await super.close();
+    // after every env is gone: a volume still mounted cannot be removed
+    const toolbox = await this.toolbox?.catch(() => null);
+    await toolbox?.remove();
   }
 
   protected async checkEngine(): Promise<void> {
@@ -175,7 +207,10 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     const createdAt = Date.now();
     const deadline = createdAt + env.deployTimeoutMs;
     const secret = shell ? undefined : newEnvSecret();
-    const container = await this.createContainer(owner, env, network, secret);
+    const toolbox = await this.toolboxMount(env);
+    throwIfAborted(signal);
+    const container = await this.createContainer(owner, env, network, secret, toolbox);
+    const toolboxAt = toolbox ? toolboxBinary(toolbox.dir) : null;
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);
     const startAt = Date.now();
@@ -198,7 +233,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
         throw new SandboxError('engine_failed', `the container of env \`${env.name}\` got no address on its episode network`);
       }
       const baseUrl = shell ? '' : `http://${state.ip}:${env.port}`;
-      const probing = new DockerContainerExec(this.docker, container.id);
+      const probing = new DockerContainerExec(this.docker, container.id, toolboxAt);
       const outcome = !state.ip
         ? { kind: 'exited' as const, exitCode: state.exitCode ?? -1 }
         : shell
@@ -222,7 +257,16 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           },
           'env ready',
         );
-        return { episodeId, baseUrl, containerId: container.id, networkId: network.id, ...(secret ? { secret } : {}), gone, stagesMs };
+        return {
+          episodeId,
+          baseUrl,
+          containerId: container.id,
+          networkId: network.id,
+          ...(secret ? { secret } : {}),
+          ...(toolboxAt ? { toolbox: toolboxAt } : {}),
+          gone,
+          stagesMs,
+        };
       }
       const tail = await logTail(this.docker, container.id);
       // once it stopped, the engine says its exit code and whether the kernel killed it for its memory
@@ -245,11 +289,46 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     }
   }
 
-  /** the env containers' processes and files, through the engine's exec and archive APIs */
-  readonly shell: EnvShell = { exec: (handle) => new DockerContainerExec(this.docker, handle.containerId) };
+  /** the env containers' processes and files, through the engine's exec and archive APIs, the server's steps through the toolbox */
+  readonly shell: EnvShell = {
+    prepare: async () => {
+      await this.toolboxVolume();
+    },
+    exec: (handle) => new DockerContainerExec(this.docker, handle.containerId, handle.toolbox ?? null),
+    companion: (handle, env, signal) => this.companion(handle, env, signal),
+  };
+
+  /** a clean verifier's container: the env's image as a shell env, on no network, labelled as the env's */
+  private async companion(handle: EnvHandle, env: EnvSpec, signal?: AbortSignal): Promise<Companion> {
+    const spec: EnvSpec = { ...env, kind: 'shell' };
+    const toolbox = (await this.toolboxMount(spec))!;
+    const container = await createEnvContainer(this.docker, this.ownerOf(handle.episodeId, `${env.name}-verifier`), spec, null, undefined, { toolbox });
+    const remove = () => removeContainer(this.docker, container.id);
+    try {
+      await container.start();
+      const exec = new DockerContainerExec(this.docker, container.id, toolboxBinary(toolbox.dir));
+      const stop = new AbortController();
+      const onAbort = () => stop.abort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        const probe = await waitForProbe((ms, s) => probeExec(exec, ms, s), {
+          deadline: Date.now() + env.deployTimeoutMs,
+          exited: new Promise<number>(() => {}),
+          signal: stop.signal,
+        });
+        if (probe.kind !== 'ready') throw new SandboxError('not_ready_in_time', `the clean verifier's container of env \`${env.name}\` did not answer within ${env.deployTimeoutMs / 1000} s`);
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
+      return { exec, remove };
+    } catch (err) {
+      await remove().catch(() => undefined);
+      throw err instanceof SandboxError ? err : toSandboxError(err, `starting the clean verifier's container of env \`${env.name}\``);
+    }
+  }
 
   /** what an env container used: its cgroup's figures and its writable layer (usage.ts) */
-  readonly usage: EnvUsage = { read: (handle, signal) => readContainerUsage(this.docker, handle.containerId, signal) };
+  readonly usage: EnvUsage = { read: (handle, signal) => readContainerUsage(this.docker, handle.containerId, signal, { toolbox: handle.toolbox ?? null }) };
 
   protected async inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis> {
     let state;
@@ -305,6 +384,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       const result = await this.removeOwned(await this.list(undefined, instance));
       if (result.failed.length > 0) throw this.removalError(result.failed, `abandoned instance ${instance}`);
       await removeLockMarkers(this.docker, markers);
+      await removeToolboxVolumes(this.docker, instance);
       out.instances.push(instance);
       out.containers.push(...result.removed.envs.map((c) => c.id));
       out.networks.push(...result.removed.networks.map((n) => n.id));

@@ -19,6 +19,8 @@ export interface DockerSandboxFactoryOptions {
   runtime?: EnvRuntime;
   /** an ended episode's stocked network goes back to the stock (default true) */
   recycleNetworks?: boolean;
+  /** the static busybox run inside envs for the server's own steps (--toolbox) */
+  toolbox?: string;
   logger: SandboxLogger;
 }
 
@@ -41,6 +43,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     networkStock: o.networkStock,
     runtime: o.runtime,
     ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
+    ...(o.toolbox !== undefined ? { toolbox: o.toolbox } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

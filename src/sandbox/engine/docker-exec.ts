@@ -6,7 +6,7 @@
 import type { Duplex } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { engineMessage, isNotFound, statusOf } from './errors.js';
-import { ContainerGoneError, type ContainerExec, type ExecProcess, type ExecRequest, type OutputHandlers, type PathStat } from '../container-exec.js';
+import { ContainerGoneError, type ContainerExec, type ExecProcess, type ExecRequest, type FileChange, type OutputHandlers, type PathStat } from '../container-exec.js';
 
 /** how often, and how many times, exitCode() asks the engine while it still reports the process running */
 const EXIT_POLL = { attempts: 20, delayMs: 25 } as const;
@@ -60,6 +60,7 @@ export class DockerContainerExec implements ContainerExec {
   constructor(
     private readonly docker: Dockerode,
     readonly id: string,
+    readonly toolbox: string | null = null,
   ) {}
 
   private get container(): Dockerode.Container {
@@ -99,6 +100,10 @@ export class DockerContainerExec implements ContainerExec {
       write: (data) => {
         if (!ended) stream.write(data);
       },
+      // a half-close of the hijacked connection: the engine closes the process's stdin
+      endInput: () => {
+        if (!ended) stream.end();
+      },
       pause: () => stream.pause(),
       resume: () => stream.resume(),
       exitCode: async () => {
@@ -135,7 +140,18 @@ export class DockerContainerExec implements ContainerExec {
     throw new ContainerGoneError(`container ${this.id.slice(0, 12)} is gone or stopped (${doing})`);
   }
 
-  async putArchive(dir: string, tar: Buffer, opts: { copyUidGid?: boolean } = {}): Promise<void> {
+  async changes(): Promise<FileChange[]> {
+    let list: { Path: string; Kind: number }[] | null;
+    try {
+      list = (await this.container.changes()) as { Path: string; Kind: number }[] | null;
+    } catch (err) {
+      goneOrThrow(err, this.id, 'listing its changed paths');
+    }
+    const kinds = ['modified', 'added', 'deleted'] as const;
+    return (list ?? []).map((c) => ({ path: c.Path, kind: kinds[c.Kind] ?? 'modified' }));
+  }
+
+  async putArchive(dir: string, tar: Buffer | NodeJS.ReadableStream, opts: { copyUidGid?: boolean } = {}): Promise<void> {
     try {
       await this.container.putArchive(tar, { path: dir, ...(opts.copyUidGid ? { copyUIDGID: '1' } : {}) });
     } catch (err) {

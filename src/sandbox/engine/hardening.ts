@@ -133,7 +133,7 @@ const CapabilityName = z
   );
 
 /** `1000`, `1000:1000`, or a user (and group) name the image knows */
-const USER = /^([a-z_][a-z0-9_-]{0,31}|\d{1,10})(:([a-z_][a-z0-9_-]{0,31}|\d{1,10}))?$/;
+export const USER_PATTERN = /^([a-z_][a-z0-9_-]{0,31}|\d{1,10})(:([a-z_][a-z0-9_-]{0,31}|\d{1,10}))?$/;
 
 /**
  * What a bundle env may ask for beyond the defaults, by name (bundle.json's `envs.<name>.security`,
@@ -152,7 +152,7 @@ export const EnvSecuritySchema = z
       .describe(`size of the tmpfs at /tmp when root is read-only (counts against memory_mb; default ${ENV_LOCKDOWN.readOnlyTmpMb})`),
     user: z
       .string()
-      .regex(USER, 'expected a user id, uid:gid, or a user name of the image')
+      .regex(USER_PATTERN, 'expected a user id, uid:gid, or a user name of the image')
       .optional()
       .describe("the user the env runs as (default: the image's)"),
     runtime: z

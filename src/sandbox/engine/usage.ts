@@ -54,7 +54,13 @@ export interface CgroupFigures {
 }
 
 /** `hostFiles` false: the engine's figures only, as a server that cannot see the host's cgroup files gets them */
-export async function readContainerUsage(docker: Dockerode, containerId: string, signal: AbortSignal, hostFiles = true): Promise<EnvUsageReading> {
+export async function readContainerUsage(
+  docker: Dockerode,
+  containerId: string,
+  signal: AbortSignal,
+  opts: { hostFiles?: boolean; toolbox?: string | null } = {},
+): Promise<EnvUsageReading> {
+  const hostFiles = opts.hostFiles ?? true;
   const c = docker.getContainer(containerId);
   const asking = new AbortController();
   const stop = () => asking.abort();
@@ -73,7 +79,7 @@ export async function readContainerUsage(docker: Dockerode, containerId: string,
     if (info && !info.State?.Running) return { cpuS: null, peakMemoryBytes: null, bytesWritten: layer };
     const usage = usageOf(await stats, info);
     // cgroup v2 with no host files to read: the running container's own peak, from inside
-    if (usage.peakMemoryBytes === null && usage.cpuS !== null) usage.peakMemoryBytes = await cgroupV2Peak(new DockerContainerExec(docker, containerId), signal);
+    if (usage.peakMemoryBytes === null && usage.cpuS !== null) usage.peakMemoryBytes = await cgroupV2Peak(new DockerContainerExec(docker, containerId, opts.toolbox ?? null), signal);
     return usage;
   } finally {
     signal.removeEventListener('abort', stop);
@@ -190,14 +196,16 @@ function settle<T>(p: Promise<T>, signal: AbortSignal): Promise<T | null> {
 
 /** the container's cgroup v2 memory.peak, read by `cat` in it; null when that fails or `signal` aborts first */
 export async function cgroupV2Peak(exec: ContainerExec, signal: AbortSignal): Promise<number | null> {
-  if (signal.aborted) return null;
+  // read by the toolbox's cat, never the image's: a process of the env could report anything
+  if (signal.aborted || exec.toolbox === null) return null;
+  const toolbox = exec.toolbox;
   let proc: ExecProcess | null = null;
   let out = '';
   const ended = new Promise<boolean>((resolve) => {
     signal.addEventListener('abort', () => resolve(false), { once: true });
     exec
       .start(
-        { cmd: ['cat', '/sys/fs/cgroup/memory.peak'] },
+        { cmd: [toolbox, 'cat', '/sys/fs/cgroup/memory.peak'], user: '0' },
         {
           stdout: (c) => {
             if (out.length < PEAK_MAX_BYTES) out += c.toString('latin1');

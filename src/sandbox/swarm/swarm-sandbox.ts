@@ -303,7 +303,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   readonly usage: EnvUsage = {
     read: (handle, signal) => {
       const p = this.placed.get(handle.episodeId);
-      return p ? readContainerUsage(p.engine.docker, p.containerId, signal, false) : Promise.resolve(NOT_READ);
+      return p ? readContainerUsage(p.engine.docker, p.containerId, signal, { hostFiles: false }) : Promise.resolve(NOT_READ);
     },
   };
 

@@ -10,9 +10,6 @@ export {
   type PathStat,
 } from '../../sandbox/container-exec.js';
 export { DockerContainerExec, FrameDemuxer } from '../../sandbox/engine/docker-exec.js';
-export { BoundedOutput, truncationMark, type BoundedText } from './bounded-output.js';
-export { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';
-export { killGroup, runKillable, runToEnd, type KillableResult, type RunResult } from './run-command.js';
 export { ShellSession, ShellStartError, encodeCommand, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
 export { BASH_TOOL, READ_FILE_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, SHELL_TOOL_NAMES, SHELL_TOOL_SPECS, WRITE_FILE_TOOL } from './specs.js';
 export { ShellToolset, bashText, type ShellToolOutcome, type ShellToolReply } from './toolset.js';

@@ -15,10 +15,8 @@
  * escapes, so no quote or newline in a command can confuse the shell's reading of the next one.
  */
 import { SHELL_TOOLS } from '../../defaults.js';
-import { BoundedOutput, type BoundedText } from './bounded-output.js';
+import { BoundedOutput, END_TAG, EndMarkerScanner, LineSplitter, PID_TAG, killGroup, newNonce, type BoundedText } from '../../container/index.js';
 import type { ContainerExec, ExecProcess } from '../../sandbox/container-exec.js';
-import { END_TAG, EndMarkerScanner, LineSplitter, PID_TAG, newNonce } from './end-marker.js';
-import { killGroup } from './run-command.js';
 
 const READY_TAG = '__OE_READY';
 
@@ -38,7 +36,7 @@ export const SHELL_BOOT = [
   'exec 3>&2',
   `__oe_file=${STATE_FILE}`,
   applyState(`$'\\n'__oe_saved=`),
-  `printf '${READY_TAG} %s %s %s %s\\n' "$$" "$EUID" "\${GROUPS[0]}" "$PWD" >&3`,
+  `printf '${READY_TAG} %s %s\\n' "$$" "$PWD" >&3`,
   'exec 2>/dev/null',
   'while IFS= read -r __oe_line; do',
   '  __oe_nonce=${__oe_line%% *}',
@@ -71,15 +69,14 @@ export function encodeCommand(command: string): string {
 export interface ShellSettings {
   /** where the first shell starts; default: the image's WORKDIR */
   workdir?: string;
-  /** the user the shell runs as; default: the image's USER */
+  /**
+   * the user the shell and the file tools run as: uid:gid as the episode resolved it
+   * (container/users.ts: a name is looked up before the agent can touch /etc/passwd); default: the
+   * image's USER
+   */
   user?: string;
   /** variables added to the container's environment for the shell */
   env?: Record<string, string>;
-  /**
-   * folders the engine's archive API cannot see (the server's tmpfs at /tmp under a read-only
-   * root): the file tools reach paths in them through processes in the container (files.ts)
-   */
-  unseenMounts?: readonly string[];
 }
 
 export interface ShellLimits {
@@ -132,8 +129,6 @@ const FORK_FAILED = /^.*\bfork: (?:retry: )?Resource temporarily unavailable$/m;
 
 interface Ready {
   pid: number;
-  uid: number;
-  gid: number;
   cwd: string;
 }
 
@@ -162,6 +157,10 @@ class ShellProcess {
   /** stops the call in flight as its timeout would (set while one runs) */
   private stopCall: ((why: string) => void) | null = null;
   private onStartFailed: ((e: Error) => void) | null = null;
+  /** bytes the control channel carried since the last call began (or the shell started) */
+  private controlBytes = 0;
+  /** the control channel carried more than SHELL_TOOLS.controlMaxBytes: the shell was ended for it */
+  private flooded = false;
 
   private constructor(
     private readonly exec: ContainerExec,
@@ -195,6 +194,12 @@ class ShellProcess {
       {
         stdout: (c) => this.stdout(c),
         stderr: (c) => {
+          if (this.flooded) return;
+          this.controlBytes += c.length;
+          if (this.controlBytes > SHELL_TOOLS.controlMaxBytes) {
+            this.flood();
+            return;
+          }
           if (!this.ready) this.startup.push(c);
           control.push(c);
         },
@@ -220,6 +225,16 @@ class ShellProcess {
     this.proc.pause();
   }
 
+  /**
+   * The model's commands wrote to the shell's control channel (fd 3) far past what the shell
+   * itself says there: reading on would spend the server's time on it, so the shell is ended
+   * (the call reports its shell died; the next call starts a new one).
+   */
+  private flood(): void {
+    this.flooded = true;
+    void this.kill();
+  }
+
   /** what the shell wrote before it was ready (bash's complaints: quoted when its start fails) */
   private saidWhileStarting(): string {
     return this.startup.render().text.trim();
@@ -228,7 +243,7 @@ class ShellProcess {
   private controlLine(line: string): void {
     const [tag, a, b, c, ...rest] = line.split(' ');
     if (tag === READY_TAG && !this.ready) {
-      this.onReady?.({ pid: Number(a), uid: Number(b), gid: Number(c), cwd: rest.join(' ') });
+      this.onReady?.({ pid: Number(a), cwd: [b, c, ...rest].filter((x) => x !== undefined).join(' ') });
     } else if (tag === PID_TAG && this.call && a === this.call.nonce) {
       this.call.pid = Number(b);
     }
@@ -256,6 +271,7 @@ class ShellProcess {
     if (this.gone) return;
     this.gone = true;
     this.why = (async () => {
+      if (this.flooded) return `it was ended: something wrote more than ${SHELL_TOOLS.controlMaxBytes} bytes to its control channel (fd 3)`;
       if (error) return `its connection failed: ${error.message}`;
       const code = await this.proc.exitCode().catch(() => null);
       return code === null ? 'it exited' : `it exited with code ${code}${code === 137 ? ', killed' : ''}`;
@@ -295,6 +311,7 @@ class ShellProcess {
   async run(command: string, timeoutMs: number): Promise<{ end: CallEnd; output: BoundedText; timedOut: boolean; interrupted: string | null }> {
     if (this.gone) return { end: { kind: 'died', started: false }, output: new BoundedOutput(0, 0).render(), timedOut: false, interrupted: null };
     const nonce = newNonce();
+    this.controlBytes = 0;
     const out = this.pending;
     this.pending = new BoundedOutput(this.limits.headBytes, this.limits.tailBytes);
     let finish!: (end: CallEnd) => void;
@@ -306,7 +323,7 @@ class ShellProcess {
     let grace: NodeJS.Timeout | undefined;
     const stop = () => {
       if (grace !== undefined) return;
-      if (call.pid !== null) void killGroup(this.exec, call.pid, this.settings.user).catch(() => {});
+      if (call.pid !== null) void killGroup(this.exec, call.pid, this.settings.user ?? null).catch(() => {});
       // a group that does not end when killed (or a shell that never said which group): replace the shell
       grace = setTimeout(() => void this.kill(), call.pid !== null ? this.limits.killGraceMs : 0);
     };
@@ -337,7 +354,7 @@ class ShellProcess {
 
   /** Kills the shell (its own process group) and drops the connection. */
   async kill(): Promise<void> {
-    if (this.ready) await killGroup(this.exec, this.ready.pid, this.settings.user).catch(() => {});
+    if (this.ready) await killGroup(this.exec, this.ready.pid, this.settings.user ?? null).catch(() => {});
     this.proc.close();
   }
 
@@ -402,11 +419,11 @@ export class ShellSession {
     });
   }
 
-  /** The shell's working directory and identity (starting the shell if none runs), for the file tools. */
-  where(): Promise<{ cwd: string; uid: number; gid: number }> {
+  /** The shell's working directory (starting the shell if none runs), for the file tools' relative paths. */
+  where(): Promise<{ cwd: string }> {
     return this.serial(async () => {
       const { shell } = await this.live();
-      return { cwd: this.cwd ?? shell.ready!.cwd, uid: shell.ready!.uid, gid: shell.ready!.gid };
+      return { cwd: this.cwd ?? shell.ready!.cwd };
     });
   }
 

@@ -7,8 +7,8 @@
  * is thrown: those are the env's failure, not the call's.
  */
 import { SHELL_TOOLS } from '../../defaults.js';
+import { FileToolError, readFileSlice, resolvePath, resolveUser, writeFileBytes } from '../../container/index.js';
 import type { ContainerExec } from '../../sandbox/container-exec.js';
-import { FileToolError, readFileSlice, resolvePath, writeFileBytes } from './files.js';
 import { ShellSession, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
 import { BASH_TOOL, READ_FILE_TOOL, SHELL_TOOL_NAMES, WRITE_FILE_TOOL } from './specs.js';
 
@@ -86,15 +86,19 @@ function toCharBoundary(data: Buffer): Buffer {
 
 export class ShellToolset {
   readonly session: ShellSession;
-  private readonly unseen: readonly string[];
+  /** who the file tools act as: the shell's user, as uid:gid */
+  private user: Promise<string> | null = null;
+
+  private readonly settingsUser: string | undefined;
 
   constructor(
     private readonly exec: ContainerExec,
     settings: ShellSettings = {},
     limits?: ShellLimits,
   ) {
+    this.settingsUser = settings.user;
     this.session = new ShellSession(exec, settings, limits);
-    this.unseen = settings.unseenMounts ?? [];
+    if (settings.user && /^\d+:\d+$/.test(settings.user)) this.user = Promise.resolve(settings.user);
   }
 
   static has(name: string): boolean {
@@ -157,11 +161,11 @@ export class ShellToolset {
     if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > SHELL_TOOLS.readMaxBytes) {
       return invalid(`"limit" must be a whole number from 1 to ${SHELL_TOOLS.readMaxBytes}, got ${JSON.stringify(limit)}`);
     }
-    const { cwd, uid, gid } = await this.session.where();
+    const { cwd } = await this.session.where();
     const abs = resolvePath(cwd, p);
     let slice;
     try {
-      slice = await readFileSlice(this.exec, abs, offset, limit, { unseen: this.unseen, who: async () => ({ uid, gid }) });
+      slice = await readFileSlice(this.exec, abs, offset, limit, await this.fileUser());
     } catch (e) {
       if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
       throw e;
@@ -191,10 +195,10 @@ export class ShellToolset {
     const data = Buffer.from(content, 'utf8');
     if (data.length > SHELL_TOOLS.writeMaxBytes)
       return invalid(`"content" is ${data.length} bytes, more than the ${SHELL_TOOLS.writeMaxBytes} write_file takes`);
-    const { cwd, uid, gid } = await this.session.where();
+    const { cwd } = await this.session.where();
     const abs = resolvePath(cwd, p);
     try {
-      const { real, created } = await writeFileBytes(this.exec, abs, data, { uid, gid }, this.unseen);
+      const { real, created } = await writeFileBytes(this.exec, abs, data, await this.fileUser());
       return reply(`wrote ${data.length} bytes to ${abs}${real !== abs ? ` (${real})` : ''}${created ? ', a new file' : ''}`, {
         path: abs,
         bytes: data.length,
@@ -204,6 +208,15 @@ export class ShellToolset {
       if (e instanceof FileToolError) return reply(e.message, { path: abs }, true);
       throw e;
     }
+  }
+
+  /**
+   * The shell's user as uid:gid: as the episode resolved it (ShellSettings.user), else resolved
+   * here once (a toolset made without one: the container's own user).
+   */
+  private fileUser(): Promise<string> {
+    this.user ??= resolveUser(this.exec, this.settingsUser);
+    return this.user;
   }
 
   /** stops the bash command in flight, if any (ShellSession.interrupt) */

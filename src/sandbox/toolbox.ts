@@ -1,0 +1,57 @@
+/**
+ * The toolbox: what the server runs inside an env's container for its own steps (stopping the
+ * agent, reading the container's clock, installing a verifier's tests, reading and writing files
+ * as the agent's user, its readiness probe, the keeper that holds a shell env open). Nothing of
+ * the image may serve those steps: a policy that is root in its env can replace any binary of the
+ * image (`/usr/local/bin/bash`, `sh`, `cat`), preload a library into every dynamic one
+ * (`/etc/ld.so.preload`), or wrap them through `PATH`. So every env container gets a static
+ * busybox, the server's own copy, mounted read-only from a volume the server fills (no process in
+ * the container can write it, remount it, or preload anything into it), at a folder whose name is
+ * chosen per env; the server runs it by absolute path, its applets preferred to anything on
+ * `PATH` (the shell's standalone mode), with an emptied environment. docs/security.md says what
+ * this guarantees and what it cannot.
+ *
+ * This file holds what both the sandbox (which mounts it) and the rooms above it (which run it)
+ * need to agree on; the volume itself is the engine's (engine/toolbox-volume.ts).
+ */
+import { randomBytes } from 'node:crypto';
+
+/** the binary's name in its folder: busybox picks its applet by the name it was called as, so it keeps this one */
+export const TOOLBOX_BINARY = 'busybox';
+
+/** A folder at the container's root, named for one env: where its toolbox is mounted (read-only). */
+export function newToolboxDir(): string {
+  return `/.openenv-toolbox-${randomBytes(6).toString('hex')}`;
+}
+
+/** the toolbox's binary in a container whose toolbox is mounted at `dir` */
+export function toolboxBinary(dir: string): string {
+  return `${dir}/${TOOLBOX_BINARY}`;
+}
+
+/**
+ * What the server runs in a container: the toolbox's shell on `script` (its `$0` the name, its
+ * `$1`… the arguments), with nothing of the container's environment (`env -i`: no variable of the
+ * image reaches the server's steps) and only the toolbox's own folder on PATH.
+ */
+export function toolboxCommand(binary: string, name: string, script: string, args: readonly string[] = []): string[] {
+  const dir = binary.slice(0, binary.lastIndexOf('/'));
+  return [binary, 'env', '-i', `PATH=${dir}`, binary, 'sh', '-c', script, name, ...args];
+}
+
+/**
+ * The keeper: what a shell env's container runs as its process 1 instead of the image's command.
+ * It waits forever, restarting its wait should something kill it, and reaps every orphan the
+ * agent leaves (the shell's `wait` takes any child). The kernel delivers no signal to a
+ * namespace's process 1 from inside that it has not asked for, so under runc no process of the
+ * agent (root or not) can end the container: `kill -9 -1` takes the agent's own shell and leaves
+ * the env up. gVisor (this runsc) does deliver SIGKILL and the default-action signals to it: the
+ * keeper ignores every signal it can; a SIGKILL from inside ends the container, which the
+ * episode then tells from the engine's own kills (docs/security.md).
+ */
+const KEEPER = ['trap "" HUP INT QUIT PIPE ALRM TERM USR1 USR2 TSTP TTIN TTOU', 'while :; do "$1" sleep 2147483647 & wait; done'].join('\n');
+
+/** the keeper as a container's command (the image's ENTRYPOINT, if any, runs it) */
+export function keeperCommand(binary: string): string[] {
+  return [binary, 'sh', '-c', KEEPER, 'openenv-keeper', binary];
+}
