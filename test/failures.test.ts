@@ -47,6 +47,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   setup_failed: { retryable: false, toolErrorType: 'execution_error' },
   storage_exceeded: { retryable: false, toolErrorType: 'execution_error' },
   env_pids_exhausted: { retryable: false, toolErrorType: 'execution_error' },
+  toolchain_tampered: { retryable: false, toolErrorType: 'execution_error' },
 };
 
 describe('failure reasons', () => {

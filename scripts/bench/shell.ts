@@ -11,8 +11,8 @@
  *       dataset imported by the built CLI and served by `dist/serve.js` (no pool: the server
  *       deploys its container on a stocked network, waits until an exec answers, prepares the
  *       first turn), against a bare loop on a network made beforehand: create (the task's own
- *       image, its command replaced by KEEP_ALIVE_CMD), start, exec until one answers (timed to
- *       here), remove. Alternating too.
+ *       image, its command replaced by the image's own `sh -c 'exec sleep …'`), start, exec until
+ *       one answers (timed to here), remove. Alternating too.
  *
  * Everything it makes carries the run's labels (engine.ts counts and removes what is left).
  */
@@ -22,8 +22,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Dockerode from 'dockerode';
-import { KEEP_ALIVE_CMD } from '../../src/sandbox/container-exec.js';
 import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
+import { findToolboxBinary, ToolboxVolume } from '../../src/sandbox/engine/toolbox-volume.js';
+import { silentLogger } from '../../src/sandbox/engine/logger.js';
+import { newToolboxDir, toolboxBinary } from '../../src/sandbox/toolbox.js';
 import { DockerContainerExec, ShellToolset } from '../../src/tools/shell/index.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { parsePrometheusText, valueOf } from '../lib/prom-text.js';
@@ -38,6 +40,8 @@ const DATASET = path.join(ROOT, 'datasets/openenv-harbor-v1');
 /** the served task whose resets are timed: one of the shipped dataset's */
 const RESET_TASK = 'word-frequency';
 const COMMAND = 'echo hello';
+/** what a bare exec-based server would run to keep a container up: the image's own sh and sleep */
+const BARE_KEEP_ALIVE = ['sh', '-c', 'exec sleep 2147483647'];
 
 export interface ShellLoad {
   calls: number;
@@ -90,11 +94,15 @@ async function bashCall(shell: ShellToolset): Promise<number> {
 
 async function bashLatency(ctx: BenchContext, load: ShellLoad): Promise<ShellFigures['bash']> {
   const network = await runNetwork(ctx, 'shell-calls');
+  const instance = `${ctx.run}-shell-calls`;
+  const arch = ((await ctx.docker.info()) as { Architecture?: string }).Architecture ?? '';
+  const toolbox = new ToolboxVolume(ctx.docker, instance, await findToolboxBinary(undefined, arch), silentLogger);
+  const dir = newToolboxDir();
   let id: string | null = null;
   try {
     const container = await createEnvContainer(
       ctx.docker,
-      { instance: `${ctx.run}-shell-calls`, bundle: 'bench-shell', episode: 'calls', env: 'shell' },
+      { instance, bundle: 'bench-shell', episode: 'calls', env: 'shell' },
       {
         name: 'shell',
         image: load.debianImage,
@@ -107,10 +115,12 @@ async function bashLatency(ctx: BenchContext, load: ShellLoad): Promise<ShellFig
         workdir: '/app',
       },
       { id: network, name: network, subnet: null as never },
+      undefined,
+      { toolbox: { volume: await toolbox.ensure(), dir } },
     );
     id = container.id;
     await container.start();
-    const shell = new ShellToolset(new DockerContainerExec(ctx.docker, id), { workdir: '/app' });
+    const shell = new ShellToolset(new DockerContainerExec(ctx.docker, id, toolboxBinary(dir)), { workdir: '/app', user: '0:0' });
     const cmd = ['bash', '-c', COMMAND];
     for (let i = 0; i < 10; i++) {
       await bareExec(container, cmd);
@@ -140,6 +150,7 @@ async function bashLatency(ctx: BenchContext, load: ShellLoad): Promise<ShellFig
   } finally {
     if (id) await ctx.docker.getContainer(id).remove({ force: true, v: true });
     await ctx.docker.getNetwork(network).remove();
+    await toolbox.remove();
   }
 }
 
@@ -148,7 +159,7 @@ async function bareShellReset(ctx: BenchContext, image: string, network: string)
   const started = performance.now();
   const c = await ctx.docker.createContainer({
     Image: image,
-    Cmd: [...KEEP_ALIVE_CMD],
+    Cmd: BARE_KEEP_ALIVE,
     Labels: { bench: ctx.run },
     HostConfig: { NetworkMode: network, Init: true, Memory: 512 * 1024 * 1024, NanoCpus: 1e9, PidsLimit: 256 },
   });

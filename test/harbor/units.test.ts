@@ -7,11 +7,11 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type Dockerode from 'dockerode';
-import { KEEP_ALIVE_CMD } from '../../src/sandbox/container-exec.js';
-import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
+import { createEnvContainer, type ToolboxMount } from '../../src/sandbox/docker/containers.js';
 import type { EnvSpec } from '../../src/sandbox/sandbox.js';
-import { BoundedOutput, encodeCommand, FrameDemuxer, pathKind, PATH_MODE } from '../../src/tools/shell/index.js';
-import { EndMarkerScanner } from '../../src/tools/shell/end-marker.js';
+import { keeperCommand } from '../../src/sandbox/toolbox.js';
+import { encodeCommand, FrameDemuxer, pathKind, PATH_MODE } from '../../src/tools/shell/index.js';
+import { AgentIntervals, BoundedOutput, EndMarkerScanner, startTimeOf } from '../../src/container/index.js';
 import { combineTurnScores, meetsMinReward, parseRewardJson, parseRewardText } from '../../src/verifier/index.js';
 
 describe('BoundedOutput', () => {
@@ -140,7 +140,8 @@ describe('turn scores', () => {
 
 describe('a shell env container', () => {
   /** the create options the sandbox sends the engine for `env` (a fake engine keeps them) */
-  async function createOptions(env: Partial<EnvSpec>, opts: { storageLimit?: boolean } = {}): Promise<Dockerode.ContainerCreateOptions> {
+  const toolbox: ToolboxMount = { volume: 'openenv-toolbox-i', dir: '/.openenv-toolbox-0123456789ab' };
+  async function createOptions(env: Partial<EnvSpec>, opts: { storageLimit?: boolean; toolbox?: ToolboxMount } = { toolbox }): Promise<Dockerode.ContainerCreateOptions> {
     let sent: Dockerode.ContainerCreateOptions | null = null;
     const docker = { createContainer: async (o: Dockerode.ContainerCreateOptions) => ((sent = o), {}) } as unknown as Dockerode;
     const spec: EnvSpec = {
@@ -159,14 +160,16 @@ describe('a shell env container', () => {
     return sent!;
   }
 
-  it('waits forever instead of the image command, under init, on its network only, limited and locked down, without PORT or the env secret', async () => {
-    const o = await createOptions({ workdir: '/app', resources: { memoryMb: 256, cpus: 0.5, pids: 64, storageMb: 1024 } }, { storageLimit: true });
-    expect(o).toMatchObject({ Image: 'img:1', Cmd: [...KEEP_ALIVE_CMD], Env: ['A=1'], WorkingDir: '/app' });
+  it("runs the toolbox's keeper as process 1 instead of the image command, its toolbox mounted read-only, on its network only, limited and locked down, without PORT or the env secret", async () => {
+    const o = await createOptions({ workdir: '/app', resources: { memoryMb: 256, cpus: 0.5, pids: 64, storageMb: 1024 } }, { storageLimit: true, toolbox });
+    expect(o).toMatchObject({ Image: 'img:1', Cmd: keeperCommand(`${toolbox.dir}/busybox`), Env: ['A=1'], WorkingDir: '/app' });
     expect(o.Entrypoint).toBeUndefined();
     expect(o.Labels).toMatchObject({ 'io.openenv.bundle-server.episode': 'ep', 'io.openenv.bundle-server.env': 'task' });
+    expect(o.HostConfig!.Mounts).toEqual([{ Type: 'volume', Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true }]);
     expect(o.HostConfig).toMatchObject({
       NetworkMode: 'net',
-      Init: true,
+      // the keeper reaps, and no process of the container can signal it (the engine's init could be left by its child)
+      Init: false,
       Memory: 256 * 1024 * 1024,
       MemorySwap: 256 * 1024 * 1024,
       NanoCpus: 5e8,
@@ -179,9 +182,12 @@ describe('a shell env container', () => {
     expect(o.NetworkingConfig).toEqual({ EndpointsConfig: { net: {} } });
     // the storage limit only where the engine can keep it
     expect((await createOptions({ resources: { memoryMb: 6, cpus: 1, pids: 1, storageMb: 5 } })).HostConfig!.StorageOpt).toBeUndefined();
-    // an http env keeps its image's command and gets PORT and the secret
+    // a shell env without its toolbox is refused: nothing could hold it up or stop its agent
+    await expect(createOptions({}, {})).rejects.toThrow(/needs the toolbox/);
+    // an http env keeps its image's command and the engine's init, and gets PORT and the secret
     const http = await createOptions({ kind: 'http', workdir: '/app' });
     expect(http.Cmd).toBeUndefined();
+    expect(http.HostConfig!.Init).toBe(true);
     expect(http.WorkingDir).toBeUndefined();
     expect(http.Env).toEqual(expect.arrayContaining(['A=1', 'PORT=8080']));
     expect(http.Env).toHaveLength(3);
@@ -196,18 +202,32 @@ describe('a shell env container', () => {
 });
 
 describe('stopping the agent: the container clock', () => {
-  it('reads field 22 of a /proc/<pid>/stat line, whatever the command name holds', async () => {
-    const { startTimeOf, AgentIntervals } = await import('../../src/verifier/index.js');
+  it('reads field 22 of a /proc/<pid>/stat line, whatever the command name holds', () => {
     const fields = (comm: string) => `42 (${comm}) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 1755595 2367488 130 18446744073709551615`;
     expect(startTimeOf(fields('bash'))).toBe(1755595);
     expect(startTimeOf(fields('a ) b (c'))).toBe(1755595);
     expect(() => startTimeOf('not a stat line')).toThrow(/not a \/proc/);
+  });
+
+  it("tells the agent's processes by the marks of its parts, a mark's own tick split by who was already there", () => {
+    const mark = (tick: number, ...before: string[]) => ({ tick, before: new Set(before) });
     const iv = new AgentIntervals();
-    iv.begin(10);
-    iv.begin(11);
-    iv.pause(20);
-    iv.pause(21);
-    iv.begin(30);
-    expect(iv.toArgs()).toEqual(['10:20', '30:-1']);
+    expect(iv.isAgents(5, 100)).toBe(false);
+    // the agent's part begins at tick 10, where a setup daemon (pid 7) had started within the same tick
+    iv.begin(mark(10, '7:10'));
+    iv.begin(mark(11));
+    // it pauses at tick 20 (a turn's setup), where the agent's pid 30 had started within that tick
+    iv.pause(mark(20, '30:20'));
+    iv.pause(mark(21));
+    iv.begin(mark(40));
+    expect(iv.isAgents(1, 0)).toBe(false); // process 1, the image's
+    expect(iv.isAgents(7, 10)).toBe(false); // the setup's, same tick as the begin
+    expect(iv.isAgents(8, 10)).toBe(true); // the agent's first, same tick as the begin
+    expect(iv.isAgents(9, 15)).toBe(true);
+    expect(iv.isAgents(30, 20)).toBe(true); // the agent's, same tick as the pause
+    expect(iv.isAgents(31, 20)).toBe(false); // the setup's, after the pause within its tick
+    expect(iv.isAgents(32, 25)).toBe(false); // the setup's
+    expect(iv.isAgents(33, 40)).toBe(true); // the second part is open
+    expect(iv.isAgents(34, 99999)).toBe(true);
   });
 });
