@@ -252,6 +252,21 @@ export const GATEWAY = {
   maxConnections: 16,
   /** the time a harness has to send a whole request (headers and body) */
   requestReceiveMs: 60_000,
+  /**
+   * after a harness hangs up, how long its call's reply is still read (never past callTimeoutMs)
+   * so that the usage the upstream reports at its end is counted; a reply still unfinished then
+   * is counted by the estimate below, at the most its cap allowed (docs/gateway.md, "how tokens
+   * are counted")
+   */
+  hangUpDrainMs: 60_000,
+  /**
+   * the estimate of a call whose upstream reported no usage: tokens per byte of the request sent
+   * and of the reply received. One per byte is a bound, not an average: a byte-level BPE (GPT,
+   * Llama 3, Qwen) or a SentencePiece with byte fallback makes at most one token of each byte of
+   * text, whatever the language, while the usual 1 per 4 bytes is English prose's average and
+   * undercounts code, numbers, CJK text or random strings by up to 4 times
+   */
+  estimatedTokensPerByte: 1,
 } as const;
 // ---- the built-in shell toolset and task verifiers (src/tools/shell, src/verifier; docs/harbor.md) ----
 

@@ -1,17 +1,20 @@
 /**
  * One request of a harness at its episode's door, from its arrival to its record: the credential,
- * the path, the episode's state and budgets, the bounded body; then the call upstream, its reply
- * given whole (bounded) or streamed through as it arrives (watched, reassembled, bounded in size
- * and silence); and one record, whatever happened.
+ * the path, the episode's state and budgets (the call may wait for its part of the token budget),
+ * the bounded body; then the call upstream, its reply given whole (bounded) or streamed through as
+ * it arrives (watched, reassembled, bounded in size and silence; read on for a while after the
+ * harness hangs up, so that its usage is known); and one record with the call's count, whatever
+ * happened.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { APIS, apiOf, errorBody, isStreamRequest, modelList, type ApiSpec } from './apis.js';
+import { APIS, apiOf, errorBody, isStreamRequest, modelList, type ApiSpec, type ReplyCap } from './apis.js';
 import { isObject, readJson } from './bounded-json.js';
 import { presentedKeys } from './credentials.js';
-import { END_STATUS, type EpisodeGate, type Stop } from './episode-gate.js';
+import { countCall, type Counted } from './counting.js';
+import { END_STATUS, type EpisodeGate, type Hold, type Stop } from './episode-gate.js';
 import type { Usage } from './reassembly.js';
 import type { CallOutcome } from './records.js';
-import { SseParser } from './sse.js';
+import { SseParser, type SseEvent } from './sse.js';
 import { FORWARDED_REQUEST_HEADERS, FORWARDED_RESPONSE_HEADERS, type UpstreamClient } from './upstream.js';
 
 export interface GatewayLimits {
@@ -26,6 +29,7 @@ export interface GatewayLimits {
   maxInFlight: number;
   maxConnections: number;
   requestReceiveMs: number;
+  hangUpDrainMs: number;
 }
 
 /** the SDKs (OpenAI's, Anthropic's) honour it: an answer that retrying cannot change */
@@ -74,6 +78,15 @@ export class Call {
   private request: unknown = null;
   private upstreamStatus: number | null = null;
   private firstByteAt: number | null = null;
+  /** the part of the token budget the call holds while it runs */
+  private hold: Hold | null = null;
+  /** the most tokens its reply may have: its cap (as sent) times its choices; with no cap, what it holds of the budget */
+  private replyMost = 0;
+  /** bytes of the request sent upstream (null: nothing went) */
+  private sentBytes: number | null = null;
+  private receivedBytes = 0;
+  /** the harness hung up while its call ran: the reply is read on (bounded) to count it, and given to no one */
+  private harnessGone = false;
 
   constructor(
     private readonly gate: EpisodeGate,
@@ -121,18 +134,41 @@ export class Call {
     if (gate.forwarding >= this.limits.maxInFlight) {
       return this.refuse(429, 'busy', `the episode already has ${gate.forwarding} model calls in flight (at most ${this.limits.maxInFlight})`);
     }
-    const refused = gate.admit();
-    if (refused) return this.refuse(END_STATUS[refused], refused, gate.ended?.message ?? refused, NO_RETRY);
-    this.request = api.prepare(body!, gate.upstream.model);
     gate.forwarding++;
     try {
-      return await this.forward(Buffer.from(JSON.stringify(this.request)));
+      const want = api.replyCap(body!);
+      const admission = await this.admit(want);
+      if ('refused' in admission) return this.refuse(END_STATUS[admission.refused], admission.refused, gate.ended?.message ?? admission.refused, NO_RETRY);
+      if ('stopped' in admission) {
+        if (this.refuseIfEnded({})) return;
+        return this.stopped('the harness closed the connection while its call waited for its part of the token budget');
+      }
+      this.hold = admission.hold;
+      this.replyMost = want.cap === null ? admission.hold.tokens : (admission.hold.cap ?? want.cap) * want.choices;
+      this.request = api.prepare(body!, gate.upstream.model, admission.hold.cap);
+      return await this.forward(Buffer.from(JSON.stringify(this.request)), body!);
     } finally {
       gate.forwarding--;
+      gate.release(this.hold);
     }
   }
 
-  private async forward(body: Buffer | null): Promise<void> {
+  /** the gate's admission, given up when the harness hangs up (or the request is cut short) while it waits */
+  private async admit(want: ReplyCap) {
+    const stop = new AbortController();
+    const onStop = () => stop.abort();
+    this.signal.addEventListener('abort', onStop);
+    this.res.once('close', onStop);
+    if (this.signal.aborted || this.res.destroyed) onStop();
+    try {
+      return await this.gate.admit(want, stop.signal);
+    } finally {
+      this.signal.removeEventListener('abort', onStop);
+      this.res.off('close', onStop);
+    }
+  }
+
+  private async forward(body: Buffer | null, harnessBody: Record<string, unknown> | null = null): Promise<void> {
     const { gate, api, res } = this;
     const limits = this.limits;
     const ctl = new AbortController();
@@ -143,10 +179,21 @@ export class Call {
       () => ctl.abort({ kind: 'timeout', message: `the model upstream did not finish the call within ${limits.callTimeoutMs / 1000} s` } satisfies Stop),
       limits.callTimeoutMs,
     );
+    let drain: NodeJS.Timeout | null = null;
     const onClose = () => {
-      if (!res.writableFinished) ctl.abort({ kind: 'client_gone', message: 'the harness closed the connection before the reply was complete' } satisfies Stop);
+      if (res.writableFinished) return;
+      const gone: Stop = { kind: 'client_gone', message: 'the harness closed the connection before the reply was complete' };
+      if (!this.counts()) return ctl.abort(gone);
+      // the upstream reports the usage at the reply's end: read on to it, for a while (the call's own bounds still hold)
+      this.harnessGone = true;
+      drain = setTimeout(
+        () => ctl.abort({ ...gone, message: `${gone.message}, and the reply did not end within ${limits.hangUpDrainMs / 1000} s after` }),
+        limits.hangUpDrainMs,
+      );
     };
     res.once('close', onClose);
+    // gone already (while the call waited at the door): read on all the same
+    if (res.destroyed) onClose();
     try {
       const headers: OutgoingHttpHeaders = {};
       for (const h of FORWARDED_REQUEST_HEADERS) if (typeof this.req.headers[h] === 'string') headers[h] = this.req.headers[h];
@@ -155,15 +202,17 @@ export class Call {
       const url = new URL(gate.upstream.base_url.replace(/\/+$/, '') + api!.upstreamPath);
       let up: IncomingMessage;
       try {
+        this.sentBytes = body?.length ?? 0;
         up = await this.client.send({ url, method: api!.method, headers, body, signal: ctl.signal });
       } catch (err) {
         return this.failed(ctl.signal, `the model upstream ${url.origin} could not be reached: ${(err as Error).message}`);
       }
       this.upstreamStatus = up.statusCode ?? 0;
       const sse = /^text\/event-stream\b/i.test(String(up.headers['content-type'] ?? '')) && this.upstreamStatus < 300;
-      return await (sse ? this.relayStream(up, ctl) : this.relayWhole(up, ctl));
+      return await (sse ? this.relayStream(up, ctl, harnessBody) : this.relayWhole(up, ctl));
     } finally {
       clearTimeout(deadline);
+      if (drain) clearTimeout(drain);
       this.signal.removeEventListener('abort', onOuter);
       res.off('close', onClose);
     }
@@ -178,6 +227,7 @@ export class Call {
       up.on('data', (c: Buffer) => {
         this.firstByteAt ??= Date.now();
         size += c.length;
+        this.receivedBytes = size;
         if (size > max) {
           ctl.abort({ kind: 'too_large', message: `the model upstream's reply is larger than ${max} bytes` } satisfies Stop);
           return;
@@ -194,30 +244,53 @@ export class Call {
     const json = readJson(text, this.limits.maxJsonDepth);
     const response = json.ok ? json.value : { text: text.slice(0, 4096) };
     const headers = this.replyHeaders(up);
+    if (this.harnessGone) return this.record(499, 'client_gone', status < 300 ? this.api!.usage(response) : null, response, READ_ON, null, true);
     if (status >= 500) {
       const error = `the model upstream answered ${status}`;
       sendJson(this.res, 502, errorBody(this.shape, 'model_upstream_error', `${error}: ${text.slice(0, 500)}`), NO_RETRY);
-      return this.record(502, 'upstream_error', null, response, error, null);
+      return this.record(502, 'upstream_error', null, response, error, null, true);
     }
     if (status >= 200 && status < 300 && !json.ok) {
       const error = `the model upstream's reply is not usable JSON (${json.problem})`;
       sendJson(this.res, 502, errorBody(this.shape, 'model_upstream_error', error), NO_RETRY);
-      return this.record(502, 'upstream_error', null, response, error, null);
+      return this.record(502, 'upstream_error', null, response, error, null, true);
     }
     if (!this.res.headersSent && !this.res.destroyed) this.res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(text) }).end(text);
     const usage = status < 300 ? this.api!.usage(response) : null;
-    return this.record(status, status < 300 ? 'ok' : 'upstream_rejected', usage, response, status < 300 ? null : `the model upstream answered ${status}`, null);
+    return this.record(
+      status,
+      status < 300 ? 'ok' : 'upstream_rejected',
+      usage,
+      response,
+      status < 300 ? null : `the model upstream answered ${status}`,
+      null,
+      true,
+    );
   }
 
-  /** a streamed reply: every chunk goes to the harness as it arrives, and is watched on the way */
-  private async relayStream(up: IncomingMessage, ctl: AbortController): Promise<void> {
+  /**
+   * A streamed reply: every chunk goes to the harness as it arrives, and is watched on the way.
+   * Where the harness did not ask for some events (the usage chunk), the stream goes on event by
+   * event instead, without them.
+   */
+  private async relayStream(up: IncomingMessage, ctl: AbortController, harnessBody: Record<string, unknown> | null): Promise<void> {
     const { res } = this;
     const limits = this.limits;
+    const withheld = harnessBody ? this.api!.withheld(harnessBody) : null;
+    let more = true;
+    const pass = (bytes: Buffer | string) => {
+      if (!this.harnessGone && !res.destroyed) more = res.write(bytes) && more;
+    };
+    const passUnlessWithheld = (raw: string, e: SseEvent | null) => {
+      if (!e || !withheld!(e)) pass(raw);
+    };
     // one event may be as long as a whole reply
-    const parser = new SseParser(limits.maxResponseBytes);
+    const parser = new SseParser(limits.maxResponseBytes, withheld ? passUnlessWithheld : undefined);
     const assembler = this.api!.reassembler();
-    res.writeHead(this.upstreamStatus!, { ...this.replyHeaders(up), 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    res.flushHeaders();
+    if (!this.harnessGone && !res.destroyed) {
+      res.writeHead(this.upstreamStatus!, { ...this.replyHeaders(up), 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+      res.flushHeaders();
+    }
     let size = 0;
     let idle: NodeJS.Timeout | null = null;
     const arm = () => {
@@ -233,23 +306,27 @@ export class Call {
       up.resume();
     };
     res.on('drain', onDrain);
+    // a harness that hung up reads nothing more: the stream goes on without waiting for it (forward's listener came first)
+    res.once('close', onDrain);
     const complete = await new Promise<boolean>((resolve) => {
       up.on('data', (c: Buffer) => {
         if (ctl.signal.aborted) return;
         this.firstByteAt ??= Date.now();
         size += c.length;
+        this.receivedBytes = size;
         if (size > limits.maxStreamBytes) {
           ctl.abort({ kind: 'too_large', message: `the model upstream's stream is longer than ${limits.maxStreamBytes} bytes` } satisfies Stop);
           return;
         }
-        const more = res.write(c);
+        more = true;
+        if (!withheld) pass(c);
         try {
           for (const e of parser.push(c)) assembler.event(e);
         } catch (err) {
           ctl.abort({ kind: 'too_large', message: `the model upstream's stream is broken: ${(err as Error).message}` } satisfies Stop);
           return;
         }
-        if (more) arm();
+        if (more || this.harnessGone) arm();
         else {
           // the harness reads slower than the upstream writes: wait for it, and do not count that as a stall
           if (idle) clearTimeout(idle);
@@ -262,20 +339,30 @@ export class Call {
     });
     if (idle) clearTimeout(idle);
     res.off('drain', onDrain);
-    if (complete && !ctl.signal.aborted) for (const e of parser.end()) assembler.event(e);
-    const { response, usage, streamError } = assembler.result();
-    if (!complete || ctl.signal.aborted) {
+    res.off('close', onDrain);
+    const ended = complete && !ctl.signal.aborted;
+    if (ended) for (const e of parser.end()) assembler.event(e);
+    const { response, usage, usageFinal, streamError } = assembler.result();
+    if (this.harnessGone) {
+      const why = ended
+        ? READ_ON
+        : ctl.signal.aborted
+          ? (ctl.signal.reason as Stop).message
+          : 'the harness closed the connection, then the upstream dropped the stream';
+      return this.record(499, 'client_gone', usage, response, why, null, ended || usageFinal);
+    }
+    if (!ended) {
       const stop: Stop = ctl.signal.aborted
         ? (ctl.signal.reason as Stop)
         : { kind: 'too_large', message: 'the model upstream dropped the stream before it ended' };
       const outcome = outcomeOf(stop);
       this.streamError(stop.code ?? (outcome === 'upstream_timeout' ? 'model_upstream_timeout' : 'model_upstream_error'), stop.message);
-      return this.record(this.upstreamStatus!, outcome, usage, response, stop.message, stop.code ?? null);
+      return this.record(this.upstreamStatus!, outcome, usage, response, stop.message, stop.code ?? null, usageFinal);
     }
     res.end();
     if (streamError !== null)
-      return this.record(this.upstreamStatus!, 'upstream_error', usage, response, `the model upstream's stream reported an error: ${streamError}`, null);
-    return this.record(this.upstreamStatus!, 'ok', usage, response, null, null);
+      return this.record(this.upstreamStatus!, 'upstream_error', usage, response, `the model upstream's stream reported an error: ${streamError}`, null, true);
+    return this.record(this.upstreamStatus!, 'ok', usage, response, null, null, true);
   }
 
   /** a stream cut short: an error event the harness's SDK raises, then the end */
@@ -297,6 +384,7 @@ export class Call {
   /** the call got no usable reply: why decides what the harness gets and what it means for the episode */
   private failed(signal: AbortSignal, whenNoStop: string): void {
     const stop = signal.aborted ? (signal.reason as Stop) : null;
+    if (this.harnessGone) return this.record(499, 'client_gone', null, null, stop?.message ?? whenNoStop, null);
     if (!stop) {
       sendJson(this.res, 502, errorBody(this.shape, 'model_upstream_error', whenNoStop), NO_RETRY);
       return this.record(502, 'upstream_error', null, null, whenNoStop, null);
@@ -318,10 +406,10 @@ export class Call {
   }
 
   /** the request was dropped before it was forwarded (the harness hung up, or the episode was revoked) */
-  private stopped(): void {
+  private stopped(gone = 'the harness closed the connection while sending its request'): void {
     const stop = this.signal.aborted ? (this.signal.reason as Stop) : null;
     if (stop?.kind === 'cut_short') return this.refuse(stop.status ?? 410, stop.code ?? 'cut_short', stop.message);
-    return this.record(499, 'client_gone', null, null, 'the harness closed the connection while sending its request', null);
+    return this.record(499, 'client_gone', null, null, gone, null);
   }
 
   /** true (and the harness answered) when the episode's model access has ended, or it was revoked */
@@ -342,7 +430,38 @@ export class Call {
     this.record(status, 'refused', null, null, message, code);
   }
 
-  private record(status: number, outcome: CallOutcome, usage: Usage | null, response: unknown, error: string | null, refusal: string | null): void {
+  /** a model call: the budget counts it (the models list is not one) */
+  private counts(): boolean {
+    return this.api !== null && this.api.name !== 'openai.models';
+  }
+
+  /**
+   * What the call counts: nothing when it never went upstream; else the usage it reported, else
+   * the estimate (counting.ts). `replyEnded`: the reply came to its end (whole, or its stream's).
+   */
+  private count(reported: Usage | null, replyEnded: boolean): Counted {
+    if (this.sentBytes === null || !this.counts()) return { usage: reported, estimated: false };
+    return countCall({
+      reported,
+      final: replyEnded,
+      upstreamStatus: this.upstreamStatus,
+      sent: this.sentBytes,
+      received: this.receivedBytes,
+      // abandoned by its harness and never ended: the upstream may have made all its cap allowed, unseen
+      unseen: this.harnessGone && !replyEnded ? this.replyMost : 0,
+    });
+  }
+
+  private record(
+    status: number,
+    outcome: CallOutcome,
+    reported: Usage | null,
+    response: unknown,
+    error: string | null,
+    refusal: string | null,
+    replyEnded = false,
+  ): void {
+    const { usage, estimated } = this.count(reported, replyEnded);
     const now = Date.now();
     this.gate.report({
       api: this.api?.name ?? null,
@@ -359,12 +478,15 @@ export class Call {
       request: this.request,
       response,
       usage,
+      usage_estimated: estimated,
       error,
     });
     // after its record: an end this call causes comes after the call that caused it
-    if (outcome !== 'refused' && this.api?.name !== 'openai.models') this.gate.settle(outcome, usage, error);
+    if (outcome !== 'refused' && this.counts()) this.gate.settle(outcome, usage, error, this.hold);
   }
 }
+
+const READ_ON = 'the harness closed the connection before the reply was complete (the reply was read to its end, for its usage)';
 
 function outcomeOf(stop: Stop): 'upstream_timeout' | 'upstream_error' | 'cut_short' | 'client_gone' {
   if (stop.kind === 'timeout' || stop.kind === 'stall') return 'upstream_timeout';

@@ -1,9 +1,12 @@
 /**
  * One episode's standing at the gateway: its credential, upstream and budgets, what it has used,
  * the requests it has open, and whether its model access has ended (and why). The budgets are
- * decided here: a call is admitted or refused, a finished call is settled, and an end is given
- * to the observer once and cuts every open request short.
+ * decided here: a call is admitted (with the part of the token budget it holds while it runs, and
+ * the reply cap that leaves it), waits for calls in flight to give their part back, or is refused;
+ * a finished call is settled, and an end is given to the observer once and cuts every open
+ * request short.
  */
+import type { ReplyCap } from './apis.js';
 import type { Credential } from './credentials.js';
 import type { Door } from './door.js';
 import type { Usage } from './reassembly.js';
@@ -33,17 +36,34 @@ interface OpenRequest {
   done: Promise<void>;
 }
 
+/**
+ * The part of the token budget a call in flight holds: the most its reply may count (its cap
+ * times its choices), or, for a call with no cap, all that was left. Prompts are not held: their
+ * tokens are known only once the upstream reports them.
+ */
+export interface Hold {
+  readonly tokens: number;
+  /** the cap per choice the request goes with (null: the harness's own, or none) */
+  readonly cap: number | null;
+}
+
+export type Admission = { hold: Hold } | { refused: GatewayEndReason } | { stopped: true };
+
 export class EpisodeGate {
   /** null until the door listens (no connection can come before) */
   door: Door | null = null;
   calls = 0;
+  /** counted: the upstream's usage of each call, else the estimate (call.ts) */
   tokens = 0;
-  /** calls forwarded upstream now */
+  /** model calls in flight: waiting for the budget, forwarded, or read on after their harness hung up */
   forwarding = 0;
   ended: GatewayEnd | null = null;
   revoked = false;
   private seq = 0;
   private readonly requests = new Set<OpenRequest>();
+  private readonly holds = new Set<Hold>();
+  private held = 0;
+  private readonly waiters = new Set<() => void>();
   private wallTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -87,24 +107,80 @@ export class EpisodeGate {
     this.observer.ended?.(this.id, this.ended);
   }
 
-  /** a model call may go upstream (counted), or the budgets refuse it (and end access for it) */
-  admit(): GatewayEndReason | null {
-    const b = this.budgets;
-    if (b.calls !== undefined && this.calls >= b.calls) {
-      this.end('model_calls_exhausted', `the harness asked for model call ${this.calls + 1}, past the episode's budget of ${b.calls}`);
-      return 'model_calls_exhausted';
+  /**
+   * A model call may go upstream (counted), holding its part of the token budget; or the budgets
+   * refuse it (and end access for it); or it is stopped (`signal`: its harness hung up, the episode
+   * was revoked) while it waited for calls in flight to give back the budget it needs.
+   */
+  async admit(want: ReplyCap, signal: AbortSignal): Promise<Admission> {
+    for (;;) {
+      if (signal.aborted || this.revoked) return { stopped: true };
+      if (this.ended) return { refused: this.ended.reason };
+      const b = this.budgets;
+      if (b.calls !== undefined && this.calls >= b.calls) {
+        this.end('model_calls_exhausted', `the harness asked for model call ${this.calls + 1}, past the episode's budget of ${b.calls}`);
+        return { refused: 'model_calls_exhausted' };
+      }
+      if (b.tokens !== undefined && this.tokens >= b.tokens) {
+        this.end('model_tokens_exhausted', `the episode used ${this.tokens} tokens, its budget is ${b.tokens}`);
+        return { refused: 'model_tokens_exhausted' };
+      }
+      const hold = this.holdFor(want);
+      if (hold) {
+        this.calls++;
+        if (hold.tokens > 0) {
+          this.holds.add(hold);
+          this.held += hold.tokens;
+        }
+        return { hold };
+      }
+      await this.nextRelease(signal);
     }
-    if (b.tokens !== undefined && this.tokens >= b.tokens) {
-      this.end('model_tokens_exhausted', `the episode used ${this.tokens} tokens, its budget is ${b.tokens}`);
-      return 'model_tokens_exhausted';
-    }
-    this.calls++;
-    return null;
+  }
+
+  /**
+   * What a call may hold of the token budget now, or null when it must wait: a capped reply gets
+   * its cap lowered to what is left, and waits while calls in flight hold all of it; a reply with
+   * no cap holds all that is left, so it runs alone. With nothing in flight there is nothing to
+   * wait for, and the call gets what is left (at least a token a choice).
+   */
+  private holdFor(want: ReplyCap): Hold | null {
+    const budget = this.budgets.tokens;
+    if (budget === undefined) return { tokens: 0, cap: null };
+    const free = budget - this.tokens - this.held;
+    const idle = this.holds.size === 0;
+    if (want.cap === null) return idle ? { tokens: free, cap: null } : null;
+    const each = Math.floor(free / want.choices);
+    if (each < 1 && !idle) return null;
+    const cap = Math.max(1, Math.min(want.cap, each));
+    return { tokens: cap * want.choices, cap };
+  }
+
+  /** resolves when a call in flight gives its hold back, or `signal` fires */
+  private nextRelease(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        this.waiters.delete(wake);
+        signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      this.waiters.add(wake);
+      signal.addEventListener('abort', wake);
+    });
+  }
+
+  /** the call's part of the budget is given back (idempotent): its count is in `tokens` now, or it never went */
+  release(hold: Hold | null): void {
+    if (!hold || !this.holds.delete(hold)) return;
+    this.held -= hold.tokens;
+    for (const wake of [...this.waiters]) wake();
   }
 
   /** what a finished model call means for the budgets and the episode's access */
-  settle(outcome: CallOutcome, usage: Usage | null, error: string | null): void {
+  settle(outcome: CallOutcome, usage: Usage | null, error: string | null, hold: Hold | null): void {
     if (usage) this.tokens += usage.total_tokens;
+    // the waiters woken here look again once this returns: after any end it causes
+    this.release(hold);
     if (outcome === 'upstream_error') this.end('model_upstream_error', error ?? 'the model upstream failed');
     else if (outcome === 'upstream_timeout') this.end('model_upstream_timeout', error ?? 'the model upstream did not answer in time');
     else if (this.budgets.tokens !== undefined && this.tokens > this.budgets.tokens) {

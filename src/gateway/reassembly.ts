@@ -14,6 +14,12 @@ export interface Reassembled {
   /** the reply as the unstreamed call would have returned it (as far as the stream said) */
   response: Record<string, unknown>;
   usage: Usage | null;
+  /**
+   * the usage is the whole call's, as its API reports it at the end (the chat usage chunk,
+   * Anthropic's message_delta, the responses API's last event): a stream cut after it still
+   * counts it; before it, the usage so far is not the whole call's
+   */
+  usageFinal: boolean;
   /** an error event the upstream sent inside the stream */
   streamError: string | null;
 }
@@ -90,6 +96,7 @@ export class OpenAIChatReassembler implements StreamReassembler {
   private readonly head: Record<string, unknown> = {};
   private readonly choices = new Map<number, ChoiceSoFar>();
   private usage: Usage | null = null;
+  private usageFinal = false;
   private error: string | null = null;
 
   event(e: SseEvent): void {
@@ -98,7 +105,11 @@ export class OpenAIChatReassembler implements StreamReassembler {
     if (!chunk) return;
     if (chunk.error !== undefined) this.error = errorText(chunk.error);
     for (const k of ['id', 'created', 'model', 'system_fingerprint']) if (chunk[k] !== undefined && this.head[k] === undefined) this.head[k] = chunk[k];
-    if (isObject(chunk.usage)) this.usage = openaiChatUsage(chunk);
+    if (isObject(chunk.usage)) {
+      this.usage = openaiChatUsage(chunk);
+      // the usage chunk has no choices; a server's running counts (vLLM's continuous_usage_stats) ride on chunks that do
+      if (!Array.isArray(chunk.choices) || chunk.choices.length === 0) this.usageFinal = true;
+    }
     if (!Array.isArray(chunk.choices)) return;
     for (const c of chunk.choices as unknown[]) {
       if (!isObject(c)) continue;
@@ -140,7 +151,7 @@ export class OpenAIChatReassembler implements StreamReassembler {
     const response: Record<string, unknown> = { ...this.head, object: 'chat.completion', choices };
     if (this.usage)
       response.usage = { prompt_tokens: this.usage.input_tokens, completion_tokens: this.usage.output_tokens, total_tokens: this.usage.total_tokens };
-    return { response, usage: this.usage, streamError: this.error };
+    return { response, usage: this.usage, usageFinal: this.usageFinal, streamError: this.error };
   }
 }
 
@@ -149,6 +160,7 @@ export class AnthropicMessagesReassembler implements StreamReassembler {
   private message: Record<string, unknown> = { type: 'message', role: 'assistant' };
   private readonly blocks = new Map<number, Record<string, unknown> & { partialJson?: string }>();
   private usageFields: Record<string, unknown> = {};
+  private usageFinal = false;
   private error: string | null = null;
 
   event(e: SseEvent): void {
@@ -177,7 +189,10 @@ export class AnthropicMessagesReassembler implements StreamReassembler {
       case 'message_delta':
         if (isObject(d.delta)) for (const k of ['stop_reason', 'stop_sequence']) if (d.delta[k] !== undefined) this.message[k] = d.delta[k];
         // message_delta's usage counts are cumulative: they replace message_start's
-        if (isObject(d.usage)) this.usageFields = { ...this.usageFields, ...Object.fromEntries(Object.entries(d.usage).filter(([, v]) => v !== null)) };
+        if (isObject(d.usage)) {
+          this.usageFields = { ...this.usageFields, ...Object.fromEntries(Object.entries(d.usage).filter(([, v]) => v !== null)) };
+          this.usageFinal = true;
+        }
         break;
       case 'error':
         this.error = errorText(d.error);
@@ -203,6 +218,7 @@ export class AnthropicMessagesReassembler implements StreamReassembler {
     return {
       response: { ...this.message, content, usage: this.usageFields },
       usage: Object.keys(this.usageFields).length ? usage : null,
+      usageFinal: this.usageFinal,
       streamError: this.error,
     };
   }
@@ -226,6 +242,7 @@ export class OpenAIResponsesReassembler implements StreamReassembler {
 
   result(): Reassembled {
     const response = this.final ?? { object: 'response', status: 'incomplete', output_text: this.text };
-    return { response, usage: openaiResponsesUsage(response), streamError: this.error };
+    const usage = openaiResponsesUsage(response);
+    return { response, usage, usageFinal: this.final !== null && usage !== null, streamError: this.error };
   }
 }

@@ -3,6 +3,8 @@
  * gateway (they are forwarded untouched; this only watches them): lines split on LF, CRLF or CR,
  * UTF-8 decoded across chunk boundaries, one event per blank line. A line longer than the bound
  * is an error, so a reply that never ends a line cannot grow the parser's buffer without limit.
+ * Given `onBlock`, it also hands back each block's text (up to its blank line), so that a caller
+ * may pass a stream on block by block and leave one out (a usage chunk the harness did not ask for).
  */
 import { StringDecoder } from 'node:string_decoder';
 
@@ -13,6 +15,12 @@ export interface SseEvent {
   data: string;
 }
 
+/**
+ * One block of a stream as it came (line ends made LF), its blank line included, and the event it
+ * dispatches (null for a block of comments alone, a keep-alive): called before push() returns it.
+ */
+export type SseBlockListener = (raw: string, event: SseEvent | null) => void;
+
 export class SseParser {
   private readonly decoder = new StringDecoder('utf8');
   private pending = '';
@@ -20,8 +28,13 @@ export class SseParser {
   private lastWasCr = false;
   private event = '';
   private data: string[] = [];
+  /** with onBlock: the lines of the block so far */
+  private raw = '';
 
-  constructor(private readonly maxLineChars: number) {}
+  constructor(
+    private readonly maxLineChars: number,
+    private readonly onBlock?: SseBlockListener,
+  ) {}
 
   /** the events the chunk completes; throws when a line is past the bound */
   push(chunk: Buffer): SseEvent[] {
@@ -56,15 +69,23 @@ export class SseParser {
     const rest = this.pending + this.decoder.end();
     this.pending = '';
     if (rest !== '') this.line(rest, out);
-    this.line('', out);
+    // the blank line the stream did not send: nothing of it is handed back
+    if (this.raw !== '' || this.data.length > 0) this.line('', out, '');
     return out;
   }
 
-  private line(line: string, out: SseEvent[]): void {
+  private line(line: string, out: SseEvent[], eol = '\n'): void {
+    if (this.onBlock) this.raw += line + eol;
     if (line === '') {
-      if (this.data.length > 0) out.push({ event: this.event, data: this.data.join('\n') });
+      const e = this.data.length > 0 ? { event: this.event, data: this.data.join('\n') } : null;
+      if (e) out.push(e);
       this.event = '';
       this.data = [];
+      if (this.onBlock) {
+        const raw = this.raw;
+        this.raw = '';
+        this.onBlock(raw, e);
+      }
       return;
     }
     if (line.startsWith(':')) return; // a comment (keep-alive)

@@ -41,7 +41,7 @@ export const BudgetsSchema = z
   .object({
     /** model calls the episode may make */
     calls: z.number().int().positive().optional(),
-    /** tokens (input and output, as the upstream reports them) the episode may use */
+    /** tokens (input and output: the upstream's usage, else the gateway's estimate; docs/gateway.md) the episode may use */
     tokens: z.number().int().positive().optional(),
     /** seconds from the credential's issue after which the episode's model access ends */
     wall_time_s: z.number().positive().finite().optional(),
@@ -86,7 +86,12 @@ export const ModelCallSchema = z.object({
   refusal: z.string().nullable().describe('for refused and cut_short: the code the harness was given (unauthorized, busy, a budget reason…)'),
   request: z.unknown().describe("the body as sent upstream (the episode's model in it), null when none"),
   response: z.unknown().describe('the reply as JSON; a streamed one put back together; a body that was not JSON as { text }'),
-  usage: ModelUsageSchema.nullable(),
+  usage: ModelUsageSchema.nullable().describe(
+    "what the call counted against the token budget: the upstream's usage, else the estimate; null when the model did not run (refused, never sent, a 4xx of the upstream)",
+  ),
+  usage_estimated: z
+    .boolean()
+    .describe("true: the upstream reported no usage (or not all of it), and the usage is the gateway's estimate from the bytes sent and received"),
   error: z.string().nullable().describe('what went wrong, for a person'),
 });
 export type ModelCall = z.infer<typeof ModelCallSchema>;

@@ -115,14 +115,14 @@ describe('forwarding', () => {
     expect(rec.first_byte_ms).not.toBeNull();
   });
 
-  it("a harness that set stream_options itself is obeyed (no usage chunk asked for: the record's usage is null)", async () => {
-    const { up, gw, seen } = await setup(() => ({ kind: 'sse', events: chatChunks(['x'], { usage: null }) }));
+  it('a harness that declined the usage chunk: it is asked for upstream all the same, counted, and not given to the harness', async () => {
+    const { up, gw, seen } = await setup(() => ({ kind: 'sse', events: chatChunks(['x'], { usage: [3, 4] }) }));
     const a = await gw.issue('ep', { door: LOOPBACK_DOOR });
-    await (
-      await openStream(a, '/v1/chat/completions', chat({ stream: true, stream_options: { include_usage: false } }))
-    ).done;
-    expect(up.received[0]!.body.stream_options).toEqual({ include_usage: false });
-    expect(seen.last('ep').usage).toBeNull();
+    const text = await (await openStream(a, '/v1/chat/completions', chat({ stream: true, stream_options: { include_usage: false } }))).done;
+    expect(up.received[0]!.body.stream_options).toEqual({ include_usage: true });
+    expect(text).not.toContain('"usage"');
+    expect(text).toContain('data: [DONE]');
+    expect(seen.last('ep')).toMatchObject({ usage: { input_tokens: 3, output_tokens: 4, total_tokens: 7 }, usage_estimated: false });
   });
 
   it('Anthropic messages, keyed with x-api-key: whole and streamed (text and a tool_use input put back together)', async () => {
@@ -456,8 +456,8 @@ describe('bounded input (model-written)', () => {
     expect(gw.use('ep')!.calls).toBe(2);
   });
 
-  it('a harness that hangs up mid-stream: the upstream call is closed, recorded client_gone, the episode goes on', async () => {
-    const { up, gw, seen } = await setup(() => ({ kind: 'sse', events: chatChunks(['one', 'two']), holdAfter: 2 }));
+  it('a harness that hangs up mid-stream: the upstream call is closed once the bound to read on passes, recorded client_gone, the episode goes on', async () => {
+    const { up, gw, seen } = await setup(() => ({ kind: 'sse', events: chatChunks(['one', 'two']), holdAfter: 2 }), { hangUpDrainMs: 200 });
     const a = await gw.issue('ep', { door: LOOPBACK_DOOR });
     const s = await openStream(a, '/v1/chat/completions', chat({ stream: true }));
     await s.until('"one"');

@@ -39,6 +39,39 @@ describe('SseParser', () => {
     );
   });
 
+  it("with onBlock: each block's text as it came (LF line ends), comments and keep-alives too, with the event it dispatched, wherever the chunks are cut", () => {
+    const block = fc.oneof(
+      fc.record({
+        kind: fc.constant('event' as const),
+        event: fc.constantFrom('', 'message_delta'),
+        data: fc.array(fc.string({ unit: fc.constantFrom('a', '€', '😀', ':', ' ') }), { minLength: 1, maxLength: 3 }),
+      }),
+      fc.record({ kind: fc.constant('comment' as const), event: fc.constant(''), data: fc.constant([] as string[]) }),
+    );
+    fc.assert(
+      fc.property(fc.array(block, { maxLength: 6 }), fc.constantFrom('\n', '\r\n', '\r'), fc.array(fc.nat(), { maxLength: 8 }), (blocks, eol, rawCuts) => {
+        const lines = blocks.map((b) =>
+          b.kind === 'comment' ? [': keep-alive'] : [...(b.event ? [`event: ${b.event}`] : []), ...b.data.map((d) => `data: ${d}`)],
+        );
+        const bytes = Buffer.from(lines.map((ls) => ls.map((l) => l + eol).join('') + eol).join(''), 'utf8');
+        const cuts = rawCuts.map((c) => (bytes.length ? c % (bytes.length + 1) : 0));
+        const got: [string, SseEvent | null][] = [];
+        const returned = feed(new SseParser(1 << 20, (raw, e) => got.push([raw, e])), bytes, cuts);
+        expect(got.map(([raw]) => raw)).toEqual(lines.map((ls) => ls.map((l) => `${l}\n`).join('') + '\n'));
+        expect(got.map(([, e]) => e)).toEqual(blocks.map((b) => (b.kind === 'comment' ? null : { event: b.event, data: b.data.join('\n') })));
+        expect(returned).toEqual(got.map(([, e]) => e).filter((e) => e !== null));
+      }),
+      { numRuns: 300 },
+    );
+    // a last block without its blank line is handed back at the end, as it came
+    const blocks: string[] = [];
+    const p = new SseParser(100, (raw) => blocks.push(raw));
+    p.push(Buffer.from('data: a\n\ndata: b'));
+    expect(blocks).toEqual(['data: a\n\n']);
+    p.end();
+    expect(blocks).toEqual(['data: a\n\n', 'data: b\n']);
+  });
+
   it('a CR that ends a chunk and an LF that starts a later one (empty chunks between) are one line end', () => {
     const p = new SseParser(100);
     const got = [...p.push(Buffer.from('data: a\r')), ...p.push(Buffer.alloc(0)), ...p.push(Buffer.from('\ndata: b\r\n\r\n'))];
