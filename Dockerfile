@@ -51,10 +51,16 @@ COPY web/ web/
 RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund \
   && rm -rf src web tsconfig.json
+# the toolbox: a static busybox the server runs inside envs for its own steps, never the image's
+# binaries (src/sandbox/toolbox.ts); the server finds it at toolbox/busybox beside dist/
+RUN apt-get update && apt-get install -y --no-install-recommends busybox-static \
+  && mkdir -p /app/toolbox && cp /bin/busybox /app/toolbox/busybox \
+  && rm -rf /var/lib/apt/lists/*
 
 FROM runtime-base AS runtime
 COPY --from=build /app/package.json /app/package-lock.json /app/
 COPY --from=build /app/node_modules/ /app/node_modules/
 COPY --from=build /app/dist/ /app/dist/
+COPY --from=build /app/toolbox/ /app/toolbox/
 # the shipped harness, which harness episodes put into envs (src/episodes/harness-task.ts)
 COPY harness/openenv_harness.py /app/harness/openenv_harness.py

@@ -22,6 +22,18 @@ node_modules/.bin/tsc -p tsconfig.json --outDir "$STAGE/dist" --declaration fals
 # the web console's page (served at /web/)
 node_modules/.bin/vite build -c web/vite.config.ts --outDir "$PWD/$STAGE/dist/web" --emptyOutDir --logLevel warn
 cp package.json package-lock.json "$STAGE/"
+# the toolbox (src/sandbox/toolbox.ts): this host's static busybox, which the server finds at toolbox/busybox
+mkdir -p "$STAGE/toolbox"
+busybox="${OPENENV_TOOLBOX:-/bin/busybox}"
+# the server's own check (static, this machine's architecture), from the stage just compiled
+node --input-type=module -e '
+  const { findToolboxBinary } = await import(process.argv[1]);
+  await findToolboxBinary(process.argv[2], process.arch === "x64" ? "x86_64" : process.arch);
+' "$PWD/$STAGE/dist/sandbox/engine/toolbox-volume.js" "$busybox" || {
+  echo "error: $busybox is no static busybox for the image's toolbox: apt-get install busybox-static (or set OPENENV_TOOLBOX)" >&2
+  exit 1
+}
+cp "$busybox" "$STAGE/toolbox/busybox"
 cp -a node_modules "$STAGE/node_modules"
 (cd "$STAGE" && npm prune --omit=dev --offline --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 # empty scope folders of pruned packages

@@ -3,17 +3,19 @@
  * network of the test's own), under a runtime the caller names (shell.docker.test.ts: runc;
  * shell-gvisor.docker.test.ts: runsc): one persistent shell per episode, calls killed at their
  * timeout with what they started, output bounded, files read and written byte for byte through
- * the archive API, a dead shell replaced and the model told, and an image whose own command would
- * exit kept up.
+ * the toolbox as the shell's user, a dead shell replaced and the model told, and an image whose own
+ * command would exit kept up by the toolbox's keeper.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { EnvRuntime } from '../../src/sandbox/sandbox.js';
-import { ShellToolset, runToEnd, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
+import { ShellToolset, type ShellToolOutcome, type ShellToolReply } from '../../src/tools/shell/index.js';
+import { runToEnd } from '../../src/container/index.js';
+import { keeperCommand } from '../../src/sandbox/toolbox.js';
 import { describeDocker, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
 import { SHELL_TEST_LABEL, startShellContainer } from '../support/shell-container.js';
-import { EnvSecuritySchema, serverTmpfsMounts } from '../../src/sandbox/engine/hardening.js';
+import { EnvSecuritySchema } from '../../src/sandbox/engine/hardening.js';
 import { LOCAL_DEBIAN_IMAGE, shellBox } from './helpers.js';
 
 function reply(o: ShellToolOutcome): ShellToolReply {
@@ -32,11 +34,11 @@ export function describeShellToolset(runtime: EnvRuntime): void {
     const countRunning = (pattern: string) =>
       bash(`for p in /proc/[0-9]*; do { tr '\\0' ' ' < $p/cmdline; } 2>/dev/null; echo; done | grep -c '${pattern}' || true`);
 
-    it('keeps an image up whose own command would exit at once (the Debian base runs bash with no input)', async () => {
+    it("keeps an image up whose own command would exit at once (the Debian base runs bash with no input): the toolbox's keeper is its process 1", async () => {
       const info = await held.box.docker.getContainer(held.box.id).inspect();
       expect(info.State.Running).toBe(true);
-      expect(info.HostConfig.Init).toBe(true);
-      expect(info.Config.Cmd).toEqual(['sh', '-c', 'exec sleep 2147483647']);
+      expect(info.HostConfig.Init).toBe(false);
+      expect(info.Config.Cmd).toEqual(keeperCommand(held.box.exec.toolbox!));
       const r = await bash('echo ready; pwd');
       expect(r.text).toBe('ready\n/app\n[exit code 0]');
     });
@@ -148,10 +150,10 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       expect(rest.text).toBe(`${'é'.repeat(40000 - 32767)}\n[read_file: bytes 65534–80000 of 80000]`);
     });
 
-    it("reaches a read-only root's /tmp (the env's own tmpfs, which the archive API cannot see) through processes in the env, byte for byte, links into it too", async () => {
+    it("reaches a read-only root's /tmp (the env's own tmpfs, which the archive API cannot see) through the toolbox, byte for byte, links into it too", async () => {
       const security = EnvSecuritySchema.parse({ root: 'read-only', tmp_mb: 16 });
       const box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/tmp', runtime, security });
-      const shell = new ShellToolset(box.exec, { workdir: '/tmp', unseenMounts: serverTmpfsMounts(security) });
+      const shell = new ShellToolset(box.exec, { workdir: '/tmp' });
       const sh = async (command: string) => reply(await shell.call('bash', { command })).text;
       try {
         // it is a tmpfs on a read-only root, and the archive API does not see what the shell writes there
@@ -187,8 +189,9 @@ export function describeShellToolset(runtime: EnvRuntime): void {
           is_error: true,
           text: '/tmp/d is a directory, not a file: list it with bash (ls -la /tmp/d)',
         });
-        // elsewhere the file tools work as ever, through the archive API
+        // elsewhere too, and the read-only root refuses a write as it refuses the shell's
         expect(reply(await shell.call('read_file', { path: '/etc/hostname' })).is_error).toBe(false);
+        expect(reply(await shell.call('write_file', { path: '/etc/new.txt', content: 'x' }))).toMatchObject({ is_error: true, text: expect.stringMatching(/^cannot write \/etc\/new.txt/) });
       } finally {
         await shell.close();
         await box.remove();
@@ -232,12 +235,13 @@ export function describeShellToolset(runtime: EnvRuntime): void {
   });
 
   describeDocker(`the shell toolset and an image without a shell (${runtime})`, () => {
-    it('fails clearly: the container cannot stay up (nothing to wait with), and the shell cannot start', async () => {
+    it("fails clearly: the container stays up (its keeper is the toolbox's), and the shell cannot start, saying it needs bash", async () => {
       const box = await startShellContainer(LOCAL_PYTHON_IMAGE, { runtime });
       try {
         await new Promise((r) => setTimeout(r, 500));
+        expect((await box.docker.getContainer(box.id).inspect()).State.Running).toBe(true);
         const shell = new ShellToolset(box.exec);
-        await expect(shell.call('bash', { command: 'echo hi' })).rejects.toThrow(/is not running|gone or stopped|could not start/);
+        await expect(shell.call('bash', { command: 'echo hi' })).rejects.toThrow(/could not start.*need bash/);
       } finally {
         await box.remove();
       }

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { runToEnd } from '../../src/tools/shell/index.js';
+import { runToEnd } from '../../src/container/index.js';
 import { outputTail, prepareTurn, runVerifier } from '../../src/verifier/index.js';
 import { describeDocker } from '../support/docker.js';
 import { shellBox } from './helpers.js';
