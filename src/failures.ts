@@ -56,6 +56,11 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
     meaning:
       "the agent changed what an in-place verifier runs (the image's programs, libraries, the loader's configuration, a folder on PATH): the reward was refused, not computed",
   },
+  env_killed_by_agent: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning: "a process in the env killed the env's process 1 (a signal the engine did not send), which ended its container: the model's doing",
+  },
   env_pids_exhausted: {
     retryable: false,
     toolErrorType: 'execution_error',
@@ -172,10 +177,12 @@ export interface EnvLook {
   storageExceeded?: string;
   /** set when the env runs with its processes at its pids limit: what the sandbox read */
   pidsAtLimit?: string;
+  /** set when the env's process 1 (the server's keeper) died of a signal the engine did not send: what the sandbox saw */
+  killedFromInside?: string;
 }
 
 export interface EnvVerdict {
-  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded' | 'env_pids_exhausted';
+  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded' | 'env_pids_exhausted' | 'env_killed_by_agent';
   /** what happened to the env, for the failure's message */
   what: string;
   extra: FailureExtra;
@@ -207,6 +214,7 @@ export function envVerdict(d: EnvLook | null, said: CallEvidence = {}): EnvVerdi
   if (d.running && d.pidsAtLimit !== undefined) return { reason: 'env_pids_exhausted', what: d.pidsAtLimit, extra };
   if (d.running && forkFailed) return { reason: 'env_pids_exhausted', what: forkFailed, extra };
   if (d.running) return { reason: 'env_unreachable', what: 'the env is unreachable', extra };
+  if (d.killedFromInside !== undefined) return { reason: 'env_killed_by_agent', what: d.killedFromInside, extra };
   return { reason: 'env_crashed', what: `the env exited (code ${d.exitCode})`, extra };
 }
 

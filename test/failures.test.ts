@@ -48,6 +48,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   storage_exceeded: { retryable: false, toolErrorType: 'execution_error' },
   env_pids_exhausted: { retryable: false, toolErrorType: 'execution_error' },
   toolchain_tampered: { retryable: false, toolErrorType: 'execution_error' },
+  env_killed_by_agent: { retryable: false, toolErrorType: 'execution_error' },
 };
 
 describe('failure reasons', () => {
@@ -87,6 +88,12 @@ describe('verdicts', () => {
       what: 'it wrote 80 MB, past 64',
       extra: { exit_code: 137, log_tail: 'boom' },
     });
+    // a keeper killed from inside the env (the model's, under gVisor): its own reason, not retryable; OOM and the storage stop win
+    const inside = { ...base, exitCode: 137, killedFromInside: 'its process 1 was killed by signal 9, which the engine did not send' };
+    expect(envVerdict(inside)).toEqual({ reason: 'env_killed_by_agent', what: inside.killedFromInside, extra: { exit_code: 137, log_tail: 'boom' } });
+    expect(FAILURE_REASONS.env_killed_by_agent.retryable).toBe(false);
+    expect(envGone(inside)).toBe(true);
+    expect(envVerdict({ ...inside, oomKilled: true }).reason).toBe('env_oom');
     // OOM-killed wins even if the engine still says running (it marks the exit a moment later)
     expect(envVerdict({ ...base, running: true, oomKilled: true }).reason).toBe('env_oom');
     expect(envVerdict({ ...base, running: true, exitCode: null }).reason).toBe('env_unreachable');

@@ -44,6 +44,8 @@ export const FailureReasonSchema = z.enum([
   'env_pids_exhausted',
   // an in-place verifier found the toolchain it runs changed by the agent: the reward is refused
   'toolchain_tampered',
+  // a process of the env's own killed its process 1 (gVisor lets one): the model's doing
+  'env_killed_by_agent',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

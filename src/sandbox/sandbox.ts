@@ -143,6 +143,12 @@ export interface EnvDiagnosis {
   storageExceeded?: string;
   /** set when the env runs with its processes at its pids limit (the sandbox read its count): what it read */
   pidsAtLimit?: string;
+  /**
+   * set when a shell env's process 1 (the toolbox's keeper, which nothing outside the env stops
+   * but the engine) died of a signal the engine did not send, while the sandbox heard every kill
+   * the engine sent: a process of the env's own killed it (gVisor lets a process signal 1)
+   */
+  killedFromInside?: string;
 }
 
 export interface SweepResult {

@@ -51,7 +51,10 @@ export function toolboxCommand(binary: string, name: string, script: string, arg
  */
 const KEEPER = ['trap "" HUP INT QUIT PIPE ALRM TERM USR1 USR2 TSTP TTIN TTOU', 'while :; do "$1" sleep 2147483647 & wait; done'].join('\n');
 
+/** the keeper's `$0`: a container whose command holds it is one the keeper holds open */
+export const KEEPER_NAME = 'openenv-keeper';
+
 /** the keeper as a container's command (the image's ENTRYPOINT, if any, runs it) */
 export function keeperCommand(binary: string): string[] {
-  return [binary, 'sh', '-c', KEEPER, 'openenv-keeper', binary];
+  return [binary, 'sh', '-c', KEEPER, KEEPER_NAME, binary];
 }

@@ -1,6 +1,6 @@
 import type Dockerode from 'dockerode';
 import { singleFileTar } from '../container-exec.js';
-import { keeperCommand, toolboxBinary } from '../toolbox.js';
+import { KEEPER_NAME, keeperCommand, toolboxBinary } from '../toolbox.js';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { engineMessage, isConflict, isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
@@ -132,6 +132,8 @@ export interface ContainerState {
   ip: string | null;
   /** its main process on the engine's host, while it runs */
   pid: number | null;
+  /** its process 1 is the toolbox's keeper (a shell env's) */
+  keeper: boolean;
 }
 
 export async function inspectState(docker: Dockerode, containerId: string, networkName?: string): Promise<ContainerState> {
@@ -146,5 +148,6 @@ export async function inspectState(docker: Dockerode, containerId: string, netwo
     oomKilled: Boolean(s.OOMKilled),
     ip: endpoint?.IPAddress ? endpoint.IPAddress : null,
     pid: s.Running && s.Pid > 0 ? s.Pid : null,
+    keeper: (info.Config?.Cmd ?? []).includes(KEEPER_NAME),
   };
 }

@@ -346,6 +346,23 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       logTail: await logTail(this.docker, handle.containerId),
       ...this.storageEnd(handle),
       ...(state.pid !== null ? await pidsEnd(state.pid) : {}),
+      ...this.killedFromInside(handle, state),
+    };
+  }
+
+  /**
+   * A shell env whose keeper (process 1) died of a signal while the engine, heard throughout,
+   * sent it none and saw no OOM: only a process of the env's own could have sent it (under runc
+   * the kernel refuses that; gVisor lets a process signal 1).
+   */
+  private killedFromInside(handle: EnvHandle, state: { running: boolean; exitCode: number | null; oomKilled: boolean; keeper: boolean }): {
+    killedFromInside?: string;
+  } {
+    if (state.running || !state.keeper || state.oomKilled || state.exitCode === null || state.exitCode <= 128) return {};
+    const kills = this.watcher.killsOf(handle.containerId);
+    if (!kills || !kills.heardAll || kills.engineKill !== null || this.storage.exceeded(handle.containerId) !== null) return {};
+    return {
+      killedFromInside: `its process 1 (the server's keeper) was killed by signal ${state.exitCode - 128}, which the engine did not send: a process in the env sent it`,
     };
   }
 

@@ -20,6 +20,12 @@ interface Watched {
   containerId: string;
   networkId: string;
   controller: AbortController;
+  /** the stream's drops when the watch began: one since, and some event may have been missed */
+  dropsAtWatch: number;
+  /** the stream was attached when the watch began */
+  attachedAtWatch: boolean;
+  /** a signal the engine sent it (docker kill, stop, the storage watch), or oom: what the engine said */
+  engineKill: string | null;
 }
 
 interface EngineEvent {
@@ -47,6 +53,10 @@ export class EnvWatcher {
   private lastEventTime: number | null = null;
   private firstAttempt: Promise<void> | null = null;
   private onFirstAttempt: (() => void) | null = null;
+  /** how often the stream dropped (events while it was down are seen only as states) */
+  private drops = 0;
+  /** containers whose kills the engine reported, kept after their watch for a diagnosis (bounded) */
+  private readonly kills = new Map<string, { engineKill: string | null; heardAll: boolean }>();
 
   constructor(
     private readonly docker: Dockerode,
@@ -73,7 +83,15 @@ export class EnvWatcher {
 
   /** aborts (with an EnvGoneError) when the container dies, is removed or leaves the network */
   watch(episodeId: string, containerId: string, networkId: string): AbortSignal {
-    const w: Watched = { episodeId, containerId, networkId, controller: new AbortController() };
+    const w: Watched = {
+      episodeId,
+      containerId,
+      networkId,
+      controller: new AbortController(),
+      dropsAtWatch: this.drops,
+      attachedAtWatch: this.stream !== null,
+      engineKill: null,
+    };
     this.byContainer.set(containerId, w);
     this.byNetwork.set(networkId, w);
     return w.controller.signal;
@@ -83,6 +101,7 @@ export class EnvWatcher {
   forget(episodeId: string): void {
     for (const [id, w] of this.byContainer) {
       if (w.episodeId !== episodeId) continue;
+      this.keepKills(w);
       this.byContainer.delete(id);
       if (this.byNetwork.get(w.networkId) === w) this.byNetwork.delete(w.networkId);
     }
@@ -91,6 +110,17 @@ export class EnvWatcher {
   /** the exit code a `die` event reported for a container (it may be gone since) */
   exitCodeOf(containerId: string): number | null {
     return this.exits.get(containerId) ?? null;
+  }
+
+  /**
+   * What the engine said of killing a watched container: the signal it sent (or `oom`), and
+   * whether every event since its watch began was heard (the stream was up and never dropped).
+   * Null for a container never watched.
+   */
+  killsOf(containerId: string): { engineKill: string | null; heardAll: boolean } | null {
+    const w = this.byContainer.get(containerId);
+    if (w) return { engineKill: w.engineKill, heardAll: w.attachedAtWatch && w.dropsAtWatch === this.drops };
+    return this.kills.get(containerId) ?? null;
   }
 
   close(): void {
@@ -108,7 +138,7 @@ export class EnvWatcher {
         const since = this.lastEventTime ?? undefined;
         const stream: NodeJS.ReadableStream = await this.docker.getEvents({
           ...(since ? { since } : {}),
-          filters: JSON.stringify({ type: ['container', 'network'], event: ['die', 'destroy', 'disconnect'] }),
+          filters: JSON.stringify({ type: ['container', 'network'], event: ['die', 'destroy', 'disconnect', 'kill', 'oom'] }),
         });
         if (this.closed) {
           (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
@@ -151,6 +181,7 @@ export class EnvWatcher {
     const drop = (err?: Error) => {
       if (dropped) return;
       dropped = true;
+      this.drops++;
       if (this.stream === stream) this.stream = null;
       if (this.closed) return;
       this.log.warn({ err: err?.message }, 'engine events stream dropped; reopening');
@@ -169,6 +200,11 @@ export class EnvWatcher {
     const action = e.Action ?? e.status ?? '';
     if (e.Type === 'container') {
       const w = this.byContainer.get(id);
+      if (action === 'kill' || action === 'oom') {
+        // the engine's own kills (docker kill or stop, a storage watch, the kernel's OOM killer): never the env's doing
+        if (w) w.engineKill ??= action === 'oom' ? 'oom' : `signal ${attrs.signal ?? '?'}`;
+        return;
+      }
       if (action === 'die') {
         const code = Number(attrs.exitCode);
         if (Number.isFinite(code) && w) this.remember(id, code);
@@ -193,6 +229,14 @@ export class EnvWatcher {
     if (w.controller.signal.aborted) return;
     this.log.warn({ episode: w.episodeId, container: w.containerId.slice(0, 12), event: reason.event, exitCode: reason.exitCode }, reason.message);
     w.controller.abort(reason);
+  }
+
+  private keepKills(w: Watched): void {
+    if (this.kills.size >= MAX_REMEMBERED_EXITS) {
+      const oldest = this.kills.keys().next().value;
+      if (oldest !== undefined) this.kills.delete(oldest);
+    }
+    this.kills.set(w.containerId, { engineKill: w.engineKill, heardAll: w.attachedAtWatch && w.dropsAtWatch === this.drops });
   }
 
   private remember(containerId: string, code: number): void {

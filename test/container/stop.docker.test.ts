@@ -1,0 +1,111 @@
+/**
+ * Stopping the agent on real containers, under runc and gVisor: every way a process of the agent's
+ * tries to survive the stop is killed (a loop whose pid keeps moving, setsid, nohup, a double
+ * fork, a process that ignores SIGTERM, 64 at once, a process in a new pid namespace where the
+ * lock-down lets one be made), with the image's `sh`, `cat` and `kill` replaced by the agent's;
+ * what the image ran before the agent (a service of its own) goes on; the env's process 1 is out
+ * of the agent's reach (`kill -9 -1`, signals to 1).
+ */
+import { expect, it } from 'vitest';
+import { AgentIntervals, containerClock, runTrusted, stopAgentProcesses } from '../../src/container/index.js';
+import type { EnvRuntime } from '../../src/sandbox/sandbox.js';
+import { ShellToolset } from '../../src/tools/shell/index.js';
+import { describeDocker } from '../support/docker.js';
+import { startShellContainer, type ShellContainer } from '../support/shell-container.js';
+import { LOCAL_DEBIAN_IMAGE, ensureDebianBase } from '../harbor/helpers.js';
+
+/** the processes of the container but process 1 and the toolbox's own, as `pid comm` lines (through the toolbox) */
+async function processes(box: ShellContainer): Promise<string[]> {
+  const r = await runTrusted(
+    box.exec,
+    'openenv-test-ps',
+    // builtins only: a listing that forked would list its own children
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] && continue; read -r l < $d/stat 2>/dev/null || continue; read -r c < $d/comm 2>/dev/null || continue; r=${l##*) }; set -- $r; [ "$1" = Z ] || echo "$p $c"; done',
+  );
+  return r.stdout.toString().trim().split('\n').filter(Boolean);
+}
+
+async function bash(shell: ShellToolset, command: string, timeout_s = 60): Promise<string> {
+  const o = await shell.call('bash', { command, timeout_s });
+  if (o.kind !== 'reply') throw new Error(o.message);
+  return o.reply.text;
+}
+
+/**
+ * The agent's attacks, as its commands: each leaves processes that try to outlive the stop. Every
+ * one writes a line to /tmp/alive every 50 ms, so that one left running would show.
+ */
+const ATTACKS: Record<string, string> = {
+  'a loop whose pid keeps moving (fork, the parent exits)':
+    "perl -e 'while (1) { exit if fork; open(my $f, \">>\", \"/tmp/alive\"); print $f \"hop\\n\"; close $f; select(undef, undef, undef, 0.05) }' >/dev/null 2>&1 &",
+  'setsid, nohup and a double fork':
+    "setsid bash -c 'while :; do echo s >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & nohup bash -c 'while :; do echo n >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 & (bash -c 'while :; do echo d >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 &) ",
+  'a process that ignores SIGTERM, SIGINT and SIGHUP': "bash -c 'trap \"\" TERM INT HUP; while :; do echo t >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 &",
+  '64 of them at once': "for i in $(seq 64); do bash -c 'while :; do echo m >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 & done",
+  'a process in a new pid namespace (where the lock-down lets one be made)':
+    "unshare -p -f bash -c 'while :; do echo u >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 & sleep 0.3; echo tried",
+};
+
+function describeStop(runtime: EnvRuntime): void {
+  describeDocker(`stopping the agent (${runtime})`, () => {
+    it.each(Object.entries(ATTACKS))("kills the agent's processes, whatever they do, with the image's sh, cat and kill replaced: %s", async (_what, attack) => {
+      ensureDebianBase();
+      const box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app', runtime, pids: 512 });
+      const shell = new ShellToolset(box.exec, { workdir: '/app', user: '0:0' });
+      try {
+        // the image runs a service of its own before the agent's part: it must go on after the stop
+        const service = await runTrusted(box.exec, 'openenv-test-service', '"$1" setsid "$1" sh -c "while :; do echo svc > /tmp/service; sleep 0.05; done" </dev/null >/dev/null 2>&1 &', [
+          box.exec.toolbox!,
+        ]);
+        expect(service.exitCode).toBe(0);
+        const intervals = new AgentIntervals();
+        intervals.begin(await containerClock(box.exec));
+        // the agent replaces what a server would run from the image, then attacks
+        await bash(shell, 'for b in sh cat kill ps; do p=$(command -v $b); printf "#!/bin/bash\\necho fooled\\n" > $p; done; echo replaced');
+        await bash(shell, `${attack}; sleep 1000 >/dev/null 2>&1 &`);
+        await new Promise((r) => setTimeout(r, 300));
+        await shell.close();
+        const stopped = await stopAgentProcesses(box.exec, intervals);
+        expect(stopped.left).toBe(0);
+        expect(stopped.killed).toBeGreaterThan(0);
+        // nothing of the agent's writes any more; the image's service still does
+        const size = async (f: string) => Number((await runTrusted(box.exec, 'size', 'stat -c %s "$1" 2>/dev/null || echo 0', [f])).stdout.toString().trim());
+        const before = await size('/tmp/alive');
+        await runTrusted(box.exec, 'truncate', ': > /tmp/service');
+        await new Promise((r) => setTimeout(r, 500));
+        expect(await size('/tmp/alive')).toBe(before);
+        expect(await size('/tmp/service')).toBeGreaterThan(0);
+        const left = await processes(box);
+        // the keeper's sleep and the image's service (a sh and its sleeps): nothing of the agent's
+        expect(left.filter((l) => !/ (busybox|sh|sleep)$/.test(l))).toEqual([]);
+      } finally {
+        await shell.close();
+        await box.remove();
+      }
+    });
+
+    it("keeps the env up whatever the agent signals: kill -9 -1 ends the agent's own shell, process 1 takes no signal it can ignore", async () => {
+      ensureDebianBase();
+      const box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app', runtime });
+      const shell = new ShellToolset(box.exec, { workdir: '/app', user: '0:0' });
+      try {
+        const died = await shell.call('bash', { command: 'kill -TERM 1; kill -INT 1; kill -HUP 1; kill -USR1 1; kill -QUIT 1; sleep 0.2; kill -9 -1' });
+        expect(died).toMatchObject({ kind: 'reply', reply: { result: { shell_died: true } } });
+        expect((await box.docker.getContainer(box.id).inspect()).State.Running).toBe(true);
+        const again = await bash(shell, 'echo still here');
+        expect(again).toMatch(/^\[a new shell was started: .*\]\nstill here\n\[exit code 0\]$/);
+        if (runtime === 'runc') {
+          // the kernel gives a namespace's process 1 no SIGKILL from inside it
+          await bash(shell, 'kill -9 1; sleep 0.3; echo done');
+          expect((await box.docker.getContainer(box.id).inspect()).State.Running).toBe(true);
+        }
+      } finally {
+        await shell.close();
+        await box.remove();
+      }
+    });
+  });
+}
+
+describeStop('runc');
+describeStop('runsc');
