@@ -197,15 +197,29 @@ export class TaskVerification {
           tail: '',
         };
       }
-      return this.finish(await runVerifier(this.exec, this.verifierSpec(v)), who, base);
+      return this.finish(await runVerifier(this.exec, this.verifierSpec(v), await this.settler(this.exec)), who, base);
     }
     const clean = await this.env.companion();
     try {
       await this.copyOutputs(v, clean.exec);
-      return this.finish(await runVerifier(clean.exec, this.verifierSpec(v)), who, base);
+      return this.finish(await runVerifier(clean.exec, this.verifierSpec(v), await this.settler(clean.exec)), who, base);
     } finally {
       await clean.remove().catch(() => undefined);
     }
+  }
+
+  /**
+   * What runs between test.sh's end and the reward's reading: every process started since this
+   * moment (the verifier's own, and what the agent's code it ran left behind) is stopped, so that
+   * nothing writes the reward file after test.sh.
+   */
+  private async settler(exec: ContainerExec): Promise<() => Promise<void>> {
+    const since = new AgentIntervals();
+    since.begin(await containerClock(exec));
+    return async () => {
+      const r = await stopAgentProcesses(exec, since);
+      if (r.left > 0) throw new Error(`${r.left} process(es) the verifier left were still there after the stop, so its reward was not read`);
+    };
   }
 
   private verifierSpec(v: VerifierManifest) {

@@ -19,6 +19,10 @@
  * - and what the task adds (`protect`); minus what it allows the agent to change (`allow_changes`,
  *   for a task whose agent must install software: the check then trusts those paths).
  *
+ * Python's bytecode caches (`__pycache__/`) are left out: every Python the agent runs as root
+ * writes them beside the standard library, and the verifier reads none of them (its Python looks
+ * for bytecode under a prefix of its own, PYCACHE_PREFIX, never in `__pycache__`).
+ *
  * Pure: the changes and the container's PATH and home in, the offending paths out.
  */
 import path from 'node:path';
@@ -65,6 +69,9 @@ export interface ToolchainScope {
 
 const within = (p: string, root: string) => p === root || p.startsWith(root === '/' ? '/' : `${root}/`);
 
+/** a bytecode cache entry: what Python writes as it imports, and the verifier never reads */
+const PYCACHE = /(^|\/)__pycache__(\/|$)/;
+
 /** the folders the check covers for this container */
 export function protectedPaths(scope: ToolchainScope): string[] {
   const out = new Set<string>(TOOLCHAIN_PATHS);
@@ -91,22 +98,31 @@ export function rootAdditions(changes: readonly FileChange[]): string[] {
 }
 
 /**
- * The changed paths that tamper with the toolchain, for the failure's message (sorted, the deepest
- * path of each change kept: a folder is listed as changed because something in it is).
+ * The changed paths that tamper with the toolchain, for the failure's message (sorted; a folder
+ * the engine lists as changed because something in it changed is judged by what is in it).
  * `rootFiles`: which of rootAdditions() are files (not folders).
  */
 export function tamperedPaths(changes: readonly FileChange[], scope: ToolchainScope, rootFiles: ReadonlySet<string> = new Set()): string[] {
   const guarded = protectedPaths(scope);
   const allowed = (scope.allow ?? []).map((p) => path.posix.normalize(p));
   const server = scope.server ?? [];
+  // the engine lists a folder as changed because something in it did: what is in it decides
+  const ancestors = new Set<string>();
+  for (const c of changes) {
+    for (let d = path.posix.dirname(path.posix.normalize(c.path)); !ancestors.has(d); d = path.posix.dirname(d)) {
+      ancestors.add(d);
+      if (d === '/') break;
+    }
+  }
+  const isParent = (p: string) => ancestors.has(p);
   const hits = new Set<string>();
   for (const c of changes) {
     const p = path.posix.normalize(c.path);
-    if (server.some((s) => within(p, s))) continue;
+    if (isParent(p)) continue;
+    if (server.some((s) => within(p, s)) || PYCACHE.test(p)) continue;
     if (allowed.some((a) => within(p, a))) continue;
     if (guarded.some((g) => within(p, g)) || ETC_PYTHON.test(p) || (c.kind === 'added' && rootFiles.has(p))) hits.add(p);
   }
-  // a folder is listed as changed because of what changed in it: keep the deepest paths
-  const list = [...hits].sort();
-  return list.filter((p) => !list.some((q) => q !== p && q.startsWith(`${p}/`)));
+  return [...hits].sort();
 }
+

@@ -14,7 +14,7 @@
 import { VERIFIER } from '../defaults.js';
 import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import { ARTIFACTS_DIR, LOGS_DIR, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT } from './layout.js';
+import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT } from './layout.js';
 import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
 
 export interface VerifierSpec {
@@ -104,13 +104,18 @@ async function readRewardFile(exec: ContainerExec, file: string): Promise<Reward
   return { text: found.data.toString('utf8') };
 }
 
-export async function runVerifier(exec: ContainerExec, spec: VerifierSpec): Promise<VerifierOutcome> {
+/**
+ * Installs the tests, runs test.sh, then reads the reward file it left. `settle` runs between the
+ * two: what test.sh left running (a process of the agent's code it ran, in a session of its own)
+ * must not write the reward after test.sh has ended (verified-task.ts stops such processes there).
+ */
+export async function runVerifier(exec: ContainerExec, spec: VerifierSpec, settle?: () => Promise<void>): Promise<VerifierOutcome> {
   await installTests(exec, spec.testsDir);
   const ran = await runKillable(
     exec,
     {
       cmd: ['bash', TEST_SCRIPT],
-      ...(spec.env ? { env: spec.env } : {}),
+      env: { ...spec.env, PYTHONPYCACHEPREFIX: PYCACHE_PREFIX },
       ...(spec.workdir ? { workdir: spec.workdir } : {}),
       ...(spec.user ? { user: spec.user } : {}),
     },
@@ -121,6 +126,7 @@ export async function runVerifier(exec: ContainerExec, spec: VerifierSpec): Prom
   if (ran.timedOut) {
     return { status: 'timeout', message: `the verifier (tests/test.sh) was still running after ${spec.timeoutMs / 1000} s and was killed`, run };
   }
+  await settle?.();
   // as Harbor reads them: reward.txt when there is one, else reward.json
   const txt = await readRewardFile(exec, REWARD_TXT);
   const json = txt === null ? await readRewardFile(exec, REWARD_JSON) : null;
