@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { engineHasImages, ImportError, importHarbor, parseBaseImageRule, type ImportResult } from '../authoring/harbor/index.js';
 import { defineCommand, EXIT } from './command.js';
 import { UsageError } from './options.js';
+import { jsonLine, visible } from './terminal-text.js';
 
 const FORMATS = ['harbor'] as const;
 
@@ -132,7 +133,7 @@ export const importCommand = defineCommand({
       if (e instanceof ImportError) throw new UsageError(e.message);
       throw e;
     }
-    io.stdout.write(args.json ? `${JSON.stringify(result)}\n` : `${report(result)}\n`);
+    io.stdout.write(args.json ? `${jsonLine(result)}\n` : `${visible(report(result))}\n`);
     return result.written ? EXIT.ok : EXIT.problems;
   },
 });
