@@ -213,6 +213,7 @@ describe('import harbor: the mapping', () => {
     expect(manifest.envs['hello-task']).toEqual({
       kind: 'shell',
       build: 'envs/hello-task',
+      build_network: 'none',
       workdir: '/app',
       resources: { memory_mb: 1536, cpus: 2, pids: 1024, storage_mb: 4096 },
       environment: { APP_MODE: 'test' },
@@ -540,6 +541,31 @@ describe('import harbor: the mapping', () => {
     );
     const manifest = JSON.parse(readFileSync(path.join(root, 'out/bundle.json'), 'utf8'));
     expect(manifest.envs.online).toMatchObject({ kind: 'shell', image: 'openenv-local/debian:bookworm' });
+  });
+
+  it("builds every task's image without network unless --build-with-network, noting Dockerfiles that look like they download or ADD a URL", async () => {
+    const root = temp();
+    task(root, 'offline');
+    task(root, 'installs', { 'environment/Dockerfile': 'FROM debian:bookworm\nRUN apt-get update \\\n && apt-get install -y jq\n' });
+    task(root, 'adds-url', { 'environment/Dockerfile': 'FROM debian:bookworm\nADD https://example.com/data.tgz /app/\n' });
+    const r = await importHarbor(opts([root], path.join(root, 'out')));
+    const manifest = JSON.parse(readFileSync(path.join(root, 'out/bundle.json'), 'utf8'));
+    expect(Object.values(manifest.envs).map((e: any) => e.build_network)).toEqual(['none', 'none', 'none']);
+    const notes = r.notes.map((n) => `${n.field}: ${n.message} [${n.tasks.join(',')}]`);
+    expect(notes).toContain(
+      'environment/Dockerfile: its RUN steps look like they download (a package manager, curl, wget, git clone…): the image builds without network here, so they would fail; import with --build-with-network if you trust this Dockerfile [installs]',
+    );
+    expect(notes).toContain(
+      "environment/Dockerfile: it ADDs a URL (or a variable): the engine would fetch it on the host's network, so a build without network refuses it; put the file in environment/ and COPY it, or import with --build-with-network [adds-url]",
+    );
+    const trusted = await importHarbor(opts([root], path.join(root, 'trusted'), { buildWithNetwork: true }));
+    const envs = JSON.parse(readFileSync(path.join(root, 'trusted/bundle.json'), 'utf8')).envs;
+    expect(Object.values(envs).every((e: any) => e.build_network === undefined)).toBe(true);
+    expect(trusted.notes).toContainEqual({
+      field: 'environment/Dockerfile',
+      message: "built with the engine's network (--build-with-network): its RUN steps reach what the engine's bridge reaches, the host's own services included",
+      tasks: ['adds-url', 'installs', 'offline'],
+    });
   });
 
   it('names the base images the engine does not have, for the tasks that need them', async () => {

@@ -37,6 +37,8 @@ export interface ImportOptions {
   /** the harness every task runs (the bundle's `harness`: `sh -c AGENT`), making them harness episodes */
   agent?: string;
   ignoreInternet: boolean;
+  /** build the tasks' images with the engine's network (their RUN steps download); default: without network */
+  buildWithNetwork?: boolean;
   /** import the tasks that can be, leaving out (and listing) the refused ones */
   skipRefused: boolean;
   /** replace DIR when it holds a bundle already */
@@ -214,6 +216,7 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
       await readHarborTask(f.dir, {
         rules: opts.baseImages,
         ignoreInternet: opts.ignoreInternet,
+        buildWithNetwork: opts.buildWithNetwork === true,
         ...(f.linkedTo !== undefined ? { linkedTo: f.linkedTo } : {}),
       }),
     );
@@ -258,6 +261,8 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
         await cp(t.context, dest, { recursive: true, verbatimSymlinks: true });
         await writeFile(path.join(dest, 'Dockerfile'), t.dockerfile!.text);
         env.build = `envs/${envName}`;
+        // a task's Dockerfile is its author's code, run on this machine at build time: without network unless trusted
+        if (opts.buildWithNetwork !== true) env.build_network = 'none';
       } else {
         env.image = t.image;
       }

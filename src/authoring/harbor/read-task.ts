@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
+import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
+import { downloadsIn, mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';
 import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
 
@@ -86,6 +87,8 @@ const EMPTY_CONFIG: HarborConfig = {
 export interface ReadTaskOptions {
   rules: readonly BaseImageRule[];
   ignoreInternet: boolean;
+  /** the image builds with the engine's network (--build-with-network); else with none */
+  buildWithNetwork?: boolean;
   /** the task folder is a symbolic link of a dataset folder, pointing here: refused, nothing read */
   linkedTo?: string;
 }
@@ -178,6 +181,27 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
     for (const m of dockerfile.mapped) notes.push({ field: 'environment/Dockerfile', message: mapLine(m) });
     for (const u of dockerfile.unresolved)
       notes.push({ field: 'environment/Dockerfile', message: `the image ${u} names a build argument without a default: not checked` });
+    const instructions = dockerfileInstructions(dockerfile.text);
+    if (opts.buildWithNetwork) {
+      notes.push({
+        field: 'environment/Dockerfile',
+        message:
+          "built with the engine's network (--build-with-network): its RUN steps reach what the engine's bridge reaches, the host's own services included",
+      });
+    } else {
+      if (downloadsIn(instructions).length > 0)
+        notes.push({
+          field: 'environment/Dockerfile',
+          message:
+            'its RUN steps look like they download (a package manager, curl, wget, git clone…): the image builds without network here, so they would fail; import with --build-with-network if you trust this Dockerfile',
+        });
+      if (addedUrls(dockerfile.text).length > 0)
+        notes.push({
+          field: 'environment/Dockerfile',
+          message:
+            "it ADDs a URL (or a variable): the engine would fetch it on the host's network, so a build without network refuses it; put the file in environment/ and COPY it, or import with --build-with-network",
+        });
+    }
   }
 
   // what is copied must be files and folders of the task: walking them refuses every link and special file
