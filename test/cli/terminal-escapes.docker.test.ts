@@ -5,7 +5,8 @@
  * reward. The failure's output tail is printed with every control shown as `\xNN`; --json parses
  * to the same bytes the verifier printed, with no raw control on the line.
  */
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,6 +15,8 @@ import { describeDocker } from '../support/docker.js';
 import { BASE_IMAGE_RULE, DATASET, ensureDebianBase } from '../harbor/helpers.js';
 
 const CLI = path.resolve(import.meta.dirname, '../../dist/cli/openenv-bundle.js');
+/** this run's bundle, so its image is its own to remove */
+const NAME = `escapes-${randomBytes(4).toString('hex')}`;
 /** printf's escapes for the verifier; U+009B is \302\233 in UTF-8 */
 const PRINTF = String.raw`\033]0;pwned\007\033[2J\033[Hclean\rhidden\302\23331mred\n`;
 const RAW = '\u001b]0;pwned\u0007\u001b[2J\u001b[Hclean\rhidden\u009b31mred';
@@ -40,11 +43,13 @@ describeDocker('check, run as a process, on a verifier that prints terminal esca
     await cp(path.join(DATASET, 'word-frequency'), path.join(src, 'escaping-verifier'), { recursive: true });
     await writeFile(path.join(src, 'escaping-verifier/tests/test.sh'), `#!/bin/bash\nprintf '${PRINTF}'\n# no reward written\n`);
     bundle = path.join(tmp, 'bundle');
-    const imported = run(['import', 'harbor', src, '--out', bundle, '--base-image', BASE_IMAGE_RULE]);
+    const imported = run(['import', 'harbor', src, '--out', bundle, '--name', NAME, '--base-image', BASE_IMAGE_RULE]);
     expect(imported.status, imported.stdout + imported.stderr).toBe(0);
   }, 120_000);
   afterAll(async () => {
     if (tmp) await rm(tmp, { recursive: true, force: true });
+    const ours = execFileSync('docker', ['images', '-q', '--filter', `reference=openenv-bundle/${NAME}-*`], { encoding: 'utf8' }).trim();
+    if (ours) execFileSync('docker', ['rmi', '-f', ...new Set(ours.split('\n'))], { stdio: 'pipe' });
   });
 
   it("prints the verifier's output tail with every control shown, and --json escapes them all", () => {
