@@ -127,6 +127,7 @@ export class EnvCatalog {
               envName: name,
               contextDir: dir,
               buildArgs: this.buildArgs,
+              ...(env.build_network === 'none' ? { network: 'none' as const } : {}),
               ...(signal ? { signal } : {}),
               onProgress: (line) => {
                 const l = line.trim();

@@ -105,6 +105,10 @@ export type EnvKind = (typeof ENV_KINDS)[number];
 
 const HTTP_ENV_DEFAULTS = { port: 8000, ready_path: '/health' } as const;
 
+/** the network a `build` env's image is built on: the engine's default, or none (docs/security.md, "Image builds and the network") */
+export const BUILD_NETWORKS = ['default', 'none'] as const;
+export type BuildNetwork = (typeof BUILD_NETWORKS)[number];
+
 const absolutePath = z.string().refine((p) => path.posix.isAbsolute(p) && !p.includes('\0'), {
   message: 'expected an absolute path in the container, such as "/app"',
   params: { got: true },
@@ -118,6 +122,8 @@ export const EnvManifestSchema = closedObject({
     .string()
     .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
     .optional(),
+  /** `build` envs only; default "default": the network the image's build (its RUN steps) has */
+  build_network: oneOf(BUILD_NETWORKS, 'a build network').optional(),
   kind: oneOf(ENV_KINDS, 'an env kind').default('http'),
   /** http envs only; default 8000 */
   port: z.number().int().min(1).max(65535).optional(),
@@ -156,6 +162,13 @@ export const EnvManifestSchema = closedObject({
     }
   })
   .superRefine((env, ctx) => {
+    if (env.build_network !== undefined && env.build === undefined) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['build_network'],
+        message: 'build_network is for envs with "build": an "image" env is not built here',
+      });
+    }
     if (env.build !== undefined && env.image !== undefined) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
     } else if (env.build === undefined && env.image === undefined) {

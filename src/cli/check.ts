@@ -9,6 +9,7 @@ import { defineCommand, EXIT, stopOnInterrupt } from './command.js';
 import { UsageError } from './options.js';
 import { exitWith } from './process-entry.js';
 import { progressBar } from './progress.js';
+import { jsonLine, visible } from './terminal-text.js';
 
 /** finding groups the summary shows; --json lists every finding */
 const SHOWN = 15;
@@ -207,7 +208,7 @@ export const checkCommand = defineCommand({
       }
     }
     const report = checkReport(args.dir, staticLine, findings, dyn, st.granted);
-    io.stdout.write(`${args.json ? JSON.stringify(report) : formatCheck(report)}\n`);
+    io.stdout.write(`${args.json ? jsonLine(report) : visible(formatCheck(report))}\n`);
     return report.ok ? EXIT.ok : EXIT.problems;
   },
 });

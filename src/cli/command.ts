@@ -9,6 +9,7 @@
 import type { OptionSpec, OptionTable } from '../config.js';
 import { optionLines, parseCommandLine, UsageError, type CommandLine, type Parsed, type PositionalTable } from './options.js';
 import { runAsProcess } from './process-entry.js';
+import { visible } from './terminal-text.js';
 
 export const EXIT = { ok: 0, problems: 1, usage: 2 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -136,11 +137,11 @@ export async function runCommand(sub: Subcommand, argv: string[], io: CliIo, pro
     return await sub.run(argv, io, prog);
   } catch (e) {
     if (e instanceof UsageError) {
-      io.stderr.write(`${errorLines(e.message)}\nRun '${prog} --help' for its arguments and options.\n`);
+      io.stderr.write(`${visible(errorLines(e.message))}\nRun '${prog} --help' for its arguments and options.\n`);
       return EXIT.usage;
     }
     const err = e instanceof Error ? e : new Error(String(e));
-    io.stderr.write(`error: ${BUG.has(err.name) && err.stack ? err.stack : err.message}\n`);
+    io.stderr.write(`error: ${visible(BUG.has(err.name) && err.stack ? err.stack : err.message)}\n`);
     return EXIT.problems;
   }
 }

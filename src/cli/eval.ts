@@ -11,6 +11,7 @@ import { defineCommand, EXIT, stopOnInterrupt } from './command.js';
 import { exitWith } from './process-entry.js';
 import { progressBar } from './progress.js';
 import { httpUrl, ROLLOUT_OPTIONS, rolloutSettings, secretFrom, variableName } from './rollout-options.js';
+import { visible } from './terminal-text.js';
 
 const DEFAULT_SPLIT = 'eval';
 
@@ -105,7 +106,7 @@ export const evalCommand = defineCommand({
           bar.update(done, total, `episodes  mean ${mean === null ? '–' : mean.toFixed(3)} over ${scored}  failures ${failures}`),
       );
       bar.end();
-      io.stdout.write(`${formatSummary(r.summary)}\n  wrote ${r.out}/episodes.jsonl and ${r.out}/summary.json\n`);
+      io.stdout.write(`${visible(formatSummary(r.summary))}\n  wrote ${r.out}/episodes.jsonl and ${r.out}/summary.json\n`);
       return r.summary.interrupted || r.summary.failures.total > 0 ? EXIT.problems : EXIT.ok;
     } finally {
       bar.end();

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { engineHasImages, ImportError, importHarbor, parseBaseImageRule, type ImportResult } from '../authoring/harbor/index.js';
 import { defineCommand, EXIT } from './command.js';
 import { UsageError } from './options.js';
+import { jsonLine, visible } from './terminal-text.js';
 
 const FORMATS = ['harbor'] as const;
 
@@ -59,7 +60,9 @@ export const importCommand = defineCommand({
     'solution/solve.sh its golden solution (one bash call), [[steps]] its turns; task.toml maps to',
     'time budgets, timeouts, resources, workdir, env and task groups. A field that cannot be served',
     'refuses its task, naming it; one that changes nothing the agent or the grade sees is noted. Base',
-    'images the engine does not have are named: map them with --base-image.',
+    'images the engine does not have are named: map them with --base-image. The images build without',
+    "network (--build-with-network trusts the Dockerfiles with it). Only the tasks' own files and",
+    'folders are read: a link, FIFO, socket or device among them refuses the task, naming it.',
   ],
   positionals: {
     format: {
@@ -97,6 +100,10 @@ export const importCommand = defineCommand({
       help: "the harness the server runs in each task's env (the bundle's harness: sh -c CMD, with the instruction in $OPENENV_INSTRUCTION_FILE); e.g. 'python3 /tmp/openenv/openenv_harness.py', the shipped one",
     },
     ignoreInternet: { schema: z.boolean().default(false), help: 'import tasks that allow the internet anyway: they run without it' },
+    buildWithNetwork: {
+      schema: z.boolean().default(false),
+      help: "build the tasks' images with the engine's network (for Dockerfiles that install packages; their RUN steps then reach the host's services too); default: without network",
+    },
     skipRefused: { schema: z.boolean().default(false), help: 'import the tasks that can be, leaving out the refused ones (listed)' },
     force: { schema: z.boolean().default(false), help: 'replace DIR when it holds a bundle' },
     json: { schema: z.boolean().default(false), help: 'print the result as one JSON object on stdout' },
@@ -123,6 +130,7 @@ export const importCommand = defineCommand({
         baseImages,
         ...(args.agent !== undefined ? { agent: args.agent } : {}),
         ignoreInternet: args.ignoreInternet,
+        buildWithNetwork: args.buildWithNetwork,
         skipRefused: args.skipRefused,
         force: args.force,
         hasImages: engineHasImages,
@@ -132,7 +140,7 @@ export const importCommand = defineCommand({
       if (e instanceof ImportError) throw new UsageError(e.message);
       throw e;
     }
-    io.stdout.write(args.json ? `${JSON.stringify(result)}\n` : `${report(result)}\n`);
+    io.stdout.write(args.json ? `${jsonLine(result)}\n` : `${visible(report(result))}\n`);
     return result.written ? EXIT.ok : EXIT.problems;
   },
 });

@@ -7,6 +7,7 @@
 import { EXIT, processIo, runCommand, type CliIo } from './command.js';
 import { SUBCOMMANDS } from './commands.js';
 import { isEntryPoint, runAsProcess } from './process-entry.js';
+import { visible } from './terminal-text.js';
 
 export function overview(): string {
   const width = Math.max(...SUBCOMMANDS.map((c) => c.name.length)) + 2;
@@ -28,7 +29,7 @@ export async function cli(argv: string[], io: CliIo): Promise<number> {
     const topic = name === 'help' ? rest[0] : undefined;
     const sub = topic === undefined ? undefined : SUBCOMMANDS.find((c) => c.name === topic);
     if (topic !== undefined && !sub) {
-      io.stderr.write(`error: unknown command '${topic}'\n\n${overview()}\n`);
+      io.stderr.write(`error: unknown command '${visible(topic)}'\n\n${overview()}\n`);
       return EXIT.usage;
     }
     (name === undefined ? io.stderr : io.stdout).write(`${sub ? sub.usage(`openenv-bundle ${sub.name}`) : overview()}\n`);
@@ -36,7 +37,7 @@ export async function cli(argv: string[], io: CliIo): Promise<number> {
   }
   const sub = SUBCOMMANDS.find((c) => c.name === name);
   if (!sub) {
-    io.stderr.write(`error: unknown command '${name}'\n\n${overview()}\n`);
+    io.stderr.write(`error: unknown command '${visible(name)}'\n\n${overview()}\n`);
     return EXIT.usage;
   }
   return runCommand(sub, rest, io, `openenv-bundle ${name}`);

@@ -14,6 +14,7 @@ import type { ServerFrame } from '../protocol/frames.js';
 import type { CallObservation, Ending, ResetObservation } from '../protocol/observations.js';
 import { defineCommand, EXIT, stopOnInterrupt, type CliIo } from './command.js';
 import { httpUrl, secretFrom, variableName } from './rollout-options.js';
+import { visible } from './terminal-text.js';
 
 const HELP = [
   'commands:',
@@ -25,8 +26,12 @@ const HELP = [
   '  quit             close the episode (Ctrl-D and Ctrl-C too)',
 ].join('\n');
 
-/** `text` with each line indented */
-const indent = (text: string, by = '  ') => text.replace(/^/gm, by);
+/** `text` with each line indented (lines end at newlines only: a carriage return is shown, not a line) */
+const indent = (text: string, by = '  ') =>
+  text
+    .split('\n')
+    .map((l) => by + l)
+    .join('\n');
 
 /** An error frame as one line: `VALIDATION_ERROR: unknown task …`. */
 function frameError(f: Extract<ServerFrame, { type: 'error' }>): string {
@@ -107,7 +112,8 @@ async function play(
   toolTimeoutS: number,
   io: CliIo,
 ): Promise<number> {
-  const out = (s: string) => io.stdout.write(`${s}\n`);
+  // what the env, the task and the server say, never a control the terminal would act on
+  const out = (s: string) => io.stdout.write(`${visible(s)}\n`);
   const stop = stopOnInterrupt(io);
   const session = await ServerSession.open(url, { token });
   const replyWait = (seconds: number, what: string) => ({ timeoutMs: (seconds + 10) * 1000, what, signal: stop.signal });

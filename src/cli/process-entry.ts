@@ -8,6 +8,7 @@
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { visible } from './terminal-text.js';
 
 /** What the process prints when it ends before its command settled. */
 export const EXITED_WITHOUT_RESULT = 'exited without a result: the command stopped waiting for work that was still to come (a bug; please report it)';
@@ -36,7 +37,7 @@ export function runAsProcess(command: () => Promise<number>): void {
     try {
       code = await command();
     } catch (e) {
-      process.stderr.write(`error: ${(e as Error)?.message ?? String(e)}\n`);
+      process.stderr.write(`error: ${visible((e as Error)?.message ?? String(e))}\n`);
       code = 1;
     }
     settled = true;

@@ -20,6 +20,7 @@ import { defineCommand, EXIT, type CliIo } from './command.js';
 import { UsageError } from './options.js';
 import { progressBar } from './progress.js';
 import { exitWith } from './process-entry.js';
+import { visible } from './terminal-text.js';
 
 /**
  * The bearer token: from --token-file (a mounted secret; surrounding whitespace trimmed), else from
@@ -76,7 +77,7 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
   try {
     bundle = await loadBundle(bundlePath);
   } catch (e) {
-    io.stderr.write(`error: cannot serve ${bundlePath}:\n${(e as Error).message}\n`);
+    io.stderr.write(`error: cannot serve ${visible(bundlePath)}:\n${visible((e as Error).message)}\n`);
     return EXIT.problems;
   }
   const { tokenEnv: _t, tokenFile: _f, host, port, insecureNoToken: _checkedAbove, reward, ...appOptions } = o;

@@ -186,6 +186,8 @@ export interface ImageBuildRequest {
   /** absolute path of the env's build context */
   contextDir: string;
   buildArgs: Record<string, string>;
+  /** "none": the build's RUN steps get no network (the bundle's envs.<env>.build_network); default: the engine's */
+  network?: 'none';
   /** one line of build output at a time */
   onProgress?: (line: string) => void;
   /** stops the build (the engine cancels it and removes its step's container): rejects with an AbortError */

@@ -4,8 +4,9 @@
  * bundle is written (and that nothing is when a task is refused), and the command as users run
  * it (the built binary): the shipped dataset imports and passes `check --static`.
  */
-import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -212,6 +213,7 @@ describe('import harbor: the mapping', () => {
     expect(manifest.envs['hello-task']).toEqual({
       kind: 'shell',
       build: 'envs/hello-task',
+      build_network: 'none',
       workdir: '/app',
       resources: { memory_mb: 1536, cpus: 2, pids: 1024, storage_mb: 4096 },
       environment: { APP_MODE: 'test' },
@@ -373,14 +375,127 @@ describe('import harbor: the mapping', () => {
     expect(skipped).toMatchObject({ written: true, tasks: [{ id: 'fine-task' }], refused: [{ id: 'refused-task' }] });
   });
 
-  it('refuses a symbolic link in the task folders', async () => {
-    const root = temp();
-    const dir = task(root, 'linked');
-    symlinkSync('/etc/passwd', path.join(dir, 'environment/passwd'));
-    const r = await importHarbor(opts([root], path.join(root, 'out')));
-    expect(r.refused[0]!.findings).toContainEqual({
-      field: 'environment/passwd',
-      message: 'a symbolic link or special file: the import copies files and folders only',
+  describe('a task whose files are not its own', () => {
+    /** an outside folder with a secret in every file a task might name */
+    function outside(root: string): string {
+      const dir = path.join(root, 'elsewhere');
+      const put = (rel: string, text: string) => {
+        mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+        writeFileSync(path.join(dir, rel), text);
+      };
+      for (const rel of ['instruction.md', 'solve.sh', 'test.sh', 'Dockerfile', 'secret.txt', 'one/instruction.md', 'one/tests/test.sh'])
+        put(rel, `${SECRET}\n`);
+      put('task.toml', SIMPLE_TOML.replace('[metadata]', `[metadata]\nsecret = "${SECRET}"`));
+      return dir;
+    }
+    const SECRET = 'the-host-secret-7f3a';
+    /** every file the bundle holds, as one text */
+    const bundleText = (dir: string): string =>
+      readdirSync(dir, { recursive: true, withFileTypes: true })
+        .filter((e) => e.isFile())
+        .map((e) => readFileSync(path.join(e.parentPath, e.name), 'utf8'))
+        .join('\n');
+
+    it.each([
+      ['instruction.md', 'instruction.md', (o: string) => path.join(o, 'instruction.md'), {}],
+      ['task.toml', 'task.toml', (o: string) => path.join(o, 'task.toml'), {}],
+      ['solution/ (the folder)', 'solution', (o: string) => o, { 'solution/solve.sh': null }],
+      ['tests/ (the folder)', 'tests', (o: string) => o, { 'tests/test.sh': null }],
+      ['environment/ (the folder)', 'environment', (o: string) => o, { 'environment/Dockerfile': null, 'environment/input.txt': null }],
+      ['environment/Dockerfile', 'environment/Dockerfile', (o: string) => path.join(o, 'Dockerfile'), { 'environment/Dockerfile': null }],
+      ['a file of environment/', 'environment/passwd', () => '/etc/passwd', {}],
+      ['a file of solution/', 'solution/solve.sh', (o: string) => path.join(o, 'solve.sh'), { 'solution/README': 'the oracle\n' }],
+    ])('a symbolic link leaving the task at %s: refused, naming the path and where it points; the others import', async (_what, rel, target, files) => {
+      const root = temp();
+      const o = outside(root);
+      const ds = path.join(root, 'ds');
+      const dir = task(ds, 'linked', { [rel]: null, ...files });
+      symlinkSync(target(o), path.join(dir, rel));
+      task(ds, 'fine-task');
+      const r = await importHarbor(opts([ds], path.join(root, 'out'), { skipRefused: true }));
+      expect(r.refused.map((t) => t.id)).toEqual(['linked']);
+      expect(r.refused[0]!.findings).toContainEqual({
+        field: rel,
+        message: `a symbolic link to ${target(o)}, outside the task folder: the import reads only the task's own files and folders`,
+      });
+      expect(r).toMatchObject({ written: true, tasks: [{ id: 'fine-task' }] });
+      expect(bundleText(path.join(root, 'out'))).not.toContain(SECRET);
+    });
+
+    it('steps/ or a step folder linked elsewhere: refused, nothing of it read', async () => {
+      for (const rel of ['steps', 'steps/one']) {
+        const root = temp();
+        const o = outside(root);
+        const dir = stepsTask(path.join(root, 'ds'));
+        rmSync(path.join(dir, rel), { recursive: true });
+        symlinkSync(rel === 'steps' ? root : o, path.join(dir, rel));
+        if (rel === 'steps') cpSync(path.join(o, 'one'), path.join(root, 'one'), { recursive: true });
+        const r = await importHarbor(opts([path.join(root, 'ds')], path.join(root, 'out')));
+        expect(r.written, rel).toBe(false);
+        expect(
+          r.refused[0]!.findings.filter((f) => f.field === rel),
+          rel,
+        ).toEqual([
+          {
+            field: rel,
+            message: `a symbolic link to ${rel === 'steps' ? root : o}, outside the task folder: the import reads only the task's own files and folders`,
+          },
+        ]);
+      }
+    });
+
+    it('a link inside the task is refused too, saying it stays inside; a dangling one says it points nowhere', async () => {
+      const root = temp();
+      const dir = task(root, 'inner', { 'instruction.md': null, 'docs/prompt.md': 'Create hello.txt.\n' });
+      symlinkSync('docs/prompt.md', path.join(dir, 'instruction.md'));
+      symlinkSync('../nowhere', path.join(dir, 'tests/helper.sh'));
+      const r = await importHarbor(opts([root], path.join(root, 'out')));
+      expect(r.refused[0]!.findings).toEqual([
+        {
+          field: 'instruction.md',
+          message: `a symbolic link to docs/prompt.md, inside the task: the import copies files and folders only, never links; put the file or folder itself there`,
+        },
+        { field: 'tests/helper.sh', message: 'a symbolic link to ../nowhere, which does not exist: the import copies files and folders only, never links' },
+      ]);
+    });
+
+    it("a dataset's task folder that is a symbolic link: refused by name, nothing read; a task folder given by its own path imports", async () => {
+      const root = temp();
+      const real = task(path.join(root, 'real'), 'kept-elsewhere');
+      mkdirSync(path.join(root, 'ds'));
+      symlinkSync(real, path.join(root, 'ds', 'kept-elsewhere'));
+      task(path.join(root, 'ds'), 'fine-task');
+      const r = await importHarbor(opts([path.join(root, 'ds')], path.join(root, 'out'), { skipRefused: true }));
+      expect(r.refused).toEqual([
+        {
+          id: 'kept-elsewhere',
+          findings: [
+            {
+              field: 'the task folder',
+              message: `a symbolic link to ${real}: the import reads no folder a dataset links to; import that folder by its own path`,
+            },
+          ],
+        },
+      ]);
+      expect(r.tasks.map((t) => t.id)).toEqual(['fine-task']);
+      expect((await importHarbor(opts([real], path.join(root, 'out2')))).tasks.map((t) => t.id)).toEqual(['kept-elsewhere']);
+    });
+
+    it('a FIFO, a socket: refused by path, never opened', async () => {
+      const root = temp();
+      const dir = task(root, 'special');
+      execFileSync('mkfifo', [path.join(dir, 'tests/pipe')]);
+      const server = net.createServer();
+      await new Promise<void>((r) => server.listen(path.join(dir, 'environment/sock'), r));
+      try {
+        const r = await importHarbor(opts([root], path.join(root, 'out')));
+        expect(r.refused[0]!.findings).toEqual([
+          { field: 'environment/sock', message: 'a socket: the import reads regular files and folders only' },
+          { field: 'tests/pipe', message: 'a FIFO (named pipe): the import reads regular files and folders only' },
+        ]);
+      } finally {
+        server.close();
+      }
     });
   });
 
@@ -426,6 +541,31 @@ describe('import harbor: the mapping', () => {
     );
     const manifest = JSON.parse(readFileSync(path.join(root, 'out/bundle.json'), 'utf8'));
     expect(manifest.envs.online).toMatchObject({ kind: 'shell', image: 'openenv-local/debian:bookworm' });
+  });
+
+  it("builds every task's image without network unless --build-with-network, noting Dockerfiles that look like they download or ADD a URL", async () => {
+    const root = temp();
+    task(root, 'offline');
+    task(root, 'installs', { 'environment/Dockerfile': 'FROM debian:bookworm\nRUN apt-get update \\\n && apt-get install -y jq\n' });
+    task(root, 'adds-url', { 'environment/Dockerfile': 'FROM debian:bookworm\nADD https://example.com/data.tgz /app/\n' });
+    const r = await importHarbor(opts([root], path.join(root, 'out')));
+    const manifest = JSON.parse(readFileSync(path.join(root, 'out/bundle.json'), 'utf8'));
+    expect(Object.values(manifest.envs).map((e: any) => e.build_network)).toEqual(['none', 'none', 'none']);
+    const notes = r.notes.map((n) => `${n.field}: ${n.message} [${n.tasks.join(',')}]`);
+    expect(notes).toContain(
+      'environment/Dockerfile: its RUN steps look like they download (a package manager, curl, wget, git clone…): the image builds without network here, so they would fail; import with --build-with-network if you trust this Dockerfile [installs]',
+    );
+    expect(notes).toContain(
+      "environment/Dockerfile: it ADDs a URL (or a variable): the engine would fetch it on the host's network, so a build without network refuses it; put the file in environment/ and COPY it, or import with --build-with-network [adds-url]",
+    );
+    const trusted = await importHarbor(opts([root], path.join(root, 'trusted'), { buildWithNetwork: true }));
+    const envs = JSON.parse(readFileSync(path.join(root, 'trusted/bundle.json'), 'utf8')).envs;
+    expect(Object.values(envs).every((e: any) => e.build_network === undefined)).toBe(true);
+    expect(trusted.notes).toContainEqual({
+      field: 'environment/Dockerfile',
+      message: "built with the engine's network (--build-with-network): its RUN steps reach what the engine's bridge reaches, the host's own services included",
+      tasks: ['adds-url', 'installs', 'offline'],
+    });
   });
 
   it('names the base images the engine does not have, for the tasks that need them', async () => {
@@ -486,6 +626,49 @@ describe('openenv-bundle import harbor, the built binary', () => {
     expect(result).toMatchObject({ ok: true, problems: [] });
     expect(result.warnings).toEqual([]);
   });
+
+  it('a FIFO instruction.md or task.toml: the task is refused by name at once (it hung the import), the others import; names are printed with their escapes shown', async () => {
+    const root = temp();
+    const ds = path.join(root, 'ds');
+    for (const [id, rel] of [
+      ['piped-instruction', 'instruction.md'],
+      ['piped-toml', 'task.toml'],
+    ]) {
+      const dir = task(ds, id!, { [rel!]: null });
+      execFileSync('mkfifo', [path.join(dir, rel!)]);
+    }
+    // a file name is the task's text too: printed with its escapes shown
+    execFileSync('mkfifo', [path.join(ds, 'piped-toml', 'tests', 'pipe\u001b]0;pwned\u0007')]);
+    task(ds, 'fine-task');
+    const out = path.join(root, 'out');
+    const r = await new Promise<{ code: number | null; stdout: string; stderr: string; timedOut: boolean }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'import', 'harbor', ds, '--out', out, '--skip-refused'], {
+        env: { ...process.env, DOCKER_HOST: 'unix:///nonexistent/no-engine.sock' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      let timedOut = false;
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      const t = setTimeout(() => {
+        timedOut = true;
+        child.kill('SIGKILL');
+      }, 30_000);
+      child.on('close', (code) => {
+        clearTimeout(t);
+        resolve({ code, stdout, stderr, timedOut });
+      });
+    });
+    expect(r.timedOut).toBe(false);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^imported 1 Harbor task\(s\)/);
+    expect(r.stdout).toContain('task piped-instruction: instruction.md: a FIFO (named pipe): the import reads regular files and folders only');
+    expect(r.stdout).toContain('task piped-toml: task.toml: a FIFO (named pipe): the import reads regular files and folders only');
+    expect(r.stdout).toContain('task piped-toml: tests/pipe\\x1b]0;pwned\\x07: a FIFO (named pipe)');
+    expect([...r.stdout].filter((ch) => ch !== '\n' && (ch < ' ' || (ch >= '\u007f' && ch <= '\u009f')))).toEqual([]);
+    expect(lines(path.join(out, 'tasks/train.jsonl')).map((x) => x.task_id)).toEqual(['fine-task']);
+  }, 60_000);
 
   it('exits 2 for a command line to fix, and 1 when a task is refused', async () => {
     const usage = await run('node', [CLI, 'import', 'zip', 'x', '--out', 'y']).catch((e: { code: number; stderr: string }) => e);

@@ -4,6 +4,7 @@
 //                                     307 to HOSTILE_REDIRECT_TO
 //   HOSTILE_HEALTH_REDIRECT_AFTER=<n> answers GET /health 200 n times, then 307 to HOSTILE_REDIRECT_TO
 //   HOSTILE_DEEP=<path>[,<path>]      answers those paths with JSON nested HOSTILE_DEPTH (default 5000) deep
+//   HOSTILE_ESCAPES=1                 answers every tool call with terminal escapes (ESC, CSI, OSC, CR, C1)
 import http from 'node:http';
 
 const PORT = Number(process.env.PORT ?? 8000);
@@ -12,6 +13,9 @@ const REDIRECT_TO = process.env.HOSTILE_REDIRECT_TO ?? 'http://127.0.0.1:1/';
 const HEALTH_REDIRECT_AFTER = process.env.HOSTILE_HEALTH_REDIRECT_AFTER === undefined ? Infinity : Number(process.env.HOSTILE_HEALTH_REDIRECT_AFTER);
 const DEEP = new Set((process.env.HOSTILE_DEEP ?? '').split(',').filter(Boolean));
 const DEPTH = Number(process.env.HOSTILE_DEPTH ?? 5000);
+const ESCAPES = process.env.HOSTILE_ESCAPES === '1';
+/** retitles the terminal, clears it, moves the cursor home, hides "hidden" behind a carriage return, turns red by an 8-bit CSI */
+const ESCAPE_TEXT = '\u001b]0;pwned\u0007\u001b[2J\u001b[Hclean\rhidden\u009b31mred\u007f';
 let healthAnswers = 0;
 
 function send(res, status, body) {
@@ -41,7 +45,7 @@ const server = http.createServer((req, res) => {
     if (REDIRECT.has(path)) return redirect(res);
     if (DEEP.has(path)) return send(res, 200, deep());
     if (path === '/reset') return send(res, 200, { observation: { message: 'hostile env ready' } });
-    if (path === '/tools/call') return send(res, 200, { result: { text: 'ok' }, text: 'ok', is_error: false });
+    if (path === '/tools/call') return send(res, 200, { result: { text: ESCAPES ? ESCAPE_TEXT : 'ok' }, text: ESCAPES ? ESCAPE_TEXT : 'ok', is_error: false });
     if (path === '/finish') return send(res, 200, { scores: { quality: 1 } });
     return send(res, 404, { error: 'not_found' });
   });

@@ -170,3 +170,21 @@ export function mapDockerfileImages(dockerfile: string, rules: readonly BaseImag
   }
   return { text: out.join('\n'), images, mapped, unresolved };
 }
+
+/** commands that download when a RUN step runs them (package managers, fetchers), as command words */
+const DOWNLOADERS =
+  /(?:^|[\s;&|(])((?:apt-get|apt|apk|yum|dnf|microdnf|zypper|pacman|pip3?|pipx|uv|poetry|conda|mamba|micromamba|npm|npx|yarn|pnpm|bun|gem|cargo|curl|wget|composer|cpanm?|Rscript|install2\.r|git (?:clone|fetch|pull)|go (?:get|install|mod))(?=[\s;&|)]|$))/g;
+
+/**
+ * The downloading commands a Dockerfile's RUN steps name (`apt-get`, `pip`, `curl`…), each once:
+ * a hint that its build needs the network, not a proof either way.
+ */
+export function downloadsIn(instructions: readonly string[]): string[] {
+  const found = new Set<string>();
+  for (const ins of instructions) {
+    const run = /^RUN\s+(.*)$/i.exec(ins);
+    if (!run) continue;
+    for (const m of run[1]!.replace(/\s+/g, ' ').matchAll(DOWNLOADERS)) found.add(m[1]!);
+  }
+  return [...found];
+}

@@ -7,7 +7,7 @@
  * renamed into place once whole, then loaded as the server loads it.
  */
 import { createHash } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { cp, lstat, mkdir, readdir, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SHELL_TOOLS } from '../../defaults.js';
 import { BASH_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, WRITE_FILE_TOOL } from '../../tools/shell/specs.js';
@@ -15,6 +15,7 @@ import { REWARD_TXT_SCORE } from '../../verifier/reward-files.js';
 import { loadBundle, NAME_PATTERN } from '../../bundle/index.js';
 import type { BaseImageRule } from './dockerfile.js';
 import { listFiles, readHarborTask, type HarborTask, type HarborTurn } from './read-task.js';
+import { readRegular } from './task-folder.js';
 import type { Finding } from './task-config.js';
 
 /** A command line or source to fix: nothing was written. */
@@ -36,6 +37,8 @@ export interface ImportOptions {
   /** the harness every task runs (the bundle's `harness`: `sh -c AGENT`), making them harness episodes */
   agent?: string;
   ignoreInternet: boolean;
+  /** build the tasks' images with the engine's network (their RUN steps download); default: without network */
+  buildWithNetwork?: boolean;
   /** import the tasks that can be, leaving out (and listing) the refused ones */
   skipRefused: boolean;
   /** replace DIR when it holds a bundle already */
@@ -68,16 +71,29 @@ const SOLUTION_DIR = '/solution';
 const VERIFIER_DEFAULT_TIMEOUT_S = 600;
 
 const isDir = async (p: string) => (await stat(p).catch(() => null))?.isDirectory() === true;
-const isFile = async (p: string) => (await stat(p).catch(() => null))?.isFile() === true;
 
-/** the task folders SRC stands for: itself (it holds task.toml), else its sub-folders that do */
-async function taskFolders(src: string): Promise<string[]> {
+/** a path that exists as anything (a file, a folder, a link, a FIFO), without following a link or opening it */
+const exists = async (p: string) => (await lstat(p).catch(() => null)) !== null;
+
+/** a task folder of SRC; `linkedTo`: a dataset's entry that is a symbolic link, and where it points (refused) */
+interface TaskFolderRef {
+  dir: string;
+  linkedTo?: string;
+}
+
+/**
+ * the task folders SRC stands for: itself (it holds task.toml), else its entries that do; an
+ * entry that is a symbolic link to such a folder is listed to be refused, never read
+ */
+async function taskFolders(src: string): Promise<TaskFolderRef[]> {
   if (!(await isDir(src))) throw new ImportError(`${src}: no such folder`);
-  if (await isFile(path.join(src, 'task.toml'))) return [path.resolve(src)];
-  const out: string[] = [];
+  if (await exists(path.join(src, 'task.toml'))) return [{ dir: path.resolve(src) }];
+  const out: TaskFolderRef[] = [];
   for (const name of (await readdir(src)).sort()) {
     const d = path.join(src, name);
-    if ((await isDir(d)) && (await isFile(path.join(d, 'task.toml')))) out.push(path.resolve(d));
+    if (!(await isDir(d)) || !(await exists(path.join(d, 'task.toml')))) continue;
+    const linked = (await lstat(d)).isSymbolicLink();
+    out.push(linked ? { dir: path.resolve(d), linkedTo: await readlink(d) } : { dir: path.resolve(d) });
   }
   if (out.length === 0) throw new ImportError(`${src}: neither a Harbor task (a folder with task.toml) nor a dataset of them (folders with task.toml)`);
   return out;
@@ -104,13 +120,16 @@ async function goldenOf(turn: HarborTurn, env: Record<string, string>, timeoutS:
   const steps: Record<string, unknown>[] = [];
   for (const f of (await listFiles(folder)).files) {
     if (f === 'solve.sh') continue;
-    const data = await readFile(path.join(folder, f));
+    const data = await readRegular(path.join(folder, f));
+    if (data === null) return { problem: `solution file ${f} is no longer a regular file` };
     const text = new TextDecoder('utf-8', { fatal: false }).decode(data);
     if (Buffer.compare(Buffer.from(text, 'utf8'), data) !== 0 || data.includes(0))
       return { problem: `solution file ${f} is not UTF-8 text, which write_file cannot carry` };
     steps.push({ tool: WRITE_FILE_TOOL, arguments: { path: `${SOLUTION_DIR}/${f}`, content: text } });
   }
-  let script = await readFile(path.join(folder, 'solve.sh'), 'utf8');
+  const solve = await readRegular(path.join(folder, 'solve.sh'));
+  if (solve === null) return { problem: 'solve.sh is no longer a regular file' };
+  let script = solve.toString('utf8');
   if (!script.endsWith('\n')) script += '\n';
   let eof = 'OPENENV_SOLVE_EOF';
   while (script.includes(eof)) eof += '_';
@@ -182,17 +201,26 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
     throw new ImportError(`${opts.out} exists and is not a folder`);
   }
 
-  const folders: string[] = [];
+  const folders: TaskFolderRef[] = [];
   for (const src of opts.sources) folders.push(...(await taskFolders(src)));
   const seen = new Map<string, string>();
-  for (const f of folders) {
-    const id = path.basename(f);
-    if (seen.has(id)) throw new ImportError(`two tasks are named ${id} (${seen.get(id)} and ${f}): a task's id is its folder's name`);
-    seen.set(id, f);
+  for (const { dir } of folders) {
+    const id = path.basename(dir);
+    if (seen.has(id)) throw new ImportError(`two tasks are named ${id} (${seen.get(id)} and ${dir}): a task's id is its folder's name`);
+    seen.set(id, dir);
   }
 
   const read: HarborTask[] = [];
-  for (const f of folders) read.push(await readHarborTask(f, { rules: opts.baseImages, ignoreInternet: opts.ignoreInternet }));
+  for (const f of folders) {
+    read.push(
+      await readHarborTask(f.dir, {
+        rules: opts.baseImages,
+        ignoreInternet: opts.ignoreInternet,
+        buildWithNetwork: opts.buildWithNetwork === true,
+        ...(f.linkedTo !== undefined ? { linkedTo: f.linkedTo } : {}),
+      }),
+    );
+  }
   const refused = read.filter((t) => t.refusals.length > 0).map((t) => ({ id: t.id, findings: t.refusals }));
   const tasks = read.filter((t) => t.refusals.length === 0);
   const notes = aggregate(read.filter((t) => t.refusals.length === 0));
@@ -233,6 +261,8 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
         await cp(t.context, dest, { recursive: true, verbatimSymlinks: true });
         await writeFile(path.join(dest, 'Dockerfile'), t.dockerfile!.text);
         env.build = `envs/${envName}`;
+        // a task's Dockerfile is its author's code, run on this machine at build time: without network unless trusted
+        if (opts.buildWithNetwork !== true) env.build_network = 'none';
       } else {
         env.image = t.image;
       }

@@ -4,9 +4,11 @@
  * refusal and note. Nothing is written here.
  */
 import { createHash } from 'node:crypto';
-import { lstat, readdir, readFile, stat } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
+import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
+import { downloadsIn, mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
+import { TaskFolder } from './task-folder.js';
 import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
 
 export interface HarborTurn {
@@ -39,11 +41,13 @@ export interface HarborTask {
 const COMPOSE_FILES = ['docker-compose.yaml', 'docker-compose.yml', 'compose.yaml', 'compose.yml'];
 /** files below which size an identical file in environment/ and tests/ is no sign of a leak */
 const LEAK_MIN_BYTES = 64;
+/** the folders of a task the import copies from (their files, walked) */
+const COPIED_FOLDERS = ['environment', 'tests', 'solution', 'steps'] as const;
 
-const isDir = async (p: string) => (await stat(p).catch(() => null))?.isDirectory() === true;
-const isFile = async (p: string) => (await stat(p).catch(() => null))?.isFile() === true;
+/** a step's folder name as task.toml must give it (task-config.ts refuses any other, and it is never read) */
+const PLAIN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
-/** every file under `dir` (relative paths), and the symbolic links and special files found there */
+/** the regular files under `dir` (relative paths, sorted), and its links and special files; nothing when `dir` itself is not a folder */
 export async function listFiles(dir: string): Promise<{ files: string[]; odd: string[] }> {
   const files: string[] = [];
   const odd: string[] = [];
@@ -56,60 +60,98 @@ export async function listFiles(dir: string): Promise<{ files: string[]; odd: st
       else odd.push(r);
     }
   };
-  if (await isDir(dir)) await walk('');
+  if ((await lstat(dir).catch(() => null))?.isDirectory() === true) await walk('');
   return { files, odd };
 }
 
-async function hashes(dir: string): Promise<Map<string, string>> {
+async function hashes(folder: TaskFolder, rel: string): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  for (const f of (await listFiles(dir)).files) {
-    const data = await readFile(path.join(dir, f));
-    if (data.length >= LEAK_MIN_BYTES) out.set(createHash('sha256').update(data).digest('hex'), f);
+  for (const f of await folder.files(rel)) {
+    const data = await folder.read(`${rel}/${f}`);
+    if (data !== null && data.length >= LEAK_MIN_BYTES) out.set(createHash('sha256').update(data).digest('hex'), f);
   }
   return out;
 }
 
-export async function readHarborTask(dir: string, opts: { rules: readonly BaseImageRule[]; ignoreInternet: boolean }): Promise<HarborTask> {
+const EMPTY_CONFIG: HarborConfig = {
+  steps: null,
+  metadata: {},
+  task: null,
+  verifierEnv: {},
+  solutionEnv: {},
+  envVars: {},
+  schemaVersion: '1.0',
+  internetUnsaid: false,
+};
+
+export interface ReadTaskOptions {
+  rules: readonly BaseImageRule[];
+  ignoreInternet: boolean;
+  /** the image builds with the engine's network (--build-with-network); else with none */
+  buildWithNetwork?: boolean;
+  /** the task folder is a symbolic link of a dataset folder, pointing here: refused, nothing read */
+  linkedTo?: string;
+}
+
+export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promise<HarborTask> {
   const id = path.basename(dir);
   const refusals: Finding[] = [];
   const notes: Finding[] = [];
   const refuse = (field: string, message: string) => refusals.push({ field, message });
-  const read = readTaskConfig(await readFile(path.join(dir, 'task.toml'), 'utf8'), { ignoreInternet: opts.ignoreInternet });
+  if (opts.linkedTo !== undefined) {
+    refuse('the task folder', `a symbolic link to ${opts.linkedTo}: the import reads no folder a dataset links to; import that folder by its own path`);
+    return { id, dir, config: EMPTY_CONFIG, turns: [], context: null, dockerfile: null, image: null, refusals, notes };
+  }
+  const folder = await TaskFolder.open(dir);
+  const toml = await folder.readText('task.toml');
+  const read = toml === null ? { config: null, refusals: [], notes: [] } : readTaskConfig(toml, { ignoreInternet: opts.ignoreInternet });
   refusals.push(...read.refusals);
   notes.push(...read.notes);
-  const config =
-    read.config ??
-    ({ steps: null, metadata: {}, task: null, verifierEnv: {}, solutionEnv: {}, envVars: {}, schemaVersion: '1.0', internetUnsaid: true } as HarborConfig);
+  const config = read.config ?? { ...EMPTY_CONFIG, internetUnsaid: true };
+  /** a required file: refused as missing unless it was refused as what it is */
+  const requireFile = async (rel: string, field: string, why: string) => {
+    if ((await folder.kind(rel)) === 'file') return true;
+    if ((await folder.kind(rel)) !== 'refused') refuse(field, why);
+    return false;
+  };
 
   // turns
+  const solutionOf = async (rel: string) => ((await folder.kind(`${rel}/solve.sh`)) === 'file' ? folder.abs(rel) : null);
   const turns: HarborTurn[] = [];
-  const topTests = path.join(dir, 'tests');
-  const solutionOf = async (folder: string) => ((await isFile(path.join(folder, 'solve.sh'))) ? folder : null);
   if (config.steps === null) {
-    const instruction = await readFile(path.join(dir, 'instruction.md'), 'utf8').catch(() => null);
-    if (instruction === null) refuse('instruction.md', 'missing: it is the prompt the agent gets');
-    if (!(await isFile(path.join(topTests, 'test.sh')))) refuse('tests/test.sh', 'missing: it is the verifier');
-    turns.push({ step: null, instruction: instruction ?? '', tests: [topTests], solution: await solutionOf(path.join(dir, 'solution')), upload: null });
+    const instruction = (await requireFile('instruction.md', 'instruction.md', 'missing: it is the prompt the agent gets'))
+      ? await folder.readText('instruction.md')
+      : null;
+    await requireFile('tests/test.sh', 'tests/test.sh', 'missing: it is the verifier');
+    const tests = (await folder.kind('tests')) === 'dir' ? [folder.abs('tests')] : [];
+    turns.push({ step: null, instruction: instruction ?? '', tests, solution: await solutionOf('solution'), upload: null });
   } else {
     for (const step of config.steps) {
-      const base = path.join(dir, 'steps', step.name);
-      const instruction = await readFile(path.join(base, 'instruction.md'), 'utf8').catch(() => null);
-      if (instruction === null) refuse(`steps/${step.name}/instruction.md`, "missing: it is the step's prompt");
+      // a name task-config.ts refused is no path to read
+      if (!PLAIN_NAME.test(step.name)) continue;
+      const base = `steps/${step.name}`;
+      const instruction = (await requireFile(`${base}/instruction.md`, `${base}/instruction.md`, "missing: it is the step's prompt"))
+        ? await folder.readText(`${base}/instruction.md`)
+        : null;
       const present: string[] = [];
-      for (const t of [topTests, path.join(base, 'tests')]) if (await isDir(t)) present.push(t);
       let hasTest = false;
-      for (const t of present) if (await isFile(path.join(t, 'test.sh'))) hasTest = true;
-      if (!hasTest) refuse(`steps/${step.name}/tests/test.sh`, "missing (in the step's tests/ and in the task's): it is the step's verifier");
-      const upload = path.join(base, 'workdir');
+      let testRefused = false;
+      for (const t of ['tests', `${base}/tests`]) {
+        if ((await folder.kind(t)) === 'dir') present.push(folder.abs(t));
+        const kind = await folder.kind(`${t}/test.sh`);
+        if (kind === 'file') hasTest = true;
+        if (kind === 'refused') testRefused = true;
+      }
+      if (!hasTest && !testRefused) refuse(`${base}/tests/test.sh`, "missing (in the step's tests/ and in the task's): it is the step's verifier");
       turns.push({
         step: step.name,
         instruction: instruction ?? '',
         tests: present,
-        solution: await solutionOf(path.join(base, 'solution')),
-        upload: (await isDir(upload)) ? upload : null,
+        solution: await solutionOf(`${base}/solution`),
+        upload: (await folder.kind(`${base}/workdir`)) === 'dir' ? folder.abs(`${base}/workdir`) : null,
       });
     }
-    if (await isFile(path.join(dir, 'solution', 'solve.sh')))
+    if ((await folder.kind('solution/solve.sh')) === 'file')
       notes.push({ field: 'solution/solve.sh', message: "a multi-step task's oracle is its steps' solve.sh: the task's own is not used" });
   }
   if (turns.some((t) => t.solution === null)) {
@@ -120,55 +162,69 @@ export async function readHarborTask(dir: string, opts: { rules: readonly BaseIm
   }
 
   // the environment
-  const env = path.join(dir, 'environment');
   let context: string | null = null;
   let dockerfile: DockerfileImages | null = null;
   let image: string | null = null;
   for (const f of COMPOSE_FILES) {
-    if (await isFile(path.join(env, f)))
+    if ((await folder.kind(`environment/${f}`)) === 'file')
       refuse(`environment/${f}`, 'sidecar services (Docker Compose) are not supported yet: a task runs in one container here');
   }
   if (config.dockerImage !== undefined) {
     const mapped = mapDockerfileImages(`FROM ${config.dockerImage}\n`, opts.rules);
     image = mapped.images[0] ?? config.dockerImage;
     if (mapped.mapped[0]) notes.push({ field: '[environment] docker_image', message: mapLine(mapped.mapped[0]) });
-  } else if (await isFile(path.join(env, 'Dockerfile'))) {
-    context = env;
-    dockerfile = mapDockerfileImages(await readFile(path.join(env, 'Dockerfile'), 'utf8'), opts.rules);
+  } else if (
+    await requireFile('environment/Dockerfile', 'environment/Dockerfile', 'missing, and [environment] names no docker_image: the task has no container')
+  ) {
+    context = folder.abs('environment');
+    dockerfile = mapDockerfileImages((await folder.readText('environment/Dockerfile')) ?? '', opts.rules);
     for (const m of dockerfile.mapped) notes.push({ field: 'environment/Dockerfile', message: mapLine(m) });
     for (const u of dockerfile.unresolved)
       notes.push({ field: 'environment/Dockerfile', message: `the image ${u} names a build argument without a default: not checked` });
-  } else {
-    refuse('environment/Dockerfile', 'missing, and [environment] names no docker_image: the task has no container');
+    const instructions = dockerfileInstructions(dockerfile.text);
+    if (opts.buildWithNetwork) {
+      notes.push({
+        field: 'environment/Dockerfile',
+        message:
+          "built with the engine's network (--build-with-network): its RUN steps reach what the engine's bridge reaches, the host's own services included",
+      });
+    } else {
+      if (downloadsIn(instructions).length > 0)
+        notes.push({
+          field: 'environment/Dockerfile',
+          message:
+            'its RUN steps look like they download (a package manager, curl, wget, git clone…): the image builds without network here, so they would fail; import with --build-with-network if you trust this Dockerfile',
+        });
+      if (addedUrls(dockerfile.text).length > 0)
+        notes.push({
+          field: 'environment/Dockerfile',
+          message:
+            "it ADDs a URL (or a variable): the engine would fetch it on the host's network, so a build without network refuses it; put the file in environment/ and COPY it, or import with --build-with-network",
+        });
+    }
   }
 
-  // only files and folders: links would reach outside what the import copies
-  for (const [folder, label] of [
-    [env, 'environment'],
-    [topTests, 'tests'],
-    [path.join(dir, 'solution'), 'solution'],
-    [path.join(dir, 'steps'), 'steps'],
-  ] as const) {
-    for (const o of (await listFiles(folder)).odd) refuse(`${label}/${o}`, 'a symbolic link or special file: the import copies files and folders only');
-  }
+  // what is copied must be files and folders of the task: walking them refuses every link and special file
+  for (const rel of COPIED_FOLDERS) await folder.files(rel);
   // the build context must not carry the tests or the solution
-  if (context) {
-    const envFiles = await hashes(context);
-    const hidden = [topTests, path.join(dir, 'solution'), ...turns.flatMap((t) => [...t.tests, ...(t.solution ? [t.solution] : [])])];
+  if (context && folder.refusals.length === 0) {
+    const envFiles = await hashes(folder, 'environment');
+    const hidden = ['tests', 'solution', ...turns.flatMap((t) => [...t.tests, ...(t.solution ? [t.solution] : [])]).map((abs) => folder.rel(abs))];
     const reported = new Set<string>();
-    for (const folder of [...new Set(hidden)]) {
-      for (const [h, f] of await hashes(folder)) {
+    for (const rel of [...new Set(hidden)]) {
+      for (const [h, f] of await hashes(folder, rel)) {
         const twin = envFiles.get(h);
         if (twin && !reported.has(twin)) {
           reported.add(twin);
           notes.push({
             field: `environment/${twin}`,
-            message: `has the content of ${path.relative(dir, path.join(folder, f))}: the image would carry it where the agent can read it (a leak, unless it is an input the tests also keep)`,
+            message: `has the content of ${rel}/${f}: the image would carry it where the agent can read it (a leak, unless it is an input the tests also keep)`,
           });
         }
       }
     }
   }
+  refusals.unshift(...folder.refusals);
   if (config.internetUnsaid)
     notes.push({ field: '[environment] allow_internet', message: "not said (Harbor's default allows the internet): the task runs without it here" });
   return { id, dir, config, turns, context, dockerfile, image, refusals, notes };

@@ -1,6 +1,8 @@
 /**
  * Env images: tagged by a hash of their build context, so an unchanged context is never rebuilt
- * and a changed one always is. The context is streamed to the engine as a tar archive.
+ * and a changed one always is. The context is streamed to the engine as a tar archive. A build
+ * the bundle asks to have no network (`build_network: "none"`) gets none for its RUN steps, and
+ * is refused when its Dockerfile ADDs a URL, which the engine would fetch on the host's network.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -84,8 +86,12 @@ export async function listContext(req: ImageBuildRequest): Promise<ContextEntry[
   return entries.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
 }
 
-/** sha256 over sorted paths, types, modes, contents (or link targets) and the build args */
-export async function contextDigest(entries: ContextEntry[], buildArgs: Record<string, string>): Promise<string> {
+/**
+ * sha256 over sorted paths, types, modes, contents (or link targets), the build args, and the
+ * build's network when it has none (an image built without network is another image; the tags of
+ * builds with the engine's network are what they were before the choice existed)
+ */
+export async function contextDigest(entries: ContextEntry[], buildArgs: Record<string, string>, network?: 'none'): Promise<string> {
   const h = createHash('sha256');
   for (const e of entries) {
     h.update(`${e.type}\0${e.rel}\0${e.mode.toString(8)}\0`);
@@ -99,6 +105,7 @@ export async function contextDigest(entries: ContextEntry[], buildArgs: Record<s
     .sort()
     .map((k) => [k, buildArgs[k]]);
   h.update(`buildargs\0${JSON.stringify(args)}`);
+  if (network === 'none') h.update('\0network\0none');
   return h.digest('hex');
 }
 
@@ -153,6 +160,75 @@ export async function followBuildOutput(stream: NodeJS.ReadableStream, onLine: (
   return failure;
 }
 
+/** an instruction's JSON array form (`["a", "b"]`), else null */
+function execForm(args: string): string[] | null {
+  if (!args.startsWith('[')) return null;
+  try {
+    const parsed: unknown = JSON.parse(args);
+    return Array.isArray(parsed) ? parsed.map(String) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A Dockerfile's instructions as the engine reads them: continuation lines joined (with the
+ * `# escape=` directive's character), comment lines dropped even inside a continuation.
+ */
+export function dockerfileInstructions(dockerfile: string): string[] {
+  const lines = dockerfile.split(/\r?\n/);
+  let escape = '\\';
+  for (const l of lines) {
+    const d = /^#\s*([A-Za-z]+)\s*=\s*(\S+)\s*$/.exec(l);
+    if (!d) break;
+    if (d[1]!.toLowerCase() === 'escape') escape = d[2]!;
+  }
+  const out: string[] = [];
+  let current: string | null = null;
+  for (const line of lines) {
+    const t = line.trim();
+    if (t.startsWith('#') || t === '') continue;
+    const continued = t.endsWith(escape);
+    const body = continued ? t.slice(0, -escape.length).trimEnd() : t;
+    current = current === null ? body : `${current} ${body}`;
+    if (!continued) {
+      out.push(current);
+      current = null;
+    }
+  }
+  if (current !== null) out.push(current);
+  return out;
+}
+
+/**
+ * What a Dockerfile's ADD instructions fetch from elsewhere, or may (a source that is a variable).
+ * The engine fetches an ADD's URL itself, on the host's network, whatever network the build's RUN
+ * steps get: a build without network refuses them.
+ */
+export function addedUrls(dockerfile: string): string[] {
+  const urls: string[] = [];
+  for (const ins of dockerfileInstructions(dockerfile)) {
+    const m = /^ADD\s+(.*)$/i.exec(ins);
+    if (!m) continue;
+    const words = execForm(m[1]!) ?? m[1]!.split(/\s+/);
+    const sources = words.filter((w) => !w.startsWith('--')).slice(0, -1);
+    urls.push(...sources.filter((w) => /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(w) || /^git@/.test(w) || w.includes('$')));
+  }
+  return urls;
+}
+
+/** how the engine says a RUN step failed (the classic builder, BuildKit) */
+const RUN_FAILURE = /returned a non-zero code|did not complete successfully/;
+
+/** When a RUN of a build without network failed: that it had none, and what to change; else ''. */
+export function noNetworkHint(failure: string, req: Pick<ImageBuildRequest, 'network' | 'envName'>): string {
+  if (req.network !== 'none' || !RUN_FAILURE.test(failure)) return '';
+  return (
+    ` (this image builds without network: bundle.json's envs.${req.envName}.build_network is "none", so a RUN that downloads fails;` +
+    ' if you trust this Dockerfile, set it to "default" (a Harbor import: --build-with-network), or install from files in the build context)'
+  );
+}
+
 /** what a build's failure says when the engine could not fetch a base image from its registry */
 const PULL_FAILURE =
   /pull access denied|failed to resolve source metadata|failed to do request|dial tcp|no such host|i\/o timeout|TLS handshake timeout|manifest unknown|not found: manifest|toomanyrequests|connection refused|network is unreachable|server misbehaving|unauthorized: authentication required|error pulling image/i;
@@ -182,7 +258,16 @@ export function pullHint(failure: string, dockerfile: string, buildArgs: Record<
 /** builds unless the content-hash tag exists; concurrent calls for one tag share `inflight` */
 export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, inflight: Map<string, Promise<string>>): Promise<string> {
   const entries = await listContext(req);
-  const tag = imageTag(req.bundleName, req.envName, await contextDigest(entries, req.buildArgs));
+  if (req.network === 'none') {
+    const urls = addedUrls(await readFile(path.join(req.contextDir, 'Dockerfile'), 'utf8'));
+    if (urls.length > 0) {
+      throw buildFailure(
+        req,
+        `its Dockerfile ADDs ${urls.join(', ')}: the engine fetches an ADD's URL itself, on the host's network, and this image builds without network (envs.${req.envName}.build_network is "none"; a source that is a variable may be a URL); put the file in the build context and COPY it`,
+      );
+    }
+  }
+  const tag = imageTag(req.bundleName, req.envName, await contextDigest(entries, req.buildArgs, req.network));
   const running = inflight.get(tag);
   if (running) return running;
   const p = (async () => {
@@ -205,6 +290,8 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
         labels: { [LABELS.managed]: '1', [LABELS.bundle]: req.bundleName, [LABELS.env]: req.envName },
         rm: true,
         forcerm: true,
+        // the RUN steps' containers: none, or the engine's default (its bridge, which reaches the host's)
+        ...(req.network === 'none' ? { networkmode: 'none' } : {}),
         // an abort closes the build's connection: the engine cancels the build there
         ...(req.signal ? { abortSignal: req.signal } : {}),
       });
@@ -222,7 +309,7 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
     throwIfAborted(req.signal);
     if (failure !== null) {
       const dockerfile = await readFile(path.join(req.contextDir, 'Dockerfile'), 'utf8').catch(() => '');
-      throw buildFailure(req, failure + pullHint(failure, dockerfile, req.buildArgs));
+      throw buildFailure(req, failure + (noNetworkHint(failure, req) || pullHint(failure, dockerfile, req.buildArgs)));
     }
     if (!(await imageExists(docker, tag))) throw buildFailure(req, `the build ended without error but the engine has no image ${tag}`);
     return tag;
