@@ -5,6 +5,7 @@
 import Dockerode from 'dockerode';
 import { DockerSandbox } from './docker-sandbox.js';
 import { detectOwnContainerId } from '../engine/own-container.js';
+import type { LayerDefaults } from '../engine/hardening.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { EnvRuntime } from '../sandbox.js';
 
@@ -19,6 +20,8 @@ export interface DockerSandboxFactoryOptions {
   runtime?: EnvRuntime;
   /** an ended episode's stocked network goes back to the stock (default true) */
   recycleNetworks?: boolean;
+  /** the bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files) */
+  layerDefaults?: LayerDefaults;
   logger: SandboxLogger;
 }
 
@@ -40,6 +43,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     attachContainer: own,
     networkStock: o.networkStock,
     runtime: o.runtime,
+    ...(o.layerDefaults ? { layerDefaults: o.layerDefaults } : {}),
     ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
     logger: o.logger,
   });
