@@ -11,6 +11,7 @@ import { parseCidr } from './cidr.js';
 import {
   DEFAULT_IMAGE_BUILD_CONCURRENCY,
   DEFAULT_MAX_CONCURRENT_DEPLOYS,
+  ENV_LAYER_DEFAULTS,
   EPISODE_SUBNET_PREFIX,
   GATEWAY,
   LANE_SHARE,
@@ -78,6 +79,11 @@ export function envVarName(name: string): string {
 }
 
 const seconds = (def: number) => z.coerce.number().positive().finite().default(def);
+/** a default bound of envs' writable layers: a whole number, 0 or `off` for none */
+const layerDefault = (def: number) =>
+  z
+    .preprocess((v) => (typeof v === 'string' && v.trim().toLowerCase() === 'off' ? 0 : v), z.coerce.number().int('expected a whole number, or off').min(0))
+    .default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
 
 /** `KEY=VALUE`, repeatable */
@@ -301,6 +307,16 @@ export const SERVER_OPTIONS = {
     value: 'runc|runsc',
     help: "what runs every env's container: runc (the engine's own) or runsc (gVisor: its own kernel between the env and the host; the engine must have it registered, which the server checks at start); an env may also ask for runsc in bundle.json",
   },
+  defaultStorageMb: {
+    schema: layerDefault(ENV_LAYER_DEFAULTS.storageMb),
+    value: 'MB|off',
+    help: "what an env may write to its container's writable layer when its bundle gives no storage_mb; past it the env is stopped and its episode ends storage_exceeded (0 or off: no bound, such an env writes until the host's disk is full)",
+  },
+  defaultMaxFiles: {
+    schema: layerDefault(ENV_LAYER_DEFAULTS.maxFiles),
+    value: 'N|off',
+    help: 'files and directories an env may create, change or delete in its writable layer when its bundle gives no max_files; past it the env is stopped and its episode ends storage_exceeded (0 or off: no bound)',
+  },
   history: {
     schema: z.coerce.number().int().min(0).max(100_000).default(500),
     value: N,
@@ -472,6 +488,11 @@ export function networkStockSize(o: Pick<ServerOptions, 'networkStock' | 'maxCon
   return Math.max(0, Math.min(wanted, episodeNetworks(pool.prefix) - o.maxConcurrentEnvs));
 }
 export type ServerOptionsInput = z.input<typeof OptionsSchema>;
+
+/** --default-storage-mb and --default-max-files as the sandbox takes them (engine/hardening.ts's LayerDefaults): 0 is none */
+export function layerDefaults(o: Pick<ServerOptions, 'defaultStorageMb' | 'defaultMaxFiles'>): { storageMb: number | null; maxFiles: number | null } {
+  return { storageMb: o.defaultStorageMb || null, maxFiles: o.defaultMaxFiles || null };
+}
 
 export const OPTION_NAMES = Object.keys(SERVER_OPTIONS) as (keyof ServerOptions)[];
 

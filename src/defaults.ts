@@ -1,7 +1,8 @@
 /**
- * Operational constants, each declared once. Most are not options. Three are the defaults of options
+ * Operational constants, each declared once. Most are not options. Some are the defaults of options
  * that other modules need too (SUBNET_POOL for --subnet-pool, DEFAULT_MAX_CONCURRENT_DEPLOYS for
- * --max-concurrent-deploys, DEFAULT_IMAGE_BUILD_CONCURRENCY for --image-build-concurrency): config.ts's schema takes them from here; DEFAULT_REWARD applies when
+ * --max-concurrent-deploys, DEFAULT_IMAGE_BUILD_CONCURRENCY for --image-build-concurrency,
+ * ENV_LAYER_DEFAULTS for --default-storage-mb and --default-max-files): config.ts's schema takes them from here; DEFAULT_REWARD applies when
  * neither --reward nor the bundle says. Every other option's default is declared in that schema
  * (flags, environment variables and `--help` read it there).
  */
@@ -340,14 +341,49 @@ export const HARNESS = {
 export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200, settleMs: 2_000, quietPasses: 2, lateForMs: 60_000 } as const;
 
 /**
- * The storage bound where the engine cannot limit a container's writable layer
- * (src/sandbox/engine/storage-watch.ts): the env's layer is first looked at (SizeRw) `firstLookMs`
+ * The bounds of an env's writable layer the server keeps by watching it
+ * (src/sandbox/engine/storage-watch.ts). Bytes, where the engine cannot limit the layer: the env's layer is first looked at (SizeRw) `firstLookMs`
  * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
  * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
  * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
- * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.8 s a look).
+ * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.3 to 0.8 s a look).
+ * The file bound: the engine names no count but walks every entry of the layer for SizeRw, so a
+ * look's own time says how many entries the layer may hold at most, at `walkMsPerFile` (0.5 µs:
+ * five times faster than the 2.5 to 3.5 µs measured here; after a count, what it found plus the
+ * growth over the cheapest look since). Only when that reaches the bound are the entries counted
+ * (`GET /containers/{id}/changes`: 0.25 s of the engine's CPU on an empty layer, 3.2 s at 300,000,
+ * and the container's lock held meanwhile); a count starts no sooner than `countCostFactor` times
+ * as long as the engine's last count took (one at a time per engine), so counts take at most a
+ * sixth of one engine thread while a count takes under 6 s (none is put off past
+ * `maxIntervalMs`). `filesPerMs`: the fastest an env makes files (twice the 25 a ms seen here),
+ * for the soonest a file bound can be reached.
  */
-export const STORAGE_WATCH = { firstLookMs: 100, intervalMs: 500, nearMs: 50, maxIntervalMs: 30_000, costFactor: 20, writeBytesPerMs: 1_000_000 } as const;
+export const STORAGE_WATCH = {
+  firstLookMs: 100,
+  intervalMs: 500,
+  nearMs: 50,
+  maxIntervalMs: 30_000,
+  costFactor: 20,
+  writeBytesPerMs: 1_000_000,
+  walkMsPerFile: 0.0005,
+  filesPerMs: 50,
+  countCostFactor: 5,
+} as const;
+
+/**
+ * What an env may leave in its container's writable layer when its bundle says nothing
+ * (--default-storage-mb and --default-max-files; bundle.json's `resources.storage_mb` and
+ * `max_files` win; 0 turns a default off). `storageMb`: what the shipped Harbor dataset's tasks
+ * each declare, far above what GridSim's and the fixture's http envs write (nothing), and a
+ * bound on what --max-concurrent-envs envs at once can take of the host's disk (8 × 2 GB);
+ * Harbor's own default is 10240, which a task that needs it can declare. `maxFiles`: entries
+ * (files and directories created, changed or deleted) in the layer: above a large
+ * node_modules or a source tree, while a layer of 100,000 costs the engine about 0.3 s a look
+ * and its removal about 1.3 s on an idle engine (300,000 empty files: 17 s to make, 7.75 s to
+ * remove). The file bound is kept loosely (an env making files at full speed was stopped at
+ * 1.4 to 2.3 times it: docs/security.md).
+ */
+export const ENV_LAYER_DEFAULTS = { storageMb: 2048, maxFiles: 100_000 } as const;
 
 /**
  * The console's task search (src/console/task-search.ts): ids scanned `chunk` at a time, the event

@@ -48,7 +48,7 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   storage_exceeded: {
     retryable: false,
     toolErrorType: 'execution_error',
-    meaning: "the env wrote more than its storage_mb to its container's writable layer, and was stopped",
+    meaning: "the env wrote more than its storage_mb, or made more entries than its max_files, in its container's writable layer, and was stopped",
   },
   toolchain_tampered: {
     retryable: false,

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from './abort.js';
 import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
-import { buildArgRecord, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
+import { buildArgRecord, layerDefaults, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
 import { Admission } from './episodes/capacity/admission.js';
 import { DeployLimiter } from './episodes/capacity/deploy-limiter.js';
@@ -93,6 +93,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             nodeEngines: opts.swarmNodeEngine,
             networkStock: networkStockSize(opts),
             runtime: opts.runtime,
+            layerDefaults: layerDefaults(opts),
             logger: log.child({ component: 'sandbox' }),
           })
         : await createDockerSandbox({
@@ -104,6 +105,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             runtime: opts.runtime,
             recycleNetworks: !opts.noNetworkRecycling,
             ...(opts.toolbox !== undefined ? { toolbox: opts.toolbox } : {}),
+            layerDefaults: layerDefaults(opts),
             logger: log.child({ component: 'sandbox' }),
           });
     sandbox = made.sandbox;

@@ -1,8 +1,8 @@
 /** The server's options: one schema for flags and environment; bad values exit 2 with what is wrong. */
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { networkStockSize, OPTION_NAMES, kebab, OptionsSchema } from '../src/config.js';
-import { NETWORK_STOCK, SUBNET_POOL } from '../src/defaults.js';
+import { layerDefaults, networkStockSize, OPTION_NAMES, kebab, OptionsSchema } from '../src/config.js';
+import { ENV_LAYER_DEFAULTS, NETWORK_STOCK, SUBNET_POOL } from '../src/defaults.js';
 import { serveCommand } from '../src/cli/serve.js';
 import { SERVE_JS } from './support/serve-process.js';
 import { FIXTURE_BUNDLE } from './support/app.js';
@@ -53,6 +53,20 @@ describe('the server options', () => {
     expect(() => parseCli(['b', '--subnet-pool', '10.0.0.1/16'], {})).toThrow(/--subnet-pool/);
     expect(() => parseCli(['b', '--frobnicate', '1'], {})).toThrow(/frobnicate/);
     expect(() => parseCli([], {})).toThrow(/missing BUNDLE/);
+  });
+
+  it('--default-storage-mb and --default-max-files: ENV_LAYER_DEFAULTS unless given, 0 or off for no bound, a bad value named', () => {
+    expect(layerDefaults(parseCli(['b'], {}).options)).toEqual({ storageMb: ENV_LAYER_DEFAULTS.storageMb, maxFiles: ENV_LAYER_DEFAULTS.maxFiles });
+    expect(layerDefaults(parseCli(['b', '--default-storage-mb', '512', '--default-max-files', 'off'], {}).options)).toEqual({ storageMb: 512, maxFiles: null });
+    expect(layerDefaults(parseCli(['b'], { OPENENV_DEFAULT_STORAGE_MB: 'OFF', OPENENV_DEFAULT_MAX_FILES: '0' }).options)).toEqual({
+      storageMb: null,
+      maxFiles: null,
+    });
+    expect(() => parseCli(['b', '--default-storage-mb', '1.5'], {})).toThrow(/--default-storage-mb: expected a whole number, or off/);
+    expect(() => parseCli(['b', '--default-max-files', '-1'], {})).toThrow(/--default-max-files/);
+    const help = helpText();
+    expect(help).toMatch(/--default-storage-mb MB\|off [^]*?\n\s+default: 2048; env: OPENENV_DEFAULT_STORAGE_MB\n/);
+    expect(help.replace(/\s+/g, ' ')).toContain('past it the env is stopped and its episode ends storage_exceeded (0 or off: no bound');
   });
 
   it('--help lists every option with its default', () => {

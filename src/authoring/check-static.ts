@@ -8,8 +8,9 @@
 import type { ValidateFunction } from 'ajv';
 import { BUILTIN_TOOLSETS, BundleError, END_TURN, formatIssue, loadBundle, toolSpecsOf, type LoadedBundle, type Task } from '../bundle/index.js';
 import { REWARD_RULES } from '../episodes/reward.js';
+import { ENV_LAYER_DEFAULTS } from '../defaults.js';
 import { envLimits } from '../bundle/env-catalog.js';
-import { granted, type Granted } from '../sandbox/engine/hardening.js';
+import { granted, withLayerDefaults, type Granted } from '../sandbox/engine/hardening.js';
 import { compileSchema, describeErrors, newValidator } from './json-schema.js';
 import { Findings } from './findings.js';
 
@@ -20,9 +21,10 @@ export interface StaticResult {
   /** toolset → tool → its compiled input_schema (tools whose schema compiles) */
   validators: Map<string, Map<string, ValidateFunction>>;
   /**
-   * env → what its bundle.json grants it: the lock-down, its asks, its limits, under the runtime
-   * it asks for (else runc: a server's --runtime runsc, or an engine that cannot keep a setting,
-   * changes it; a played check's `granted` says what the engine gave). {} when the bundle does not load.
+   * env → what its bundle.json grants it: the lock-down, its asks, its limits (a default server's
+   * bounds of its writable layer where it sets none), under the runtime it asks for (else runc: a
+   * server's --runtime runsc, or an engine that cannot keep a setting, changes it; a played check's
+   * `granted` says what the engine gave). {} when the bundle does not load.
    */
   granted: Record<string, Granted>;
 }
@@ -133,7 +135,12 @@ export async function checkStatic(dir: string): Promise<StaticResult> {
   const grants: Record<string, Granted> = {};
   for (const [name, env] of Object.entries(m.envs)) {
     const l = envLimits(env);
-    grants[name] = granted({ resources: l.resources, ...(l.security ? { security: l.security } : {}), runtime: l.runtime ?? 'runc' });
+    // as a server with its default options runs it: the default bounds of its writable layer where the bundle sets none
+    grants[name] = granted({
+      resources: withLayerDefaults(l.resources, ENV_LAYER_DEFAULTS),
+      ...(l.security ? { security: l.security } : {}),
+      runtime: l.runtime ?? 'runc',
+    });
   }
   return { bundle, findings, validators, granted: grants };
 }

@@ -19,6 +19,7 @@ export function envLimits(env: EnvManifest): Pick<EnvSpec, 'resources' | 'securi
       cpus: env.resources.cpus,
       pids: env.resources.pids,
       ...(env.resources.storage_mb !== undefined ? { storageMb: env.resources.storage_mb } : {}),
+      ...(env.resources.max_files !== undefined ? { maxFiles: env.resources.max_files } : {}),
     },
     // the lock-down's asks (docs/security.md); the sandbox applies them
     ...(env.security ? { security: env.security, ...(env.security.runtime ? { runtime: env.security.runtime } : {}) } : {}),

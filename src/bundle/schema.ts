@@ -91,8 +91,10 @@ export const EnvResourcesSchema = closedObject({
   memory_mb: z.number().int().min(6).default(512),
   cpus: z.number().positive().default(1),
   pids: z.number().int().min(1).default(256),
-  /** the container's writable layer, where the engine's storage driver can limit it */
+  /** the container's writable layer, where the engine's storage driver can limit it; unset: the server's --default-storage-mb */
   storage_mb: z.number().int().min(1).optional(),
+  /** entries (files, directories) the env may create, change or delete in its writable layer; unset: the server's --default-max-files */
+  max_files: z.number().int().min(1).optional(),
 });
 
 /**

@@ -30,6 +30,7 @@ export function grantLine(g: DynamicResult['granted'][string]): string {
     g.root === 'read-only' ? `read-only root (/tmp ${g.tmp_mb} MB)` : 'writable root',
     g.user ? `user ${g.user}` : "the image's user",
     g.storage_mb !== null ? `storage ${g.storage_mb} MB` : 'no storage bound',
+    g.max_files !== null ? `max files ${g.max_files}` : 'no file bound',
   ];
   return parts.join(', ') + (g.not_enforced.length ? `; not enforced here: ${g.not_enforced.join('; ')}` : '');
 }

@@ -65,7 +65,8 @@ export const EnvGrantSchema = z
     cpus: z.number(),
     pids: z.number(),
     nofile: z.number().describe('open files at most'),
-    storage_mb: z.number().nullable().describe('what the env may write to its writable layer (null: unbounded)'),
+    storage_mb: z.number().nullable().describe('what the env may write to its writable layer, MB (null: unbounded)'),
+    max_files: z.number().nullable().describe('entries (files, directories) the env may create, change or delete in its writable layer (null: unbounded)'),
     not_enforced: z.array(z.string()).describe('what this engine cannot enforce, each with why'),
   })
   .describe("an env's lock-down");

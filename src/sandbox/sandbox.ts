@@ -12,9 +12,16 @@ export interface EnvResources {
   memoryMb: number;
   cpus: number;
   pids: number;
-  /** the most the env may write to its container's writable layer (bundle.json's `storage_mb`); absent: unbounded */
+  /** the most the env may write to its container's writable layer (bundle.json's `storage_mb`, else the server's default); absent: unbounded */
   storageMb?: number;
+  /** the most entries (files, directories) it may create, change or delete there (bundle.json's `max_files`, else the server's default); absent: unbounded */
+  maxFiles?: number;
+  /** which of the two are the server's defaults (--default-storage-mb, --default-max-files), its bundle giving none: said when the env is stopped */
+  defaulted?: readonly LayerBound[];
 }
+
+/** the bounds of an env's writable layer */
+export type LayerBound = 'storageMb' | 'maxFiles';
 
 /** What runs an env's container: the engine's default (runc), or gVisor (runsc, registered with the engine). */
 export type EnvRuntime = 'runc' | 'runsc';

@@ -84,7 +84,9 @@ describeDocker('openenv-bundle check, run as a process', () => {
     expect(run.stdout).toMatch(/^ {2}golden solutions: mean reward 1\.000 \(\w+ 1\.000/m);
     expect(run.stdout).toMatch(/^ {2}empty solutions: mean reward 0\.000 /m);
     // what each env ran with (docs/security.md)
-    expect(run.stdout).toMatch(/^ {2}env \S+: locked down under runc, default capabilities, writable root, the image's user, no storage bound$/m);
+    expect(run.stdout).toMatch(
+      /^ {2}env \S+: locked down under runc, default capabilities, writable root, the image's user, storage 2048 MB, max files 100000$/m,
+    );
     expect(run.stdout).toMatch(/^ok: no problem/m);
     expect(lines(['volume', 'ls', '-q', '--filter', `label=${LOCK_LABELS.lock}`]).filter((v) => v.includes('lock-check-'))).toEqual([]);
   });

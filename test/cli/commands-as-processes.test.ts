@@ -161,7 +161,7 @@ describe('the openenv-bundle command line, run as a process', { timeout: 120_000
       expect(ok.code, ok.stdout + ok.stderr).toBe(0);
       expect(ok.stdout).toBe(
         `check ${dir}\n  files: 5 task(s) in 2 split(s), 1 toolset(s), 2 tool(s)\n` +
-          "  env qa: locked down under runc, default capabilities, writable root, the image's user, no storage bound\nok: no problem\n",
+          "  env qa: locked down under runc, default capabilities, writable root, the image's user, storage 2048 MB, max files 100000\nok: no problem\n",
       );
       const json = await openenvBundle(['check', dir, '--static', '--json']);
       expect(JSON.parse(json.stdout)).toMatchObject({
@@ -169,18 +169,21 @@ describe('the openenv-bundle command line, run as a process', { timeout: 120_000
         problems: [],
         warnings: [],
         played: null,
-        granted: { qa: { added: [], no_new_privileges: true, init: true, root: 'writable', runtime: 'runc', memory_mb: 128, storage_mb: null } },
+        // a default server's bounds of the writable layer, the bundle setting none
+        granted: {
+          qa: { added: [], no_new_privileges: true, init: true, root: 'writable', runtime: 'runc', memory_mb: 128, storage_mb: 2048, max_files: 100_000 },
+        },
       });
       const manifest = path.join(dir, 'bundle.json');
       // what an env asks for by name is what check says it is granted
       const plain = await readFile(manifest, 'utf8');
       const asking = JSON.parse(plain);
       asking.envs.qa.security = { capabilities: ['NET_RAW'], root: 'read-only', tmp_mb: 16, user: '1000', runtime: 'runsc' };
-      asking.envs.qa.resources = { ...asking.envs.qa.resources, storage_mb: 64 };
+      asking.envs.qa.resources = { ...asking.envs.qa.resources, storage_mb: 64, max_files: 5000 };
       await writeFile(manifest, JSON.stringify(asking));
       const asked = await openenvBundle(['check', dir, '--static']);
       expect(asked.stdout).toContain(
-        '  env qa: locked down under runsc, capabilities the defaults and NET_RAW, read-only root (/tmp 16 MB), user 1000, storage 64 MB\n',
+        '  env qa: locked down under runsc, capabilities the defaults and NET_RAW, read-only root (/tmp 16 MB), user 1000, storage 64 MB, max files 5000\n',
       );
       await writeFile(manifest, plain);
       await writeFile(manifest, (await readFile(manifest, 'utf8')).replace('"reward": "correct"', '"reward": "right"'));

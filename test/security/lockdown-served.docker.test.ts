@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENV_LOCKDOWN } from '../../src/defaults.js';
+import { ENV_LAYER_DEFAULTS, ENV_LOCKDOWN } from '../../src/defaults.js';
 import { DEFAULT_CAPABILITIES, dockerLockdown, enginePidsLimit } from '../../src/sandbox/engine/hardening.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { http as call } from '../routes/http.js';
@@ -170,7 +170,9 @@ describeDocker('envs locked down as the server deploys them', () => {
         cpus: 0.5,
         pids: 64,
         nofile: ENV_LOCKDOWN.nofile,
-        storage_mb: null,
+        // the fixture's env sets no bound of its writable layer: a default server's
+        storage_mb: ENV_LAYER_DEFAULTS.storageMb,
+        max_files: ENV_LAYER_DEFAULTS.maxFiles,
         not_enforced: [],
       });
     });

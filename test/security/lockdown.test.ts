@@ -1,11 +1,12 @@
 /**
  * The env lock-down's engine settings (src/sandbox/engine/hardening.ts), for both backends: the
  * defaults, what a bundle may ask for by name and what it may never get, gVisor's pids scaling,
- * and what an older swarm engine cannot enforce. test/security/lockdown.docker.test.ts proves the
- * same settings on a real engine.
+ * what an older swarm engine cannot enforce, and the bounds of an env's writable layer (its
+ * bundle's, else the server's defaults). test/security/lockdown.docker.test.ts proves the same
+ * settings on a real engine.
  */
 import { describe, expect, it } from 'vitest';
-import { ENV_LOCKDOWN } from '../../src/defaults.js';
+import { ENV_LAYER_DEFAULTS, ENV_LOCKDOWN } from '../../src/defaults.js';
 import {
   DEFAULT_CAPABILITIES,
   dockerLockdown,
@@ -14,8 +15,11 @@ import {
   granted,
   REFUSED_CAPABILITIES,
   swarmLockdown,
+  withLayerDefaults,
   type LockdownInput,
 } from '../../src/sandbox/engine/hardening.js';
+import { DockerSandbox } from '../../src/sandbox/docker/index.js';
+import { echoSpec } from '../sandbox/contract.js';
 
 const resources = { memoryMb: 128, cpus: 0.5, pids: 64 };
 const MB = 1024 * 1024;
@@ -130,5 +134,27 @@ describe('the swarm backend', () => {
   it('granted names the storage bound (null: none)', () => {
     expect(granted({ resources }).storage_mb).toBeNull();
     expect(granted({ resources: { ...resources, storageMb: 64 } }).storage_mb).toBe(64);
+    expect(granted({ resources }).max_files).toBeNull();
+    expect(granted({ resources: { ...resources, maxFiles: 5000 } }).max_files).toBe(5000);
+  });
+
+  it("the bounds of an env's writable layer: its bundle's, else the server's defaults (named as such), none where a default is off", () => {
+    const both = { storageMb: 2048, maxFiles: 100_000 };
+    expect(withLayerDefaults(resources, both)).toEqual({ ...resources, storageMb: 2048, maxFiles: 100_000, defaulted: ['storageMb', 'maxFiles'] });
+    expect(withLayerDefaults({ ...resources, storageMb: 64, maxFiles: 10 }, both)).toEqual({ ...resources, storageMb: 64, maxFiles: 10 });
+    expect(withLayerDefaults({ ...resources, storageMb: 64 }, both)).toEqual({ ...resources, storageMb: 64, maxFiles: 100_000, defaulted: ['maxFiles'] });
+    expect(withLayerDefaults(resources, { storageMb: null, maxFiles: null })).toEqual(resources);
+  });
+
+  it("a sandbox grants an env its bundle's bounds, else its own defaults (ENV_LAYER_DEFAULTS unless told)", async () => {
+    const spec = echoSpec('i', { resources });
+    const byDefault = new DockerSandbox({ instance: 'layer-a', bundleName: 'b' });
+    expect(await byDefault.lockdown.granted(spec)).toMatchObject({ storage_mb: ENV_LAYER_DEFAULTS.storageMb, max_files: ENV_LAYER_DEFAULTS.maxFiles });
+    const told = new DockerSandbox({ instance: 'layer-b', bundleName: 'b', layerDefaults: { storageMb: 512, maxFiles: null } });
+    expect(await told.lockdown.granted(spec)).toMatchObject({ storage_mb: 512, max_files: null });
+    expect(await told.lockdown.granted(echoSpec('i', { resources: { ...resources, storageMb: 32, maxFiles: 7 } }))).toMatchObject({
+      storage_mb: 32,
+      max_files: 7,
+    });
   });
 });

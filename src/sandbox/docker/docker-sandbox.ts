@@ -51,7 +51,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   /** deaths of the deployed env containers, as the engine reports them */
   protected readonly watcher: EnvWatcher;
   protected readonly listEnvs = listContainers(this.docker);
-  /** the storage bound of envs whose writable layer the engine cannot limit */
+  /** the bounds of envs' writable layers that the engine does not keep: bytes where it cannot limit them, entries always */
   private readonly storage: StorageWatch;
   /** whether the engine limits a container's writable layer (StorageOpt): null until an env with storage_mb was created */
   private storageLimits: boolean | null = null;
@@ -219,7 +219,12 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     } catch (err) {
       throw toSandboxError(err, `starting the container of env \`${env.name}\``);
     }
-    if (env.resources.storageMb !== undefined && !this.storageLimits) this.storage.watch(episodeId, container.id, env.resources.storageMb);
+    // the bytes where the engine does not limit them; the entries always (no engine limits those)
+    this.storage.watch(episodeId, container.id, {
+      storageMb: env.resources.storageMb !== undefined && !this.storageLimits ? env.resources.storageMb : null,
+      maxFiles: env.resources.maxFiles ?? null,
+      ...(env.resources.defaulted ? { defaulted: env.resources.defaulted } : {}),
+    });
     throwIfAborted(signal);
     const runningAt = Date.now();
     const stopWaiting = new AbortController();
@@ -366,7 +371,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     };
   }
 
-  /** the env was killed for what it wrote past its storage_mb */
+  /** the env was killed for what it wrote past a bound of its writable layer */
   private storageEnd(handle: EnvHandle): { storageExceeded?: string } {
     const why = this.storage.exceeded(handle.containerId);
     return why === null ? {} : { storageExceeded: why };

@@ -5,6 +5,7 @@
 import Dockerode from 'dockerode';
 import { DockerSandbox } from './docker-sandbox.js';
 import { detectOwnContainerId } from '../engine/own-container.js';
+import type { LayerDefaults } from '../engine/hardening.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { EnvRuntime } from '../sandbox.js';
 
@@ -21,6 +22,8 @@ export interface DockerSandboxFactoryOptions {
   recycleNetworks?: boolean;
   /** the static busybox run inside envs for the server's own steps (--toolbox) */
   toolbox?: string;
+  /** the bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files) */
+  layerDefaults?: LayerDefaults;
   logger: SandboxLogger;
 }
 
@@ -42,6 +45,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     attachContainer: own,
     networkStock: o.networkStock,
     runtime: o.runtime,
+    ...(o.layerDefaults ? { layerDefaults: o.layerDefaults } : {}),
     ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
     ...(o.toolbox !== undefined ? { toolbox: o.toolbox } : {}),
     logger: o.logger,

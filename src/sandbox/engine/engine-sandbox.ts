@@ -7,7 +7,7 @@
  * network and env are made and looked at, and how what it owns is listed and removed.
  */
 import Dockerode from 'dockerode';
-import { REMOVAL_RETRY } from '../../defaults.js';
+import { ENV_LAYER_DEFAULTS, REMOVAL_RETRY } from '../../defaults.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import {
   SandboxError,
@@ -27,7 +27,7 @@ import {
   type TeardownOptions,
 } from '../sandbox.js';
 import { abortError, engineMessage, toSandboxError } from './errors.js';
-import { granted } from './hardening.js';
+import { granted, withLayerDefaults, type LayerDefaults } from './hardening.js';
 import { buildEnvImage, checkImage } from './image-build.js';
 import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
 import type { Owner } from './labels.js';
@@ -58,6 +58,8 @@ export interface EngineSandboxOptions {
   networkStock?: number;
   /** what envs run under unless their spec names a runtime (--runtime; default runc) */
   runtime?: EnvRuntime;
+  /** the bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files; default ENV_LAYER_DEFAULTS) */
+  layerDefaults?: LayerDefaults;
   /**
    * A stocked network whose episode ended goes back to the stock, once the backend found it empty
    * (engine/network-stock.ts); false: removed with its episode. Backends that cannot check a
@@ -94,6 +96,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
   protected readonly networks: NetworkStock<N>;
   /** envs whose spec names no runtime run under this one */
   protected readonly runtime: EnvRuntime;
+  /** envs whose spec sets no bound of their writable layer get these */
+  private readonly layerDefaults: LayerDefaults;
   private readonly names: BackendNames;
   private readonly lifecycles = new EnvLifecycles();
   private readonly builds = new Map<string, Promise<string>>();
@@ -114,6 +118,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     this.log = opts.logger ?? silentLogger;
     this.attach = opts.attachContainer ?? null;
     this.runtime = opts.runtime ?? 'runc';
+    this.layerDefaults = opts.layerDefaults ?? ENV_LAYER_DEFAULTS;
     this.removal = {
       attachContainer: this.attach,
       attempts: opts.removeAttempts ?? REMOVAL_RETRY.attempts,
@@ -293,7 +298,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
         return sandbox.runtime;
       },
       granted: async (env) => {
-        const spec = sandbox.withRuntime(env);
+        const spec = sandbox.asRun(env);
         const here = await sandbox.onEngine(spec);
         return granted({ resources: spec.resources, security: spec.security, runtime: here.runtime }, here.notEnforced);
       },
@@ -304,9 +309,9 @@ export abstract class EngineSandbox<N> implements Sandbox {
     };
   }
 
-  /** the spec with the runtime it runs under: its own, else the sandbox's */
-  protected withRuntime(env: EnvSpec): EnvSpec & { runtime: EnvRuntime } {
-    return { ...env, runtime: env.runtime ?? this.runtime };
+  /** the spec as it runs here: under its own runtime, else the sandbox's; with the sandbox's bounds of its writable layer where it sets none */
+  protected asRun(env: EnvSpec): EnvSpec & { runtime: EnvRuntime } {
+    return { ...env, runtime: env.runtime ?? this.runtime, resources: withLayerDefaults(env.resources, this.layerDefaults) };
   }
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
@@ -315,7 +320,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     return this.lifecycles.deploy(
       req,
       (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
-      (signal) => this.deployOrCleanUp(req.episodeId, this.withRuntime(req.env), signal, req.modelDoor),
+      (signal) => this.deployOrCleanUp(req.episodeId, this.asRun(req.env), signal, req.modelDoor),
     );
   }
 

@@ -3,7 +3,9 @@
  * ask for by name, and the engine settings that say it, for both backends. Nothing here talks to
  * the engine: `dockerLockdown` gives the Docker backend's HostConfig (and the container's User),
  * `swarmLockdown` the swarm backend's ContainerSpec and resource limits, `granted` what `check`
- * and the console show. Each default was proven on the engine (test/security/lockdown.docker.test.ts):
+ * and the console show, `withLayerDefaults` an env's bounds of its writable layer (its bundle's,
+ * else the server's: --default-storage-mb, --default-max-files; kept by the engine or by
+ * storage-watch.ts). Each default was proven on the engine (test/security/lockdown.docker.test.ts):
  *
  * - capabilities: all dropped but DEFAULT_CAPABILITIES, the short set a shell and common images
  *   need as root (install packages, chown, run a command as another user, signal it); a bundle adds
@@ -33,7 +35,7 @@ import type Dockerode from 'dockerode';
 import { z } from 'zod';
 import { ENV_LOCKDOWN } from '../../defaults.js';
 import type { EnvGrant } from '../../protocol/bundle.js';
-import type { EnvResources, EnvRuntime, EnvSecurityAsk } from '../sandbox.js';
+import type { EnvResources, EnvRuntime, EnvSecurityAsk, LayerBound } from '../sandbox.js';
 
 export type { EnvRuntime } from '../sandbox.js';
 
@@ -303,6 +305,26 @@ export function swarmLockdown(
   };
 }
 
+/** The server's bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files); null: none. */
+export interface LayerDefaults {
+  storageMb: number | null;
+  maxFiles: number | null;
+}
+
+/** The env's resources with the server's layer bounds where its bundle gives none, each such bound named in `defaulted`. */
+export function withLayerDefaults(resources: EnvResources, defaults: LayerDefaults): EnvResources {
+  const out: EnvResources = { ...resources };
+  const defaulted: LayerBound[] = [];
+  for (const k of ['storageMb', 'maxFiles'] as const) {
+    const d = defaults[k];
+    if (resources[k] !== undefined || d === null) continue;
+    out[k] = d;
+    defaulted.push(k);
+  }
+  if (defaulted.length > 0) out.defaulted = defaulted;
+  return out;
+}
+
 /**
  * What an env gets, in the words `check` and the console use: `notEnforced`, what the engine
  * cannot enforce (swarmLockdown's; a storage bound no engine nor watcher keeps).
@@ -323,6 +345,7 @@ export function granted(input: LockdownInput, notEnforced: string[] = []): Grant
     pids: input.resources.pids,
     nofile: ENV_LOCKDOWN.nofile,
     storage_mb: input.resources.storageMb ?? null,
+    max_files: input.resources.maxFiles ?? null,
     not_enforced: notEnforced,
   };
 }

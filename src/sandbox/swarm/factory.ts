@@ -4,6 +4,7 @@
  */
 import Dockerode from 'dockerode';
 import { detectOwnContainerId } from '../engine/own-container.js';
+import type { LayerDefaults } from '../engine/hardening.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { EnvRuntime } from '../sandbox.js';
 import { listNodes } from './tasks.js';
@@ -19,6 +20,8 @@ export interface SwarmSandboxFactoryOptions {
   networkStock: number;
   /** what envs run under: on swarm, the nodes' default-runtime (checked at start) */
   runtime?: EnvRuntime;
+  /** the bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files) */
+  layerDefaults?: LayerDefaults;
   logger: SandboxLogger;
 }
 
@@ -56,6 +59,7 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
     nodeEngines: o.nodeEngines,
     networkStock: o.networkStock,
     runtime: o.runtime,
+    ...(o.layerDefaults ? { layerDefaults: o.layerDefaults } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

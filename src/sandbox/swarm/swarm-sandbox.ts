@@ -72,7 +72,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   private nodeEnginesAsked: Promise<NodeEngines> | null = null;
   /** each deployed env's node engine (when the server reaches it) and container there */
   private readonly placed = new Map<string, { engine: NodeEngine; containerId: string }>();
-  /** nodes already warned about (an env with storage_mb placed where the server cannot watch it) */
+  /** nodes already warned about (an env with a bound of its writable layer placed where the server cannot watch it) */
   private readonly unwatchedNodes = new Set<string>();
 
   constructor(opts: SwarmSandboxOptions) {
@@ -135,11 +135,12 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   protected override async onEngine(env: EnvSpec & { runtime: EnvRuntime }): Promise<{ runtime: EnvRuntime; notEnforced: string[] }> {
     const l = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, await this.lockdownFacts(env));
     const notEnforced = [...l.not_enforced];
-    if (env.resources.storageMb !== undefined) {
+    const bounds = layerBoundNames(env);
+    if (bounds) {
       const unreached = (await this.nodeEngines()).unreached(await this.nodes.get());
       if (unreached.length > 0)
         notEnforced.push(
-          `storage_mb: not watched on ${nodeNames(unreached)}, whose engine the server cannot ask (--swarm-node-engine): an env placed there may write without bound`,
+          `${bounds}: not watched on ${nodeNames(unreached)}, whose engine the server cannot ask (--swarm-node-engine): an env placed there may write without bound`,
         );
     }
     return { runtime: l.runtime, notEnforced };
@@ -275,7 +276,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
 
   /**
    * Notes the node engine and container of the env's running task, when the server reaches that
-   * node, and watches its writable layer there if the env has a storage bound.
+   * node, and watches its writable layer there if the env has a bound of it (bytes, entries).
    */
   private async place(episodeId: string, task: SwarmTask, env: EnvSpec): Promise<void> {
     // (asked at start already: a failure now costs this env its watch, not its deploy)
@@ -283,12 +284,16 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     const containerId = task.Status?.ContainerStatus?.ContainerID;
     if (engine && containerId) {
       this.placed.set(episodeId, { engine, containerId });
-      if (env.resources.storageMb !== undefined) engine.storage.watch(episodeId, containerId, env.resources.storageMb);
-    } else if (env.resources.storageMb !== undefined && task.NodeID && !this.unwatchedNodes.has(task.NodeID)) {
+      engine.storage.watch(episodeId, containerId, {
+        storageMb: env.resources.storageMb ?? null,
+        maxFiles: env.resources.maxFiles ?? null,
+        ...(env.resources.defaulted ? { defaulted: env.resources.defaulted } : {}),
+      });
+    } else if (layerBoundNames(env) && task.NodeID && !this.unwatchedNodes.has(task.NodeID)) {
       this.unwatchedNodes.add(task.NodeID);
       this.log.warn(
         { episode: episodeId, env: env.name, node: task.NodeID.slice(0, 12) },
-        'an env with storage_mb runs on a node whose engine the server cannot ask (--swarm-node-engine): its writable layer is not watched',
+        `an env with ${layerBoundNames(env)} runs on a node whose engine the server cannot ask (--swarm-node-engine): its writable layer is not watched`,
       );
     }
   }
@@ -442,4 +447,12 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   protected removeOwned(owned: Owned, onEnvRemoved?: () => void): Promise<RemoveResult> {
     return removeOwned(this.docker, owned, { ...this.removal, networkRemovalMs: this.networkRemovalMs, onEnvRemoved });
   }
+}
+
+/** the bounds of the env's writable layer that a node's engine is asked to watch, as the bundle names them ("storage_mb and max_files"), or null */
+function layerBoundNames(env: EnvSpec): string | null {
+  const names = [env.resources.storageMb !== undefined ? 'storage_mb' : null, env.resources.maxFiles !== undefined ? 'max_files' : null].filter(
+    (n) => n !== null,
+  );
+  return names.length ? names.join(' and ') : null;
 }
