@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadBundle } from '../../src/bundle/index.js';
 import { packBundle } from '../../src/authoring/pack.js';
-import { packFolder } from '../../src/verifier/index.js';
+import { packFolder } from '../../src/container/index.js';
 import { baseManifest, bundleError, removeTempDirs, row, tempDir, writeBundle } from './helpers.js';
 
 afterAll(removeTempDirs);
