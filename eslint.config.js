@@ -35,6 +35,8 @@ const FLOORS = [
   ['src/bundle'],
   // rooms an episode uses (built-in tools, verifiers, the model gateway)
   ['src/tools', 'src/verifier', 'src/gateway'],
+  // work inside an env's container: the server's steps through the toolbox, files as the agent's user, the stop
+  ['src/container'],
   // the engine backends, then what both share
   ['src/sandbox/docker', 'src/sandbox/swarm'],
   ['src/sandbox/engine'],

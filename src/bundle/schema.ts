@@ -413,10 +413,18 @@ export const VerifierSchema = closedObject({
     }
   });
   if (v.mode === 'clean' && (v.allow_changes.length > 0 || v.protect.length > 0)) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['mode'], message: 'allow_changes and protect tune the in-place toolchain check; a clean verifier has none' });
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['mode'],
+      message: 'allow_changes and protect tune the in-place toolchain check; a clean verifier has none',
+    });
   }
   if (v.mode === 'in-place' && v.outputs !== undefined) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['outputs'], message: 'outputs are what a clean verifier copies; an in-place one sees the whole container' });
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['outputs'],
+      message: 'outputs are what a clean verifier copies; an in-place one sees the whole container',
+    });
   }
 });
 export type VerifierManifest = z.infer<typeof VerifierSchema>;

@@ -67,7 +67,13 @@ export interface TrustedOptions {
  * Runs `script` with the toolbox's shell in the container (`$0` is `name`, `$1`… are `args`), with
  * an empty environment and the toolbox alone on PATH, as root unless `user` says otherwise.
  */
-export async function runTrusted(exec: ContainerExec, name: string, script: string, args: readonly string[] = [], opts: TrustedOptions = {}): Promise<TrustedRun> {
+export async function runTrusted(
+  exec: ContainerExec,
+  name: string,
+  script: string,
+  args: readonly string[] = [],
+  opts: TrustedOptions = {},
+): Promise<TrustedRun> {
   const toolbox = toolboxOf(exec, name);
   const cmd = opts.keepEnv ? [toolbox, 'sh', '-c', script, name, ...args] : toolboxCommand(toolbox, name, script, args);
   const max = opts.maxStdout ?? 64 * 1024;

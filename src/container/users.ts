@@ -17,7 +17,9 @@ export async function resolveUser(exec: ContainerExec, user: string | undefined)
   const r = await runTrusted(exec, 'openenv-id', 'echo "$(id -u):$(id -g)"', [], user === undefined ? { imageUser: true } : { user });
   const said = r.stdout.toString('utf8').trim();
   if (r.exitCode !== 0 || !/^\d+:\d+$/.test(said)) {
-    throw new Error(`the user ${user === undefined ? "of the env's image" : JSON.stringify(user)} is not one the container knows: ${r.stderr || said || `exit code ${r.exitCode}`}`);
+    throw new Error(
+      `the user ${user === undefined ? "of the env's image" : JSON.stringify(user)} is not one the container knows: ${r.stderr || said || `exit code ${r.exitCode}`}`,
+    );
   }
   return said as NumericUser;
 }

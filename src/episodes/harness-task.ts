@@ -100,7 +100,12 @@ export class HarnessTask {
     };
     this.running = true;
     try {
-      const req = { cmd: [...this.spec.command], env, ...(this.opts.workdir ? { workdir: this.opts.workdir } : {}), ...(this.opts.user ? { user: this.opts.user } : {}) };
+      const req = {
+        cmd: [...this.spec.command],
+        env,
+        ...(this.opts.workdir ? { workdir: this.opts.workdir } : {}),
+        ...(this.opts.user ? { user: this.opts.user } : {}),
+      };
       const r = await runKillable(this.exec, req, budget, {
         headBytes: HARNESS.outputHeadBytes,
         tailBytes: HARNESS.outputTailBytes,

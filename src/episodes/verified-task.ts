@@ -233,7 +233,7 @@ export class TaskVerification {
     const rootFiles = new Set<string>();
     for (const p of rootAdditions(changes)) {
       const st = await this.exec.stat(p);
-      if (st && (st.mode & 2 ** 31) === 0) rootFiles.add(p);
+      if (st && (st.mode & (2 ** 31)) === 0) rootFiles.add(p);
     }
     return tamperedPaths(
       changes,

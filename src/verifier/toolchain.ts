@@ -125,4 +125,3 @@ export function tamperedPaths(changes: readonly FileChange[], scope: ToolchainSc
   }
   return [...hits].sort();
 }
-

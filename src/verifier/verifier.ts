@@ -83,7 +83,8 @@ chmod 0777 ${REWARD_DIR} ${ARTIFACTS_DIR}
 /** Empties /tests and /logs/verifier (making /logs a real folder again), then streams `testsDir` into /tests. */
 export async function installTests(exec: ContainerExec, testsDir: string): Promise<void> {
   const prepared = await runTrusted(exec, 'openenv-prepare-tests', PREPARE_SCRIPT);
-  if (prepared.exitCode !== 0) throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
+  if (prepared.exitCode !== 0)
+    throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
   await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
 }
 
@@ -99,7 +100,10 @@ type RewardFileRead = { text: string } | { problem: string } | null;
 async function readRewardFile(exec: ContainerExec, file: string): Promise<RewardFileRead> {
   const found = await readArchivedPath(exec, file, REWARD_FILE_MAX_BYTES + 1);
   if (found === null) return null;
-  if (found.kind !== 'file') return { problem: `${file} is a ${found.kind === 'dir' ? 'folder' : found.kind === 'symlink' ? 'symbolic link' : found.kind === 'fifo' ? 'named pipe' : 'special file'}, not a regular file` };
+  if (found.kind !== 'file')
+    return {
+      problem: `${file} is a ${found.kind === 'dir' ? 'folder' : found.kind === 'symlink' ? 'symbolic link' : found.kind === 'fifo' ? 'named pipe' : 'special file'}, not a regular file`,
+    };
   if (found.size > REWARD_FILE_MAX_BYTES) return { problem: `${file} holds ${found.size} bytes, more than a reward file's ${REWARD_FILE_MAX_BYTES}` };
   return { text: found.data.toString('utf8') };
 }

@@ -37,10 +37,10 @@ async function bash(shell: ShellToolset, command: string, timeout_s = 60): Promi
  */
 const ATTACKS: Record<string, string> = {
   'a loop whose pid keeps moving (fork, the parent exits)':
-    "perl -e 'while (1) { exit if fork; open(my $f, \">>\", \"/tmp/alive\"); print $f \"hop\\n\"; close $f; select(undef, undef, undef, 0.05) }' >/dev/null 2>&1 &",
+    'perl -e \'while (1) { exit if fork; open(my $f, ">>", "/tmp/alive"); print $f "hop\\n"; close $f; select(undef, undef, undef, 0.05) }\' >/dev/null 2>&1 &',
   'setsid, nohup and a double fork':
     "setsid bash -c 'while :; do echo s >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & nohup bash -c 'while :; do echo n >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 & (bash -c 'while :; do echo d >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 &) ",
-  'a process that ignores SIGTERM, SIGINT and SIGHUP': "bash -c 'trap \"\" TERM INT HUP; while :; do echo t >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 &",
+  'a process that ignores SIGTERM, SIGINT and SIGHUP': 'bash -c \'trap "" TERM INT HUP; while :; do echo t >> /tmp/alive; sleep 0.05; done\' >/dev/null 2>&1 &',
   '64 of them at once': "for i in $(seq 64); do bash -c 'while :; do echo m >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 & done",
   'a process in a new pid namespace (where the lock-down lets one be made)':
     "unshare -p -f bash -c 'while :; do echo u >> /tmp/alive; sleep 0.05; done' >/dev/null 2>&1 & sleep 0.3; echo tried",
@@ -54,9 +54,12 @@ function describeStop(runtime: EnvRuntime): void {
       const shell = new ShellToolset(box.exec, { workdir: '/app', user: '0:0' });
       try {
         // the image runs a service of its own before the agent's part: it must go on after the stop
-        const service = await runTrusted(box.exec, 'openenv-test-service', '"$1" setsid "$1" sh -c "while :; do echo svc > /tmp/service; sleep 0.05; done" </dev/null >/dev/null 2>&1 &', [
-          box.exec.toolbox!,
-        ]);
+        const service = await runTrusted(
+          box.exec,
+          'openenv-test-service',
+          '"$1" setsid "$1" sh -c "while :; do echo svc > /tmp/service; sleep 0.05; done" </dev/null >/dev/null 2>&1 &',
+          [box.exec.toolbox!],
+        );
         expect(service.exitCode).toBe(0);
         const intervals = new AgentIntervals();
         intervals.begin(await containerClock(box.exec));

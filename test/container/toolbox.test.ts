@@ -49,7 +49,7 @@ describe('the toolbox binary', () => {
     await expect(findToolboxBinary(path.join(dir, 'busybox'), 'x86_64')).resolves.toMatchObject({ path: path.join(dir, 'busybox') });
   });
 
-  it('runs the server\'s steps by absolute path, with an empty environment and only its own folder on PATH; the keeper ignores what it can', () => {
+  it("runs the server's steps by absolute path, with an empty environment and only its own folder on PATH; the keeper ignores what it can", () => {
     const dir = newToolboxDir();
     expect(dir).toMatch(/^\/\.openenv-toolbox-[0-9a-f]{12}$/);
     expect(newToolboxDir()).not.toBe(dir);

@@ -191,7 +191,10 @@ export function describeShellToolset(runtime: EnvRuntime): void {
         });
         // elsewhere too, and the read-only root refuses a write as it refuses the shell's
         expect(reply(await shell.call('read_file', { path: '/etc/hostname' })).is_error).toBe(false);
-        expect(reply(await shell.call('write_file', { path: '/etc/new.txt', content: 'x' }))).toMatchObject({ is_error: true, text: expect.stringMatching(/^cannot write \/etc\/new.txt/) });
+        expect(reply(await shell.call('write_file', { path: '/etc/new.txt', content: 'x' }))).toMatchObject({
+          is_error: true,
+          text: expect.stringMatching(/^cannot write \/etc\/new.txt/),
+        });
       } finally {
         await shell.close();
         await box.remove();

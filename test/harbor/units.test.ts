@@ -141,7 +141,10 @@ describe('turn scores', () => {
 describe('a shell env container', () => {
   /** the create options the sandbox sends the engine for `env` (a fake engine keeps them) */
   const toolbox: ToolboxMount = { volume: 'openenv-toolbox-i', dir: '/.openenv-toolbox-0123456789ab' };
-  async function createOptions(env: Partial<EnvSpec>, opts: { storageLimit?: boolean; toolbox?: ToolboxMount } = { toolbox }): Promise<Dockerode.ContainerCreateOptions> {
+  async function createOptions(
+    env: Partial<EnvSpec>,
+    opts: { storageLimit?: boolean; toolbox?: ToolboxMount } = { toolbox },
+  ): Promise<Dockerode.ContainerCreateOptions> {
     let sent: Dockerode.ContainerCreateOptions | null = null;
     const docker = { createContainer: async (o: Dockerode.ContainerCreateOptions) => ((sent = o), {}) } as unknown as Dockerode;
     const spec: EnvSpec = {

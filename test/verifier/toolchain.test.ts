@@ -35,9 +35,21 @@ describe('the toolchain check', () => {
     ['python3 replaced', [modified('/usr/bin'), modified('/usr/bin/python3.11')], ['/usr/bin/python3.11']],
     ['mkdir deleted', [modified('/usr/bin'), deleted('/usr/bin/mkdir')], ['/usr/bin/mkdir']],
     ['/etc/ld.so.preload', [modified('/etc'), added('/etc/ld.so.preload')], ['/etc/ld.so.preload']],
-    ["Debian's sitecustomize", [modified('/etc'), modified('/etc/python3.11'), modified('/etc/python3.11/sitecustomize.py')], ['/etc/python3.11/sitecustomize.py']],
-    ['a user site hook', [added('/root/.local'), added('/root/.local/lib'), added('/root/.local/lib/python3.11/site-packages/usercustomize.py')], ['/root/.local/lib/python3.11/site-packages/usercustomize.py']],
-    ['a venv package', [modified('/opt/venv/lib/python3.11/site-packages'), added('/opt/venv/lib/python3.11/site-packages/evil.pth')], ['/opt/venv/lib/python3.11/site-packages/evil.pth']],
+    [
+      "Debian's sitecustomize",
+      [modified('/etc'), modified('/etc/python3.11'), modified('/etc/python3.11/sitecustomize.py')],
+      ['/etc/python3.11/sitecustomize.py'],
+    ],
+    [
+      'a user site hook',
+      [added('/root/.local'), added('/root/.local/lib'), added('/root/.local/lib/python3.11/site-packages/usercustomize.py')],
+      ['/root/.local/lib/python3.11/site-packages/usercustomize.py'],
+    ],
+    [
+      'a venv package',
+      [modified('/opt/venv/lib/python3.11/site-packages'), added('/opt/venv/lib/python3.11/site-packages/evil.pth')],
+      ['/opt/venv/lib/python3.11/site-packages/evil.pth'],
+    ],
     ['a crontab', [added('/var/spool/cron/crontabs/root')], ['/var/spool/cron/crontabs/root']],
     ['a chmod of a folder on PATH (listed with nothing in it)', [modified('/usr/local/bin')], ['/usr/local/bin']],
   ])('refuses %s', (_what, changes, expected) => {

@@ -79,9 +79,7 @@ export async function createEnvContainer(
         // the keeper is a shell env's process 1: it reaps what the engine's init would, and no
         // process in the container can signal it (src/sandbox/toolbox.ts)
         ...(shell ? { Init: false } : {}),
-        ...(toolbox
-          ? { Mounts: [{ Type: 'volume' as const, Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true }] }
-          : {}),
+        ...(toolbox ? { Mounts: [{ Type: 'volume' as const, Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true }] } : {}),
         ...(opts.storageLimit && storageMb !== undefined ? { StorageOpt: { size: `${storageMb}M` } } : {}),
         AutoRemove: false,
         RestartPolicy: { Name: 'no' },

@@ -321,7 +321,11 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           exited: new Promise<number>(() => {}),
           signal: stop.signal,
         });
-        if (probe.kind !== 'ready') throw new SandboxError('not_ready_in_time', `the clean verifier's container of env \`${env.name}\` did not answer within ${env.deployTimeoutMs / 1000} s`);
+        if (probe.kind !== 'ready')
+          throw new SandboxError(
+            'not_ready_in_time',
+            `the clean verifier's container of env \`${env.name}\` did not answer within ${env.deployTimeoutMs / 1000} s`,
+          );
       } finally {
         signal?.removeEventListener('abort', onAbort);
       }
@@ -360,7 +364,10 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
    * sent it none and saw no OOM: only a process of the env's own could have sent it (under runc
    * the kernel refuses that; gVisor lets a process signal 1).
    */
-  private killedFromInside(handle: EnvHandle, state: { running: boolean; exitCode: number | null; oomKilled: boolean; keeper: boolean }): {
+  private killedFromInside(
+    handle: EnvHandle,
+    state: { running: boolean; exitCode: number | null; oomKilled: boolean; keeper: boolean },
+  ): {
     killedFromInside?: string;
   } {
     if (state.running || !state.keeper || state.oomKilled || state.exitCode === null || state.exitCode <= 128) return {};

@@ -6,7 +6,15 @@
 import type { Duplex } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { engineMessage, isNotFound, statusOf } from './errors.js';
-import { ContainerGoneError, type ContainerExec, type ExecProcess, type ExecRequest, type FileChange, type OutputHandlers, type PathStat } from '../container-exec.js';
+import {
+  ContainerGoneError,
+  type ContainerExec,
+  type ExecProcess,
+  type ExecRequest,
+  type FileChange,
+  type OutputHandlers,
+  type PathStat,
+} from '../container-exec.js';
 
 /** how often, and how many times, exitCode() asks the engine while it still reports the process running */
 const EXIT_POLL = { attempts: 20, delayMs: 25 } as const;

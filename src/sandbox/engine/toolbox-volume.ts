@@ -194,7 +194,10 @@ export class ToolboxVolume {
     }
     const [repo, tag] = this.image.split(':');
     // the engine takes the archive as the image's one layer (POST /images/create?fromSrc=-)
-    const stream = (await this.docker.importImage(binaryArchive(this.binary.bytes) as unknown as NodeJS.ReadableStream, { repo, tag })) as NodeJS.ReadableStream;
+    const stream = (await this.docker.importImage(binaryArchive(this.binary.bytes) as unknown as NodeJS.ReadableStream, {
+      repo,
+      tag,
+    })) as NodeJS.ReadableStream;
     const said: string[] = [];
     await new Promise<void>((resolve, reject) => {
       stream.on('data', (c: Buffer) => said.push(c.toString()));

@@ -79,7 +79,8 @@ export async function readContainerUsage(
     if (info && !info.State?.Running) return { cpuS: null, peakMemoryBytes: null, bytesWritten: layer };
     const usage = usageOf(await stats, info);
     // cgroup v2 with no host files to read: the running container's own peak, from inside
-    if (usage.peakMemoryBytes === null && usage.cpuS !== null) usage.peakMemoryBytes = await cgroupV2Peak(new DockerContainerExec(docker, containerId, opts.toolbox ?? null), signal);
+    if (usage.peakMemoryBytes === null && usage.cpuS !== null)
+      usage.peakMemoryBytes = await cgroupV2Peak(new DockerContainerExec(docker, containerId, opts.toolbox ?? null), signal);
     return usage;
   } finally {
     signal.removeEventListener('abort', stop);
