@@ -218,9 +218,8 @@ export const SERVER_OPTIONS = {
   toolbox: {
     schema: z.string().min(1).optional(),
     value: 'PATH',
-    help: "a statically linked busybox the server runs inside envs for its own steps (stopping the agent, verifiers, the file tools), never the image's binaries",
-    shownDefault:
-      'the first static one of toolbox/busybox beside dist/, /usr/lib/openenv/busybox, /bin/busybox, /usr/bin/busybox (Debian: apt-get install busybox-static)',
+    help: "a statically linked busybox the server runs inside envs for its own steps (stopping the agent, verifiers, the file tools), never the image's binaries (Debian: apt-get install busybox-static)",
+    shownDefault: 'the first static one of toolbox/busybox beside dist/, /usr/lib/openenv/busybox, /bin/busybox, /usr/bin/busybox',
   },
   noReaper: {
     schema: bool,

@@ -81,7 +81,7 @@ describe('a bundle of verified tasks', () => {
     expect(b.envOf(b.byId.get('b')!).name).toBe('box-b');
     expect(b.envOf(b.byId.get('c')!).name).toBe('e');
     const a = b.byId.get('a')!;
-    expect(a.verifier).toEqual({ tests: 'verifiers/a', timeout_s: 60, env: { MODE: 'strict' } });
+    expect(a.verifier).toEqual({ tests: 'verifiers/a', timeout_s: 60, env: { MODE: 'strict' }, mode: 'in-place', allow_changes: [], protect: [] });
     expect(b.byId.get('b')!.per_turn![1]).toMatchObject({
       min_reward: { reward: 0.5 },
       upload: 'uploads/b2',
