@@ -335,7 +335,11 @@ describe('import harbor: the mapping', () => {
     ],
     ['a GPU', { 'task.toml': SIMPLE_TOML.replace('cpus = 2', 'cpus = 2\ngpus = 1') }, '[environment] gpus: 1 GPU(s): envs here get none'],
     ['Windows', { 'task.toml': SIMPLE_TOML.replace('cpus = 2', 'cpus = 2\nos = "windows"') }, '[environment] os: "windows": envs here are Linux containers'],
-    ['an agent user', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 90.0', 'timeout_sec = 90.0\nuser = "agent"') }, '[agent] user: runs as "agent"'],
+    [
+      'an agent user that is no user',
+      { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 90.0', 'timeout_sec = 90.0\nuser = ["a", "b"]') },
+      '[agent] user: expected a user name of the image, a uid or uid:gid',
+    ],
     ['a verifier user', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nuser = 0') }, '[verifier] user: runs as 0'],
     [
       'a separate verifier',
@@ -373,6 +377,16 @@ describe('import harbor: the mapping', () => {
     // with --skip-refused the others are imported, the refused one listed
     const skipped = await importHarbor(opts([root], out, { skipRefused: true }));
     expect(skipped).toMatchObject({ written: true, tasks: [{ id: 'fine-task' }], refused: [{ id: 'refused-task' }] });
+  });
+
+  it("maps [agent] user to the env's agent_user: the shell, the file tools and a harness act as that user", async () => {
+    const root = temp();
+    task(root, 'as-agent', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 90.0', 'timeout_sec = 90.0\nuser = "agent"') });
+    const out = path.join(root, 'out');
+    const r = await importHarbor(opts([root], out));
+    expect(r.refused).toEqual([]);
+    const manifest = JSON.parse(readFileSync(path.join(out, 'bundle.json'), 'utf8'));
+    expect(Object.values(manifest.envs)).toEqual([expect.objectContaining({ kind: 'shell', agent_user: 'agent' })]);
   });
 
   describe('a task whose files are not its own', () => {

@@ -267,6 +267,7 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
         env.image = t.image;
       }
       if (c.workdir) env.workdir = c.workdir;
+      if (c.agentUser) env.agent_user = c.agentUser;
       env.resources = {
         memory_mb: c.memoryMb ?? IMPORTED_ENV.memoryMb,
         cpus: c.cpus ?? IMPORTED_ENV.cpus,

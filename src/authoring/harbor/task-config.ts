@@ -31,6 +31,8 @@ export interface HarborStep {
 export interface HarborConfig {
   schemaVersion: string;
   agentTimeoutS?: number;
+  /** [agent] user: who the agent is in the env (the env's agent_user) */
+  agentUser?: string;
   verifierTimeoutS?: number;
   verifierEnv: Record<string, string>;
   solutionEnv: Record<string, string>;
@@ -176,11 +178,21 @@ function healthcheck(r: Reader | null): HealthcheckSpec | undefined {
   return spec;
 }
 
-/** agent/verifier keys every phase may carry that the import cannot honour */
-function phaseLimits(r: Reader): void {
+/** `1000`, `1000:1000`, or a user (and group) name of the image (the env's `agent_user`) */
+const USER_SPEC = /^([a-z_][a-z0-9_-]{0,31}|\d{1,10})(:([a-z_][a-z0-9_-]{0,31}|\d{1,10}))?$/;
+
+/**
+ * agent/verifier keys every phase may carry that the import cannot honour; `takeUser`: the phase
+ * whose `user` the import maps (the task's [agent]: the env's agent_user), which returns it
+ */
+function phaseLimits(r: Reader, takeUser = false): string | undefined {
+  let user: string | undefined;
   if (r.has('user')) {
     const u = r.raw('user');
-    if (u !== null && u !== undefined) r.refuse('user', `runs as ${JSON.stringify(u)}: this server runs the shell and the verifier as the image's user`);
+    if (takeUser && typeof u === 'string' && USER_SPEC.test(u)) user = u;
+    else if (takeUser && u !== null && u !== undefined) r.refuse('user', `expected a user name of the image, a uid or uid:gid, got ${JSON.stringify(u)}`);
+    else if (u !== null && u !== undefined)
+      r.refuse('user', `runs as ${JSON.stringify(u)}: this server runs the verifier, and each step's agent, as the task's [agent] user or the image's user`);
   }
   if (r.has('network_mode')) {
     const mode = r.raw('network_mode');
@@ -190,6 +202,7 @@ function phaseLimits(r: Reader): void {
     const hosts = r.raw('allowed_hosts');
     if (Array.isArray(hosts) && hosts.length > 0) r.refuse('allowed_hosts', 'an allowlist of hosts: envs here reach no host');
   }
+  return user;
 }
 
 function minReward(r: Reader): number | Record<string, number> | undefined {
@@ -239,9 +252,10 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
   }
   const agent = top.table_('agent');
   let agentTimeoutS: number | undefined;
+  let agentUser: string | undefined;
   if (agent) {
     agentTimeoutS = agent.number('timeout_sec', { min: 0.001 });
-    phaseLimits(agent);
+    agentUser = phaseLimits(agent, true);
     agent.rest();
   }
   const solution = top.table_('solution');
@@ -260,6 +274,7 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     internetUnsaid: true,
     ...(agentTimeoutS !== undefined ? { agentTimeoutS } : {}),
     ...(verifierTimeoutS !== undefined ? { verifierTimeoutS } : {}),
+    ...(agentUser !== undefined ? { agentUser } : {}),
   };
   if (env) {
     const num = (k: string, min = 0) => env.number(k, { min });
