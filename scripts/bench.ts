@@ -41,7 +41,11 @@
  *      a cold reset of a served Harbor task (the shipped dataset, imported) against a bare
  *      create/start/exec-ready/remove loop (--shell-resets, 20); needs docker/make-local-debian-base.sh's
  *      image (--debian-image). Not in the default phases. About a minute.
- *   6. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   6. Verify (--phases verify, scripts/bench/verify.ts): what a verified episode's end costs
+ *      (end_turn: the stop, the toolchain check or a clean container, the tests), in place against
+ *      clean, --verify-episodes (20) of each, and against an earlier version's server in the same
+ *      run when --verify-baseline names a built checkout of it. Not in the default phases.
+ *   7. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -78,6 +82,7 @@ import {
   type SlotTime,
 } from './bench/server.js';
 import { printShell, shellPhase } from './bench/shell.js';
+import { verifyPhase } from './bench/verify.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './bench/harness.js';
@@ -104,6 +109,8 @@ const { values } = parseArgs({
     'shell-calls': { type: 'string', default: '200' },
     'shell-resets': { type: 'string', default: '20' },
     'debian-image': { type: 'string', default: 'openenv-local/debian:bookworm' },
+    'verify-episodes': { type: 'string', default: '20' },
+    'verify-baseline': { type: 'string' },
   },
 });
 function positive(name: string, v: string): number {
@@ -118,8 +125,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness and/or shell, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell and/or verify, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -453,6 +460,13 @@ async function main(): Promise<void> {
         debianImage: values['debian-image'],
       })
     : null;
+  const verifyFigures = PHASES.has('verify')
+    ? await verifyPhase(ctx, {
+        episodes: positive('verify-episodes', values['verify-episodes']),
+        debianImage: values['debian-image'],
+        baseline: values['verify-baseline'] ?? null,
+      })
+    : null;
 
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
@@ -496,6 +510,7 @@ async function main(): Promise<void> {
     gateway: gatewayFigures,
     harness: harnessFigures,
     shell: shellFigures,
+    verify: verifyFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -518,6 +533,13 @@ async function main(): Promise<void> {
   if (gatewayFigures) printGateway(gatewayFigures);
   if (harnessFigures) printHarnessBurst(harnessFigures);
   if (shellFigures) printShell(shellFigures);
+  if (verifyFigures) {
+    const f = verifyFigures;
+    console.log(`\nverified episode end (end_turn: the stop, the check or a clean container, the tests), ${f.episodes} episodes each:`);
+    console.log(`  in place  p50 ${f.in_place.p50_ms} ms  p95 ${f.in_place.p95_ms} ms`);
+    console.log(`  clean     p50 ${f.clean.p50_ms} ms  p95 ${f.clean.p95_ms} ms   (${f.clean_over_in_place_p50}x in place)`);
+    if (f.baseline) console.log(`  baseline  p50 ${f.baseline.p50_ms} ms  p95 ${f.baseline.p95_ms} ms   (in place is ${f.in_place_over_baseline_p50}x it)`);
+  }
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);

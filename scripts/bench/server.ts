@@ -40,14 +40,19 @@ export interface BenchServer {
  * builds the env image); `inspect`: with the V8 inspector on a free loopback port; `bundle`: the
  * bundle it serves (default: the fixture)
  */
-export async function startServer(ctx: BenchContext, name: string, args: string[], opts: { inspect?: boolean; bundle?: string } = {}): Promise<BenchServer> {
+export async function startServer(
+  ctx: BenchContext,
+  name: string,
+  args: string[],
+  opts: { inspect?: boolean; bundle?: string; serve?: string } = {},
+): Promise<BenchServer> {
   const port = await freePort();
   const inspectPort = opts.inspect ? await freePort() : null;
   const instance = `${ctx.run}-${name}`;
   const child = spawnTiedNode(
     [
       ...(inspectPort === null ? [] : [`--inspect=127.0.0.1:${inspectPort}`]),
-      SERVE,
+      opts.serve ?? SERVE,
       opts.bundle ?? BUNDLE,
       '--port',
       String(port),

@@ -351,7 +351,13 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
         golden.add(g);
         const erred = g.steps.map((st, i) => ({ ...st, n: i + 1 })).filter((st) => st.is_error || st.error_type !== null);
         replayOf = { steps: task.golden, play: g };
-        if (g.failure) {
+        if (g.failure?.reason === 'toolchain_tampered') {
+          findings.problem(
+            where,
+            `the golden solution changes what the in-place verifier runs, so the task cannot be verified in place (${g.failure.message}): ` +
+              'give its verifier "mode": "clean" with the "outputs" the agent leaves its work in, or list the paths the agent must change in "allow_changes" (the check then trusts them: docs/security.md)',
+          );
+        } else if (g.failure) {
           findings.problem(where, `the golden solution failed the episode: ${describeFailure(g.failure)}`);
         } else if (!g.done) {
           findings.problem(

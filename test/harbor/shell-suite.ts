@@ -222,6 +222,17 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       expect((await bash('echo fine')).text).toBe('fine\n[exit code 0]');
     });
 
+    it("ends a shell whose control channel (fd 3) the command floods, at once, and starts a new one: the server's time is not the model's", async () => {
+      const started = Date.now();
+      const flooded = await bash('yes > /proc/$$/fd/3', 60);
+      expect(Date.now() - started).toBeLessThan(20_000);
+      expect(flooded.result).toMatchObject({ shell_died: true });
+      const next = await bash('echo fine');
+      expect(next.text).toMatch(
+        /^\[a new shell was started: the previous shell had ended \(it was ended: something wrote more than \d+ bytes to its control channel \(fd 3\)\);[^\]]*\]\nfine\n\[exit code 0\]$/,
+      );
+    });
+
     it('replaces a shell that died, tells the model, and restores the last completed state', async () => {
       await bash('cd /tmp/work && export KEPT=yes');
       const died = await bash('echo going; kill -9 $$');

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { runToEnd } from '../../src/container/index.js';
-import { outputTail, prepareTurn, runVerifier } from '../../src/verifier/index.js';
+import { clearVerifierFiles, outputTail, prepareTurn, runVerifier } from '../../src/verifier/index.js';
 import { describeDocker } from '../support/docker.js';
 import { shellBox } from './helpers.js';
 
@@ -91,6 +91,47 @@ describeDocker('a task verifier in the env container', () => {
     // a process that ends between the glob and the read (this loop's own) is not one left running
     expect(await sh("for p in /proc/[0-9]*; do { tr '\\0' ' ' < $p/cmdline; } 2>/dev/null; echo; done | grep -c 'sleep 40[01]' || true")).toBe(
       '0\n[exit code 0]',
+    );
+  });
+
+  it.each([
+    ['a named pipe', 'mkfifo /logs/verifier/reward.txt', '/logs/verifier/reward.txt is a named pipe, not a regular file'],
+    ['a folder', 'mkdir /logs/verifier/reward.txt', '/logs/verifier/reward.txt is a folder, not a regular file'],
+    [
+      'a link to a file holding 1',
+      'echo 1 > /tmp/one; ln -s /tmp/one /logs/verifier/reward.txt',
+      '/logs/verifier/reward.txt is a symbolic link, not a regular file',
+    ],
+    [
+      'a link to /etc/shadow as reward.json',
+      'ln -s /etc/shadow /logs/verifier/reward.json',
+      '/logs/verifier/reward.json is a symbolic link, not a regular file',
+    ],
+    ['a reward.json 30,000 arrays deep', "python3 -c \"print('['*30000 + ']'*30000)\" > /logs/verifier/reward.json", '/logs/verifier/reward.json holds'],
+    ['a reward.txt of 1 MB', 'head -c 1000000 /dev/zero | tr "\\0" 1 > /logs/verifier/reward.txt', 'more than a reward file'],
+  ])('reads a hostile reward file from the host, never following, opening or waiting on it: %s is a malformed reward', async (_what, script, message) => {
+    const started = Date.now();
+    const out = await runVerifier(held.box.exec, { testsDir: tests(`${script}\n`), timeoutMs: 30_000 });
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(out.status).toBe('invalid');
+    if (out.status === 'invalid') expect(out.message).toContain(message);
+  });
+
+  it('runs whatever the agent did to /logs, mkdir, sh and cat: the toolbox makes /logs/verifier anew', async () => {
+    await sh('rm -rf /logs && echo not-a-folder > /logs');
+    // mkdir and cat gone, sh a script that fails: none of them is what the server runs
+    await sh(
+      'for b in mkdir cat sh; do cp "$(command -v $b)" /tmp/$b.keep; done; rm -f "$(command -v mkdir)" "$(command -v cat)"; printf "#!/bin/bash\\nexit 3\\n" > "$(command -v sh)"',
+    );
+    try {
+      const out = await runVerifier(held.box.exec, { testsDir: tests('echo 0.5 > /logs/verifier/reward.txt\n'), timeoutMs: 30_000 });
+      expect(out).toMatchObject({ status: 'scored', scores: { reward: 0.5 } });
+    } finally {
+      await sh('cp /tmp/mkdir.keep /usr/bin/mkdir; cp /tmp/cat.keep /usr/bin/cat; cp /tmp/sh.keep "$(command -v sh)"');
+    }
+    await clearVerifierFiles(held.box.exec);
+    expect(await sh('ls -d /tests /logs/verifier 2>&1 | sed "s/.*: //"; echo "[$(ls /logs)]"')).toBe(
+      'No such file or directory\nNo such file or directory\n[artifacts]\n[exit code 0]',
     );
   });
 

@@ -174,7 +174,9 @@ export class ToolboxVolume {
   private async holdsBinary(): Promise<boolean> {
     return this.withFiller(async (c) => {
       try {
-        const res = (await c.infoArchive({ path: `/toolbox/${TOOLBOX_BINARY}` })) as { headers?: Record<string, string> };
+        const res = (await c.infoArchive({ path: `/toolbox/${TOOLBOX_BINARY}` })) as { headers?: Record<string, string>; resume?: () => void };
+        // the answer read to its end: an unread one holds its connection (and the process) open
+        res.resume?.();
         const header = res.headers?.['x-docker-container-path-stat'];
         if (!header) return false;
         const st = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { size: number };
