@@ -61,6 +61,12 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
     toolErrorType: 'execution_error',
     meaning: "a process in the env killed the env's process 1 (a signal the engine did not send), which ended its container: the model's doing",
   },
+  shell_broken: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning:
+      "the env's shell ran earlier in the episode and no new one can start, even without its saved state: the agent's commands broke it (bash removed or replaced, its libraries)",
+  },
   env_pids_exhausted: {
     retryable: false,
     toolErrorType: 'execution_error',
@@ -182,7 +188,7 @@ export interface EnvLook {
 }
 
 export interface EnvVerdict {
-  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded' | 'env_pids_exhausted' | 'env_killed_by_agent';
+  reason: 'env_oom' | 'env_crashed' | 'env_unreachable' | 'node_lost' | 'storage_exceeded' | 'env_pids_exhausted' | 'env_killed_by_agent' | 'shell_broken';
   /** what happened to the env, for the failure's message */
   what: string;
   extra: FailureExtra;
@@ -192,6 +198,8 @@ export interface EnvVerdict {
 export interface CallEvidence {
   /** the env's shell said it could not start a process (bash's own fork failure line) */
   outOfProcesses?: string | null;
+  /** a shell ran earlier in the episode, and neither a new nor a fresh one can start now: why */
+  shellBroken?: string | null;
 }
 
 /**
@@ -199,7 +207,8 @@ export interface CallEvidence {
  * and what the failed call said: its node lost, OOM-killed, exited, still running with every
  * process slot taken (the model's fork bomb: no new shell can start; the sandbox read its count,
  * or the shell said its forks failed, which holds where the count cannot be read and when a
- * bomb's count swings under the limit), or (still running, or no word) unreachable.
+ * bomb's count swings under the limit), still running with a shell that ran earlier and cannot
+ * start now (the agent broke it), or (still running, or no word) unreachable.
  */
 export function envVerdict(d: EnvLook | null, said: CallEvidence = {}): EnvVerdict {
   const forkFailed = said.outOfProcesses ? `its shell could not start a process (${said.outOfProcesses})` : null;
@@ -213,6 +222,7 @@ export function envVerdict(d: EnvLook | null, said: CallEvidence = {}): EnvVerdi
   if (d.oomKilled) return { reason: 'env_oom', what: 'the env was killed for running out of memory', extra };
   if (d.running && d.pidsAtLimit !== undefined) return { reason: 'env_pids_exhausted', what: d.pidsAtLimit, extra };
   if (d.running && forkFailed) return { reason: 'env_pids_exhausted', what: forkFailed, extra };
+  if (d.running && said.shellBroken) return { reason: 'shell_broken', what: `its shell, which ran earlier, cannot start any more: ${said.shellBroken}`, extra };
   if (d.running) return { reason: 'env_unreachable', what: 'the env is unreachable', extra };
   if (d.killedFromInside !== undefined) return { reason: 'env_killed_by_agent', what: d.killedFromInside, extra };
   return { reason: 'env_crashed', what: `the env exited (code ${d.exitCode})`, extra };

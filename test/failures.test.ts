@@ -49,6 +49,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   env_pids_exhausted: { retryable: false, toolErrorType: 'execution_error' },
   toolchain_tampered: { retryable: false, toolErrorType: 'execution_error' },
   env_killed_by_agent: { retryable: false, toolErrorType: 'execution_error' },
+  shell_broken: { retryable: false, toolErrorType: 'execution_error' },
 };
 
 describe('failure reasons', () => {
@@ -94,6 +95,9 @@ describe('verdicts', () => {
     expect(FAILURE_REASONS.env_killed_by_agent.retryable).toBe(false);
     expect(envGone(inside)).toBe(true);
     expect(envVerdict({ ...inside, oomKilled: true }).reason).toBe('env_oom');
+    // a shell that ran and now cannot start, the env running: the agent broke it
+    expect(envVerdict({ ...base, running: true, exitCode: null }, { shellBroken: 'bash: No such file' })).toMatchObject({ reason: 'shell_broken' });
+    expect(envVerdict({ ...base, running: true, exitCode: null }, { shellBroken: null }).reason).toBe('env_unreachable');
     // OOM-killed wins even if the engine still says running (it marks the exit a moment later)
     expect(envVerdict({ ...base, running: true, oomKilled: true }).reason).toBe('env_oom');
     expect(envVerdict({ ...base, running: true, exitCode: null }).reason).toBe('env_unreachable');

@@ -14,6 +14,8 @@ import { textResult, toolError } from './outcomes.js';
 export class BuiltinTools {
   private toolset: ShellToolset | null = null;
   private closed = false;
+  /** a shell of this episode has run (a later one that cannot start was broken by the agent) */
+  private shellRan = false;
 
   private constructor(
     private readonly exec: ContainerExec,
@@ -48,7 +50,7 @@ export class BuiltinTools {
   async call(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation>> {
     if (this.closed) throw new Error('the episode has ended: its shell is closed');
     // the user is resolved before the first shell starts: nothing of the agent's has run yet
-    this.toolset ??= new ShellToolset(this.exec, { ...this.settings, user: await this.user.get() });
+    this.toolset ??= new ShellToolset(this.exec, { ...this.settings, user: await this.user.get(), ranBefore: this.shellRan });
     const out = await this.toolset.call(name, args);
     if (out.kind !== 'reply') return toolError(name, out.kind, out.message);
     // a shell that died with its container (stopped by the storage watch, the engine, the host) is
@@ -71,6 +73,7 @@ export class BuiltinTools {
   /** ends the shell (its processes are the caller's to stop); the next call starts a new one */
   async endShell(): Promise<void> {
     const t = this.toolset;
+    if (t?.session.hasRun) this.shellRan = true;
     this.toolset = null;
     await t?.close().catch(() => undefined);
   }

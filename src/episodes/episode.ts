@@ -685,7 +685,7 @@ export class Episode {
     } catch (e) {
       this.deps.metrics.toolCall.observe({ outcome: 'failed' }, (this.now() - started) / 1000);
       if (this.done) return this.endedOutcome(name);
-      const said = e instanceof ShellStartError ? { outOfProcesses: e.outOfProcesses } : {};
+      const said = e instanceof ShellStartError ? { outOfProcesses: e.outOfProcesses, shellBroken: e.brokenAfterRunning ? e.message : null } : {};
       return this.failFromEnv('tool', `tool \`${name}\` failed in the env's container: ${(e as Error).message}`, name, said);
     }
   }

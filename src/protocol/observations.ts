@@ -46,6 +46,8 @@ export const FailureReasonSchema = z.enum([
   'toolchain_tampered',
   // a process of the env's own killed its process 1 (gVisor lets one): the model's doing
   'env_killed_by_agent',
+  // the shell ran earlier in the episode and cannot start any more: the agent's commands broke it
+  'shell_broken',
 ]);
 export type FailureReason = z.infer<typeof FailureReasonSchema>;
 

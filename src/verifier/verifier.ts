@@ -72,8 +72,8 @@ function networkHint(run: VerifierRun): string {
  */
 const PREPARE_SCRIPT = `
 set -e
-rm -rf ${TESTS_DIR} ${REWARD_DIR}
 if [ -L ${LOGS_DIR} ] || { [ -e ${LOGS_DIR} ] && [ ! -d ${LOGS_DIR} ]; }; then rm -rf ${LOGS_DIR}; fi
+rm -rf ${TESTS_DIR} ${REWARD_DIR}
 if [ -L ${ARTIFACTS_DIR} ] || { [ -e ${ARTIFACTS_DIR} ] && [ ! -d ${ARTIFACTS_DIR} ]; }; then rm -rf ${ARTIFACTS_DIR}; fi
 mkdir -p ${TESTS_DIR} ${REWARD_DIR} ${ARTIFACTS_DIR}
 chmod 0755 ${TESTS_DIR}
@@ -90,7 +90,7 @@ export async function installTests(exec: ContainerExec, testsDir: string): Promi
 
 /** Removes a turn's tests and reward files, so that the next turn finds neither. */
 export async function clearVerifierFiles(exec: ContainerExec): Promise<void> {
-  const r = await runTrusted(exec, 'openenv-clear-tests', `rm -rf ${TESTS_DIR} ${REWARD_DIR}`);
+  const r = await runTrusted(exec, 'openenv-clear-tests', `rm -rf ${TESTS_DIR}; [ -d ${LOGS_DIR} ] && rm -rf ${REWARD_DIR}; true`);
   if (r.exitCode !== 0) throw new Error(`could not remove ${TESTS_DIR} and ${REWARD_DIR} after the verifier: ${r.stderr || `exit code ${r.exitCode}`}`);
 }
 

@@ -233,6 +233,31 @@ export function describeShellToolset(runtime: EnvRuntime): void {
       );
     });
 
+    it("starts afresh when the state the last command left breaks a new shell, and says so; a shell broken since it ran is the agent's doing", async () => {
+      const box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { workdir: '/app', runtime });
+      const shell = new ShellToolset(box.exec, { workdir: '/app' });
+      const run = async (command: string) => reply(await shell.call('bash', { command }));
+      try {
+        await run('cd /tmp && export KEPT=yes');
+        // the state file poisoned after the job saved it: any shell that applies it exits at once
+        await run('(sleep 1; echo "exit 3" >> /tmp/.openenv-shell-$EUID) >/dev/null 2>&1 & kill -9 $$');
+        await new Promise((r) => setTimeout(r, 2000));
+        const fresh = await run('pwd; echo "[${KEPT:-unset}]"');
+        expect(fresh.text).toMatch(
+          /^\[a new shell was started: the previous shell had ended \(.*\); the state the last completed command left broke it \(.*exited with code 3\)\), so this one starts afresh in the working directory, with none of the exported variables\]\n\/app\n\[unset\]\n\[exit code 0\]$/,
+        );
+        // bash gone after a shell ran: no new shell can start, and the error says a shell ran before
+        await run('rm -f "$(command -v bash)"; kill -9 $$').catch(() => undefined);
+        const { ShellStartError } = await import('../../src/tools/shell/index.js');
+        const broken = await shell.call('bash', { command: 'echo hi' }).catch((e: unknown) => e);
+        expect(broken).toBeInstanceOf(ShellStartError);
+        expect((broken as InstanceType<typeof ShellStartError>).brokenAfterRunning).toBe(true);
+      } finally {
+        await shell.close();
+        await box.remove();
+      }
+    });
+
     it('replaces a shell that died, tells the model, and restores the last completed state', async () => {
       await bash('cd /tmp/work && export KEPT=yes');
       const died = await bash('echo going; kill -9 $$');

@@ -181,7 +181,7 @@ describeDocker('verification modes, the agent user, turns: rewards the policy ca
   it('an image whose USER is a name: the file tools work, as that user', async () => {
     const p = await playOverWs(s.url, 'named-user', [{ tool: 'write_file', arguments: { path: 'notes.txt', content: 'mine' } }]);
     expect(p.last.observation.result).toMatchObject({ is_error: false });
-    expect(text(await p.call('bash', { command: 'id -un; stat -c %U notes.txt; cat notes.txt' }))).toBe('agent\nagent\nmine[exit code 0]');
+    expect(text(await p.call('bash', { command: 'id -un; stat -c %U notes.txt; cat notes.txt' }))).toBe('agent\nagent\nmine\n[exit code 0]');
     expect(text(await p.call('read_file', { path: '/home/agent/notes.txt' }))).toBe('mine');
     await p.close();
   });

@@ -20,6 +20,9 @@ import type { ContainerExec, ExecProcess } from '../../sandbox/container-exec.js
 
 const READY_TAG = '__OE_READY';
 
+/** set in a shell's environment to start it without the saved state */
+const FRESH_VAR = 'OPENENV_SHELL_FRESH';
+
 /** Where a job leaves the state the next command starts from (one file per user: /tmp is shared). */
 const STATE_FILE = '/tmp/.openenv-shell-$EUID';
 
@@ -35,7 +38,9 @@ export const SHELL_BOOT = [
   // from then on, they and job notices go nowhere
   'exec 3>&2',
   `__oe_file=${STATE_FILE}`,
-  applyState(`$'\\n'__oe_saved=`),
+  // a fresh start (the saved state could not be applied) skips it
+  `[[ -n $${FRESH_VAR} ]] || { ${applyState(`$'\\n'__oe_saved=`)}; }`,
+  `unset -v ${FRESH_VAR}`,
   `printf '${READY_TAG} %s %s\\n' "$$" "$PWD" >&3`,
   'exec 2>/dev/null',
   'while IFS= read -r __oe_line; do',
@@ -77,6 +82,8 @@ export interface ShellSettings {
   user?: string;
   /** variables added to the container's environment for the shell */
   env?: Record<string, string>;
+  /** a shell of this episode ran before this session (a shell that cannot start now was broken since) */
+  ranBefore?: boolean;
 }
 
 export interface ShellLimits {
@@ -105,6 +112,8 @@ export interface ShellRun {
   shellDied: boolean;
   /** a new shell ran this command because the previous one had exited: why; else null */
   restartedBecause: string | null;
+  /** that new shell could not apply the state the last command left, and started afresh in the working directory: why */
+  startedAfresh: string | null;
   /** the shell's working directory after the command */
   cwd: string | null;
   durationMs: number;
@@ -118,9 +127,16 @@ export class ShellStartError extends Error {
    * temporarily unavailable`: the container's processes hold its pids limit, a fork bomb), or null.
    */
   readonly outOfProcesses: string | null;
-  constructor(message: string, said = '') {
+  /**
+   * A shell ran in this container earlier in the episode, and neither a new one nor a fresh one
+   * (without the saved state) can start now: something the agent's commands did broke it (bash
+   * removed or replaced, its libraries), not the image.
+   */
+  readonly brokenAfterRunning: boolean;
+  constructor(message: string, said = '', brokenAfterRunning = false) {
     super(message);
     this.outOfProcesses = FORK_FAILED.exec(said)?.[0] ?? null;
+    this.brokenAfterRunning = brokenAfterRunning;
   }
 }
 
@@ -171,13 +187,14 @@ class ShellProcess {
     this.startup = new BoundedOutput(4096, 4096);
   }
 
-  static async start(exec: ContainerExec, settings: ShellSettings, limits: ShellLimits): Promise<ShellProcess> {
+  /** `fresh`: without the state the last command saved (a start that applied it failed) */
+  static async start(exec: ContainerExec, settings: ShellSettings, limits: ShellLimits, fresh = false): Promise<ShellProcess> {
     const shell = new ShellProcess(exec, settings, limits);
-    await shell.boot();
+    await shell.boot(fresh);
     return shell;
   }
 
-  private async boot(): Promise<void> {
+  private async boot(fresh: boolean): Promise<void> {
     const control = new LineSplitter((line) => this.controlLine(line));
     const readyP = new Promise<Ready>((resolve, reject) => {
       this.onReady = resolve;
@@ -187,7 +204,7 @@ class ShellProcess {
       {
         cmd: ['bash', '--noprofile', '--norc', '-c', SHELL_BOOT],
         stdin: true,
-        ...(this.settings.env ? { env: this.settings.env } : {}),
+        ...(this.settings.env || fresh ? { env: { ...this.settings.env, ...(fresh ? { [FRESH_VAR]: '1' } : {}) } } : {}),
         ...(this.settings.workdir ? { workdir: this.settings.workdir } : {}),
         ...(this.settings.user ? { user: this.settings.user } : {}),
       },
@@ -195,13 +212,13 @@ class ShellProcess {
         stdout: (c) => this.stdout(c),
         stderr: (c) => {
           if (this.flooded) return;
+          // what fits in the budget is read (the call's pid line comes first), then the shell is ended
+          const room = SHELL_TOOLS.controlMaxBytes - this.controlBytes;
           this.controlBytes += c.length;
-          if (this.controlBytes > SHELL_TOOLS.controlMaxBytes) {
-            this.flood();
-            return;
-          }
-          if (!this.ready) this.startup.push(c);
-          control.push(c);
+          const part = c.length > room ? c.subarray(0, Math.max(0, room)) : c;
+          if (!this.ready) this.startup.push(part);
+          control.push(part);
+          if (this.controlBytes > SHELL_TOOLS.controlMaxBytes) this.flood();
         },
         end: (e) => this.ended(e),
       },
@@ -232,7 +249,11 @@ class ShellProcess {
    */
   private flood(): void {
     this.flooded = true;
-    void this.kill();
+    const groups = [this.call?.pid ?? null, this.ready?.pid ?? null];
+    // the connection first: the call in flight ends as its shell's death, whatever it still prints
+    this.proc.close();
+    // then the command that flooded it, with what it started (a job of its own group), and the shell
+    for (const pid of groups) if (pid !== null) void killGroup(this.exec, pid, this.settings.user ?? null).catch(() => {});
   }
 
   /** what the shell wrote before it was ready (bash's complaints: quoted when its start fails) */
@@ -366,6 +387,8 @@ class ShellProcess {
 /** The episode's shell: started at the first call, replaced when it dies, one call at a time. */
 export class ShellSession {
   private shell: ShellProcess | null = null;
+  /** a shell of this session started (so one that cannot start now was broken since, not missing) */
+  private ranOnce = false;
   private cwd: string | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -374,7 +397,14 @@ export class ShellSession {
     private readonly exec: ContainerExec,
     private readonly settings: ShellSettings = {},
     private readonly limits: ShellLimits = DEFAULT_LIMITS,
-  ) {}
+  ) {
+    this.ranOnce = settings.ranBefore === true;
+  }
+
+  /** a shell of this session (or of the episode before it) has run */
+  get hasRun(): boolean {
+    return this.ranOnce;
+  }
 
   /** one at a time, in the order called */
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -384,24 +414,38 @@ export class ShellSession {
   }
 
   /** A running shell: the current one, or a new one (and why the old one had to go). */
-  private async live(): Promise<{ shell: ShellProcess; restartedBecause: string | null }> {
+  private async live(): Promise<{ shell: ShellProcess; restartedBecause: string | null; startedAfresh: string | null }> {
     if (this.closed) throw new Error('the shell session is closed');
-    if (this.shell?.alive) return { shell: this.shell, restartedBecause: null };
+    if (this.shell?.alive) return { shell: this.shell, restartedBecause: null, startedAfresh: null };
     const why = this.shell ? `the previous shell had ended (${await this.shell.whyEnded()})` : null;
+    let afresh: string | null = null;
     // a replacement starts in the workdir, then moves to where the last completed command left off (the state file)
-    this.shell = await ShellProcess.start(this.exec, this.settings, this.limits);
+    try {
+      this.shell = await ShellProcess.start(this.exec, this.settings, this.limits);
+    } catch (e) {
+      // the first shell of the episode, or out of process slots: the image's or the fork bomb's, as it says
+      if (!(e instanceof ShellStartError) || !this.ranOnce || e.outOfProcesses) throw e;
+      try {
+        this.shell = await ShellProcess.start(this.exec, this.settings, this.limits, true);
+        afresh = e.message.replace(/; the shell tools need bash in the env's image$/, '');
+      } catch (again) {
+        if (!(again instanceof ShellStartError)) throw again;
+        throw new ShellStartError(`${again.message} (a shell ran in this env earlier in the episode)`, '', true);
+      }
+    }
+    this.ranOnce = true;
     this.cwd = this.shell.ready!.cwd;
-    return { shell: this.shell, restartedBecause: why };
+    return { shell: this.shell, restartedBecause: why, startedAfresh: afresh };
   }
 
   run(command: string, timeoutMs: number): Promise<ShellRun> {
     return this.serial(async () => {
       const started = Date.now();
-      let { shell, restartedBecause } = await this.live();
+      let { shell, restartedBecause, startedAfresh } = await this.live();
       let result = await shell.run(command, timeoutMs);
       if (result.end.kind === 'died' && !result.end.started) {
         // the shell was gone before the command started: a new one runs it
-        ({ shell, restartedBecause } = await this.live());
+        ({ shell, restartedBecause, startedAfresh } = await this.live());
         result = await shell.run(command, timeoutMs);
       }
       const { end, output, timedOut, interrupted } = result;
@@ -413,6 +457,7 @@ export class ShellSession {
         interrupted,
         shellDied: end.kind === 'died',
         restartedBecause,
+        startedAfresh,
         cwd: this.cwd,
         durationMs: Date.now() - started,
       };

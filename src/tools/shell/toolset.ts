@@ -44,7 +44,11 @@ function stringArg(args: Record<string, unknown>, name: string): string | null {
 /** the text a bash call answers: its output, then what became of it */
 export function bashText(run: ShellRun, timeoutS: number): string {
   const parts: string[] = [];
-  if (run.restartedBecause) {
+  if (run.startedAfresh) {
+    parts.push(
+      `[a new shell was started: ${run.restartedBecause ?? 'the previous shell had ended'}; the state the last completed command left broke it (${run.startedAfresh}), so this one starts afresh in the working directory, with none of the exported variables]`,
+    );
+  } else if (run.restartedBecause) {
     parts.push(`[a new shell was started: ${run.restartedBecause}; its working directory and exported variables are those the last completed command left]`);
   }
   const out = run.output.text;
