@@ -519,7 +519,12 @@ describe('import harbor: the mapping', () => {
     task(root, 'a', {
       'task.toml': toml.replace('cpus = 2', 'cpus = 2\nskills_dir = "/skills"\n[environment.healthcheck]\ncommand = "true"\nstart_period_sec = 3'),
     });
-    task(root, 'b', { 'task.toml': toml, 'environment/copy-of-test.sh': `${'#'.repeat(80)}\n`, 'tests/test.sh': `${'#'.repeat(80)}\n` });
+    task(root, 'b', {
+      'task.toml': toml,
+      'environment/copy-of-test.sh': `${'#'.repeat(80)}\n`,
+      'tests/test.sh': `${'#'.repeat(80)}\n`,
+      'solution/solve.sh': '#!/bin/bash\nset -e\napt-get update && apt-get install -y jq\npython3 -m pip install --user requests\n',
+    });
     const r = await importHarbor(opts([root], path.join(root, 'out')));
     expect(r.written).toBe(true);
     const notes = r.notes.map((n) => `${n.field}: ${n.message} [${n.tasks.join(',')}]`);
@@ -531,6 +536,9 @@ describe('import harbor: the mapping', () => {
         '[environment.healthcheck] start_period_sec: no start period here: the check runs its retries at once [a]',
         "[environment] allow_internet: not said (Harbor's default allows the internet): the task runs without it here [a,b]",
         'environment/copy-of-test.sh: has the content of tests/test.sh: the image would carry it where the agent can read it (a leak, unless it is an input the tests also keep) [b]',
+        expect.stringMatching(
+          /^solution\/solve\.sh: it installs software \(apt-get install, pip install\): the verifier runs in place.*"allow_changes".*"mode": "clean".* \[b\]$/,
+        ),
       ]),
     );
     const rows = lines(path.join(root, 'out/tasks/train.jsonl'));

@@ -188,3 +188,18 @@ export function downloadsIn(instructions: readonly string[]): string[] {
   }
   return [...found];
 }
+
+/** commands that install software into the system (the toolchain an in-place verifier checks), as command words */
+const INSTALLERS =
+  /(?:^|[\s;&|(])((?:apt-get|apt|aptitude|dpkg|apk|yum|dnf|zypper|pacman) (?:-\S+ )*(?:install|add|-i)|(?:pip3?|uv pip|pipx|conda|mamba) (?:-\S+ )*install|(?:npm|pnpm|yarn) (?:-\S+ )*(?:install|i|add) (?:-\S+ )*-g|(?:npm|pnpm) (?:-\S+ )*(?:install|i) (?:--global)|(?:cargo|gem|go) install|make install)(?=[\s;&|)]|$)/g;
+
+/** The installing commands a shell script names (`apt-get install`, `pip install`…), each once: a hint, not a proof. */
+export function installsIn(script: string): string[] {
+  const found = new Set<string>();
+  for (const m of script
+    .replace(/\\\n/g, ' ')
+    .replace(/[ \t]+/g, ' ')
+    .matchAll(INSTALLERS))
+    found.add(m[1]!.replace(/ -\S+/g, ''));
+  return [...found];
+}

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
-import { downloadsIn, mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
+import { downloadsIn, installsIn, mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';
 import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
 
@@ -153,6 +153,18 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
     }
     if ((await folder.kind('solution/solve.sh')) === 'file')
       notes.push({ field: 'solution/solve.sh', message: "a multi-step task's oracle is its steps' solve.sh: the task's own is not used" });
+  }
+  // a solution that installs software changes the toolchain an in-place verifier runs, which it then refuses
+  for (const rel of config.steps === null ? ['solution/solve.sh'] : config.steps.map((st) => `steps/${st.name}/solution/solve.sh`)) {
+    const text = (await folder.kind(rel)) === 'file' ? await folder.readText(rel) : null;
+    const installs = text === null ? [] : installsIn(text);
+    if (installs.length > 0)
+      notes.push({
+        field: rel,
+        message:
+          `it installs software (${installs.join(', ')}): the verifier runs in place, after a check that the agent left the toolchain as the image had it, and refuses one it changed; ` +
+          'check tells whether the golden solution does. If it must, give the task\'s verifier "allow_changes" (the paths it installs into) or "mode": "clean" in the bundle (docs/security.md)',
+      });
   }
   if (turns.some((t) => t.solution === null)) {
     notes.push({
