@@ -23,8 +23,8 @@ const FLOORS = [
   ['src/routes'],
   ['src/plugins'],
   ['src/runtime.ts'],
-  // who holds an episode
-  ['src/sessions'],
+  // who holds an episode; the E2B sandboxes (episodes of another kind, held by their SDK clients)
+  ['src/sessions', 'src/e2b'],
   // the console's observers of episodes
   ['src/console'],
   // the step machine
@@ -35,6 +35,8 @@ const FLOORS = [
   ['src/bundle'],
   // rooms an episode uses (built-in tools, verifiers, the model gateway)
   ['src/tools', 'src/verifier', 'src/gateway'],
+  // the server's own work inside env containers (through the toolbox), for the rooms above
+  ['src/container'],
   // the engine backends, then what both share
   ['src/sandbox/docker', 'src/sandbox/swarm'],
   ['src/sandbox/engine'],

@@ -213,7 +213,8 @@ export const SERVER_OPTIONS = {
     schema: z.string().min(1).optional(),
     value: 'PATH',
     help: "a statically linked busybox the server runs inside envs for its own steps (stopping the agent, verifiers, the file tools), never the image's binaries",
-    shownDefault: 'the first static one of toolbox/busybox beside dist/, /usr/lib/openenv/busybox, /bin/busybox, /usr/bin/busybox (Debian: apt-get install busybox-static)',
+    shownDefault:
+      'the first static one of toolbox/busybox beside dist/, /usr/lib/openenv/busybox, /bin/busybox, /usr/bin/busybox (Debian: apt-get install busybox-static)',
   },
   noReaper: {
     schema: bool,
@@ -358,6 +359,23 @@ export const SERVER_OPTIONS = {
     value: S,
     help: "seconds from an episode's deploy after which its model access ends and the episode fails (model_time_exhausted)",
   },
+  e2bImageKey: {
+    schema: z
+      .string()
+      .regex(/^[A-Za-z0-9_./-]{1,128}$/, 'expected a metadata key such as image')
+      .optional(),
+    value: 'KEY',
+    help: "E2B sandboxes (docs/e2b.md): the metadata key whose value names a sandbox's image (slime's SLIME_AGENT_SANDBOX_IMAGE_METADATA_KEY, e.g. image); unset, a sandbox's templateID names an env of the bundle",
+  },
+  e2bImages: {
+    schema: commaList(
+      z.string().regex(/^[A-Za-z0-9*?][A-Za-z0-9._/:@*?-]{0,254}$/, 'expected an image pattern such as docker.io/swebench/* (* any characters, ? one)'),
+      (s) => s,
+    ),
+    value: 'PATTERN',
+    repeatable: true,
+    help: 'E2B sandboxes: the images --e2b-image-key may name (* any characters, ? one; repeatable or comma-separated); one the engine lacks is pulled. Unset: none',
+  },
   logLevel: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     value: 'LEVEL',
@@ -419,6 +437,13 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
       code: z.ZodIssueCode.custom,
       path: ['warmPool'],
       message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
+    });
+  }
+  if (o.e2bImages.length > 0 && o.e2bImageKey === undefined) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['e2bImages'],
+      message: "--e2b-images allows images named by a sandbox's metadata: it takes effect only with --e2b-image-key KEY",
     });
   }
   checkGatewayOptions(o, ctx);

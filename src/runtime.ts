@@ -24,6 +24,7 @@ import { createSwarmSandbox } from './sandbox/swarm/factory.js';
 import type { Sandbox } from './sandbox/sandbox.js';
 import type { EnvGrant } from './protocol/bundle.js';
 import { Sessions } from './sessions/sessions.js';
+import { E2bSandboxes } from './e2b/sandboxes.js';
 
 export interface RuntimeOptions {
   options: ServerOptions;
@@ -58,6 +59,8 @@ export interface OpenEnvRuntime {
   history: EpisodeHistory;
   /** --record: every ended episode's transcript appended to a daily JSONL file */
   recorder: EpisodeRecorder | null;
+  /** the E2B-compatible sandboxes (src/e2b/, docs/e2b.md) */
+  e2b: E2bSandboxes;
   /** the model gateway's side of episodes (--model-url or --model-from-reset), else null */
   modelAccess: ModelAccess | null;
   /** the reward as /bundle reports it: a rule's name, or "custom" */
@@ -141,9 +144,11 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
   const deploys = new DeployLimiter({ limit: opts.maxConcurrentDeploys, jitterMs: DEPLOY_JITTER_MS });
   let pool: WarmPool | null = null;
+  let e2b: E2bSandboxes | null = null;
   const metrics = new Metrics({
-    // slots the warm pool holds are not episodes
-    running: () => admission.activeCount - (pool?.slotsHeld ?? 0),
+    // slots the warm pool and E2B sandboxes hold are not episodes
+    running: () => admission.activeCount - (pool?.slotsHeld ?? 0) - (e2b?.slotsHeld ?? 0),
+    sandboxes: () => e2b?.counts() ?? { waiting: 0, deploying: 0, running: 0, paused: 0 },
     deploysInFlight: () => deploys.inFlight,
     deploysWaiting: () => deploys.waiting,
     pool: () => pool?.status() ?? null,
@@ -209,6 +214,24 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     },
     log,
   );
+  e2b = new E2bSandboxes({
+    bundle,
+    sandbox,
+    admission,
+    deploys,
+    envSpec: (name) => catalog.spec(name),
+    settings: {
+      resetTimeoutMs: settings.resetTimeoutMs,
+      episodeTimeoutMs: settings.episodeTimeoutMs,
+      imageKey: opts.e2bImageKey ?? null,
+      imagePatterns: opts.e2bImages,
+    },
+    metrics,
+    log: log.child({ component: 'e2b' }),
+    observer: history,
+  });
+  const sandboxes = e2b;
+  manager.addHolder((id) => sandboxes.holds(id));
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const granted: Record<string, EnvGrant> = {};
@@ -313,7 +336,17 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
           return true;
         },
       );
+      const sandboxesGone = sandboxes.drain();
       const result = await manager.drain(timeoutMs);
+      let sandboxBudget: NodeJS.Timeout | undefined;
+      const sandboxesInTime = await Promise.race([
+        sandboxesGone.then(() => true),
+        new Promise<false>((r) => {
+          sandboxBudget = setTimeout(() => r(false), Math.max(0, deadline - Date.now()));
+        }),
+      ]);
+      clearTimeout(sandboxBudget);
+      if (!sandboxesInTime) log.warn('E2B sandboxes were not all torn down within the drain budget');
       await closing;
       let budget: NodeJS.Timeout | undefined;
       const inTime = await Promise.race([
@@ -325,7 +358,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       ]);
       clearTimeout(budget);
       if (!inTime) log.warn('what was made ahead of demand was not all removed within the drain budget');
-      return { tornDown: result.tornDown, timedOut: result.timedOut || !inTime };
+      return { tornDown: result.tornDown, timedOut: result.timedOut || !inTime || !sandboxesInTime };
     })();
     return drained;
   };
@@ -353,6 +386,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     sessions,
     history,
     recorder,
+    e2b: sandboxes,
     modelAccess,
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
     granted,

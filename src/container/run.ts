@@ -67,7 +67,13 @@ export interface TrustedOptions {
  * Runs `script` with the toolbox's shell in the container (`$0` is `name`, `$1`… are `args`), with
  * an empty environment and the toolbox alone on PATH, as root unless `user` says otherwise.
  */
-export async function runTrusted(exec: ContainerExec, name: string, script: string, args: readonly string[] = [], opts: TrustedOptions = {}): Promise<TrustedRun> {
+export async function runTrusted(
+  exec: ContainerExec,
+  name: string,
+  script: string,
+  args: readonly string[] = [],
+  opts: TrustedOptions = {},
+): Promise<TrustedRun> {
   const toolbox = toolboxOf(exec, name);
   const cmd = opts.keepEnv ? [toolbox, 'sh', '-c', script, name, ...args] : toolboxCommand(toolbox, name, script, args);
   const max = opts.maxStdout ?? 64 * 1024;
@@ -142,8 +148,13 @@ const KILLABLE_WRAPPER = [
  * pid the agent's shell reported; null: the container's own user).
  */
 export async function killGroup(exec: ContainerExec, pgid: number, user: string | null): Promise<void> {
+  await signalGroup(exec, pgid, 'KILL', user);
+}
+
+/** Sends `signal` to process group `pgid` (and the process itself, should it have left its group), as killGroup does. */
+export async function signalGroup(exec: ContainerExec, pgid: number, signal: 'KILL' | 'TERM', user: string | null): Promise<void> {
   const as = user === null ? { imageUser: true } : { user };
-  await runTrusted(exec, 'openenv-kill', 'kill -KILL -- "-$1"; kill -KILL -- "$1"; true', [String(pgid)], as).catch((e: unknown) => {
+  await runTrusted(exec, 'openenv-kill', 'kill -s "$2" -- "-$1"; kill -s "$2" -- "$1"; true', [String(pgid), signal], as).catch((e: unknown) => {
     if (!(e instanceof ContainerGoneError)) throw e;
   });
 }

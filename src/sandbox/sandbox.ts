@@ -247,6 +247,8 @@ export interface Sandbox {
    * for an env on a node whose engine it cannot reach
    */
   readonly usage?: EnvUsage;
+  /** the engine's pause of a deployed env (the Docker backend); absent: the sandbox cannot pause envs */
+  readonly pausing?: EnvPausing;
 }
 
 /** What a deployed env has used so far, as far as its sandbox can tell: a figure it cannot tell is null. */
@@ -313,6 +315,26 @@ export interface EnvImages {
   build(req: ImageBuildRequest): Promise<string>;
   /** rejects with a SandboxError (no_image) when the engine does not have it */
   check(ref: string): Promise<void>;
+  /**
+   * Pulls the image from its registry, telling its progress as it goes; rejects with a SandboxError
+   * (no_image) saying why when the engine cannot, or with an AbortError when `signal` aborts.
+   * Absent: the sandbox pulls nothing (an image must be on the engine already).
+   */
+  pull?(ref: string, opts: { onProgress?: (p: PullProgress) => void; signal?: AbortSignal }): Promise<void>;
+}
+
+/** How far a pull is: the engine's last status line, and the bytes of the layers it has seen so far. */
+export interface PullProgress {
+  status: string;
+  layers: number;
+  bytes: number;
+  totalBytes: number;
+}
+
+/** Freezing a deployed env's processes and thawing them (the engine's pause): its container stays, its slot held. */
+export interface EnvPausing {
+  pause(handle: EnvHandle): Promise<void>;
+  unpause(handle: EnvHandle): Promise<void>;
 }
 
 /** This server's instance name, claimed on the engine so that no two live servers sweep each other's envs. */

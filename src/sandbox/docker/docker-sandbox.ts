@@ -31,7 +31,7 @@ import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp, waitForProbe } from '../engine/readiness.js';
 import { DockerContainerExec } from '../engine/docker-exec.js';
 import { probeExec } from '../container-exec.js';
-import type { Companion, EnvShell, EnvUsage } from '../sandbox.js';
+import type { Companion, EnvPausing, EnvShell, EnvUsage } from '../sandbox.js';
 import { hostPids, readContainerUsage } from '../engine/usage.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -316,7 +316,11 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           exited: new Promise<number>(() => {}),
           signal: stop.signal,
         });
-        if (probe.kind !== 'ready') throw new SandboxError('not_ready_in_time', `the clean verifier's container of env \`${env.name}\` did not answer within ${env.deployTimeoutMs / 1000} s`);
+        if (probe.kind !== 'ready')
+          throw new SandboxError(
+            'not_ready_in_time',
+            `the clean verifier's container of env \`${env.name}\` did not answer within ${env.deployTimeoutMs / 1000} s`,
+          );
       } finally {
         signal?.removeEventListener('abort', onAbort);
       }
@@ -326,6 +330,26 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       throw err instanceof SandboxError ? err : toSandboxError(err, `starting the clean verifier's container of env \`${env.name}\``);
     }
   }
+
+  /** the engine's pause: the env's processes frozen (its cgroup's freezer), its container and network kept */
+  readonly pausing: EnvPausing = {
+    pause: async (handle) => {
+      await this.docker
+        .getContainer(handle.containerId)
+        .pause()
+        .catch((err: unknown) => {
+          throw toSandboxError(err, `pausing the env container ${handle.containerId.slice(0, 12)}`);
+        });
+    },
+    unpause: async (handle) => {
+      await this.docker
+        .getContainer(handle.containerId)
+        .unpause()
+        .catch((err: unknown) => {
+          throw toSandboxError(err, `resuming the env container ${handle.containerId.slice(0, 12)}`);
+        });
+    },
+  };
 
   /** what an env container used: its cgroup's figures and its writable layer (usage.ts) */
   readonly usage: EnvUsage = { read: (handle, signal) => readContainerUsage(this.docker, handle.containerId, signal, { toolbox: handle.toolbox ?? null }) };

@@ -6,7 +6,15 @@
 import type { Duplex } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { engineMessage, isNotFound, statusOf } from './errors.js';
-import { ContainerGoneError, type ContainerExec, type ExecProcess, type ExecRequest, type FileChange, type OutputHandlers, type PathStat } from '../container-exec.js';
+import {
+  ContainerGoneError,
+  type ContainerExec,
+  type ExecProcess,
+  type ExecRequest,
+  type FileChange,
+  type OutputHandlers,
+  type PathStat,
+} from '../container-exec.js';
 
 /** how often, and how many times, exitCode() asks the engine while it still reports the process running */
 const EXIT_POLL = { attempts: 20, delayMs: 25 } as const;
@@ -97,9 +105,19 @@ export class DockerContainerExec implements ContainerExec {
     stream.on('close', () => end());
     stream.on('error', (e: Error) => end(e));
     return {
-      write: (data) => {
-        if (!ended) stream.write(data);
-      },
+      write: (data) => (ended ? true : stream.write(data)),
+      drained: () =>
+        ended || !stream.writableNeedDrain
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              const done = () => {
+                stream.off('drain', done);
+                stream.off('close', done);
+                resolve();
+              };
+              stream.once('drain', done);
+              stream.once('close', done);
+            }),
       // a half-close of the hijacked connection: the engine closes the process's stdin
       endInput: () => {
         if (!ended) stream.end();

@@ -29,6 +29,7 @@ import {
 import { abortError, engineMessage, toSandboxError } from './errors.js';
 import { granted } from './hardening.js';
 import { buildEnvImage, checkImage } from './image-build.js';
+import { pullImage } from './image-pull.js';
 import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
 import type { Owner } from './labels.js';
 import { silentLogger, type SandboxLogger } from './logger.js';
@@ -257,6 +258,10 @@ export abstract class EngineSandbox<N> implements Sandbox {
     check: async (ref) => {
       this.assertOpen();
       await checkImage(this.docker, ref);
+    },
+    pull: async (ref, opts) => {
+      this.assertOpen();
+      await pullImage(this.docker, ref, opts.onProgress ?? (() => {}), opts.signal);
     },
   };
 
