@@ -96,6 +96,8 @@ export class SandboxProcess {
   readonly stdoutKept = new BoundedOutput(E2B.transcript.headBytes, E2B.transcript.tailBytes);
   readonly stderrKept = new BoundedOutput(E2B.transcript.headBytes, E2B.transcript.tailBytes);
   private timedOut = false;
+  /** what it wrote before its first reader came (the Start call's, a moment after the start); null once one did */
+  private backlog: ProcessEvent[] | null = [];
 
   constructor(
     readonly pid: number,
@@ -133,6 +135,10 @@ export class SandboxProcess {
   /** a reader from now on: the start event first, then what the process writes, then its end; returns the unsubscribe */
   subscribe(reader: ProcessReader): () => void {
     reader.write({ start: { pid: this.pid } });
+    // the Start call's reader gets what came before it subscribed (a microtask after the start)
+    const backlog = this.backlog;
+    this.backlog = null;
+    for (const ev of backlog ?? []) reader.write(ev);
     if (this.endInfo) {
       reader.write({ end: this.endInfo });
       reader.end();
@@ -147,6 +153,10 @@ export class SandboxProcess {
     if (chunk.length === 0) return;
     (which === 'stdout' ? this.stdoutKept : this.stderrKept).push(chunk);
     const event = { data: which === 'stdout' ? { stdout: chunk.toString('base64') } : { stderr: chunk.toString('base64') } } as ProcessEvent;
+    if (this.backlog) {
+      this.backlog.push(event);
+      return;
+    }
     for (const r of this.readers) {
       if (r.write(event)) continue;
       this.waiting++;
