@@ -110,7 +110,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   });
   app.decorate('openenv', runtime);
   // with the gateway on, envs are meant to reach the server: never its API, only their doors
-  if (runtime.modelAccess && opts.sandbox === 'docker') refuseEpisodeSources(app.server, opts.subnetPool);
+  // (and with an egress allowlist, which gives sandboxes a way to the host: never its API either)
+  if ((runtime.modelAccess || opts.egressAllow.length > 0) && opts.sandbox === 'docker') refuseEpisodeSources(app.server, opts.subnetPool);
   const connections = new ConnectionGuard(app.server, {
     max: opts.maxConnections || autoMaxConnections(opts.maxConcurrentEnvs),
     headersTimeoutMs: opts.headersTimeout * 1000,

@@ -376,6 +376,14 @@ export const SERVER_OPTIONS = {
     repeatable: true,
     help: 'E2B sandboxes: the images --e2b-image-key may name (* any characters, ? one; repeatable or comma-separated); one the engine lacks is pulled. Unset: none',
   },
+  egressAllow: {
+    schema: commaList(z.string().regex(/^[A-Za-z0-9.-]{1,253}:\d{1,5}$/, 'expected HOST:PORT (an IPv4 address or a host name, and a TCP port)'), (s) =>
+      s.toLowerCase(),
+    ),
+    value: 'HOST:PORT',
+    repeatable: true,
+    help: "E2B sandboxes: destinations a sandbox may open TCP connections to (repeatable or comma-separated; a host name is resolved at start), e.g. the trainer's adapter; a sandbox's own allow_internet_access and network.allowOut/denyOut choose within them; every other destination is closed. Needs rules in the engine host's DOCKER-USER and INPUT chains (the server checks at start). Unset: sandboxes reach nothing outside their network",
+  },
   logLevel: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     value: 'LEVEL',
@@ -445,6 +453,17 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
       path: ['e2bImages'],
       message: "--e2b-images allows images named by a sandbox's metadata: it takes effect only with --e2b-image-key KEY",
     });
+  }
+  if (o.egressAllow.length > 0 && o.sandbox === 'swarm') {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['egressAllow'],
+      message: "--egress-allow sets rules on the Docker engine's host: --sandbox swarm does not serve it",
+    });
+  }
+  for (const e of o.egressAllow) {
+    const port = Number(e.slice(e.lastIndexOf(':') + 1));
+    if (port < 1 || port > 65535) ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['egressAllow'], message: `${e}: the port must be 1 to 65535` });
   }
   checkGatewayOptions(o, ctx);
   const pool = parseCidr(o.subnetPool);

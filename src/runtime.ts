@@ -25,6 +25,7 @@ import type { Sandbox } from './sandbox/sandbox.js';
 import type { EnvGrant } from './protocol/bundle.js';
 import { Sessions } from './sessions/sessions.js';
 import { E2bSandboxes } from './e2b/sandboxes.js';
+import { resolveEgressAllow } from './e2b/egress.js';
 
 export interface RuntimeOptions {
   options: ServerOptions;
@@ -214,6 +215,9 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     },
     log,
   );
+  // --egress-allow's hosts, resolved once at start (a create waits for them; a failure fails the start)
+  const egressAllow = resolveEgressAllow(opts.egressAllow);
+  egressAllow.catch(() => undefined);
   e2b = new E2bSandboxes({
     bundle,
     sandbox,
@@ -225,6 +229,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       episodeTimeoutMs: settings.episodeTimeoutMs,
       imageKey: opts.e2bImageKey ?? null,
       imagePatterns: opts.e2bImages,
+      egressAllow,
     },
     metrics,
     log: log.child({ component: 'e2b' }),
@@ -242,6 +247,16 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // every runtime an env is to run under, on the engine before anything runs (--runtime, an env's own ask)
     for (const r of new Set([opts.runtime, ...Object.values(bundle.manifest.envs).map((e) => e.security?.runtime)]))
       if (r && sandbox.lockdown) await sandbox.lockdown.checkRuntime(r);
+    // --egress-allow: the host rules it needs can be set here, and its hosts resolve
+    if (opts.egressAllow.length > 0) {
+      if (!sandbox.egress) throw new Error('--egress-allow: this sandbox opens no egress (the Docker sandbox does)');
+      await sandbox.egress.check();
+      const entries = await egressAllow;
+      log.info(
+        { event: 'egress_allow', destinations: entries.map((e) => `${e.host}:${e.port} (${e.ips.join(', ')})`) },
+        'sandboxes may reach these destinations, and nothing else',
+      );
+    }
     // before anything is swept: refuses to start while a live server holds this instance name
     await sandbox.instanceClaim?.claim();
     if (ro.sweepOnStart !== false) {

@@ -46,6 +46,8 @@ export async function eachPart(body: Readable, boundary: string, onPart: (p: Par
   const startPart = (headers: string) => {
     if (++parts > maxParts) throw new Error(`the body holds more than ${maxParts} parts`);
     const stream = new PassThrough();
+    // a broken body ends the part with an error its reader sees; a reader that stopped reading needs none
+    stream.on('error', () => {});
     const { name, filename } = dispositionOf(headers);
     const done = onPart({ name, filename, body: stream }).finally(() => stream.resume());
     part = { stream, done };

@@ -22,7 +22,7 @@ import type { Action } from '../protocol/frames.js';
 import { DEFAULT_LANE } from '../protocol/lanes.js';
 import type { EndReason, EpisodeCost, Failure, Phase, StepOutcome, Timings } from '../protocol/observations.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import type { EnvHandle, EnvPausing, EnvShell, EnvSpec, EnvUsage } from '../sandbox/sandbox.js';
+import type { EgressDestination, EnvHandle, EnvPausing, EnvShell, EnvSpec, EnvUsage } from '../sandbox/sandbox.js';
 import { seconds3 } from '../time.js';
 import { E2bApiError } from './errors.js';
 import { ProcessTable, type ProcessRecord } from './processes.js';
@@ -61,6 +61,8 @@ export interface SandboxParams {
   queueTimeoutMs: number;
   allowInternetAccess: boolean | null;
   network: { allowOut?: string[]; denyOut?: string[] } | null;
+  /** what it may reach: its settings within --egress-allow (egress.ts); empty: nothing outside its network */
+  egress: EgressDestination[];
 }
 
 /** 20 characters of [a-z0-9]: E2B's ids are DNS labels, and this one is not guessed (about 103 bits) */
@@ -177,7 +179,7 @@ export class E2bSandbox {
       this.t.queued = this.now();
       deps.metrics.queueWait.observe({ lane: DEFAULT_LANE }, (this.t.queued - this.createdAt) / 1000);
       this.phase = 'deploying';
-      const handle = await this.lease.env(signal);
+      const handle = await this.lease.env(signal, undefined, this.params.egress);
       this.attach(handle);
     } catch (e) {
       this.t.queued ??= this.now();

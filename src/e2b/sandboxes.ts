@@ -18,6 +18,7 @@ import { isAbortError } from '../abort.js';
 import { E2bApiError } from './errors.js';
 import { E2bSandbox, type SandboxObserver, type SandboxPhase } from './sandbox.js';
 import { Templates } from './templates.js';
+import { egressFor, type AllowedEntry } from './egress.js';
 
 export interface E2bSettings {
   /** --reset-timeout: the longest a create waits for a slot */
@@ -27,6 +28,8 @@ export interface E2bSettings {
   /** --e2b-image-key, --e2b-images */
   imageKey: string | null;
   imagePatterns: readonly string[];
+  /** --egress-allow, its hosts resolved (at start: a create waits for it) */
+  egressAllow: Promise<readonly AllowedEntry[]>;
 }
 
 export interface E2bDeps {
@@ -118,7 +121,8 @@ export class E2bSandboxes {
     let params;
     try {
       if (this.unavailable) throw new E2bApiError(501, `sandboxes do not exist on this server: ${this.unavailable}`);
-      params = this.paramsOf(body, version);
+      const base = this.paramsOf(body, version);
+      params = { ...base, egress: egressFor(await settings.egressAllow, base) };
     } catch (e) {
       metrics.sandboxCreates.inc({ outcome: 'refused' });
       throw e;

@@ -73,6 +73,25 @@ export interface DeployRequest {
    * sandbox that cannot open such a door rejects the deploy (`modelDoors` false or absent).
    */
   modelDoor?: ModelDoorHook;
+  /**
+   * Destinations outside its network the env may open TCP connections to (the egress allowlist,
+   * docs/e2b.md): the env gets a routed network whose every other destination is closed. Absent
+   * or empty: its network leads nowhere, as every env's. A sandbox that cannot open any
+   * (`egress` absent) rejects the deploy.
+   */
+  egress?: readonly EgressDestination[];
+}
+
+/** One destination an env may reach: an IPv4 address and a TCP port. */
+export interface EgressDestination {
+  ip: string;
+  port: number;
+}
+
+/** Opening chosen destinations to an env (DeployRequest.egress): host rules the backend sets and removes. */
+export interface EnvEgress {
+  /** rejects with a SandboxError (engine_failed) saying what the host needs, where the rules cannot be set */
+  check(): Promise<void>;
 }
 
 /** where the server is on an episode's network: its address there (left out: find it by the subnet) and the subnet */
@@ -249,6 +268,8 @@ export interface Sandbox {
   readonly usage?: EnvUsage;
   /** the engine's pause of a deployed env (the Docker backend); absent: the sandbox cannot pause envs */
   readonly pausing?: EnvPausing;
+  /** an egress allowlist per env (the Docker backend, on the engine's host); absent: envs reach nothing outside */
+  readonly egress?: EnvEgress;
 }
 
 /** What a deployed env has used so far, as far as its sandbox can tell: a figure it cannot tell is null. */

@@ -48,7 +48,7 @@ describeDocker('E2B sandboxes under the cap', () => {
       expect(results.map((r) => (r as PromiseFulfilledResult<string>).value).sort()).toEqual(Array.from({ length: 16 }, (_x, i) => `${i}\n`).sort());
       expect(maxHolding).toBe(8);
       expect(maxWaiting).toBe(8);
-      await waitFor(async () => Object.values(await sandboxStates(s)).every((n) => n === 0), 'every sandbox gone', 30_000);
+      await waitFor(async () => Object.values(await sandboxStates(s)).every((n) => n === 0), 30_000, 'every sandbox gone');
       expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers).toEqual([]);
     } finally {
       s.proc.child.kill('SIGTERM');
@@ -63,7 +63,7 @@ describeDocker('E2B sandboxes under the cap', () => {
     // commands in flight, and two creates waiting for a slot
     const running = live.map((sb) => sb.commands.run('sleep 300', { user: 'root', timeoutMs: 0 }).catch((e: unknown) => e));
     const waiting = [0, 1].map(() => Sandbox.create(TEMPLATE, { ...sdk(s), timeoutMs: 300_000 }).catch((e: unknown) => e));
-    await waitFor(async () => (await sandboxStates(s)).waiting === 2, 'two creates wait for a slot', 30_000);
+    await waitFor(async () => (await sandboxStates(s)).waiting === 2, 30_000, 'two creates wait for a slot');
     expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers).toHaveLength(3);
     s.proc.child.kill('SIGTERM');
     const { code } = await s.proc.exited;

@@ -28,7 +28,7 @@ function envelope(message: unknown): Buffer {
 function readEnvelopes(body: Buffer): { messages: any[]; end: any } {
   const messages: any[] = [];
   let end: any = null;
-  for (let at = 0; at < body.length; ) {
+  for (let at = 0; at < body.length;) {
     const flags = body[at]!;
     const len = body.readUInt32BE(at + 1);
     const json = JSON.parse(body.subarray(at + 5, at + 5 + len).toString('utf8'));
@@ -70,7 +70,13 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
       });
       expect(res.status).toBe(201);
       const body = (await res.json()) as Record<string, unknown>;
-      expect(body).toMatchObject({ sandboxID: expect.any(String), templateID: 'base', clientID: expect.any(String), envdVersion: expect.any(String), envdAccessToken: expect.any(String) });
+      expect(body).toMatchObject({
+        sandboxID: expect.any(String),
+        templateID: 'base',
+        clientID: expect.any(String),
+        envdVersion: expect.any(String),
+        envdAccessToken: expect.any(String),
+      });
       // the Python SDK compares envd versions (packaging.version): one it parses, at least 0.1.0
       expect(body.envdVersion).toMatch(/^\d+\.\d+\.\d+$/);
       sandboxId = body.sandboxID as string;
@@ -87,7 +93,10 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
           'keepalive-ping-interval': '50',
           authorization: basic('root'),
         }),
-        body: envelope({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo "$GREETING"; echo warn >&2; id -un'], envs: { GREETING: 'hi' } }, stdin: false }),
+        body: envelope({
+          process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo "$GREETING"; echo warn >&2; id -un'], envs: { GREETING: 'hi' } },
+          stdin: false,
+        }),
       });
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe('application/connect+json');
@@ -95,8 +104,14 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
       expect(end).toEqual({});
       const events = messages.map((m) => m.event);
       expect(events[0]).toEqual({ start: { pid: expect.any(Number) } });
-      const stdout = events.filter((e) => e.data?.stdout).map((e) => Buffer.from(e.data.stdout, 'base64').toString()).join('');
-      const stderr = events.filter((e) => e.data?.stderr).map((e) => Buffer.from(e.data.stderr, 'base64').toString()).join('');
+      const stdout = events
+        .filter((e) => e.data?.stdout)
+        .map((e) => Buffer.from(e.data.stdout, 'base64').toString())
+        .join('');
+      const stderr = events
+        .filter((e) => e.data?.stderr)
+        .map((e) => Buffer.from(e.data.stderr, 'base64').toString())
+        .join('');
       expect(stdout).toBe('hi\nroot\n');
       expect(stderr).toBe('warn\n');
       expect(events[events.length - 1]).toEqual({ end: { exitCode: 0, exited: true, status: 'exit status 0' } });
@@ -105,7 +120,12 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
     it('a non-zero exit: the end event carries exitCode and error (CommandExitException)', async () => {
       const res = await fetch(`${server.env.E2B_SANDBOX_URL}/process.Process/Start`, {
         method: 'POST',
-        headers: envdHeaders({ 'content-type': 'application/connect+json', 'connect-protocol-version': '1', 'connect-timeout-ms': '30000', authorization: basic('root') }),
+        headers: envdHeaders({
+          'content-type': 'application/connect+json',
+          'connect-protocol-version': '1',
+          'connect-timeout-ms': '30000',
+          authorization: basic('root'),
+        }),
         body: envelope({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'exit 4'], envs: {} }, stdin: false }),
       });
       const { messages } = readEnvelopes(Buffer.from(await res.arrayBuffer()));
@@ -121,7 +141,9 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
       });
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual([{ name: 'harness-cli.tgz', type: 'file', path: '/tmp/harness-cli.tgz' }]);
-      const back = await fetch(`${server.env.E2B_SANDBOX_URL}/files?path=${encodeURIComponent('/tmp/harness-cli.tgz')}&username=root`, { headers: envdHeaders() });
+      const back = await fetch(`${server.env.E2B_SANDBOX_URL}/files?path=${encodeURIComponent('/tmp/harness-cli.tgz')}&username=root`, {
+        headers: envdHeaders(),
+      });
       expect(Buffer.from(await back.arrayBuffer()).equals(data)).toBe(true);
     });
 
@@ -141,7 +163,9 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
     });
 
     it('files.read(path, user="root"): GET /files, the text', async () => {
-      const res = await fetch(`${server.env.E2B_SANDBOX_URL}/files?path=${encodeURIComponent('/workspace/PROBLEM_STATEMENT.md')}&username=root`, { headers: envdHeaders() });
+      const res = await fetch(`${server.env.E2B_SANDBOX_URL}/files?path=${encodeURIComponent('/workspace/PROBLEM_STATEMENT.md')}&username=root`, {
+        headers: envdHeaders(),
+      });
       expect(res.status).toBe(200);
       expect(res.headers.get('content-length')).toBe(String('# the issue\nfix it'.length));
       expect(await res.text()).toBe('# the issue\nfix it');
@@ -155,7 +179,8 @@ describeDocker("the Python SDK's requests for slime's calls", () => {
     });
 
     it('kill(): DELETE /sandboxes/{id}, 204; then 404, and envd answers 502 (not running)', async () => {
-      const del = () => fetch(`${server.env.E2B_API_URL}/sandboxes/${sandboxId}`, { method: 'DELETE', headers: { 'x-api-key': server.token, 'user-agent': PY_UA } });
+      const del = () =>
+        fetch(`${server.env.E2B_API_URL}/sandboxes/${sandboxId}`, { method: 'DELETE', headers: { 'x-api-key': server.token, 'user-agent': PY_UA } });
       expect((await del()).status).toBe(204);
       const again = await del();
       expect(again.status).toBe(404);

@@ -33,11 +33,16 @@ describeDocker('E2B sandboxes through the real SDK', () => {
         expect(failed).toMatchObject({ exitCode: 7, stdout: 'partial\n', stderr: 'why\n' });
 
         // the call's timeout kills the command (its whole group), as envd's does
+        const sleeping = async () =>
+          (
+            await sb.commands.run('for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] && echo ${p#/proc/}; done; true', { user: 'root' })
+          ).stdout.trim();
         const started = Date.now();
-        const slow = await sb.commands.run('sleep 30 & sleep 30; echo never', { timeoutMs: 2000 }).catch((e: unknown) => e);
-        expect(slow).toBeInstanceOf(Error);
+        const slow = sb.commands.run('sleep 30 & sleep 30; echo never', { timeoutMs: 3000 }).catch((e: unknown) => e);
+        await waitFor(async () => (await sleeping()).split('\n').length === 2, 10_000, 'both sleeps run');
+        expect(await slow).toBeInstanceOf(Error);
         expect(Date.now() - started).toBeLessThan(20_000);
-        await waitFor(async () => !(await sb.commands.run('pgrep -x sleep', { user: 'root' }).then(() => true, () => false)), 'the timed-out command and what it started are gone', 15_000);
+        await waitFor(async () => (await sleeping()) === '', 15_000, 'the timed-out command and what it started are gone');
 
         const unknown = await sb.commands.run('true', { user: 'nobody-here' }).catch((e: unknown) => e);
         expect(String(unknown)).toMatch(/user "nobody-here" does not exist in this sandbox/);
@@ -60,8 +65,8 @@ describeDocker('E2B sandboxes through the real SDK', () => {
         let marker = '';
         for (let i = 0; i < 30 && !marker; i++) {
           await new Promise((r) => setTimeout(r, 1000));
-          const poll = await sb.commands.run('test -f /tmp/.run.done && cat /tmp/.run.done', { user: 'agent', timeoutMs: 15_000 }).catch((e: unknown) => e);
-          if (!(poll instanceof Error)) marker = poll.stdout.trim();
+          const poll = await sb.commands.run('test -f /tmp/.run.done && cat /tmp/.run.done', { user: 'agent', timeoutMs: 15_000 }).catch(() => null);
+          if (poll) marker = poll.stdout.trim();
         }
         expect(marker).toBe('0');
         expect(await sb.files.read('/workspace/launched.txt', { user: 'agent' })).toBe('one-two-agent\n');
@@ -147,12 +152,27 @@ describeDocker('E2B sandboxes through the real SDK', () => {
       }
     });
 
+    it('is shown in the console as an episode of transport e2b, its commands and file operations its transcript, its cost read at its end', async () => {
+      const sb = await Sandbox.create(TEMPLATE, { metadata: { run: 'console' } });
+      await sb.commands.run('echo seen-in-console', { user: 'root' });
+      await sb.files.write('/tmp/c.txt', 'c');
+      await sb.kill();
+      const t = (await (await fetch(`${server.url}/console/episodes/${sb.sandboxId}`, { headers: { authorization: `Bearer ${server.token}` } })).json()) as any;
+      expect(t).toMatchObject({ episode_id: sb.sandboxId, transport: 'e2b', task_id: TEMPLATE, split: 'e2b', phase: 'done', end_reason: 'closed' });
+      const calls = t.events.filter((e: any) => e.kind === 'tool_call');
+      expect(calls.map((e: any) => e.tool_name)).toEqual(['commands.run', 'files.write']);
+      expect(calls[0]).toMatchObject({ arguments: { cmd: 'echo seen-in-console', user: 'root' }, result: { exit_code: 0, stdout: 'seen-in-console\n' } });
+      expect(calls[1]).toMatchObject({ arguments: { path: '/tmp/c.txt' }, result: { bytes: 1 } });
+      expect(t.events[t.events.length - 1].kind).toBe('end');
+      expect(t.cost).toMatchObject({ wall_s: expect.any(Number) });
+    });
+
     it('is killed at its timeout, and lives on when its timeout is set later', async () => {
       const short = await Sandbox.create(TEMPLATE, { timeoutMs: 3000 });
       const extended = await Sandbox.create(TEMPLATE, { timeoutMs: 3000 });
       await extended.setTimeout(120_000);
-      await waitFor(async () => !(await short.isRunning()), 'the short sandbox is killed at its timeout', 20_000);
-      await waitFor(() => sandboxContainers(short.sandboxId).length === 0, "the short sandbox's container is removed", 20_000);
+      await waitFor(async () => !(await short.isRunning()), 20_000, 'the short sandbox is killed at its timeout');
+      await waitFor(() => sandboxContainers(short.sandboxId).length === 0, 20_000, "the short sandbox's container is removed");
       expect(await extended.isRunning()).toBe(true);
       expect((await extended.commands.run('echo alive')).stdout).toBe('alive\n');
       const info = await extended.getInfo();
@@ -184,10 +204,13 @@ describeDocker('E2B sandboxes through the real SDK', () => {
     const work = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000 });
     let diff: string;
     try {
-      await work.commands.run('useradd -m -s /bin/bash agent && chown -R agent:agent /workspace && git config --system --add safe.directory "*"', { user: 'root' });
+      await work.commands.run('useradd -m -s /bin/bash agent && chown -R agent:agent /workspace && git config --system --add safe.directory "*"', {
+        user: 'root',
+      });
       await work.files.write('/workspace/calc.py', 'def add(a, b):\n    return a + b\n', { user: 'agent' });
       await work.files.write('/workspace/PROBLEM_STATEMENT.md', 'fix add\n', { user: 'agent' });
-      diff = (await work.commands.run("cd /workspace && git add -N . && git diff -- . ':(exclude)PROBLEM_STATEMENT.md'", { user: 'agent', timeoutMs: 120_000 })).stdout;
+      diff = (await work.commands.run("cd /workspace && git add -N . && git diff -- . ':(exclude)PROBLEM_STATEMENT.md'", { user: 'agent', timeoutMs: 120_000 }))
+        .stdout;
       expect(diff).toContain('+    return a + b');
     } finally {
       await work.kill();
@@ -195,7 +218,9 @@ describeDocker('E2B sandboxes through the real SDK', () => {
     const grade = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000 });
     try {
       // clean: the first sandbox's work is nowhere here
-      expect((await grade.commands.run('cd /workspace && git status --porcelain && cat calc.py', { user: 'root' })).stdout).toBe('def add(a, b):\n    return a - b\n');
+      expect((await grade.commands.run('cd /workspace && git status --porcelain && cat calc.py', { user: 'root' })).stdout).toBe(
+        'def add(a, b):\n    return a - b\n',
+      );
       await grade.files.write('/workspace/__patch__.diff', diff, { user: 'root' });
       await grade.commands.run('cd /workspace && git apply --whitespace=nowarn __patch__.diff', { user: 'root' });
       const tests = await grade.commands.run('cd /workspace && bash test_calc.sh', { user: 'root', timeoutMs: 120_000 });
@@ -218,8 +243,12 @@ describeDocker('E2B sandboxes through the real SDK', () => {
     });
 
     it('refuses an image no pattern allows, naming the option; tries to pull an allowed image the engine lacks, and says why it could not', async () => {
-      await expect(Sandbox.create({ metadata: { image: 'busybox:latest' } })).rejects.toThrow(/busybox:latest does not exist among the images this server may run.*--e2b-images/);
-      await expect(Sandbox.create({ metadata: { image: 'openenv-local/missing-image:1' } })).rejects.toThrow(/openenv-local\/missing-image:1 could not be pulled/);
+      await expect(Sandbox.create({ metadata: { image: 'busybox:latest' } })).rejects.toThrow(
+        /busybox:latest does not exist among the images this server may run.*--e2b-images/,
+      );
+      await expect(Sandbox.create({ metadata: { image: 'openenv-local/missing-image:1' } })).rejects.toThrow(
+        /openenv-local\/missing-image:1 could not be pulled/,
+      );
     });
   });
 
@@ -236,7 +265,12 @@ describeDocker('E2B sandboxes through the real SDK', () => {
             headers: { 'content-type': 'application/json', 'e2b-sandbox-id': id, 'x-access-token': token },
             body: '{}',
           });
-        const tokenOf = async (id: string) => ((await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${id}`, { headers: { 'x-api-key': server.token } })).json()) as { envdAccessToken: string }).envdAccessToken;
+        const tokenOf = async (id: string) =>
+          (
+            (await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${id}`, { headers: { 'x-api-key': server.token } })).json()) as {
+              envdAccessToken: string;
+            }
+          ).envdAccessToken;
         const ta = await tokenOf(a.sandboxId);
         const tb = await tokenOf(b.sandboxId);
         expect((await call(a.sandboxId, ta)).status).toBe(200);
