@@ -148,6 +148,26 @@ describeDocker('the egress allowlist', () => {
   });
 });
 
+describeDocker('a server killed hard', () => {
+  it("leaves no egress rules: its watcher removes them with its sandboxes' containers", async () => {
+    const allowed = await greeter('allowed');
+    try {
+      const s = await startE2bServer(['--egress-allow', `${HOST}:${allowed.port}`]);
+      await Sandbox.create(TEMPLATE, { apiKey: s.token, apiUrl: s.env.E2B_API_URL, sandboxUrl: s.env.E2B_SANDBOX_URL, timeoutMs: 300_000 });
+      expect(ourChains(s.instance)).toHaveLength(2);
+      s.proc.child.kill('SIGKILL');
+      await s.proc.exited;
+      await waitFor(
+        () => labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers.length === 0 && ourChains(s.instance).length === 0,
+        60_000,
+        'the watcher removed the sandbox and its rules',
+      );
+    } finally {
+      allowed.server.close();
+    }
+  });
+});
+
 describeDocker('--egress-allow where the rules cannot be set', () => {
   it('refuses to start, saying what the host needs', async () => {
     // a network namespace of its own: no Docker chains there, as in a container without the host's network
