@@ -41,7 +41,13 @@
  *      a cold reset of a served Harbor task (the shipped dataset, imported) against a bare
  *      create/start/exec-ready/remove loop (--shell-resets, 20); needs docker/make-local-debian-base.sh's
  *      image (--debian-image). Not in the default phases. About a minute.
- *   6. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   6. E2B (--phases e2b, scripts/bench/e2b.ts): the server as an E2B provider through the real
+ *      `e2b` SDK against bare dockerode calls of the same work: create to first command
+ *      (--e2b-creates, 20), `commands.run` latency (--e2b-calls, 200), file write and read
+ *      throughput (--e2b-file-mb MB, --e2b-file-rounds times) against the engine's archive
+ *      calls; needs docker/make-local-debian-base.sh's image. Not in the default phases. About two
+ *      minutes.
+ *   7. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -78,6 +84,7 @@ import {
   type SlotTime,
 } from './bench/server.js';
 import { printShell, shellPhase } from './bench/shell.js';
+import { e2bPhase, printE2b } from './bench/e2b.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './bench/harness.js';
@@ -104,6 +111,10 @@ const { values } = parseArgs({
     'shell-calls': { type: 'string', default: '200' },
     'shell-resets': { type: 'string', default: '20' },
     'debian-image': { type: 'string', default: 'openenv-local/debian:bookworm' },
+    'e2b-creates': { type: 'string', default: '20' },
+    'e2b-calls': { type: 'string', default: '200' },
+    'e2b-file-mb': { type: 'string', default: '50' },
+    'e2b-file-rounds': { type: 'string', default: '5' },
   },
 });
 function positive(name: string, v: string): number {
@@ -118,8 +129,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness and/or shell, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'e2b'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell and/or e2b, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -454,6 +465,15 @@ async function main(): Promise<void> {
       })
     : null;
 
+  const e2bFigures = PHASES.has('e2b')
+    ? await e2bPhase(ctx, {
+        creates: positive('e2b-creates', values['e2b-creates']),
+        calls: positive('e2b-calls', values['e2b-calls']),
+        fileMb: positive('e2b-file-mb', values['e2b-file-mb']),
+        fileRounds: positive('e2b-file-rounds', values['e2b-file-rounds']),
+      })
+    : null;
+
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
   await removeRunLeftovers(ctx);
@@ -484,6 +504,14 @@ async function main(): Promise<void> {
     targets['bash call p95 <= 1.2x a bare exec of the same command'] = shellFigures.bash.ratio_p95 <= 1.2;
     targets['cold shell reset p50 <= 1.2x a bare create/start/exec-ready'] = shellFigures.reset.ratio_p50 <= 1.2;
   }
+  if (e2bFigures) {
+    targets['e2b create to first command p50 <= 1.2x a bare network/create/start/exec'] = e2bFigures.create.ratio_p50 <= 1.2;
+    targets['e2b create to first command p95 <= 1.2x a bare network/create/start/exec'] = e2bFigures.create.ratio_p95 <= 1.2;
+    targets['e2b commands.run p50 <= 1.2x a bare exec of the same command'] = e2bFigures.command.ratio_p50 <= 1.2;
+    targets['e2b commands.run p95 <= 1.2x a bare exec of the same command'] = e2bFigures.command.ratio_p95 <= 1.2;
+    targets['e2b files.write time <= 1.2x putArchive of the same bytes'] = e2bFigures.files.write_mb_s.time_ratio <= 1.2;
+    targets['e2b files.read time <= 1.2x getArchive of the same bytes'] = e2bFigures.files.read_mb_s.time_ratio <= 1.2;
+  }
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -496,6 +524,7 @@ async function main(): Promise<void> {
     gateway: gatewayFigures,
     harness: harnessFigures,
     shell: shellFigures,
+    e2b: e2bFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -518,6 +547,7 @@ async function main(): Promise<void> {
   if (gatewayFigures) printGateway(gatewayFigures);
   if (harnessFigures) printHarnessBurst(harnessFigures);
   if (shellFigures) printShell(shellFigures);
+  if (e2bFigures) printE2b(e2bFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);

@@ -22,7 +22,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Dockerode from 'dockerode';
-import { KEEP_ALIVE_CMD } from '../../src/sandbox/container-exec.js';
 import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
 import { DockerContainerExec, ShellToolset } from '../../src/tools/shell/index.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
@@ -38,6 +37,8 @@ const DATASET = path.join(ROOT, 'datasets/openenv-harbor-v1');
 /** the served task whose resets are timed: one of the shipped dataset's */
 const RESET_TASK = 'word-frequency';
 const COMMAND = 'echo hello';
+/** what the bare containers run instead of their image's command: they wait (GNU's and busybox's sleep take it) */
+const KEEP_ALIVE_CMD = ['sh', '-c', 'exec sleep 2147483647'] as const;
 
 export interface ShellLoad {
   calls: number;

@@ -198,12 +198,13 @@ export const fileTransfer = {
     return d;
   },
 
-  async write(ctx: CallContext, path: string, data: Readable, gzip: boolean): Promise<WriteInfo> {
+  /** `size`: the body's length when the request says it (else it is spooled: sandbox-files.ts) */
+  async write(ctx: CallContext, path: string, data: Readable, opts: { size: number | null; gzip: boolean }): Promise<WriteInfo> {
     const { bytes, ...info } = await timed(
       ctx,
       'files.write',
-      { path, user: ctx.user, gzip },
-      () => writeFileStream(ctx.sandbox.exec, ctx.user, path, data, gzip),
+      { path, user: ctx.user, gzip: opts.gzip },
+      () => writeFileStream(ctx.sandbox.exec, ctx.user, path, data, opts),
       (r) => ({ bytes: r.bytes }),
     );
     ctx.metrics.sandboxFileBytes.inc({ direction: 'in' }, bytes);

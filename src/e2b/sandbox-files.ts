@@ -1,41 +1,56 @@
 /**
- * envd's file transfer (`GET` and `POST /files`) in a sandbox's container, streamed both ways
- * through the toolbox: a read is one exec whose stdout is the file (its size said first, so the
- * answer carries a Content-Length), a write is one exec whose stdin is the file, written as it
- * arrives (waiting whenever the engine's connection is full: a 50 MB upload is never held in
- * memory). As envd does, root acts, a relative path is taken from the user's home, and what is
- * written (with the folders made for it) belongs to the user named (filesystem.ts).
+ * envd's file transfer (`GET` and `POST /files`) in a sandbox's container, through the engine's
+ * archive API, streamed both ways: a file's bytes go straight between the HTTP request and the
+ * engine, which reads and writes the container's filesystem itself (an exec's pipes through the
+ * container's processes, under its CPU quota, carried a 50 MB file at a third of the speed). As
+ * envd does, root acts (the archive API is root), a relative path is taken from the user's home,
+ * and what is written (with the folders made for it) belongs to the user named (filesystem.ts);
+ * a link is written and read through, as envd's open() follows it.
+ *
+ * A write first asks the container (the toolbox, one exec) for what only it knows: the user's
+ * ids, the real path, the folders made, the mode and owner of a file that exists; the file then
+ * goes in as a one-file tar. A body of unknown length (a chunked upload, a gzip one) is spooled to
+ * a temporary file first: a tar header says the size before the bytes.
  */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, rm, stat as statFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import { PassThrough, type Readable } from 'node:stream';
-import { runTrusted, toolboxOf } from '../container/index.js';
-import { toolboxCommand } from '../sandbox/toolbox.js';
-import { ContainerGoneError, type ContainerExec, type ExecProcess } from '../sandbox/container-exec.js';
+import * as tar from 'tar';
+import { runTrusted } from '../container/index.js';
+import { ContainerGoneError, pathKind, type ContainerExec } from '../sandbox/container-exec.js';
 import type { WriteInfo } from '../protocol/e2b.js';
-import { checkedUser, FILE_SCRIPT_PRELUDE, scriptFailure } from './filesystem.js';
+import { asUser, checkedUser, FILE_SCRIPT_PRELUDE, scriptFailure } from './filesystem.js';
 import { ConnectError } from './connect-rpc.js';
 
-/** on stdout: the size, a newline, then the file's bytes */
-const READ = `${FILE_SCRIPT_PRELUDE}
+/** on stdout `uid gid mode path`: whom the file is to belong to, its mode (octal), the real path to write */
+const PREPARE_WRITE = `${FILE_SCRIPT_PRELUDE}
 [ -d "$p" ] && exit 3
-[ -e "$p" ] || exit 4
-[ -f "$p" ] || exit 5
-[ -r "$p" ] || exit 6
-size=$(stat -L -c %s -- "$p") || exit 6
-printf '%s\\n' "$size"
-exec cat -- "$p"
-`;
-
-/** stdin is the file; on stdout, its absolute path once written */
-const WRITE = `${FILE_SCRIPT_PRELUDE}
-umask 022
+if [ -L "$p" ]; then r=$(readlink -f -- "$p") && p=$r; fi
 [ -d "$p" ] && exit 3
 mkdirs "$(dirname -- "$p")" || exit 7
-new=1; [ -e "$p" ] && new=0
-cat > "$p" || exit 6
-[ "$new" = 1 ] && owned "$p"
+if [ -e "$p" ]; then
+  [ -f "$p" ] || exit 5
+  o=$(stat -c '%u %g %a' -- "$p") || exit 6
+else
+  o="$uid $gid 644"
+fi
+printf '%s %s\\n' "$o" "$p"
+`;
+
+/** on stdout the absolute path (a relative one from the user's home) */
+const RESOLVE = `${FILE_SCRIPT_PRELUDE}
 printf '%s\\n' "$p"
 `;
+
+/** what a write hands the engine at once */
+const COALESCE_BYTES = 1024 * 1024;
+
+/** how many links a read follows before it gives up (a loop) */
+const MAX_LINKS = 16;
 
 /** An HTTP answer of the file transfer's failures, in envd's shape (the SDKs map the status). */
 export class FileTransferError extends Error {
@@ -49,153 +64,198 @@ export class FileTransferError extends Error {
 }
 
 /** a script's failure as envd's HTTP status: 400 a bad path, 401 no such user, 404 missing, 403 refused */
-function httpFailure(code: number | null, path: string, stderr: string): FileTransferError {
-  const e = scriptFailure(code, path, stderr);
+function httpFailure(code: number | null, p: string, stderr: string): FileTransferError {
+  return transferErrorOf(scriptFailure(code, p, stderr));
+}
+
+/** a FileTransferError for a ConnectError of the same meaning */
+export function transferErrorOf(e: ConnectError): FileTransferError {
   const status =
-    e.code === 'not_found' ? 404 : e.code === 'unauthenticated' ? 401 : e.code === 'invalid_argument' ? 400 : e.code === 'permission_denied' ? 403 : 500;
+    e.code === 'not_found'
+      ? 404
+      : e.code === 'unauthenticated'
+        ? 401
+        : e.code === 'invalid_argument'
+          ? 400
+          : e.code === 'permission_denied'
+            ? 403
+            : e.code === 'unavailable'
+              ? 502
+              : 500;
   return new FileTransferError(status, e.message);
 }
 
 function gone(e: unknown): never {
   if (e instanceof ContainerGoneError) throw new FileTransferError(502, `the sandbox's container is not running: ${e.message}`);
+  if (e instanceof ConnectError) throw transferErrorOf(e);
   throw e;
+}
+
+/** runs one of the scripts, as root for a named user (filesystem.ts) */
+async function script(exec: ContainerExec, name: string, body: string, user: string | null, p: string): Promise<string> {
+  try {
+    const r = await runTrusted(exec, name, body, [user ?? '', p], asUser(checkedUser(user)));
+    if (r.exitCode !== 0) throw httpFailure(r.exitCode, p, r.stderr);
+    return r.stdout.toString('utf8').replace(/\n$/, '');
+  } catch (e) {
+    if (e instanceof FileTransferError) throw e;
+    return gone(e);
+  }
 }
 
 export interface FileDownload {
   size: number;
-  /** the file's bytes, exactly `size` of them (the stream errors when the file shrank meanwhile) */
+  /** the file's bytes, exactly `size` of them */
   body: Readable;
 }
 
 /**
- * Opens the file for reading: resolves with its size and a stream of its bytes once the sandbox
- * said it exists (or rejects with a FileTransferError saying why not).
+ * Opens the file for reading: resolves with its size and a stream of its bytes once the engine
+ * said it is a regular file (or rejects with a FileTransferError saying why not).
  */
-export async function openDownload(exec: ContainerExec, user: string | null, path: string): Promise<FileDownload> {
-  const body = new PassThrough();
-  const toolbox = toolboxOf(exec, 'reading a file');
-  let head = Buffer.alloc(0);
-  let size: number | null = null;
-  let sent = 0;
-  let stderr = '';
-  let settle!: (v: FileDownload | Error) => void;
-  const ready = new Promise<FileDownload | Error>((r) => (settle = r));
-  let proc: ExecProcess | null = null;
+export async function openDownload(exec: ContainerExec, user: string | null, p: string): Promise<FileDownload> {
+  checkedUser(user);
+  // a relative path, or a user to check, needs the container's word; an absolute one the engine's alone
+  let real = p.startsWith('/') && user === null ? path.posix.normalize(p) : await script(exec, 'e2b-resolve', RESOLVE, user, p);
+  for (let hops = 0; ; hops++) {
+    let st;
+    try {
+      st = await exec.stat(real);
+    } catch (e) {
+      return gone(e);
+    }
+    if (st === null) throw new FileTransferError(404, `${real} does not exist`);
+    const kind = pathKind(st.mode);
+    if (kind === 'symlink' && st.linkTarget && hops < MAX_LINKS) {
+      real = st.linkTarget;
+      continue;
+    }
+    if (kind === 'dir') throw new FileTransferError(400, `${real} is a folder, not a file`);
+    if (kind !== 'file') throw new FileTransferError(400, `${real} is not a regular file`);
+    break;
+  }
+  let archive: NodeJS.ReadableStream & { destroy(): void };
   try {
-    proc = await exec.start(
-      { cmd: toolboxCommand(toolbox, 'e2b-read', READ, [user ?? '', path]), ...(checkedUser(user) !== null ? { user: '0' } : {}) },
-      {
-        stdout: (c) => {
-          if (size === null) {
-            head = Buffer.concat([head, c]);
-            const nl = head.indexOf(0x0a);
-            if (nl < 0) return;
-            size = Number(head.subarray(0, nl).toString('utf8'));
-            settle({ size, body });
-            c = head.subarray(nl + 1);
-          }
-          const take = c.subarray(0, Math.max(0, size - sent));
-          sent += take.length;
-          if (take.length > 0 && !body.write(take)) {
-            proc?.pause();
-            body.once('drain', () => proc?.resume());
-          }
-        },
-        stderr: (c) => {
-          if (stderr.length < 4096) stderr += c.toString('utf8');
-        },
-        end: (e) => {
-          if (size === null) {
-            void (async () => settle(e ?? httpFailure((await proc?.exitCode()) ?? null, path, stderr.trim())))();
-            return;
-          }
-          if (e || sent < size) body.destroy(e ?? new Error(`${path} shrank while it was read (${sent} of ${size} bytes)`));
-          else body.end();
-        },
-      },
-    );
+    archive = await exec.getArchive(real);
   } catch (e) {
-    gone(e);
+    return gone(e);
   }
-  body.on('close', () => proc?.close());
-  const got = await ready;
-  if (got instanceof Error) {
-    proc.close();
-    throw got;
-  }
-  return got;
+  return firstFileOf(archive, real);
+}
+
+/** the first entry of a tar stream, a regular file, as its size and a stream of its bytes */
+function firstFileOf(archive: NodeJS.ReadableStream & { destroy(): void }, p: string): Promise<FileDownload> {
+  return new Promise((resolve, reject) => {
+    const body = new PassThrough();
+    let found = false;
+    const parser = new tar.Parser({
+      onReadEntry: (entry) => {
+        if (found) {
+          entry.resume();
+          return;
+        }
+        found = true;
+        if (entry.type !== 'File' && entry.type !== 'OldFile' && entry.type !== 'ContiguousFile') {
+          archive.destroy();
+          reject(new FileTransferError(400, `${p} is not a regular file`));
+          return;
+        }
+        resolve({ size: entry.size, body });
+        entry.on('data', (c: Buffer) => {
+          if (!body.write(c)) {
+            archive.pause();
+            body.once('drain', () => archive.resume());
+          }
+        });
+        entry.on('end', () => {
+          body.end();
+          archive.destroy();
+        });
+      },
+    });
+    parser.on('error', (e: Error) => (found ? body.destroy(e) : reject(e)));
+    archive.on('error', (e: Error) => (found ? body.destroy(e) : reject(e)));
+    archive.on('end', () => {
+      parser.end();
+      if (!found) reject(new FileTransferError(404, `${p} does not exist`));
+    });
+    archive.on('data', (c: Buffer) => parser.write(c));
+    // the reader went away: the engine's stream is let go
+    body.on('close', () => archive.destroy());
+  });
+}
+
+/** the tar stream of one file: its header, then `data` (exactly `size` bytes), the padding and the end */
+function oneFileTar(name: string, data: Readable, size: number, owner: { uid: number; gid: number; mode: number }): Readable {
+  const header: tar.HeaderData = { path: name, mode: owner.mode, uid: owner.uid, gid: owner.gid, size, mtime: new Date(), type: 'File' };
+  const block = Buffer.alloc(512);
+  const head: Buffer[] = [];
+  // a name too long for the ustar header (or ids too large) also needs a PAX header, first
+  if (new tar.Header(header).encode(block)) head.push(new tar.Pax(header).encode());
+  head.push(block);
+  return Readable.from(
+    (async function* () {
+      yield Buffer.concat(head);
+      let sent = 0;
+      // an HTTP body arrives in chunks of some KiB: the engine takes them a MiB at a time (4x faster for 16 KiB chunks)
+      let held: Buffer[] = [];
+      let heldBytes = 0;
+      for await (const c of data as AsyncIterable<Buffer>) {
+        sent += c.length;
+        if (sent > size) throw new Error(`the body holds more than the ${size} bytes it announced`);
+        held.push(c);
+        heldBytes += c.length;
+        if (heldBytes >= COALESCE_BYTES) {
+          yield held.length === 1 ? held[0]! : Buffer.concat(held);
+          held = [];
+          heldBytes = 0;
+        }
+      }
+      if (heldBytes > 0) yield Buffer.concat(held);
+      if (sent !== size) throw new Error(`the body ended after ${sent} of the ${size} bytes it announced`);
+      yield Buffer.alloc(((512 - (size % 512)) % 512) + 1024);
+    })(),
+  );
 }
 
 /**
- * Writes `data` (a stream of the file's bytes; `gzip`: compressed) to the file at `path`, making
- * its folders; resolves with what envd answers for it.
+ * Writes the file at `p` from `data` (`size` bytes, or null when unknown; `gzip`: compressed),
+ * making its folders; resolves with what envd answers for it, and the bytes written.
  */
 export async function writeFileStream(
   exec: ContainerExec,
   user: string | null,
-  path: string,
+  p: string,
   data: Readable,
-  gzip = false,
+  opts: { size: number | null; gzip: boolean },
 ): Promise<WriteInfo & { bytes: number }> {
-  if (!path) throw new FileTransferError(400, 'the query names no path: POST /files?path=<file>');
-  const toolbox = toolboxOf(exec, 'writing a file');
-  const source = gzip ? data.pipe(createGunzip()) : data;
-  let out = '';
-  let stderr = '';
-  let finished!: (e?: Error) => void;
-  const ended = new Promise<Error | undefined>((r) => (finished = r));
-  let proc: ExecProcess;
+  if (!p) throw new FileTransferError(400, 'the query names no path: POST /files?path=<file>');
+  const prepared = await script(exec, 'e2b-prepare-write', PREPARE_WRITE, user, p);
+  const m = /^(\d+) (\d+) ([0-7]+) (\/.*)$/s.exec(prepared);
+  if (!m) throw new FileTransferError(500, `the sandbox said nothing usable of ${p}: ${JSON.stringify(prepared.slice(0, 200))}`);
+  const owner = { uid: Number(m[1]), gid: Number(m[2]), mode: parseInt(m[3]!, 8) };
+  const real = m[4]!;
+  let spool: string | null = null;
   try {
-    proc = await exec.start(
-      { cmd: toolboxCommand(toolbox, 'e2b-write', WRITE, [user ?? '', path]), ...(checkedUser(user) !== null ? { user: '0' } : {}), stdin: true },
-      {
-        stdout: (c) => (out += c.toString('utf8')),
-        stderr: (c) => {
-          if (stderr.length < 4096) stderr += c.toString('utf8');
-        },
-        end: (e) => finished(e),
-      },
-    );
-  } catch (e) {
-    gone(e);
-  }
-  let exited = false;
-  let bytes = 0;
-  void ended.then(() => (exited = true));
-  try {
-    for await (const chunk of source as AsyncIterable<Buffer>) {
-      if (exited) break;
-      bytes += chunk.length;
-      if (!proc.write(chunk)) await Promise.race([proc.drained(), ended]);
+    let source: Readable = opts.gzip ? data.pipe(createGunzip()) : data;
+    let size = opts.gzip ? null : opts.size;
+    if (size === null) {
+      // a tar header says the size first: an upload of unknown length waits on this host's disk
+      spool = await mkdtemp(path.join(tmpdir(), 'openenv-e2b-upload-'));
+      const file = path.join(spool, 'body');
+      await pipeline(source, createWriteStream(file));
+      size = (await statFile(file)).size;
+      source = createReadStream(file);
     }
-  } catch (e) {
-    proc.close();
-    throw new FileTransferError(400, `the upload of ${path} broke off: ${(e as Error).message}`);
+    const dir = path.posix.dirname(real);
+    try {
+      await exec.putArchive(dir, oneFileTar(path.posix.basename(real), source, size, owner));
+    } catch (e) {
+      if (e instanceof ContainerGoneError) gone(e);
+      throw new FileTransferError(data.destroyed || data.readableAborted ? 400 : 500, `${real} could not be written: ${(e as Error).message}`);
+    }
+    return { name: path.posix.basename(real), type: 'file', path: real, bytes: size };
+  } finally {
+    if (spool) await rm(spool, { recursive: true, force: true }).catch(() => undefined);
   }
-  proc.endInput();
-  const e = await ended;
-  if (e) throw new FileTransferError(502, `the sandbox's connection ended while ${path} was written: ${e.message}`);
-  const code = await proc.exitCode();
-  if (code !== 0) {
-    // the client may still be sending: it is not read further
-    data.resume();
-    throw httpFailure(code, path, stderr.trim());
-  }
-  const written = out.trim() || path;
-  return { name: written.slice(written.lastIndexOf('/') + 1), type: 'file', path: written, bytes };
-}
-
-/** GET /health's look: an exec in the container answers */
-export async function sandboxAnswers(exec: ContainerExec): Promise<boolean> {
-  try {
-    const r = await runTrusted(exec, 'e2b-health', 'exit 0');
-    return r.exitCode === 0;
-  } catch {
-    return false;
-  }
-}
-
-/** a FileTransferError for a ConnectError of the same meaning */
-export function transferErrorOf(e: ConnectError): FileTransferError {
-  return new FileTransferError(e.code === 'unauthenticated' ? 401 : e.code === 'invalid_argument' ? 400 : e.code === 'not_found' ? 404 : 500, e.message);
 }

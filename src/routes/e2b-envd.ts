@@ -187,7 +187,7 @@ export async function e2bEnvdRoutes(app: FastifyInstance, { runtime }: { runtime
       await fileCall(() =>
         eachPart(body, boundary, async (part) => {
           const path = q.path ?? part.filename ?? '';
-          written.push(await fileTransfer.write(ctx, path, part.body, false));
+          written.push(await fileTransfer.write(ctx, path, part.body, { size: null, gzip: false }));
         }).catch((e: unknown) => {
           if (e instanceof FileTransferError || e instanceof ConnectError) throw e;
           throw new FileTransferError(400, `the multipart upload is malformed: ${(e as Error).message}`);
@@ -197,7 +197,10 @@ export async function e2bEnvdRoutes(app: FastifyInstance, { runtime }: { runtime
       return reply.code(200).send(written);
     }
     if (!(body instanceof Readable)) throw new FileTransferError(400, 'upload a file as application/octet-stream or multipart/form-data');
-    const info = await fileCall(() => fileTransfer.write(ctx, q.path ?? '', body, gzip));
+    // the body's length, when the request says it and it is what arrives (no gzip to undo)
+    const length = first(req.headers['content-length']);
+    const size = length !== undefined && /^\d+$/.test(length) && req.headers['transfer-encoding'] === undefined ? Number(length) : null;
+    const info = await fileCall(() => fileTransfer.write(ctx, q.path ?? '', body, { size, gzip }));
     return reply.code(200).send([info]);
   });
 

@@ -113,6 +113,17 @@ describeDocker('E2B sandboxes through the real SDK', () => {
         expect(got).toBe(size);
         expect(h2.digest('hex')).toBe(digest);
 
+        // through a link, keeping an existing file's mode and owner, as envd's open() does; gzip undone
+        await sb.commands.run('echo old > /tmp/target && chmod 600 /tmp/target && chown agent /tmp/target && ln -s /tmp/target /tmp/link', { user: 'root' });
+        await sb.files.write('/tmp/link', 'new\n', { user: 'root' });
+        expect((await sb.commands.run('cat /tmp/target; stat -c "%a %U %F" /tmp/target /tmp/link', { user: 'root' })).stdout).toBe(
+          'new\n600 agent regular file\n777 root symbolic link\n',
+        );
+        expect(await sb.files.read('/tmp/link')).toBe('new\n');
+        await sb.files.write('/tmp/gz.txt', 'unzipped on the way in', { gzip: true, user: 'root' });
+        expect(await sb.files.read('/tmp/gz.txt')).toBe('unzipped on the way in');
+        expect(await sb.files.read('/tmp', { user: 'root' }).catch((e: unknown) => String(e))).toMatch(/folder/);
+
         const missing = await sb.files.read('/nope/nothing').catch((e: unknown) => e);
         expect(String(missing)).toMatch(/does not exist/);
         const listed = await sb.files.list('/workspace/deep');
