@@ -11,9 +11,10 @@
  *       command (`/bin/bash -l -c 'echo hello'`: exec create, start, read to the end, inspect) in
  *       the same sandbox's container, alternating.
  *   (c) file throughput: `files.write` of --e2b-file-mb MB (octet-stream) and `files.read` of it
- *       back, against the engine's archive calls of the same bytes into (putArchive of a one-file
- *       tar) and out of (getArchive, read to the end) the same container; --e2b-file-rounds each,
- *       alternating; MB/s at the median.
+ *       back, and the same requests with a plain fetch (the server's share without the SDK's own
+ *       client-side copies), against the engine's archive calls of the same bytes into (putArchive
+ *       of a one-file tar) and out of (getArchive, read to the end) the same container;
+ *       --e2b-file-rounds each, alternating; MB/s at the median.
  *
  * The server runs the e2b-v1 test bundle (the local Debian base with git, built at its start).
  */
@@ -50,8 +51,9 @@ export interface E2bFigures {
   files: {
     mb: number;
     rounds: number;
-    write_mb_s: { bare_put_archive: number; sdk: number; time_ratio: number };
-    read_mb_s: { bare_get_archive: number; sdk: number; time_ratio: number };
+    /** sdk: through the SDK; http: the same requests with a plain fetch (the server's own share, without the SDK's client-side copies) */
+    write_mb_s: { bare_put_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number };
+    read_mb_s: { bare_get_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number };
   };
 }
 
@@ -203,8 +205,28 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
       await fn();
       return performance.now() - t;
     };
-    const w = { bare: [] as number[], sdk: [] as number[] };
-    const r = { bare: [] as number[], sdk: [] as number[] };
+    const w = { bare: [] as number[], sdk: [] as number[], http: [] as number[] };
+    const r = { bare: [] as number[], sdk: [] as number[], http: [] as number[] };
+    const token = (await (await fetch(`${opts.apiUrl}/sandboxes/${first.sandboxId}`, { headers: { 'x-api-key': opts.apiKey } })).json()) as {
+      envdAccessToken: string;
+    };
+    const envdHeaders = { 'e2b-sandbox-id': first.sandboxId, 'x-access-token': token.envdAccessToken };
+    const httpWrite = () =>
+      timeIt(async () => {
+        const res = await fetch(`${opts.sandboxUrl}/files?path=/tmp/http.bin&username=root`, {
+          method: 'POST',
+          body: bytes,
+          headers: { ...envdHeaders, 'content-type': 'application/octet-stream' },
+        });
+        if (res.status !== 200) throw new Error(`POST /files answered ${res.status}`);
+        await res.arrayBuffer();
+      });
+    const httpRead = () =>
+      timeIt(async () => {
+        const res = await fetch(`${opts.sandboxUrl}/files?path=/tmp/http.bin&username=root`, { headers: envdHeaders });
+        const n = (await res.arrayBuffer()).byteLength;
+        if (n !== bytes.length) throw new Error(`GET /files gave ${n} bytes`);
+      });
     const sdkWrite = () => timeIt(() => first.files.write('/tmp/sdk.bin', buf, { user: 'root', useOctetStream: true, requestTimeoutMs: 600_000 }));
     const bareWrite = () => timeIt(() => container.putArchive(tarball, { path: '/tmp' }));
     const sdkRead = () =>
@@ -219,16 +241,20 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
       });
     await sdkWrite();
     await bareWrite();
+    await httpWrite();
     for (let i = 0; i < load.fileRounds; i++) {
-      const order = i % 2 === 0;
-      if (order) {
+      if (i % 2 === 0) {
         w.bare.push(await bareWrite());
         w.sdk.push(await sdkWrite());
+        w.http.push(await httpWrite());
         r.bare.push(await bareRead());
         r.sdk.push(await sdkRead());
+        r.http.push(await httpRead());
       } else {
+        w.http.push(await httpWrite());
         w.sdk.push(await sdkWrite());
         w.bare.push(await bareWrite());
+        r.http.push(await httpRead());
         r.sdk.push(await sdkRead());
         r.bare.push(await bareRead());
       }
@@ -237,11 +263,23 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
     const files = {
       mb: load.fileMb,
       rounds: load.fileRounds,
-      write_mb_s: { bare_put_archive: mbS(w.bare), sdk: mbS(w.sdk), time_ratio: round(percentile(w.sdk, 50) / percentile(w.bare, 50)) },
-      read_mb_s: { bare_get_archive: mbS(r.bare), sdk: mbS(r.sdk), time_ratio: round(percentile(r.sdk, 50) / percentile(r.bare, 50)) },
+      write_mb_s: {
+        bare_put_archive: mbS(w.bare),
+        sdk: mbS(w.sdk),
+        http: mbS(w.http),
+        time_ratio: round(percentile(w.sdk, 50) / percentile(w.bare, 50)),
+        http_time_ratio: round(percentile(w.http, 50) / percentile(w.bare, 50)),
+      },
+      read_mb_s: {
+        bare_get_archive: mbS(r.bare),
+        sdk: mbS(r.sdk),
+        http: mbS(r.http),
+        time_ratio: round(percentile(r.sdk, 50) / percentile(r.bare, 50)),
+        http_time_ratio: round(percentile(r.http, 50) / percentile(r.bare, 50)),
+      },
     };
     ctx.progress(
-      `  write ${files.write_mb_s.sdk} MB/s (bare ${files.write_mb_s.bare_put_archive}), read ${files.read_mb_s.sdk} MB/s (bare ${files.read_mb_s.bare_get_archive})`,
+      `  write ${files.write_mb_s.sdk} MB/s (plain POST ${files.write_mb_s.http}, bare ${files.write_mb_s.bare_put_archive}), read ${files.read_mb_s.sdk} MB/s (plain GET ${files.read_mb_s.http}, bare ${files.read_mb_s.bare_get_archive})`,
     );
     await first.kill();
     return { create, command, files };
@@ -261,9 +299,9 @@ export function printE2b(f: E2bFigures): void {
   console.log(`| bare exec of bash -l -c '${m.command}' (${m.calls}) | ${m.bare_exec.p50_ms} | ${m.bare_exec.p95_ms} | 1x | 1x |`);
   console.log(`| commands.run('${m.command}') (${m.calls}) | ${m.sdk.p50_ms} | ${m.sdk.p95_ms} | ${m.ratio_p50}x | ${m.ratio_p95}x |`);
   console.log(
-    `| ${x.mb} MB write: putArchive ${x.write_mb_s.bare_put_archive} MB/s, files.write ${x.write_mb_s.sdk} MB/s | | | ${x.write_mb_s.time_ratio}x time | |`,
+    `| ${x.mb} MB write: putArchive ${x.write_mb_s.bare_put_archive} MB/s, files.write ${x.write_mb_s.sdk} MB/s, plain POST /files ${x.write_mb_s.http} MB/s | | | ${x.write_mb_s.time_ratio}x time (POST ${x.write_mb_s.http_time_ratio}x) | |`,
   );
   console.log(
-    `| ${x.mb} MB read: getArchive ${x.read_mb_s.bare_get_archive} MB/s, files.read ${x.read_mb_s.sdk} MB/s | | | ${x.read_mb_s.time_ratio}x time | |`,
+    `| ${x.mb} MB read: getArchive ${x.read_mb_s.bare_get_archive} MB/s, files.read ${x.read_mb_s.sdk} MB/s, plain GET /files ${x.read_mb_s.http} MB/s | | | ${x.read_mb_s.time_ratio}x time (GET ${x.read_mb_s.http_time_ratio}x) | |`,
   );
 }

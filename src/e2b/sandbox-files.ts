@@ -115,8 +115,8 @@ export interface FileDownload {
  */
 export async function openDownload(exec: ContainerExec, user: string | null, p: string): Promise<FileDownload> {
   checkedUser(user);
-  // a relative path, or a user to check, needs the container's word; an absolute one the engine's alone
-  let real = p.startsWith('/') && user === null ? path.posix.normalize(p) : await script(exec, 'e2b-resolve', RESOLVE, user, p);
+  // a relative path needs the user's home, the container's word; an absolute one the engine's alone (root reads, as envd's does)
+  let real = p.startsWith('/') ? path.posix.normalize(p) : await script(exec, 'e2b-resolve', RESOLVE, user, p);
   for (let hops = 0; ; hops++) {
     let st;
     try {
