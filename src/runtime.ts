@@ -351,8 +351,11 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
           return true;
         },
       );
+      // the manager's drain refuses the queue's waiters first (synchronously): a create still
+      // waiting for a slot is answered 503, not cut off by its sandbox's close
+      const episodesGone = manager.drain(timeoutMs);
       const sandboxesGone = sandboxes.drain();
-      const result = await manager.drain(timeoutMs);
+      const result = await episodesGone;
       let sandboxBudget: NodeJS.Timeout | undefined;
       const sandboxesInTime = await Promise.race([
         sandboxesGone.then(() => true),
