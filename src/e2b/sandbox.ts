@@ -118,6 +118,11 @@ export class E2bSandbox {
     this.notify((o) => o.onCreated?.(this.view));
   }
 
+  /** it holds an env slot now (from its grant until its env is removed) */
+  get holdsSlot(): boolean {
+    return this.lease?.holdsSlot ?? false;
+  }
+
   /** its env, once deployed */
   get handle(): EnvHandle | null {
     return this.lease?.handle ?? null;

@@ -101,10 +101,10 @@ export class E2bSandboxes {
     return c;
   }
 
-  /** sandboxes holding a slot (deploying, running, paused, or ended and not yet given back): not episodes */
+  /** sandboxes holding an env slot now (deploying, running, paused, or ended with their env not yet removed): not episodes */
   get slotsHeld(): number {
     let n = 0;
-    for (const s of this.live.values()) if (s.phase !== 'waiting') n++;
+    for (const s of this.live.values()) if (s.holdsSlot) n++;
     return n;
   }
 

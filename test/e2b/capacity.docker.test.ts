@@ -10,11 +10,14 @@ import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
 import { describeDocker, labelledResources, waitFor } from '../support/docker.js';
 import { INSTANCE_LABEL, startE2bServer, TEMPLATE, type E2bServer } from './helpers.js';
 
-/** the server's sandboxes by state, from its /metrics */
+/** the server's sandboxes by state, and the episodes it counts running (sandboxes are not episodes), from its /metrics */
 async function sandboxStates(s: E2bServer): Promise<Record<string, number>> {
   const text = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } })).text();
   const f = parsePrometheusText(text);
-  return Object.fromEntries(['waiting', 'deploying', 'running', 'paused'].map((state) => [state, valueOf(f, 'openenv_e2b_sandboxes', { state }) ?? 0]));
+  return {
+    ...Object.fromEntries(['waiting', 'deploying', 'running', 'paused'].map((state) => [state, valueOf(f, 'openenv_e2b_sandboxes', { state }) ?? 0])),
+    episodes: valueOf(f, 'openenv_episodes_running') ?? NaN,
+  };
 }
 
 const sdk = (s: E2bServer) => ({ apiKey: s.token, apiUrl: s.env.E2B_API_URL, sandboxUrl: s.env.E2B_SANDBOX_URL });
@@ -25,12 +28,14 @@ describeDocker('E2B sandboxes under the cap', () => {
     try {
       let maxWaiting = 0;
       let maxHolding = 0;
+      const episodesSeen = new Set<number>();
       let sampling = true;
       const sampler = (async () => {
         while (sampling) {
           const st = await sandboxStates(s);
           maxWaiting = Math.max(maxWaiting, st.waiting!);
           maxHolding = Math.max(maxHolding, st.deploying! + st.running! + st.paused!);
+          episodesSeen.add(st.episodes!);
           await new Promise((r) => setTimeout(r, 100));
         }
       })();
@@ -48,6 +53,8 @@ describeDocker('E2B sandboxes under the cap', () => {
       expect(results.map((r) => (r as PromiseFulfilledResult<string>).value).sort()).toEqual(Array.from({ length: 16 }, (_x, i) => `${i}\n`).sort());
       expect(maxHolding).toBe(8);
       expect(maxWaiting).toBe(8);
+      // the slots sandboxes hold are no episodes', at no moment (neither counted nor subtracted twice)
+      expect([...episodesSeen]).toEqual([0]);
       await waitFor(async () => Object.values(await sandboxStates(s)).every((n) => n === 0), 30_000, 'every sandbox gone');
       expect(labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers).toEqual([]);
     } finally {

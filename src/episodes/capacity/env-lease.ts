@@ -61,6 +61,11 @@ export class EnvLease {
     this.now = deps.now ?? Date.now;
   }
 
+  /** whether it holds its slot now (taken, and not given back yet) */
+  get holdsSlot(): boolean {
+    return this.slot !== null;
+  }
+
   /** true when the server has a warm pool (timings then say where the env came from) */
   get withPool(): boolean {
     return this.deps.pool !== undefined;
