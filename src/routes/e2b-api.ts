@@ -180,7 +180,7 @@ export async function e2bApiRoutes(root: FastifyInstance, { runtime, token }: { 
 
   app.post(
     '/sandboxes/:sandboxID/refreshes',
-    { schema: { summary: 'E2B: keep a sandbox alive', params: IdParams, body: SandboxRefreshSchema.optional() } },
+    { schema: { summary: 'E2B: keep a sandbox alive', params: IdParams, body: SandboxRefreshSchema.nullish() } },
     async (req, reply) => {
       const s = running(req.params.sandboxID);
       const ms = req.body?.duration !== undefined ? Math.max(1, req.body.duration) * 1000 : s.params.timeoutMs;
@@ -193,7 +193,7 @@ export async function e2bApiRoutes(root: FastifyInstance, { runtime, token }: { 
 
   app.post(
     '/sandboxes/:sandboxID/pause',
-    { schema: { summary: 'E2B: pause a sandbox (the engine pauses its container)', params: IdParams, body: SandboxPauseSchema.optional() } },
+    { schema: { summary: 'E2B: pause a sandbox (the engine pauses its container)', params: IdParams, body: SandboxPauseSchema.nullish() } },
     async (req, reply) => {
       if (req.body?.memory === false)
         throw new E2bApiError(400, 'a pause without its memory does not exist on this server: the engine freezes the processes, memory and all');
@@ -203,7 +203,7 @@ export async function e2bApiRoutes(root: FastifyInstance, { runtime, token }: { 
   );
 
   /** connect: a paused sandbox resumes (201), a running one answers (200); its timeout is set (resumed) or only extended (running) */
-  const connect = async (id: string, body: { timeout?: number } | undefined, reply: FastifyReply, resumeOnly: boolean) => {
+  const connect = async (id: string, body: { timeout?: number } | null | undefined, reply: FastifyReply, resumeOnly: boolean) => {
     const s = running(id);
     const ms = body?.timeout !== undefined ? Math.max(1, body.timeout) * 1000 : null;
     if (ms !== null) e2b.checkTimeout(ms);
@@ -216,7 +216,7 @@ export async function e2bApiRoutes(root: FastifyInstance, { runtime, token }: { 
     if (ms !== null && s.endAt < Date.now() + ms) s.setTimeoutMs(ms);
     return reply.code(200).send(created(s));
   };
-  const connectSchema = { params: IdParams, body: ConnectSandboxSchema.optional() };
+  const connectSchema = { params: IdParams, body: ConnectSandboxSchema.nullish() };
   app.post('/sandboxes/:sandboxID/connect', { schema: { summary: 'E2B: connect to a sandbox, resuming it when paused', ...connectSchema } }, (req, reply) =>
     connect(req.params.sandboxID, req.body, reply, false),
   );

@@ -11,6 +11,7 @@ import { parseEntries, permissionsOf } from '../../src/e2b/filesystem.js';
 import { boundaryOf, eachPart } from '../../src/e2b/multipart.js';
 import { TagScanner } from '../../src/e2b/tag-scanner.js';
 import { imagePatternMatches } from '../../src/e2b/templates.js';
+import { egressFor, type AllowedEntry } from '../../src/e2b/egress.js';
 import { camelKeys } from '../../src/protocol/e2b.js';
 
 /** `data` cut at `cuts` (sorted offsets) */
@@ -160,5 +161,41 @@ describe('names', () => {
       process: { pid: 3 },
       list: [{ exitCode: 1 }],
     });
+  });
+});
+
+describe("a sandbox's egress within the operator's list", () => {
+  const allow: AllowedEntry[] = [
+    { host: 'head.train', port: 18001, ips: ['10.0.0.5'] },
+    { host: 'api.example.com', port: 443, ips: ['93.184.216.34', '93.184.216.35'] },
+  ];
+  const dests = (s: Parameters<typeof egressFor>[1]) => egressFor(allow, s).map((d) => `${d.ip}:${d.port}`);
+
+  it("allows the whole list by default, nothing with allow_internet_access false, as E2B's defaults", () => {
+    expect(dests({ allowInternetAccess: null, network: null })).toEqual(['10.0.0.5:18001', '93.184.216.34:443', '93.184.216.35:443']);
+    expect(dests({ allowInternetAccess: true, network: null })).toHaveLength(3);
+    expect(dests({ allowInternetAccess: false, network: null })).toEqual([]);
+  });
+
+  it('denyOut takes addresses and CIDRs away; allowOut (addresses, CIDRs, names, *.names) gives them back, and wins', () => {
+    expect(dests({ allowInternetAccess: null, network: { denyOut: ['93.184.216.0/24'] } })).toEqual(['10.0.0.5:18001']);
+    expect(dests({ allowInternetAccess: null, network: { denyOut: ['0.0.0.0/0'], allowOut: ['10.0.0.5'] } })).toEqual(['10.0.0.5:18001']);
+    expect(dests({ allowInternetAccess: null, network: { denyOut: ['0.0.0.0/0'], allowOut: ['*.example.com'] } })).toEqual([
+      '93.184.216.34:443',
+      '93.184.216.35:443',
+    ]);
+    expect(dests({ allowInternetAccess: false, network: { allowOut: ['head.train'] } })).toEqual(['10.0.0.5:18001']);
+    expect(dests({ allowInternetAccess: null, network: { denyOut: ['0.0.0.0/0'], allowOut: ['10.0.0.0/8'] } })).toEqual(['10.0.0.5:18001']);
+  });
+
+  it('never reaches past the list, whatever the sandbox asks', () => {
+    expect(dests({ allowInternetAccess: true, network: { allowOut: ['1.1.1.1', '0.0.0.0/0', 'evil.example.org'] } })).toHaveLength(3);
+    expect(egressFor([], { allowInternetAccess: true, network: { allowOut: ['1.1.1.1'] } })).toEqual([]);
+  });
+
+  it('refuses what E2B refuses: a host name to deny, an entry that is no address, CIDR or name', () => {
+    expect(() => dests({ allowInternetAccess: null, network: { denyOut: ['example.com'] } })).toThrow(/denies no host names/);
+    expect(() => dests({ allowInternetAccess: null, network: { denyOut: ['10.0.0.0/33'] } })).toThrow(/prefix is 0 to 32/);
+    expect(() => egressFor([], { allowInternetAccess: null, network: { allowOut: ['not a host!'] } })).toThrow(/no address, CIDR or host name/);
   });
 });
