@@ -242,6 +242,16 @@ describeDocker('E2B sandboxes through the real SDK', () => {
     }
   });
 
+  it("a task id names its task's env (each imported Harbor task's env is a template)", async () => {
+    const sb = await Sandbox.create('fix-add');
+    try {
+      expect((await sb.getInfo()).templateId).toBe('fix-add');
+      expect((await sb.commands.run('cat /workspace/calc.py', { user: 'root' })).stdout).toContain('def add');
+    } finally {
+      await sb.kill();
+    }
+  });
+
   describe("a sandbox of an image named by its metadata (slime's routing)", () => {
     it('runs the image when --e2b-images allows it', async () => {
       const sb = await Sandbox.create({ metadata: { image: LOCAL_DEBIAN_IMAGE, size: 'md' }, timeoutMs: 120_000 });
