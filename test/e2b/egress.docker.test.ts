@@ -158,9 +158,12 @@ describeDocker('a server killed hard', () => {
       s.proc.child.kill('SIGKILL');
       await s.proc.exited;
       await waitFor(
-        () => labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers.length === 0 && ourChains(s.instance).length === 0,
+        () =>
+          labelledResources(`${INSTANCE_LABEL}=${s.instance}`).containers.length === 0 &&
+          ourChains(s.instance).length === 0 &&
+          instanceVolumes(s.instance).length === 0,
         60_000,
-        'the watcher removed the sandbox and its rules',
+        'the watcher removed the sandbox, its rules and its toolbox volume',
       );
     } finally {
       allowed.server.close();
@@ -221,6 +224,13 @@ async function gatewayOf(sb: Sandbox): Promise<string> {
     .map((i) => parseInt(hex.slice(i, i + 2), 16))
     .reverse()
     .join('.');
+}
+
+/** the volumes labelled with this instance (its toolbox's, its lock markers) */
+function instanceVolumes(instance: string): string[] {
+  return execFileSync('docker', ['volume', 'ls', '-q', '--filter', `label=${INSTANCE_LABEL}=${instance}`], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean);
 }
 
 /** this instance's egress chains on the host */
