@@ -23,8 +23,8 @@ const FLOORS = [
   ['src/routes'],
   ['src/plugins'],
   ['src/runtime.ts'],
-  // who holds an episode
-  ['src/sessions'],
+  // who holds an episode; the E2B sandboxes (episodes of another kind, held by their SDK clients)
+  ['src/sessions', 'src/e2b'],
   // the console's observers of episodes
   ['src/console'],
   // the step machine

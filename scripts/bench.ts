@@ -45,7 +45,13 @@
  *      (end_turn: the stop, the toolchain check or a clean container, the tests), in place against
  *      clean, --verify-episodes (20) of each, and against an earlier version's server in the same
  *      run when --verify-baseline names a built checkout of it. Not in the default phases.
- *   7. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   7. E2B (--phases e2b, scripts/bench/e2b.ts): the server as an E2B provider through the real
+ *      `e2b` SDK against bare dockerode calls of the same work: create to first command
+ *      (--e2b-creates, 20), `commands.run` latency (--e2b-calls, 200), file write and read
+ *      throughput (--e2b-file-mb MB, --e2b-file-rounds times) against the engine's archive
+ *      calls; needs docker/make-local-debian-base.sh's image. Not in the default phases. About two
+ *      minutes.
+ *   8. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -83,6 +89,7 @@ import {
 } from './bench/server.js';
 import { printShell, shellPhase } from './bench/shell.js';
 import { verifyPhase } from './bench/verify.js';
+import { e2bPhase, printE2b } from './bench/e2b.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './bench/harness.js';
@@ -111,6 +118,10 @@ const { values } = parseArgs({
     'debian-image': { type: 'string', default: 'openenv-local/debian:bookworm' },
     'verify-episodes': { type: 'string', default: '20' },
     'verify-baseline': { type: 'string' },
+    'e2b-creates': { type: 'string', default: '20' },
+    'e2b-calls': { type: 'string', default: '200' },
+    'e2b-file-mb': { type: 'string', default: '50' },
+    'e2b-file-rounds': { type: 'string', default: '5' },
   },
 });
 function positive(name: string, v: string): number {
@@ -125,8 +136,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell and/or verify, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify and/or e2b, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -468,6 +479,15 @@ async function main(): Promise<void> {
       })
     : null;
 
+  const e2bFigures = PHASES.has('e2b')
+    ? await e2bPhase(ctx, {
+        creates: positive('e2b-creates', values['e2b-creates']),
+        calls: positive('e2b-calls', values['e2b-calls']),
+        fileMb: positive('e2b-file-mb', values['e2b-file-mb']),
+        fileRounds: positive('e2b-file-rounds', values['e2b-file-rounds']),
+      })
+    : null;
+
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
   await removeRunLeftovers(ctx);
@@ -498,6 +518,14 @@ async function main(): Promise<void> {
     targets['bash call p95 <= 1.2x a bare exec of the same command'] = shellFigures.bash.ratio_p95 <= 1.2;
     targets['cold shell reset p50 <= 1.2x a bare create/start/exec-ready'] = shellFigures.reset.ratio_p50 <= 1.2;
   }
+  if (e2bFigures) {
+    targets['e2b create to first command p50 <= 1.2x a bare network/create/start/exec'] = e2bFigures.create.ratio_p50 <= 1.2;
+    targets['e2b create to first command p95 <= 1.2x a bare network/create/start/exec'] = e2bFigures.create.ratio_p95 <= 1.2;
+    targets['e2b commands.run p50 <= 1.2x a bare exec of the same command'] = e2bFigures.command.ratio_p50 <= 1.2;
+    targets['e2b commands.run p95 <= 1.2x a bare exec of the same command'] = e2bFigures.command.ratio_p95 <= 1.2;
+    targets['e2b files.write time <= 1.2x putArchive of the same bytes'] = e2bFigures.files.write_mb_s.time_ratio <= 1.2;
+    targets['e2b files.read time <= 1.2x getArchive of the same bytes'] = e2bFigures.files.read_mb_s.time_ratio <= 1.2;
+  }
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -511,6 +539,7 @@ async function main(): Promise<void> {
     harness: harnessFigures,
     shell: shellFigures,
     verify: verifyFigures,
+    e2b: e2bFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -540,6 +569,7 @@ async function main(): Promise<void> {
     console.log(`  clean     p50 ${f.clean.p50_ms} ms  p95 ${f.clean.p95_ms} ms   (${f.clean_over_in_place_p50}x in place)`);
     if (f.baseline) console.log(`  baseline  p50 ${f.baseline.p50_ms} ms  p95 ${f.baseline.p95_ms} ms   (in place is ${f.in_place_over_baseline_p50}x it)`);
   }
+  if (e2bFigures) printE2b(e2bFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);

@@ -20,6 +20,8 @@ import openapi from './plugins/openapi.js';
 import requestLog from './plugins/request-log.js';
 import siteGuard from './plugins/site-guard.js';
 import zodSchemas from './plugins/zod-schemas.js';
+import { e2bApiRoutes } from './routes/e2b-api.js';
+import { e2bEnvdRoutes } from './routes/e2b-envd.js';
 import { episodesRoutes } from './routes/episodes.js';
 import { infoRoutes } from './routes/info.js';
 import { consoleRoutes } from './routes/console.js';
@@ -108,7 +110,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   });
   app.decorate('openenv', runtime);
   // with the gateway on, envs are meant to reach the server: never its API, only their doors
-  if (runtime.modelAccess && opts.sandbox === 'docker') refuseEpisodeSources(app.server, opts.subnetPool);
+  // (and with an egress allowlist, which gives sandboxes a way to the host: never its API either)
+  if ((runtime.modelAccess || opts.egressAllow.length > 0) && opts.sandbox === 'docker') refuseEpisodeSources(app.server, opts.subnetPool);
   const connections = new ConnectionGuard(app.server, {
     max: opts.maxConnections || autoMaxConnections(opts.maxConcurrentEnvs),
     headersTimeoutMs: opts.headersTimeout * 1000,
@@ -134,7 +137,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
     },
   });
   await app.register(siteGuard, { allowedHosts: opts.allowedHosts, allowedOrigins: opts.allowedOrigins });
-  await app.register(auth, { token });
+  // the E2B side guards itself: the API key (the same token) and each sandbox's access token
+  await app.register(auth, { token, ownGuard: (path) => path === '/e2b' || path.startsWith('/e2b/') });
   await app.register(infoRoutes, { runtime });
   await app.register(wsRoutes, { runtime });
   await app.register(episodesRoutes, { runtime });
@@ -142,6 +146,8 @@ export async function buildApp(bundleOrPath: string | LoadedBundle, options: App
   await app.register(metricsRoutes, { runtime });
   await app.register(consoleRoutes, { runtime });
   await app.register(webRoutes);
+  await app.register(e2bApiRoutes, { prefix: '/e2b', runtime, token });
+  await app.register(e2bEnvdRoutes, { prefix: '/e2b/envd', runtime });
 
   // Open WebSockets block server.close(): they are closed by the drain, before it. So do idle
   // and half-sent connections and streams whose reader went away: once drained, those not in a

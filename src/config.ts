@@ -374,6 +374,31 @@ export const SERVER_OPTIONS = {
     value: S,
     help: "seconds from an episode's deploy after which its model access ends and the episode fails (model_time_exhausted)",
   },
+  e2bImageKey: {
+    schema: z
+      .string()
+      .regex(/^[A-Za-z0-9_./-]{1,128}$/, 'expected a metadata key such as image')
+      .optional(),
+    value: 'KEY',
+    help: "E2B sandboxes (docs/e2b.md): the metadata key whose value names a sandbox's image (slime's SLIME_AGENT_SANDBOX_IMAGE_METADATA_KEY, e.g. image); unset, a sandbox's templateID names an env of the bundle",
+  },
+  e2bImages: {
+    schema: commaList(
+      z.string().regex(/^[A-Za-z0-9*?][A-Za-z0-9._/:@*?-]{0,254}$/, 'expected an image pattern such as docker.io/swebench/* (* any characters, ? one)'),
+      (s) => s,
+    ),
+    value: 'PATTERN',
+    repeatable: true,
+    help: 'E2B sandboxes: the images --e2b-image-key may name (* any characters, ? one; repeatable or comma-separated); one the engine lacks is pulled. Unset: none',
+  },
+  egressAllow: {
+    schema: commaList(z.string().regex(/^[A-Za-z0-9.-]{1,253}:\d{1,5}$/, 'expected HOST:PORT (an IPv4 address or a host name, and a TCP port)'), (s) =>
+      s.toLowerCase(),
+    ),
+    value: 'HOST:PORT',
+    repeatable: true,
+    help: "E2B sandboxes: destinations a sandbox may open TCP connections to (repeatable or comma-separated; a host name is resolved at start), e.g. the trainer's adapter; a sandbox's own allow_internet_access and network.allowOut/denyOut choose within them; every other destination is closed. Needs rules in the engine host's DOCKER-USER and INPUT chains (the server checks at start). Unset: sandboxes reach nothing outside their network",
+  },
   logLevel: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     value: 'LEVEL',
@@ -436,6 +461,24 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
       path: ['warmPool'],
       message: `the warm pool (${o.warmPool}) is larger than --max-concurrent-envs (${o.maxConcurrentEnvs}): pooled envs hold env slots, so at most ${o.maxConcurrentEnvs} can be pooled`,
     });
+  }
+  if (o.e2bImages.length > 0 && o.e2bImageKey === undefined) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['e2bImages'],
+      message: "--e2b-images allows images named by a sandbox's metadata: it takes effect only with --e2b-image-key KEY",
+    });
+  }
+  if (o.egressAllow.length > 0 && o.sandbox === 'swarm') {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['egressAllow'],
+      message: "--egress-allow sets rules on the Docker engine's host: --sandbox swarm does not serve it",
+    });
+  }
+  for (const e of o.egressAllow) {
+    const port = Number(e.slice(e.lastIndexOf(':') + 1));
+    if (port < 1 || port > 65535) ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['egressAllow'], message: `${e}: the port must be 1 to 65535` });
   }
   checkGatewayOptions(o, ctx);
   const pool = parseCidr(o.subnetPool);

@@ -401,3 +401,29 @@ export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 
  * collector's next tick, up to about a second later (src/sandbox/engine/usage.ts).
  */
 export const EPISODE_COST_READ_MS = 1_500;
+
+// ---- E2B-compatible sandboxes (src/e2b/, docs/e2b.md) ----
+
+/**
+ * The E2B side of the server. `envdVersion`: the version of E2B's in-sandbox daemon whose API it
+ * serves, as create answers it (the SDKs gate features on it: 0.5.7 has octet-stream uploads and
+ * closing stdin; file metadata, 0.6.2, is not served, so the SDKs refuse it themselves).
+ * `timeoutS`: a create's lifetime when it names none (E2B's own defaults: 15 s for POST
+ * /sandboxes, 300 s for /v2). `image`: what a sandbox of an image named by its metadata
+ * (--e2b-image-key) gets: an env's resources (memory, CPUs, processes, the writable layer's
+ * bound: an agent installs Node and a CLI there) and how long its container has to come up.
+ * `transcript`: what the console keeps of a command's stdout and stderr each (head and tail).
+ * `processes`: processes one sandbox may run through the API at once. `listDirMax`: entries one
+ * ListDir answers at most. `killGraceMs`: after a command's timeout killed it, how long its output
+ * may take to close. `pulls`: images pulled at once, and how long one may take.
+ */
+export const E2B = {
+  envdVersion: '0.5.7',
+  timeoutS: { v1: 15, v2: 300 },
+  image: { memoryMb: 4096, cpus: 2, pids: 4096, storageMb: 20_480, deployTimeoutMs: 120_000 },
+  transcript: { headBytes: 4 * 1024, tailBytes: 4 * 1024 },
+  processes: 256,
+  listDirMax: 10_000,
+  killGraceMs: 5000,
+  pulls: { concurrent: 2, timeoutMs: 900_000 },
+} as const;

@@ -19,6 +19,8 @@ export interface GaugeSources {
   networkStock?(): { size: number; ready: number; recycled: number; out: number } | null;
   /** the warm pool, when there is one */
   pool?(): { ready: number; deploying: number; target: number; refilling: boolean } | null;
+  /** E2B sandboxes (src/e2b/) by state: waiting for a slot, deploying, running, paused */
+  sandboxes?(): Record<'waiting' | 'deploying' | 'running' | 'paused', number>;
 }
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -38,6 +40,11 @@ export class Metrics {
   readonly modelCalls: Counter<'outcome'>;
   readonly modelCallSeconds: Histogram<'stream'>;
   readonly modelTokens: Counter<'kind'>;
+  /** the E2B side (src/e2b/, docs/e2b.md) */
+  readonly sandboxCreates: Counter<'outcome'>;
+  readonly sandboxesEnded: Counter<'end'>;
+  readonly sandboxCalls: Histogram<'call' | 'outcome'>;
+  readonly sandboxFileBytes: Counter<'direction'>;
   readonly teardownStage: Histogram<'stage'>;
   readonly poolHits: Counter;
   readonly poolMisses: Counter;
@@ -291,6 +298,42 @@ export class Metrics {
       name: `${prefix}model_tokens_total`,
       help: 'Tokens the upstream reported for model calls through the gateway',
       labelNames: ['kind'],
+      registers: [r],
+    });
+    // the E2B side's (docs/e2b.md)
+    new Gauge({
+      name: `${prefix}e2b_sandboxes`,
+      help: 'E2B sandboxes by state: waiting (for a slot, or its image), deploying, running, paused; every one but the waiting holds an env slot',
+      labelNames: ['state'],
+      registers: [r],
+      collect() {
+        const s = sources.sandboxes?.();
+        for (const state of ['waiting', 'deploying', 'running', 'paused'] as const) this.set({ state }, s?.[state] ?? 0);
+      },
+    });
+    this.sandboxCreates = new Counter({
+      name: `${prefix}e2b_creates_total`,
+      help: 'E2B sandbox creates by outcome: started, refused (bad request, unknown template, image not allowed), capacity (no slot within the reset timeout), deploy_failed, aborted (client left), shutting_down',
+      labelNames: ['outcome'],
+      registers: [r],
+    });
+    this.sandboxesEnded = new Counter({
+      name: `${prefix}e2b_sandboxes_ended_total`,
+      help: 'E2B sandboxes ended, by how: killed (by the client), timeout (at its timeout), failed (its container died), shutdown (the drain)',
+      labelNames: ['end'],
+      registers: [r],
+    });
+    this.sandboxCalls = new Histogram({
+      name: `${prefix}e2b_call_seconds`,
+      help: "Calls of the E2B sandbox side (envd's), by call (process.start, files.write, filesystem.stat…) and outcome (ok, error): a process's start is timed to its end",
+      labelNames: ['call', 'outcome'],
+      buckets: DURATION_BUCKETS,
+      registers: [r],
+    });
+    this.sandboxFileBytes = new Counter({
+      name: `${prefix}e2b_file_bytes_total`,
+      help: 'Bytes moved by the E2B file transfer, by direction: in (written into sandboxes), out (read from them)',
+      labelNames: ['direction'],
       registers: [r],
     });
   }

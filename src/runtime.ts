@@ -24,6 +24,8 @@ import { createSwarmSandbox } from './sandbox/swarm/factory.js';
 import type { Sandbox } from './sandbox/sandbox.js';
 import type { EnvGrant } from './protocol/bundle.js';
 import { Sessions } from './sessions/sessions.js';
+import { E2bSandboxes } from './e2b/sandboxes.js';
+import { resolveEgressAllow } from './e2b/egress.js';
 
 export interface RuntimeOptions {
   options: ServerOptions;
@@ -58,6 +60,8 @@ export interface OpenEnvRuntime {
   history: EpisodeHistory;
   /** --record: every ended episode's transcript appended to a daily JSONL file */
   recorder: EpisodeRecorder | null;
+  /** the E2B-compatible sandboxes (src/e2b/, docs/e2b.md) */
+  e2b: E2bSandboxes;
   /** the model gateway's side of episodes (--model-url or --model-from-reset), else null */
   modelAccess: ModelAccess | null;
   /** the reward as /bundle reports it: a rule's name, or "custom" */
@@ -143,9 +147,11 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
   const deploys = new DeployLimiter({ limit: opts.maxConcurrentDeploys, jitterMs: DEPLOY_JITTER_MS });
   let pool: WarmPool | null = null;
+  let e2b: E2bSandboxes | null = null;
   const metrics = new Metrics({
-    // slots the warm pool holds are not episodes
-    running: () => admission.activeCount - (pool?.slotsHeld ?? 0),
+    // slots the warm pool and E2B sandboxes hold are not episodes
+    running: () => admission.activeCount - (pool?.slotsHeld ?? 0) - (e2b?.slotsHeld ?? 0),
+    sandboxes: () => e2b?.counts() ?? { waiting: 0, deploying: 0, running: 0, paused: 0 },
     deploysInFlight: () => deploys.inFlight,
     deploysWaiting: () => deploys.waiting,
     pool: () => pool?.status() ?? null,
@@ -211,6 +217,28 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     },
     log,
   );
+  // --egress-allow's hosts, resolved once at start (a create waits for them; a failure fails the start)
+  const egressAllow = resolveEgressAllow(opts.egressAllow);
+  egressAllow.catch(() => undefined);
+  e2b = new E2bSandboxes({
+    bundle,
+    sandbox,
+    admission,
+    deploys,
+    envSpec: (name) => catalog.spec(name),
+    settings: {
+      resetTimeoutMs: settings.resetTimeoutMs,
+      episodeTimeoutMs: settings.episodeTimeoutMs,
+      imageKey: opts.e2bImageKey ?? null,
+      imagePatterns: opts.e2bImages,
+      egressAllow,
+    },
+    metrics,
+    log: log.child({ component: 'e2b' }),
+    observer: history,
+  });
+  const sandboxes = e2b;
+  manager.addHolder((id) => sandboxes.holds(id));
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const granted: Record<string, EnvGrant> = {};
@@ -221,6 +249,16 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // every runtime an env is to run under, on the engine before anything runs (--runtime, an env's own ask)
     for (const r of new Set([opts.runtime, ...Object.values(bundle.manifest.envs).map((e) => e.security?.runtime)]))
       if (r && sandbox.lockdown) await sandbox.lockdown.checkRuntime(r);
+    // --egress-allow: the host rules it needs can be set here, and its hosts resolve
+    if (opts.egressAllow.length > 0) {
+      if (!sandbox.egress) throw new Error('--egress-allow: this sandbox opens no egress (the Docker sandbox does)');
+      await sandbox.egress.check();
+      const entries = await egressAllow;
+      log.info(
+        { event: 'egress_allow', destinations: entries.map((e) => `${e.host}:${e.port} (${e.ips.join(', ')})`) },
+        'sandboxes may reach these destinations, and nothing else',
+      );
+    }
     // before anything is swept: refuses to start while a live server holds this instance name
     await sandbox.instanceClaim?.claim();
     if (ro.sweepOnStart !== false) {
@@ -315,7 +353,20 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
           return true;
         },
       );
-      const result = await manager.drain(timeoutMs);
+      // the manager's drain refuses the queue's waiters first (synchronously): a create still
+      // waiting for a slot is answered 503, not cut off by its sandbox's close
+      const episodesGone = manager.drain(timeoutMs);
+      const sandboxesGone = sandboxes.drain();
+      const result = await episodesGone;
+      let sandboxBudget: NodeJS.Timeout | undefined;
+      const sandboxesInTime = await Promise.race([
+        sandboxesGone.then(() => true),
+        new Promise<false>((r) => {
+          sandboxBudget = setTimeout(() => r(false), Math.max(0, deadline - Date.now()));
+        }),
+      ]);
+      clearTimeout(sandboxBudget);
+      if (!sandboxesInTime) log.warn('E2B sandboxes were not all torn down within the drain budget');
       await closing;
       let budget: NodeJS.Timeout | undefined;
       const inTime = await Promise.race([
@@ -327,7 +378,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       ]);
       clearTimeout(budget);
       if (!inTime) log.warn('what was made ahead of demand was not all removed within the drain budget');
-      return { tornDown: result.tornDown, timedOut: result.timedOut || !inTime };
+      return { tornDown: result.tornDown, timedOut: result.timedOut || !inTime || !sandboxesInTime };
     })();
     return drained;
   };
@@ -355,6 +406,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     sessions,
     history,
     recorder,
+    e2b: sandboxes,
     modelAccess,
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
     granted,

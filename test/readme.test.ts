@@ -42,7 +42,7 @@ function tableRows(text: string, header: string): string[][] {
 
 /** `--out, -o OUT` → its flag `out`, and what follows the flag */
 function flagOf(cell: string): { flag: string; rest: string } | null {
-  const m = /^--([a-z-]+)(.*)$/.exec(cell);
+  const m = /^--([a-z0-9-]+)(.*)$/.exec(cell);
   return m ? { flag: m[1]!, rest: m[2]!.trim() } : null;
 }
 

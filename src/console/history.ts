@@ -18,6 +18,32 @@ import type { HarnessRun } from '../episodes/harness-task.js';
 import { EpisodeSeries } from './series.js';
 import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
 
+/**
+ * What the history reads of what it observes: an episode (episode.ts), or anything else that
+ * holds an env slot the same way and is shown as one (an E2B sandbox, src/e2b/).
+ */
+export type Observed = Pick<
+  Episode,
+  | 'id'
+  | 'createdAt'
+  | 'clientLabel'
+  | 'transport'
+  | 'seed'
+  | 'lane'
+  | 'phase'
+  | 'steps'
+  | 'turn'
+  | 'endReason'
+  | 'reward'
+  | 'scores'
+  | 'failure'
+  | 'cost'
+  | 'envId'
+  | 'answering'
+  | 'tornDown'
+  | 'timings'
+> & { readonly task: Pick<Episode['task'], 'task_id' | 'split' | 'index' | 'toolset' | 'groups'> };
+
 /** What a subscriber hears: every change of an episode, and each new transcript event (the stream's messages). */
 export type HistoryMessage = Extract<StreamMessage, { type: 'episode' | 'event' }>;
 
@@ -36,7 +62,7 @@ export interface HistoryOptions {
 }
 
 interface Live {
-  ep: Episode;
+  ep: Observed;
   t: Transcript;
   /** JSON bytes of the events kept, as transcript.ts counted them */
   eventBytes: number;
@@ -71,7 +97,7 @@ export class EpisodeHistory implements EpisodeObserver {
 
   // ---- EpisodeObserver ---------------------------------------------------------------------
 
-  onCreated(ep: Episode): void {
+  onCreated(ep: Observed): void {
     const t: Transcript = {
       episode_id: ep.id,
       client_label: ep.clientLabel ?? null,
@@ -103,7 +129,7 @@ export class EpisodeHistory implements EpisodeObserver {
     this.emit({ type: 'episode', episode: this.summaryOf(ep.id)! });
   }
 
-  onReset(ep: Episode, outcome: StepOutcome): void {
+  onReset(ep: Observed, outcome: StepOutcome): void {
     const l = this.live.get(ep.id);
     if (!l) return;
     const o = outcome.observation as { messages?: unknown; tools?: { name: string }[]; turns?: unknown; max_turns?: unknown };
@@ -121,7 +147,7 @@ export class EpisodeHistory implements EpisodeObserver {
     });
   }
 
-  onStep(ep: Episode, action: Action, outcome: StepOutcome, startedAt: number): void {
+  onStep(ep: Observed, action: Action, outcome: StepOutcome, startedAt: number): void {
     const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
     if (!l) return;
     const ms = Math.max(0, this.now() - startedAt);
@@ -146,13 +172,13 @@ export class EpisodeHistory implements EpisodeObserver {
     this.tellPendingEnd(l);
   }
 
-  onVerifier(ep: Episode, r: VerifierRecord): void {
+  onVerifier(ep: Observed, r: VerifierRecord): void {
     const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
     if (!l) return;
     this.push(l, { kind: 'verifier', at: this.iso(), ...r });
   }
 
-  onHarness(ep: Episode, run: HarnessRun): void {
+  onHarness(ep: Observed, run: HarnessRun): void {
     const l = this.live.get(ep.id) ?? this.finishing.get(ep.id);
     if (!l) return;
     this.push(l, {
@@ -168,7 +194,7 @@ export class EpisodeHistory implements EpisodeObserver {
     });
   }
 
-  onEnded(ep: Episode): void {
+  onEnded(ep: Observed): void {
     const l = this.live.get(ep.id);
     if (!l) return;
     const timings = ep.timings();

@@ -14,6 +14,7 @@ export {
   runKillable,
   runToEnd,
   runTrusted,
+  signalGroup,
   toolboxOf,
   type Bounds,
   type KillableResult,

@@ -148,8 +148,13 @@ const KILLABLE_WRAPPER = [
  * pid the agent's shell reported; null: the container's own user).
  */
 export async function killGroup(exec: ContainerExec, pgid: number, user: string | null): Promise<void> {
+  await signalGroup(exec, pgid, 'KILL', user);
+}
+
+/** Sends `signal` to process group `pgid` (and the process itself, should it have left its group), as killGroup does. */
+export async function signalGroup(exec: ContainerExec, pgid: number, signal: 'KILL' | 'TERM', user: string | null): Promise<void> {
   const as = user === null ? { imageUser: true } : { user };
-  await runTrusted(exec, 'openenv-kill', 'kill -KILL -- "-$1"; kill -KILL -- "$1"; true', [String(pgid)], as).catch((e: unknown) => {
+  await runTrusted(exec, 'openenv-kill', 'kill -s "$2" -- "-$1"; kill -s "$2" -- "$1"; true', [String(pgid), signal], as).catch((e: unknown) => {
     if (!(e instanceof ContainerGoneError)) throw e;
   });
 }

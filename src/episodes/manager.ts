@@ -20,6 +20,8 @@ export class EpisodeManager {
   private reconciling = false;
   /** teardowns done by the reconciler (strays) */
   straysRemoved = 0;
+  /** other owners of labelled env ids (E2B sandboxes, src/e2b/): the reconciler leaves what they hold */
+  private readonly holders: ((envId: string) => boolean)[] = [];
 
   constructor(
     private readonly deps: EpisodeDeps,
@@ -145,6 +147,11 @@ export class EpisodeManager {
     return { tornDown: eps.length, timedOut };
   }
 
+  /** `holds` says which env ids another owner than the episodes holds (the reconciler removes only what nobody holds) */
+  addHolder(holds: (envId: string) => boolean): void {
+    this.holders.push(holds);
+  }
+
   startReconciler(intervalMs: number): void {
     if (this.reconcileTimer) return;
     this.reconcileTimer = setInterval(() => void this.reconcile(), intervalMs);
@@ -165,7 +172,7 @@ export class EpisodeManager {
       // an id is live while an episode's env carries it (its own id, or a pooled env's) or the
       // warm pool holds it
       const envIds = new Set([...this.live.values()].map((e) => e.envId));
-      const strays = onEngine.filter((id) => !this.live.has(id) && !envIds.has(id) && !this.deps.pool?.holds(id));
+      const strays = onEngine.filter((id) => !this.live.has(id) && !envIds.has(id) && !this.deps.pool?.holds(id) && !this.holders.some((h) => h(id)));
       for (const id of strays) {
         try {
           await this.deps.sandbox.teardown(id);

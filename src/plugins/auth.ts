@@ -84,14 +84,23 @@ export function pathTokenRewriter(token: string): (req: IncomingMessage) => stri
   };
 }
 
-async function auth(app: FastifyInstance, { token }: { token: string | null }): Promise<void> {
+export interface AuthOptions {
+  token: string | null;
+  /**
+   * Paths whose routes guard themselves, in their own protocol's terms (E2B's API key and
+   * sandbox access tokens, src/routes/e2b-*.ts): this hook leaves them to it.
+   */
+  ownGuard?: (path: string) => boolean;
+}
+
+async function auth(app: FastifyInstance, { token, ownGuard }: AuthOptions): Promise<void> {
   if (!token) return;
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const byPath = (req.raw as WithPathToken)[PATH_TOKEN];
     if (byPath === 'bad') return unauthorized(reply, 'the token in the path (/t/<token>/...) is wrong');
     if (byPath === 'ok') return;
     const path = req.url.split('?')[0]!;
-    if (isOpenPath(req.method, path)) return;
+    if (isOpenPath(req.method, path) || ownGuard?.(path)) return;
     const given = bearerOf(req.headers.authorization);
     if (given === null) {
       return unauthorized(reply, 'this server needs "Authorization: Bearer <token>" (the token is in the server\'s token environment variable)');

@@ -13,7 +13,7 @@ export type Phase = z.infer<typeof PhaseSchema>;
 export const EndReasonSchema = z.enum(['finished', 'turns_ended', 'max_steps', 'env_failed', 'closed']);
 export type EndReason = z.infer<typeof EndReasonSchema>;
 
-export const TransportSchema = z.enum(['ws', 'http', 'mcp']);
+export const TransportSchema = z.enum(['ws', 'http', 'mcp', 'e2b']);
 export type Transport = z.infer<typeof TransportSchema>;
 
 export const FailureReasonSchema = z.enum([

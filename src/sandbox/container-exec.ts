@@ -32,8 +32,13 @@ export interface OutputHandlers {
 }
 
 export interface ExecProcess {
-  /** writes to the process's standard input (started with `stdin: true`) */
-  write(data: string | Buffer): void;
+  /**
+   * Writes to the process's standard input (started with `stdin: true`). False: the connection's
+   * buffer is full, and a writer of a large stream waits for `drained()` before writing more.
+   */
+  write(data: string | Buffer): boolean;
+  /** resolves once what was written has gone to the engine (or the connection ended) */
+  drained(): Promise<void>;
   /** closes its standard input (what it reads next is the end), its output still read */
   endInput(): void;
   /** stops reading its output (the process blocks once its pipes fill) until resume() */

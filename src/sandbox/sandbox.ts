@@ -80,6 +80,25 @@ export interface DeployRequest {
    * sandbox that cannot open such a door rejects the deploy (`modelDoors` false or absent).
    */
   modelDoor?: ModelDoorHook;
+  /**
+   * Destinations outside its network the env may open TCP connections to (the egress allowlist,
+   * docs/e2b.md): the env gets a routed network whose every other destination is closed. Absent
+   * or empty: its network leads nowhere, as every env's. A sandbox that cannot open any
+   * (`egress` absent) rejects the deploy.
+   */
+  egress?: readonly EgressDestination[];
+}
+
+/** One destination an env may reach: an IPv4 address and a TCP port. */
+export interface EgressDestination {
+  ip: string;
+  port: number;
+}
+
+/** Opening chosen destinations to an env (DeployRequest.egress): host rules the backend sets and removes. */
+export interface EnvEgress {
+  /** rejects with a SandboxError (engine_failed) saying what the host needs, where the rules cannot be set */
+  check(): Promise<void>;
 }
 
 /** where the server is on an episode's network: its address there (left out: find it by the subnet) and the subnet */
@@ -262,6 +281,10 @@ export interface Sandbox {
    * for an env on a node whose engine it cannot reach
    */
   readonly usage?: EnvUsage;
+  /** the engine's pause of a deployed env (the Docker backend); absent: the sandbox cannot pause envs */
+  readonly pausing?: EnvPausing;
+  /** an egress allowlist per env (the Docker backend, on the engine's host); absent: envs reach nothing outside */
+  readonly egress?: EnvEgress;
 }
 
 /** What a deployed env has used so far, as far as its sandbox can tell: a figure it cannot tell is null. */
@@ -328,6 +351,26 @@ export interface EnvImages {
   build(req: ImageBuildRequest): Promise<string>;
   /** rejects with a SandboxError (no_image) when the engine does not have it */
   check(ref: string): Promise<void>;
+  /**
+   * Pulls the image from its registry, telling its progress as it goes; rejects with a SandboxError
+   * (no_image) saying why when the engine cannot, or with an AbortError when `signal` aborts.
+   * Absent: the sandbox pulls nothing (an image must be on the engine already).
+   */
+  pull?(ref: string, opts: { onProgress?: (p: PullProgress) => void; signal?: AbortSignal }): Promise<void>;
+}
+
+/** How far a pull is: the engine's last status line, and the bytes of the layers it has seen so far. */
+export interface PullProgress {
+  status: string;
+  layers: number;
+  bytes: number;
+  totalBytes: number;
+}
+
+/** Freezing a deployed env's processes and thawing them (the engine's pause): its container stays, its slot held. */
+export interface EnvPausing {
+  pause(handle: EnvHandle): Promise<void>;
+  unpause(handle: EnvHandle): Promise<void>;
 }
 
 /** This server's instance name, claimed on the engine so that no two live servers sweep each other's envs. */

@@ -24,6 +24,12 @@ const ALLOWED: Record<string, { count: number; why: string }> = {
   },
   'episodes/manager.ts': { count: 1, why: 'the reconciler: periodic housekeeping nobody awaits' },
   'episodes/capacity/refill-backoff.ts': { count: 1, why: "the warm pool's refill pause: nobody awaits a refill" },
+  'e2b/connect-rpc.ts': { count: 1, why: "a Connect stream's keepalive messages: the stream's socket holds the process" },
+  'e2b/processes.ts': {
+    count: 1,
+    why: "an E2B process's timeout: its call awaits the process's end, and the exec's connection to the engine holds the process",
+  },
+  'e2b/sandbox.ts': { count: 1, why: "an E2B sandbox's timeout: nobody awaits it, the server's listening socket holds the process" },
   'http-connections.ts': { count: 1, why: "a connection's headers timer: the server's own sockets hold the process" },
   'routes/console.ts': { count: 1, why: "the console stream's ticks: the server's own sockets hold the process" },
   'sandbox/engine/instance-lock.ts': {

@@ -445,6 +445,21 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
     });
   }, 300_000);
 
+  it("a flood of the shell's control channel (fd 3): the shell is ended at once, the neighbour unslowed", async () => {
+    await attack("a flood of the shell's control channel (`yes > /proc/$$/fd/3`)", async (ep) => {
+      const t0 = Date.now();
+      const r = await ep.bash('yes > /proc/$$/fd/3', 60);
+      const stopMs = Date.now() - t0;
+      expect(r.done).toBe(false);
+      expect(r.result).toMatchObject({ shell_died: true });
+      const next = await ep.bash('echo alive');
+      expect(next.text).toMatch(/control channel \(fd 3\)\);[^\]]*\]\nalive\n\[exit code 0\]$/);
+      expect((await ep.end()).observation.end_reason).toBe('turns_ended');
+      await ep.gone();
+      return { stoppedBy: 'the control channel bound (16 KiB a call): the shell ended, the model reads that it died and gets a new one', stopMs };
+    });
+  }, 300_000);
+
   it('invalid UTF-8 output: replaced, the frame valid', async () => {
     await attack('invalid UTF-8 output (and 1 MB of random bytes)', async (ep) => {
       const t0 = Date.now();

@@ -56,7 +56,11 @@ interface Layer {
 }
 
 /** an engine whose containers' layers are `layers[id]` */
-function fakeEngine(layers: Record<string, Layer>) {
+/**
+ * `clock`: the engine's time is virtual, advanced by what each look and count takes instead of
+ * slept (a loaded machine's own delays then add nothing to what the watch measures)
+ */
+function fakeEngine(layers: Record<string, Layer>, clock?: { advance(ms: number): void }) {
   const looks: { id: string; at: number }[] = [];
   const counts: { id: string; start: number; end: number; entries: number }[] = [];
   const kills: string[] = [];
@@ -66,7 +70,8 @@ function fakeEngine(layers: Record<string, Layer>) {
         const l = layers[id]!;
         looks.push({ id, at: performance.now() });
         const ms = l.lookMs?.() ?? 0;
-        if (ms) await sleep(ms);
+        if (clock) clock.advance(ms);
+        else if (ms) await sleep(ms);
         if (l.gone?.('look')) throw Object.assign(new Error('no such container'), { statusCode: 404 });
         return { SizeRw: o?.size ? (l.size?.() ?? 0) : undefined, State: { Running: !kills.includes(id) } };
       },
@@ -183,9 +188,10 @@ describe('the storage watch', () => {
 describe("the storage watch's file bound", () => {
   it('counts the entries only once a look took long enough to walk the bound, and stops an env past it with its own message', async () => {
     let entries = 0;
+    let virtual = 0;
     // 200 entries more at each look; the engine walks one in 0.02 ms (twice the assumed floor)
-    const e = fakeEngine({ c: { entries: () => entries, lookMs: () => (entries += 200) * 0.02 } });
-    const w = new StorageWatch(e.docker, silentLogger, fileSettings);
+    const e = fakeEngine({ c: { entries: () => entries, lookMs: () => (entries += 200) * 0.02 } }, { advance: (ms) => (virtual += ms) });
+    const w = new StorageWatch(e.docker, silentLogger, fileSettings, () => virtual);
     w.watch('ep', 'c', files(4000));
     await until(() => e.kills.length > 0, 10_000);
     w.close();

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { throwIfAborted } from '../../abort.js';
 import type { Metrics } from '../../metrics.js';
 import type { Lane } from '../../protocol/lanes.js';
-import type { EnvHandle, EnvSpec, ModelDoorHook, Sandbox } from '../../sandbox/sandbox.js';
+import type { EgressDestination, EnvHandle, EnvSpec, ModelDoorHook, Sandbox } from '../../sandbox/sandbox.js';
 import { seconds3 } from '../../time.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter } from './deploy-limiter.js';
@@ -61,6 +61,11 @@ export class EnvLease {
     this.now = deps.now ?? Date.now;
   }
 
+  /** whether it holds its slot now (taken, and not given back yet) */
+  get holdsSlot(): boolean {
+    return this.slot !== null;
+  }
+
   /** true when the server has a warm pool (timings then say where the env came from) */
   get withPool(): boolean {
     return this.deps.pool !== undefined;
@@ -94,8 +99,11 @@ export class EnvLease {
     }
   }
 
-  /** The env in the slot: the pooled one, or one deployed now (under the deploy limiter), with the model gateway's door if given. */
-  async env(signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
+  /**
+   * The env in the slot: the pooled one, or one deployed now (under the deploy limiter), with the
+   * model gateway's door if given, and the destinations it may reach (an E2B sandbox's egress).
+   */
+  async env(signal: AbortSignal, modelDoor?: ModelDoorHook, egress?: readonly EgressDestination[]): Promise<EnvHandle> {
     if (this.pooledEnv) {
       throwIfAborted(signal);
       this.envSince = this.now();
@@ -104,7 +112,7 @@ export class EnvLease {
       this.pooledEnv = null;
       return this.handle;
     }
-    return this.deployFresh(signal, modelDoor);
+    return this.deployFresh(signal, modelDoor, egress);
   }
 
   /**
@@ -124,7 +132,7 @@ export class EnvLease {
     return this.deployFresh(signal);
   }
 
-  private async deployFresh(signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
+  private async deployFresh(signal: AbortSignal, modelDoor?: ModelDoorHook, egress?: readonly EgressDestination[]): Promise<EnvHandle> {
     const { sandbox, deploys, envSpec } = this.deps;
     const spec = await envSpec(this.envName);
     throwIfAborted(signal);
@@ -135,7 +143,7 @@ export class EnvLease {
     let turnMs = 0;
     const deploy = () => {
       turnMs = this.now() - asked;
-      return sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}) });
+      return sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}), ...(egress?.length ? { egress } : {}) });
     };
     this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal }) : deploy());
     // where this deploy's time went: its wait for a turn, then the sandbox's own stages

@@ -1,4 +1,4 @@
-/** The Docker backend's episode network: an internal bridge on a subnet of the server's own pool. */
+/** The Docker backend's episode network: an internal bridge on a subnet of the server's own pool (routed, for an env with an egress allowlist). */
 import type Dockerode from 'dockerode';
 import { isPoolOverlap, toSandboxError } from '../engine/errors.js';
 import { resourceName, type Owner } from '../engine/labels.js';
@@ -22,7 +22,7 @@ export async function createEpisodeNetwork(
   pool: SubnetPool,
   owner: Owner,
   log: SandboxLogger,
-  opts: { hostless: boolean } = { hostless: false },
+  opts: { hostless: boolean; routed?: boolean } = { hostless: false },
 ): Promise<EpisodeNetwork> {
   // Each refusal sets a subnet aside, so this ends: with a network, or with acquire() saying
   // that no subnet is left.
@@ -38,6 +38,9 @@ export async function createEpisodeNetwork(
         // the server reaches envs from a container attached to the network, the host needs no
         // address there, and without one the env can reach nothing but its own network.
         ...(opts.hostless ? { Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true' } } : {}),
+        // a routed bridge (an env with an egress allowlist): a way out, closed but for the
+        // destinations the env's rules open before its container starts (egress-rules.ts)
+        ...(opts.routed ? { Internal: false } : {}),
       });
       return { id, name, subnet };
     } catch (err) {

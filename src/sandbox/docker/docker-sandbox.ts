@@ -12,6 +12,8 @@ import {
   type DeadInstances,
   type EnvDiagnosis,
   type EnvHandle,
+  type EgressDestination,
+  type EnvEgress,
   type EnvSpec,
   type ModelDoorHook,
 } from '../sandbox.js';
@@ -31,10 +33,11 @@ import type { Owned, RemoveResult } from '../engine/owned.js';
 import { waitForHttp, waitForProbe } from '../engine/readiness.js';
 import { DockerContainerExec } from '../engine/docker-exec.js';
 import { probeExec } from '../container-exec.js';
-import type { Companion, EnvShell, EnvUsage } from '../sandbox.js';
+import type { Companion, EnvPausing, EnvShell, EnvUsage } from '../sandbox.js';
 import { hostPids, readContainerUsage } from '../engine/usage.js';
 import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
+import { EgressRules } from './egress-rules.js';
 import { listContainers, removeOwned } from './removal.js';
 
 export interface DockerSandboxOptions extends EngineSandboxOptions {
@@ -65,6 +68,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     this.watcher = new EnvWatcher(this.docker, this.log);
     this.storage = new StorageWatch(this.docker, this.log);
     this.toolboxPath = opts.toolbox;
+    this.egressRules = new EgressRules(this.instance, this.log);
   }
 
   /** the toolbox volume, made (or found and checked) on the first call; a failure is retried by the next */
@@ -111,7 +115,9 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
 
   protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
     this.storage.forget(episodeId);
-    return super.removeEpisode(episodeId, onEnvRemoved, recycle);
+    await super.removeEpisode(episodeId, onEnvRemoved, recycle);
+    // once its container is gone: nothing of it sends through them any more
+    await this.egressRules.close(episodeId);
   }
 
   override async close(): Promise<void> {
@@ -171,15 +177,35 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
    * (labelled: removed with its owner's id). With a container set, episode bridges get no host
    * address, so envs cannot reach services on the host either.
    */
-  private async makeNetwork(owner: Owner, opts: { forShell?: boolean } = {}): Promise<EpisodeNetwork> {
-    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, { hostless: this.attach !== null || opts.forShell === true });
+  private async makeNetwork(owner: Owner, opts: { forShell?: boolean; routed?: boolean } = {}): Promise<EpisodeNetwork> {
+    const network = await createEpisodeNetwork(this.docker, this.pool, owner, this.log, {
+      hostless: !opts.routed && (this.attach !== null || opts.forShell === true),
+      routed: opts.routed === true,
+    });
     if (!opts.forShell) await this.join(network.id);
     return network;
   }
 
+  /** the egress allowlist's host rules (egress-rules.ts) */
+  private readonly egressRules: EgressRules;
+
+  override readonly egress: EnvEgress = { check: () => this.egressRules.check() };
+
+  override async sweep() {
+    const swept = await super.sweep();
+    await this.egressRules.sweep();
+    return swept;
+  }
+
   override readonly modelDoors = true;
 
-  protected async deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
+  protected async deployEnv(
+    owner: Owner,
+    env: EnvSpec,
+    signal: AbortSignal,
+    modelDoor?: ModelDoorHook,
+    egress?: readonly EgressDestination[],
+  ): Promise<EnvHandle> {
     const episodeId = owner.episode;
     const startedAt = Date.now();
     throwIfAborted(signal);
@@ -191,9 +217,13 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     // the door's source check, the API's guard and the lock-down keep the rest closed, as for
     // every http env (docs/gateway.md).
     const shell = env.kind === 'shell';
-    const hostless = shell && !modelDoor;
-    const stocked = hostless ? null : this.networks.take(episodeId);
-    const network = stocked?.net ?? (await this.makeNetwork(owner, { forShell: hostless }));
+    // an env with an egress allowlist gets a routed network of its own, its rules set before it starts
+    const routed = (egress?.length ?? 0) > 0;
+    const hostless = shell && !modelDoor && !routed;
+    const stocked = hostless || routed ? null : this.networks.take(episodeId);
+    const network = stocked?.net ?? (await this.makeNetwork(owner, routed ? { forShell: shell, routed: true } : { forShell: hostless }));
+    throwIfAborted(signal);
+    if (routed) await this.egressRules.open(episodeId, network.subnet.cidr, egress!);
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
     // joined to it, the container's address there (the door finds it by the subnet)
@@ -335,6 +365,26 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       throw err instanceof SandboxError ? err : toSandboxError(err, `starting the clean verifier's container of env \`${env.name}\``);
     }
   }
+
+  /** the engine's pause: the env's processes frozen (its cgroup's freezer), its container and network kept */
+  readonly pausing: EnvPausing = {
+    pause: async (handle) => {
+      await this.docker
+        .getContainer(handle.containerId)
+        .pause()
+        .catch((err: unknown) => {
+          throw toSandboxError(err, `pausing the env container ${handle.containerId.slice(0, 12)}`);
+        });
+    },
+    unpause: async (handle) => {
+      await this.docker
+        .getContainer(handle.containerId)
+        .unpause()
+        .catch((err: unknown) => {
+          throw toSandboxError(err, `resuming the env container ${handle.containerId.slice(0, 12)}`);
+        });
+    },
+  };
 
   /** what an env container used: its cgroup's figures and its writable layer (usage.ts) */
   readonly usage: EnvUsage = { read: (handle, signal) => readContainerUsage(this.docker, handle.containerId, signal, { toolbox: handle.toolbox ?? null }) };

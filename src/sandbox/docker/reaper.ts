@@ -12,7 +12,8 @@
  *   process is gone, the reaper removes the instance's labelled containers and networks **created
  *   before that moment**, then the instance's lock markers if no live server holds the name.
  *   A server started meanwhile with the same name keeps everything it deployed (created after),
- *   and it sweeps the rest at its own start anyway.
+ *   and it sweeps the rest at its own start anyway. Its sandboxes' egress rules on the host
+ *   (egress-rules.ts) and its toolbox volume go too, once no live server holds the name.
  * - Then it looks again, a few seconds apart, while no live server holds the name: a loaded engine
  *   finishes creations the dead server asked for after it died (a run left 8 networks that a single
  *   look missed), so each late look removes what was created before it, and the watcher exits
@@ -34,6 +35,8 @@ import { labelFilters } from '../engine/labels.js';
 import { silentLogger } from '../engine/logger.js';
 import type { Owned } from '../engine/owned.js';
 import { removeOwned } from './removal.js';
+import { EgressRules } from './egress-rules.js';
+import { removeToolboxVolumes } from '../engine/toolbox-volume.js';
 
 /** what the server writes on the pipe when it ended cleanly */
 const STOP = 'stop\n';
@@ -101,7 +104,13 @@ export async function watchAndReap(instance: string, serverPid: number, input: N
   });
   if (said.includes(STOP)) return null;
   while (alive(serverPid)) await new Promise((r) => setTimeout(r, REAPER.pollMs));
-  return reapUntilQuiet(docker, instance, Date.now());
+  const reaped = await reapUntilQuiet(docker, instance, Date.now());
+  // its sandboxes' egress rules (egress-rules.ts) and its toolbox volume: theirs to remove too, unless a successor holds the name
+  if (!(await heldByALiveServer(docker, instance))) {
+    await new EgressRules(instance, silentLogger).sweep();
+    await removeToolboxVolumes(docker, instance).catch(() => []);
+  }
+  return reaped;
 }
 
 export interface LateLooks {

@@ -105,9 +105,19 @@ export class DockerContainerExec implements ContainerExec {
     stream.on('close', () => end());
     stream.on('error', (e: Error) => end(e));
     return {
-      write: (data) => {
-        if (!ended) stream.write(data);
-      },
+      write: (data) => (ended ? true : stream.write(data)),
+      drained: () =>
+        ended || !stream.writableNeedDrain
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              const done = () => {
+                stream.off('drain', done);
+                stream.off('close', done);
+                resolve();
+              };
+              stream.once('drain', done);
+              stream.once('close', done);
+            }),
       // a half-close of the hijacked connection: the engine closes the process's stdin
       endInput: () => {
         if (!ended) stream.end();

@@ -13,7 +13,9 @@ import {
   SandboxError,
   type AheadOfDemand,
   type DeployRequest,
+  type EgressDestination,
   type EnvDiagnosis,
+  type EnvEgress,
   type EnvHandle,
   type EnvImages,
   type EnvLockdown,
@@ -29,6 +31,7 @@ import {
 import { abortError, engineMessage, toSandboxError } from './errors.js';
 import { granted, withLayerDefaults, type LayerDefaults } from './hardening.js';
 import { buildEnvImage, checkImage } from './image-build.js';
+import { pullImage } from './image-pull.js';
 import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';
 import type { Owner } from './labels.js';
 import { silentLogger, type SandboxLogger } from './logger.js';
@@ -164,7 +167,13 @@ export abstract class EngineSandbox<N> implements Sandbox {
    * Makes the episode's network (or takes one from `this.networks`) and env, and waits for it to
    * be ready; whatever it throws, what it made is removed by the caller (removeEpisode).
    */
-  protected abstract deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle>;
+  protected abstract deployEnv(
+    owner: Owner,
+    env: EnvSpec,
+    signal: AbortSignal,
+    modelDoor?: ModelDoorHook,
+    egress?: readonly EgressDestination[],
+  ): Promise<EnvHandle>;
   /** true when deployEnv honours a model door (DeployRequest.modelDoor) */
   readonly modelDoors: boolean = false;
   /** the state of a deployed env, to explain a failure */
@@ -263,6 +272,10 @@ export abstract class EngineSandbox<N> implements Sandbox {
       this.assertOpen();
       await checkImage(this.docker, ref);
     },
+    pull: async (ref, opts) => {
+      this.assertOpen();
+      await pullImage(this.docker, ref, opts.onProgress ?? (() => {}), opts.signal);
+    },
   };
 
   /** a labelled volume on the engine (a swarm's manager) with a heartbeat: engine/instance-lock.ts */
@@ -317,18 +330,28 @@ export abstract class EngineSandbox<N> implements Sandbox {
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
     if (req.modelDoor && !this.modelDoors) throw new SandboxError('engine_failed', `${this.names.sandbox} opens no model gateway door on its networks`);
+    if (req.egress?.length && !this.egress) throw new SandboxError('engine_failed', `${this.names.sandbox} opens no egress to chosen destinations`);
     return this.lifecycles.deploy(
       req,
       (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
-      (signal) => this.deployOrCleanUp(req.episodeId, this.asRun(req.env), signal, req.modelDoor),
+      (signal) => this.deployOrCleanUp(req.episodeId, this.asRun(req.env), signal, req.modelDoor, req.egress),
     );
   }
 
-  private async deployOrCleanUp(episodeId: string, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
+  /** the backend's egress allowlist, when it has one */
+  readonly egress?: EnvEgress;
+
+  private async deployOrCleanUp(
+    episodeId: string,
+    env: EnvSpec,
+    signal: AbortSignal,
+    modelDoor?: ModelDoorHook,
+    egress?: readonly EgressDestination[],
+  ): Promise<EnvHandle> {
     try {
       // Creation steps are not interrupted mid-call: an engine call cut off may still complete
       // on the engine's side, and its resource would then escape this cleanup.
-      return await this.deployEnv(this.ownerOf(episodeId, env.name), env, signal, modelDoor);
+      return await this.deployEnv(this.ownerOf(episodeId, env.name), env, signal, modelDoor, egress);
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
       try {
