@@ -18,7 +18,7 @@
 import path from 'node:path';
 import type { LoadedBundle, Task, VerifierManifest } from '../bundle/index.js';
 import { TURN_SETUP_TIMEOUT_MS } from '../defaults.js';
-import { AgentIntervals, containerClock, runTrusted, stopAgentProcesses, type AgentUser } from '../container/index.js';
+import { AgentIntervals, containerClock, runTrusted, stopAgentProcesses, type AgentUser, type ClockMark } from '../container/index.js';
 import type { VerifierEvent } from '../protocol/console.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
 import type { Companion } from '../sandbox/sandbox.js';
@@ -64,6 +64,11 @@ export interface VerificationEnv {
   agentUser: AgentUser;
   /** a fresh container of the env's image beside it, for a clean verifier */
   companion(): Promise<Companion>;
+}
+
+/** the toolchain check found a change: test.sh does not run */
+class ToolchainTampered extends Error {
+  override readonly name = 'ToolchainTampered';
 }
 
 /** what an in-place verifier's toolchain check reads of the container before the agent acts */
@@ -182,40 +187,54 @@ export class TaskVerification {
     await this.tools?.endShell();
     const stopped = await stopAgentProcesses(this.exec, this.intervals);
     if (stopped.left > 0) throw new Error(`${stopped.left} of the agent's processes were still there after the stop, so the verifier did not run`);
-    this.intervals.pause(await containerClock(this.exec));
+    const paused = await containerClock(this.exec);
+    this.intervals.pause(paused);
     const who = scope === 'turn' ? `turn ${i + 1}'s verifier` : "the task's verifier";
     const base = { turn: i + 1, scope, mode: v.mode, agent_processes_killed: stopped.killed } as const;
     if (v.mode === 'in-place') {
-      const tampered = await this.tampered(v);
-      if (tampered.length > 0) {
-        this.record({ ...base, status: 'tampered', tampered, scores: null, exit_code: null, duration_s: 0, output: '', output_bytes: 0, dropped_bytes: 0 });
-        const shown = tampered.slice(0, 8).join(', ') + (tampered.length > 8 ? `, and ${tampered.length - 8} more` : '');
-        return {
-          kind: 'failed',
-          reason: 'toolchain_tampered',
-          message: `${who} did not run: the agent changed what its tests run (${shown}); the reward is refused`,
-          tail: '',
-        };
+      // the engine's list of changes is read beside the tests' install (which touches only the server's paths): test.sh waits for it
+      const checking = this.tampered(v);
+      checking.catch(() => undefined);
+      let tampered: string[] = [];
+      const gate = async () => {
+        tampered = await checking;
+        if (tampered.length > 0) throw new ToolchainTampered();
+      };
+      try {
+        return this.finish(await runVerifier(this.exec, this.verifierSpec(v), { gate, settle: this.settler(this.exec, paused) }), who, base);
+      } catch (e) {
+        if (!(e instanceof ToolchainTampered)) throw e;
       }
-      return this.finish(await runVerifier(this.exec, this.verifierSpec(v), await this.settler(this.exec)), who, base);
+      this.record({ ...base, status: 'tampered', tampered, scores: null, exit_code: null, duration_s: 0, output: '', output_bytes: 0, dropped_bytes: 0 });
+      const shown = tampered.slice(0, 8).join(', ') + (tampered.length > 8 ? `, and ${tampered.length - 8} more` : '');
+      return {
+        kind: 'failed',
+        reason: 'toolchain_tampered',
+        message: `${who} did not run: the agent changed what its tests run (${shown}); the reward is refused`,
+        tail: '',
+      };
     }
     const clean = await this.env.companion();
     try {
       await this.copyOutputs(v, clean.exec);
-      return this.finish(await runVerifier(clean.exec, this.verifierSpec(v), await this.settler(clean.exec)), who, base);
+      return this.finish(
+        await runVerifier(clean.exec, this.verifierSpec(v), { settle: this.settler(clean.exec, await containerClock(clean.exec)) }),
+        who,
+        base,
+      );
     } finally {
       await clean.remove().catch(() => undefined);
     }
   }
 
   /**
-   * What runs between test.sh's end and the reward's reading: every process started since this
-   * moment (the verifier's own, and what the agent's code it ran left behind) is stopped, so that
-   * nothing writes the reward file after test.sh.
+   * What runs between test.sh's end and the reward's reading: every process started since `mark`
+   * (taken before the tests: the verifier's own, and what the agent's code it ran left behind) is
+   * stopped, so that nothing writes the reward file after test.sh.
    */
-  private async settler(exec: ContainerExec): Promise<() => Promise<void>> {
+  private settler(exec: ContainerExec, mark: ClockMark): () => Promise<void> {
     const since = new AgentIntervals();
-    since.begin(await containerClock(exec));
+    since.begin(mark);
     return async () => {
       const r = await stopAgentProcesses(exec, since);
       if (r.left > 0) throw new Error(`${r.left} process(es) the verifier left were still there after the stop, so its reward was not read`);

@@ -109,12 +109,22 @@ async function readRewardFile(exec: ContainerExec, file: string): Promise<Reward
 }
 
 /**
- * Installs the tests, runs test.sh, then reads the reward file it left. `settle` runs between the
- * two: what test.sh left running (a process of the agent's code it ran, in a session of its own)
- * must not write the reward after test.sh has ended (verified-task.ts stops such processes there).
+ * Installs the tests, runs test.sh, then reads the reward file it left. `gate` runs between the
+ * install and test.sh; `settle` between test.sh and the reading: what test.sh left running (a
+ * process of the agent's code it ran, in a session of its own) must not write the reward after
+ * test.sh has ended (verified-task.ts stops such processes there).
  */
-export async function runVerifier(exec: ContainerExec, spec: VerifierSpec, settle?: () => Promise<void>): Promise<VerifierOutcome> {
+export async function runVerifier(
+  exec: ContainerExec,
+  spec: VerifierSpec,
+  hooks: {
+    /** runs once the tests are installed, before test.sh (a check run beside the install: it may throw to stop here) */
+    gate?: () => Promise<void>;
+    settle?: () => Promise<void>;
+  } = {},
+): Promise<VerifierOutcome> {
   await installTests(exec, spec.testsDir);
+  await hooks.gate?.();
   const ran = await runKillable(
     exec,
     {
@@ -130,7 +140,7 @@ export async function runVerifier(exec: ContainerExec, spec: VerifierSpec, settl
   if (ran.timedOut) {
     return { status: 'timeout', message: `the verifier (tests/test.sh) was still running after ${spec.timeoutMs / 1000} s and was killed`, run };
   }
-  await settle?.();
+  await hooks.settle?.();
   // as Harbor reads them: reward.txt when there is one, else reward.json
   const txt = await readRewardFile(exec, REWARD_TXT);
   const json = txt === null ? await readRewardFile(exec, REWARD_JSON) : null;
