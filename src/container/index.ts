@@ -28,7 +28,6 @@ export {
   parseRows,
   startTimeOf,
   stopAgentProcesses,
-  victimsOf,
   type ClockMark,
   type ProcessRow,
   type StopResult,

@@ -10,7 +10,8 @@
  * 2. list: each process's pid, state and start time, sent to the server, which decides which are
  *    the agent's (AgentIntervals below: a policy in TypeScript, tested on its own);
  * 3. kill: SIGKILL to those (a stopped process dies of it at once), then SIGCONT to all, so what
- *    the image and the server's setup run goes on; the table is read again to see none is left.
+ *    the image and the server's setup run goes on; the table is read again to see none of those
+ *    killed is alive (what the image runs may start processes once thawed: those are not the agent's).
  *
  * "The agent's" is told by start time: the server marks the container's clock (the kernel's
  * boot-relative start times in /proc, in clock ticks) when the agent's part begins and when it
@@ -126,17 +127,13 @@ export function parseRows(text: string): ProcessRow[] {
   return rows;
 }
 
-/** the agent's processes of a table (zombies too: a zombie leader may still have live threads) */
-export function victimsOf(rows: readonly ProcessRow[], intervals: AgentIntervals): number[] {
-  return rows.filter((r) => intervals.isAgents(r.pid, r.start)).map((r) => r.pid);
-}
 
 /**
  * The toolbox's shell, as root. Freezes (SIGSTOP to all but itself and process 1, until every
  * thread is stopped, at most ROUNDS rounds), prints the table and `frozen <rounds> <running>`, reads
- * one line of pids to kill from the server, kills them, resumes everyone (SIGCONT), then prints
- * the table again and `done`. Only builtins between the first SIGSTOP and the SIGCONT: it forks
- * nothing a freeze round could catch.
+ * one line of pids to kill from the server, kills them, resumes everyone (SIGCONT), waits (at most
+ * a second) until they are dead, then prints the table again and `done`. Only builtins between the
+ * first SIGSTOP and the SIGCONT: it forks nothing a freeze round could catch.
  */
 const STOP_SCRIPT = `
 exec 2>/dev/null
@@ -146,6 +143,8 @@ table() {
     p=\${d#/proc/}; [ "$p" = "$self" ] && continue; [ "$p" = 1 ] && continue
     line=""; read -r line < "$d/stat" || continue
     rest=\${line##*) }; set -- $rest
+    # its own children (the waits' usleep) are none of the agent's
+    [ "$2" = "$self" ] && continue
     echo "p $p $1 \${20}"
   done
 }
@@ -171,6 +170,19 @@ killed=0
 for v in $victims; do kill -KILL "$v" && killed=$((killed + 1)); done
 kill -CONT -1
 echo "killed $killed"
+# a killed process takes a moment to die (under gVisor, a loaded machine's): up to a second, in steps
+wait_round=0
+while [ "$wait_round" -lt 100 ]; do
+  alive=0
+  for v in $victims; do
+    line=""; read -r line < "/proc/$v/stat" || continue
+    rest=\${line##*) }; set -- $rest
+    case "$1" in Z|X) ;; *) alive=1; break ;; esac
+  done
+  [ "$alive" = 0 ] && break
+  wait_round=$((wait_round + 1))
+  usleep 10000
+done
 table
 echo "done"
 `;
@@ -178,8 +190,10 @@ echo "done"
 export interface StopResult {
   /** how many of the agent's processes were killed */
   killed: number;
-  /** of the agent's processes, how many were still there (not zombies) after the kill */
+  /** of the processes it killed, how many were still alive (not zombies) a second after */
   left: number;
+  /** those, as `pid state` (for a message) */
+  leftRows: string[];
   /** freeze rounds it took; and threads still running when it gave up (0: all were stopped) */
   rounds: number;
   unfrozen: number;
@@ -189,27 +203,30 @@ export interface StopResult {
 async function stopOnce(exec: ContainerExec, intervals: AgentIntervals): Promise<StopResult> {
   let text = '';
   let sent = false;
-  let decided: { victims: number[]; rounds: number; unfrozen: number } | null = null;
+  let decided: { killedRows: ProcessRow[]; rounds: number; unfrozen: number } | null = null;
   const answer = (chunk: Buffer, proc: ExecProcess) => {
     text += chunk.toString('utf8');
     if (sent) return;
     const frozen = /^frozen (\d+) (\d+)$/m.exec(text);
     if (!frozen) return;
     sent = true;
-    const victims = victimsOf(parseRows(text.slice(0, frozen.index)), intervals);
-    decided = { victims, rounds: Number(frozen[1]), unfrozen: Number(frozen[2]) };
-    proc.write(`${victims.join(' ')}\n`);
+    const rows = parseRows(text.slice(0, frozen.index)).filter((r) => intervals.isAgents(r.pid, r.start));
+    decided = { killedRows: rows, rounds: Number(frozen[1]), unfrozen: Number(frozen[2]) };
+    proc.write(`${rows.map((r) => r.pid).join(' ')}\n`);
     proc.endInput();
   };
   const r = await runTrusted(exec, 'openenv-stop-agent', STOP_SCRIPT, [], { onStdout: answer, maxStdout: 4 * 1024 * 1024 });
-  const d = decided as { victims: number[]; rounds: number; unfrozen: number } | null;
+  const d = decided as { killedRows: ProcessRow[]; rounds: number; unfrozen: number } | null;
   const killedLine = /^killed (\d+)$/m.exec(text);
   if (r.exitCode !== 0 || !d || !killedLine || !/^done$/m.test(text)) {
     throw new Error(`could not stop the agent's processes: the toolbox said ${JSON.stringify(text.slice(-300))}${r.stderr ? ` (${r.stderr})` : ''}`);
   }
+  // what was killed and is still alive (a pid the kernel gave again, started since, is another process): what the image
+  // runs may well start processes after the thaw, and those are not the agent's
+  const killed = new Set(d.killedRows.map((r) => `${r.pid}:${r.start}`));
   const after = parseRows(text.slice(killedLine.index));
-  const left = after.filter((row) => row.state !== 'Z' && row.state !== 'X' && intervals.isAgents(row.pid, row.start)).length;
-  return { killed: Number(killedLine[1]), left, rounds: d.rounds, unfrozen: d.unfrozen };
+  const left = after.filter((row) => row.state !== 'Z' && row.state !== 'X' && killed.has(`${row.pid}:${row.start}`));
+  return { killed: Number(killedLine[1]), left: left.length, leftRows: left.map((r) => `${r.pid} ${r.state}`), rounds: d.rounds, unfrozen: d.unfrozen };
 }
 
 /**
@@ -217,7 +234,7 @@ async function stopOnce(exec: ContainerExec, intervals: AgentIntervals): Promise
  * still be there after; resolves with what it did. A container that is gone has nothing to kill.
  */
 export async function stopAgentProcesses(exec: ContainerExec, intervals: AgentIntervals): Promise<StopResult> {
-  const none: StopResult = { killed: 0, left: 0, rounds: 0, unfrozen: 0 };
+  const none: StopResult = { killed: 0, left: 0, leftRows: [], rounds: 0, unfrozen: 0 };
   if (intervals.empty) return none;
   try {
     let total = 0;

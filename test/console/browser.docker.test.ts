@@ -587,7 +587,7 @@ describeBrowser('the web console in Chromium', () => {
         'writable',
         "image's",
         expect.stringMatching(/ MB, /),
-        'unbounded',
+        '2048 MB',
         '—',
       ]);
       await page.close();

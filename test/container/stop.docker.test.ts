@@ -14,15 +14,25 @@ import { describeDocker } from '../support/docker.js';
 import { startShellContainer, type ShellContainer } from '../support/shell-container.js';
 import { LOCAL_DEBIAN_IMAGE, ensureDebianBase } from '../harbor/helpers.js';
 
-/** the processes of the container but process 1 and the toolbox's own, as `pid comm` lines (through the toolbox) */
-async function processes(box: ShellContainer): Promise<string[]> {
+/**
+ * the processes of the container but process 1 and the toolbox's own, as `pid ppid session comm`
+ * lines (through the toolbox; builtins only: a listing that forked would list its own children)
+ */
+async function processes(box: ShellContainer): Promise<{ pid: number; ppid: number; sid: number; comm: string }[]> {
   const r = await runTrusted(
     box.exec,
     'openenv-test-ps',
-    // builtins only: a listing that forked would list its own children
-    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] && continue; read -r l < $d/stat 2>/dev/null || continue; read -r c < $d/comm 2>/dev/null || continue; r=${l##*) }; set -- $r; [ "$1" = Z ] || echo "$p $c"; done',
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] && continue; read -r l < $d/stat 2>/dev/null || continue; read -r c < $d/comm 2>/dev/null || continue; r=${l##*) }; set -- $r; [ "$1" = Z ] || echo "$p $2 $4 $c"; done',
   );
-  return r.stdout.toString().trim().split('\n').filter(Boolean);
+  return r.stdout
+    .toString()
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const [pid, ppid, sid, ...comm] = l.split(' ');
+      return { pid: Number(pid), ppid: Number(ppid), sid: Number(sid), comm: comm.join(' ') };
+    });
 }
 
 async function bash(shell: ShellToolset, command: string, timeout_s = 60): Promise<string> {
@@ -57,10 +67,12 @@ function describeStop(runtime: EnvRuntime): void {
         const service = await runTrusted(
           box.exec,
           'openenv-test-service',
-          '"$1" setsid "$1" sh -c "while :; do echo svc > /tmp/service; sleep 0.05; done" </dev/null >/dev/null 2>&1 &',
+          '"$1" setsid "$1" sh -c "while :; do echo svc > /tmp/service; sleep 0.05; done" </dev/null >/dev/null 2>&1 & echo $!',
           [box.exec.toolbox!],
         );
         expect(service.exitCode).toBe(0);
+        // setsid made it a session of its own, which its sleeps share
+        const serviceSession = Number(service.stdout.toString().trim());
         const intervals = new AgentIntervals();
         intervals.begin(await containerClock(box.exec));
         // the agent replaces what a server would run from the image, then attacks
@@ -69,8 +81,9 @@ function describeStop(runtime: EnvRuntime): void {
         await new Promise((r) => setTimeout(r, 300));
         await shell.close();
         const stopped = await stopAgentProcesses(box.exec, intervals);
-        expect(stopped.left).toBe(0);
-        expect(stopped.killed).toBeGreaterThan(0);
+        const listing = async () => JSON.stringify(await processes(box));
+        expect(stopped.left, `${JSON.stringify(stopped)} ${await listing()}`).toBe(0);
+        expect(stopped.killed, `${JSON.stringify(stopped)} ${await listing()}`).toBeGreaterThan(0);
         // nothing of the agent's writes any more; the image's service still does
         const size = async (f: string) => Number((await runTrusted(box.exec, 'size', 'stat -c %s "$1" 2>/dev/null || echo 0', [f])).stdout.toString().trim());
         const before = await size('/tmp/alive');
@@ -78,9 +91,9 @@ function describeStop(runtime: EnvRuntime): void {
         await new Promise((r) => setTimeout(r, 500));
         expect(await size('/tmp/alive')).toBe(before);
         expect(await size('/tmp/service')).toBeGreaterThan(0);
-        const left = await processes(box);
-        // the keeper's sleep and the image's service (a sh and its sleeps): nothing of the agent's
-        expect(left.filter((l) => !/ (busybox|sh|sleep)$/.test(l))).toEqual([]);
+        // the keeper's sleep (its child) and the image's service (its session): nothing of the agent's
+        const left = (await processes(box)).filter((p) => p.ppid !== 1 && p.sid !== serviceSession);
+        expect(left).toEqual([]);
       } finally {
         await shell.close();
         await box.remove();

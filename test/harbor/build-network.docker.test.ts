@@ -38,14 +38,21 @@ function cli(args: string[]): Promise<{ status: number | null; stdout: string; s
   });
 }
 
-/** the host's address on the engine's default bridge: its gateway */
+/**
+ * the host's address on the engine's default bridge: its gateway, as the engine says it, else the
+ * first address of its subnet (where Docker puts the gateway when it says none; docker0 holds it
+ * even while no container is on the bridge and the interface is down, which Node does not list)
+ */
 function bridgeGateway(): string {
-  const inspected = execFileSync('docker', ['network', 'inspect', 'bridge', '--format', '{{range .IPAM.Config}}{{.Gateway}} {{end}}'], { encoding: 'utf8' })
-    .trim()
-    .split(/\s+/)
-    .find((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
+  const config = JSON.parse(execFileSync('docker', ['network', 'inspect', 'bridge', '--format', '{{json .IPAM.Config}}'], { encoding: 'utf8' })) as {
+    Subnet?: string;
+    Gateway?: string;
+  }[];
+  const said = config.map((c) => c.Gateway).find((a) => a && /^\d+\.\d+\.\d+\.\d+$/.test(a));
+  const subnet = config.map((c) => c.Subnet).find((s) => s && /^\d+\.\d+\.\d+\.\d+\/\d+$/.test(s));
+  const first = subnet ? subnet.replace(/\.\d+\/\d+$/, '.1') : undefined;
   const docker0 = os.networkInterfaces().docker0?.find((a) => a.family === 'IPv4')?.address;
-  const gw = inspected ?? docker0;
+  const gw = said ?? docker0 ?? first;
   if (!gw) throw new Error("no address of the engine's default bridge on this host (docker network inspect bridge, docker0)");
   return gw;
 }

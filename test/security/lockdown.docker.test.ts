@@ -118,7 +118,12 @@ async function run(
         setTimeout(() => reject(new Error(`${cmd.join(' ').slice(0, 80)} did not end within ${opts.timeoutS ?? 60} s`)), (opts.timeoutS ?? 60) * 1000),
       ),
     ])) as { StatusCode: number };
-    const info = await c.inspect();
+    let info = await c.inspect();
+    // the engine may mark an OOM kill a moment after the exit (its event and the exit race): a kill by signal 9 is asked again
+    for (let i = 0; i < 20 && !info.State.OOMKilled && info.State.ExitCode === 137; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      info = await c.inspect();
+    }
     const raw = (await c.logs({ stdout: true, stderr: true })) as Buffer;
     const stdout = demux(raw);
     const last = stdout.trim().split('\n').pop() ?? '';
