@@ -399,6 +399,18 @@ export const SERVER_OPTIONS = {
     repeatable: true,
     help: "E2B sandboxes: destinations a sandbox may open TCP connections to (repeatable or comma-separated; a host name is resolved at start), e.g. the trainer's adapter; a sandbox's own allow_internet_access and network.allowOut/denyOut choose within them; every other destination is closed. Needs rules in the engine host's DOCKER-USER and INPUT chains (the server checks at start). Unset: sandboxes reach nothing outside their network",
   },
+  e2bModelDoor: {
+    schema: bool,
+    help: "E2B sandboxes: each gets a door of the model gateway on its network, as an episode does (--model-url's upstream, the --model-* budgets; its calls in the sandbox's transcript) and the variables the SDKs read (OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY); on the engine's host, everything else of the host is closed to it by rules in INPUT (checked at start)",
+  },
+  e2bModelDoorHost: {
+    schema: z
+      .string()
+      .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/, 'expected a host name such as slime-head')
+      .optional(),
+    value: 'NAME',
+    help: "E2B sandboxes: inside each sandbox NAME resolves to its model door, which then takes the harness's own key and sends it upstream as its bearer: for a harness configured outside the sandbox (slime's SLIME_HEAD_HOST=NAME with --gateway-port its SHIM_PORT and --model-url its adapter; docs/e2b.md). Implies --e2b-model-door",
+  },
   logLevel: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     value: 'LEVEL',
@@ -481,6 +493,7 @@ export function checkServerOptions(o: ServerOptionValues, ctx: z.RefinementCtx):
     if (port < 1 || port > 65535) ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['egressAllow'], message: `${e}: the port must be 1 to 65535` });
   }
   checkGatewayOptions(o, ctx);
+  checkE2bModelDoor(o, ctx);
   const pool = parseCidr(o.subnetPool);
   if ('problem' in pool) return;
   const networks = episodeNetworks(pool.prefix);
@@ -511,6 +524,25 @@ function checkGatewayOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void 
       'warmPool',
       "the model gateway issues each episode's credential at its deploy: a warm pool's envs are deployed before their episode, so the two do not go together yet",
     );
+}
+
+/** The sandboxes' model door against the gateway's options: a sandbox has no reset to name its upstream. */
+function checkE2bModelDoor(o: ServerOptionValues, ctx: z.RefinementCtx): void {
+  const path = o.e2bModelDoorHost !== undefined ? 'e2bModelDoorHost' : 'e2bModelDoor';
+  const asked = o.e2bModelDoorHost !== undefined ? '--e2b-model-door-host' : '--e2b-model-door';
+  if (!o.e2bModelDoor && o.e2bModelDoorHost === undefined) return;
+  if (o.modelUrl === undefined)
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: [path],
+      message: `${asked} forwards a sandbox's model calls to the server's own upstream: give --model-url (a sandbox has no reset to name one)`,
+    });
+  if (o.e2bModelDoorHost !== undefined && o.modelKeyEnv !== undefined)
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['modelKeyEnv'],
+      message: "--e2b-model-door-host sends the harness's own key upstream as its bearer: --model-key-env's key would replace it; give one of the two",
+    });
 }
 
 /** Options as the CLI and the environment give them. */

@@ -415,7 +415,10 @@ export const EPISODE_COST_READ_MS = 1_500;
  * `transcript`: what the console keeps of a command's stdout and stderr each (head and tail).
  * `processes`: processes one sandbox may run through the API at once. `listDirMax`: entries one
  * ListDir answers at most. `killGraceMs`: after a command's timeout killed it, how long its output
- * may take to close. `pulls`: images pulled at once, and how long one may take.
+ * may take to close. `pulls`: images pulled at once, and how long one may take. `files`: a
+ * write's body read ahead (held in memory) while the sandbox is asked where the file goes; its
+ * chunks smaller than `wholeChunkBytes` gathered to `coalesceBytes` for the engine; what a read
+ * holds of the engine's stream while its client is slower (`readBufferBytes`).
  */
 export const E2B = {
   envdVersion: '0.5.7',
@@ -426,4 +429,5 @@ export const E2B = {
   listDirMax: 10_000,
   killGraceMs: 5000,
   pulls: { concurrent: 2, timeoutMs: 900_000 },
+  files: { readAheadBytes: 8 * 1024 * 1024, coalesceBytes: 1024 * 1024, wholeChunkBytes: 64 * 1024, readBufferBytes: 1024 * 1024 },
 } as const;

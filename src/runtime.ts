@@ -178,7 +178,11 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
         'model call',
       );
     },
-    ended: (id, end) => manager.get(id)?.modelAccessEnded(end.reason, end.message),
+    ended: (id, end) => {
+      const episode = manager.get(id);
+      if (episode) episode.modelAccessEnded(end.reason, end.message);
+      else e2b?.get(id)?.modelAccessEnded(end);
+    },
   });
   if (modelAccess) {
     gatewayLog.info(
@@ -232,10 +236,12 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       imageKey: opts.e2bImageKey ?? null,
       imagePatterns: opts.e2bImages,
       egressAllow,
+      modelDoor: opts.e2bModelDoor || opts.e2bModelDoorHost !== undefined ? { hostName: opts.e2bModelDoorHost ?? null } : null,
     },
     metrics,
     log: log.child({ component: 'e2b' }),
     observer: history,
+    ...(modelAccess ? { modelAccess } : {}),
   });
   const sandboxes = e2b;
   manager.addHolder((id) => sandboxes.holds(id));
@@ -257,6 +263,25 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       log.info(
         { event: 'egress_allow', destinations: entries.map((e) => `${e.host}:${e.port} (${e.ips.join(', ')})`) },
         'sandboxes may reach these destinations, and nothing else',
+      );
+    }
+    // --e2b-model-door on the engine's host: a sandbox's door is on its bridge's host address, and
+    // the host's rules close the rest of the host to it (from a container the bridge has no host address)
+    if (opts.e2bModelDoor || opts.e2bModelDoorHost !== undefined) {
+      if (placement === 'host') {
+        if (!sandbox.egress) throw new Error('--e2b-model-door: this sandbox sets no rules on its host (the Docker sandbox does)');
+        await sandbox.egress.check().catch((e: Error) => {
+          throw new Error(
+            `--e2b-model-door on the engine's host closes the rest of the host to each sandbox with rules in INPUT, which this server cannot set; run it in a container (compose) instead, where a sandbox's network has no host address, or as below. ${e.message}`,
+            { cause: e },
+          );
+        });
+      }
+      log.info(
+        { event: 'e2b_model_door', host_name: opts.e2bModelDoorHost ?? null, port: opts.gatewayPort },
+        opts.e2bModelDoorHost
+          ? `each sandbox gets a model door, named ${opts.e2bModelDoorHost} inside it, that sends the harness's own key upstream`
+          : 'each sandbox gets a model door with a credential of its own',
       );
     }
     // before anything is swept: refuses to start while a live server holds this instance name

@@ -55,6 +55,20 @@ describe('the server options', () => {
     expect(() => parseCli([], {})).toThrow(/missing BUNDLE/);
   });
 
+  it("--e2b-model-door needs the server's own upstream; --e2b-model-door-host sends the harness's key, so not --model-key-env's", () => {
+    expect(() => parseCli(['b', '--e2b-model-door'], {})).toThrow(/--e2b-model-door forwards .*give --model-url/);
+    expect(() => parseCli(['b', '--e2b-model-door', '--model-from-reset'], {})).toThrow(/give --model-url/);
+    expect(() => parseCli(['b', '--e2b-model-door-host', 'slime-head'], {})).toThrow(/--e2b-model-door-host forwards .*give --model-url/);
+    expect(() => parseCli(['b', '--e2b-model-door-host', 'slime-head', '--model-url', 'http://h:1/v1', '--model-key-env', 'K'], {})).toThrow(
+      /--model-key-env's key would replace it/,
+    );
+    expect(() => parseCli(['b', '--e2b-model-door-host', 'Not_A_Host', '--model-url', 'http://h:1/v1'], {})).toThrow(/--e2b-model-door-host/);
+    expect(parseCli(['b', '--e2b-model-door-host', 'slime-head', '--model-url', 'http://h:1/v1'], {}).options).toMatchObject({
+      e2bModelDoor: false,
+      e2bModelDoorHost: 'slime-head',
+    });
+  });
+
   it('--default-storage-mb and --default-max-files: ENV_LAYER_DEFAULTS unless given, 0 or off for no bound, a bad value named', () => {
     expect(layerDefaults(parseCli(['b'], {}).options)).toEqual({ storageMb: ENV_LAYER_DEFAULTS.storageMb, maxFiles: ENV_LAYER_DEFAULTS.maxFiles });
     expect(layerDefaults(parseCli(['b', '--default-storage-mb', '512', '--default-max-files', 'off'], {}).options)).toEqual({ storageMb: 512, maxFiles: null });

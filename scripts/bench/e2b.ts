@@ -14,10 +14,16 @@
  *       back, and the same requests with a plain fetch (the server's share without the SDK's own
  *       client-side copies), against the engine's archive calls of the same bytes into (putArchive
  *       of a one-file tar) and out of (getArchive, read to the end) the same container;
- *       --e2b-file-rounds each, alternating; MB/s at the median.
+ *       --e2b-file-rounds each, alternating; MB/s at the median. Beside them, the client's share
+ *       alone: the SDK's files.write and files.read and the plain fetch against a local HTTP
+ *       server that only drains the upload and serves the bytes from memory (the SDK connected to
+ *       it as its E2B_SANDBOX_URL): what the bytes' first hop costs this machine before the server
+ *       does anything.
  *
  * The server runs the e2b-v1 test bundle (the local Debian base with git, built at its start).
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type Dockerode from 'dockerode';
 import { Sandbox } from 'e2b';
@@ -52,9 +58,30 @@ export interface E2bFigures {
     mb: number;
     rounds: number;
     /** sdk: through the SDK; http: the same requests with a plain fetch (the server's own share, without the SDK's client-side copies) */
-    write_mb_s: { bare_put_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number };
-    read_mb_s: { bare_get_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number };
+    write_mb_s: { bare_put_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number; client_only: ClientOnly };
+    read_mb_s: { bare_get_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number; client_only: ClientOnly };
   };
+}
+
+/** the client's share alone, against a local server that does nothing with the bytes: MB/s, and its time against the bare archive call's */
+interface ClientOnly {
+  sdk: number;
+  http: number;
+  sdk_time_ratio: number;
+}
+
+/** a local stand-in for envd's /files that drains an upload and answers a read with `bytes` from memory */
+async function fileSink(bytes: Buffer): Promise<{ url: string; close(): void }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.method === 'POST')
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify([{ name: 'sink', type: 'file', path: '/sink' }]));
+      else res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) }).end(bytes);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
 }
 
 const round = (x: number, d = 3) => Number(x.toFixed(d));
@@ -205,8 +232,18 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
       await fn();
       return performance.now() - t;
     };
-    const w = { bare: [] as number[], sdk: [] as number[], http: [] as number[] };
-    const r = { bare: [] as number[], sdk: [] as number[], http: [] as number[] };
+    const w = { bare: [] as number[], sdk: [] as number[], http: [] as number[], sinkSdk: [] as number[], sinkHttp: [] as number[] };
+    const r = { bare: [] as number[], sdk: [] as number[], http: [] as number[], sinkSdk: [] as number[], sinkHttp: [] as number[] };
+    const sink = await fileSink(bytes);
+    const viaSink = await Sandbox.connect(first.sandboxId, { ...opts, sandboxUrl: sink.url });
+    const sinkSdkWrite = () => timeIt(() => viaSink.files.write('/tmp/sink.bin', buf, { user: 'root', useOctetStream: true, requestTimeoutMs: 600_000 }));
+    const sinkHttpWrite = () => timeIt(async () => (await fetch(`${sink.url}/files`, { method: 'POST', body: bytes })).arrayBuffer());
+    const sinkSdkRead = () =>
+      timeIt(async () => {
+        const got = await viaSink.files.read('/tmp/sink.bin', { format: 'bytes', user: 'root', requestTimeoutMs: 600_000 });
+        if (got.length !== bytes.length) throw new Error(`the sink gave ${got.length} bytes`);
+      });
+    const sinkHttpRead = () => timeIt(async () => (await fetch(`${sink.url}/files`)).arrayBuffer());
     const token = (await (await fetch(`${opts.apiUrl}/sandboxes/${first.sandboxId}`, { headers: { 'x-api-key': opts.apiKey } })).json()) as {
       envdAccessToken: string;
     };
@@ -242,22 +279,28 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
     await sdkWrite();
     await bareWrite();
     await httpWrite();
-    for (let i = 0; i < load.fileRounds; i++) {
-      if (i % 2 === 0) {
-        w.bare.push(await bareWrite());
-        w.sdk.push(await sdkWrite());
-        w.http.push(await httpWrite());
-        r.bare.push(await bareRead());
-        r.sdk.push(await sdkRead());
-        r.http.push(await httpRead());
-      } else {
-        w.http.push(await httpWrite());
-        w.sdk.push(await sdkWrite());
-        w.bare.push(await bareWrite());
-        r.http.push(await httpRead());
-        r.sdk.push(await sdkRead());
-        r.bare.push(await bareRead());
+    await sinkSdkWrite();
+    await sinkHttpWrite();
+    const rounds: [number[], () => Promise<number>][] = [
+      [w.bare, bareWrite],
+      [w.sdk, sdkWrite],
+      [w.http, httpWrite],
+      [w.sinkSdk, sinkSdkWrite],
+      [w.sinkHttp, sinkHttpWrite],
+      [r.bare, bareRead],
+      [r.sdk, sdkRead],
+      [r.http, httpRead],
+      [r.sinkSdk, sinkSdkRead],
+      [r.sinkHttp, sinkHttpRead],
+    ];
+    try {
+      for (let i = 0; i < load.fileRounds; i++) {
+        // writes before reads (a read reads what was written), each group in turn forwards and backwards
+        const order = i % 2 === 0 ? rounds : [...rounds.slice(0, 5).reverse(), ...rounds.slice(5).reverse()];
+        for (const [into, run] of order) into.push(await run());
       }
+    } finally {
+      sink.close();
     }
     const mbS = (ms: number[]) => round(load.fileMb / (percentile(ms, 50) / 1000), 1);
     const files = {
@@ -269,6 +312,7 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
         http: mbS(w.http),
         time_ratio: round(percentile(w.sdk, 50) / percentile(w.bare, 50)),
         http_time_ratio: round(percentile(w.http, 50) / percentile(w.bare, 50)),
+        client_only: { sdk: mbS(w.sinkSdk), http: mbS(w.sinkHttp), sdk_time_ratio: round(percentile(w.sinkSdk, 50) / percentile(w.bare, 50)) },
       },
       read_mb_s: {
         bare_get_archive: mbS(r.bare),
@@ -276,6 +320,7 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
         http: mbS(r.http),
         time_ratio: round(percentile(r.sdk, 50) / percentile(r.bare, 50)),
         http_time_ratio: round(percentile(r.http, 50) / percentile(r.bare, 50)),
+        client_only: { sdk: mbS(r.sinkSdk), http: mbS(r.sinkHttp), sdk_time_ratio: round(percentile(r.sinkSdk, 50) / percentile(r.bare, 50)) },
       },
     };
     ctx.progress(
@@ -303,5 +348,9 @@ export function printE2b(f: E2bFigures): void {
   );
   console.log(
     `| ${x.mb} MB read: getArchive ${x.read_mb_s.bare_get_archive} MB/s, files.read ${x.read_mb_s.sdk} MB/s, plain GET /files ${x.read_mb_s.http} MB/s | | | ${x.read_mb_s.time_ratio}x time (GET ${x.read_mb_s.http_time_ratio}x) | |`,
+  );
+  const co = (d: ClientOnly) => `the SDK ${d.sdk} MB/s (${d.sdk_time_ratio}x the bare call's time), plain fetch ${d.http} MB/s`;
+  console.log(
+    `| the client alone, against a local server that does nothing with the bytes: write ${co(x.write_mb_s.client_only)}; read ${co(x.read_mb_s.client_only)} | | | | |`,
   );
 }

@@ -16,11 +16,12 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm, stat as statFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import * as tar from 'tar';
 import { runTrusted } from '../container/index.js';
+import { E2B } from '../defaults.js';
 import { ContainerGoneError, pathKind, type ContainerExec } from '../sandbox/container-exec.js';
 import type { WriteInfo } from '../protocol/e2b.js';
 import { asUser, checkedUser, FILE_SCRIPT_PRELUDE, scriptFailure } from './filesystem.js';
@@ -45,9 +46,6 @@ printf '%s %s\\n' "$o" "$p"
 const RESOLVE = `${FILE_SCRIPT_PRELUDE}
 printf '%s\\n' "$p"
 `;
-
-/** what a write hands the engine at once */
-const COALESCE_BYTES = 1024 * 1024;
 
 /** how many links a read follows before it gives up (a loop) */
 const MAX_LINKS = 16;
@@ -143,50 +141,123 @@ export async function openDownload(exec: ContainerExec, user: string | null, p: 
   return firstFileOf(archive, real);
 }
 
-/** the first entry of a tar stream, a regular file, as its size and a stream of its bytes */
+/** entries of a tar stream that describe the next one (PAX and GNU headers): their data is read past */
+const META_ENTRIES = new Set(['ExtendedHeader', 'GlobalExtendedHeader', 'NextFileHasLongPath', 'NextFileHasLongLinkpath']);
+/** the most of a PAX header's data read (where a size past 8 GiB is said); larger ones are refused */
+const MAX_PAX_BYTES = 64 * 1024;
+
+/** a PAX header's `size` record (`LEN key=value\n` records), or null: the size of a file past 8 GiB */
+function paxSize(data: Buffer): number | null {
+  let size: number | null = null;
+  for (const rec of data.toString('utf8').split('\n')) {
+    const m = /^\d+ size=(\d+)$/.exec(rec);
+    if (m) size = Number(m[1]);
+  }
+  return size;
+}
+
+/**
+ * The first regular file of a tar stream (what the engine's getArchive of a file sends: its
+ * entry, after a PAX header when its name or size needs one), as its size and a stream of its
+ * bytes. Headers are read as they come; the file's bytes are handed on as slices of the engine's
+ * own chunks (no copy, no parser between), the engine's stream paused while the reader is slow
+ * and let go at the file's end or when the reader goes away.
+ */
 function firstFileOf(archive: NodeJS.ReadableStream & { destroy(): void }, p: string): Promise<FileDownload> {
   return new Promise((resolve, reject) => {
-    const body = new PassThrough();
-    let found = false;
-    const parser = new tar.Parser({
-      onReadEntry: (entry) => {
-        if (found) {
-          entry.resume();
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    /** bytes of a describing entry (and its padding) still to read past, and whether they are a PAX header's */
+    let skip = 0;
+    let paxData: Buffer[] | null = null;
+    let sizeOverride: number | null = null;
+    let body: Readable | null = null;
+    let remaining = 0;
+    const stop = (e: Error) => {
+      archive.removeListener('data', onData);
+      archive.destroy();
+      if (body) body.destroy(e);
+      else reject(e);
+    };
+    /** the next `n` bytes of the header blocks, once they are all there */
+    const take = (n: number): Buffer | null => {
+      if (pendingBytes < n) return null;
+      const all = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
+      pending = all.length > n ? [all.subarray(n)] : [];
+      pendingBytes -= n;
+      return all.subarray(0, n);
+    };
+    const emit = (chunk: Buffer): void => {
+      const n = Math.min(remaining, chunk.length);
+      remaining -= n;
+      const more = body!.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+      if (remaining === 0) {
+        body!.push(null);
+        archive.removeListener('data', onData);
+        archive.destroy();
+      } else if (!more) archive.pause();
+    };
+    const onData = (chunk: Buffer) => {
+      if (body) return emit(chunk);
+      pending.push(chunk);
+      pendingBytes += chunk.length;
+      for (;;) {
+        if (skip > 0) {
+          const n = Math.min(skip, pendingBytes);
+          const part = take(n)!;
+          skip -= n;
+          if (paxData) paxData.push(part);
+          if (skip > 0) return;
+          if (paxData) sizeOverride = paxSize(Buffer.concat(paxData)) ?? sizeOverride;
+          paxData = null;
+          continue;
+        }
+        const block = take(512);
+        if (!block) return;
+        if (block.every((b) => b === 0)) return stop(new FileTransferError(404, `${p} does not exist`));
+        const h = new tar.Header(block);
+        if (!h.cksumValid) return stop(new Error(`the engine's archive of ${p} is not a tar stream`));
+        const size = h.size ?? 0;
+        if (META_ENTRIES.has(h.type ?? '')) {
+          if (h.type === 'ExtendedHeader' && size > MAX_PAX_BYTES) return stop(new Error(`the engine's archive of ${p} has a PAX header of ${size} bytes`));
+          skip = Math.ceil(size / 512) * 512;
+          paxData = h.type === 'ExtendedHeader' && skip > 0 ? [] : null;
+          continue;
+        }
+        if (h.type !== 'File' && h.type !== 'OldFile' && h.type !== 'ContiguousFile') return stop(new FileTransferError(400, `${p} is not a regular file`));
+        remaining = sizeOverride ?? size;
+        body = new Readable({ highWaterMark: E2B.files.readBufferBytes, read: () => void archive.resume() });
+        // its reader sees a failure through its own listener; one before the reader came is no crash of the server
+        body.on('error', () => undefined);
+        // the reader went away: the engine's stream is let go
+        body.once('close', () => {
+          archive.removeListener('data', onData);
+          archive.destroy();
+        });
+        resolve({ size: remaining, body });
+        const rest = pending;
+        pending = [];
+        if (remaining === 0) {
+          body.push(null);
+          archive.removeListener('data', onData);
+          archive.destroy();
           return;
         }
-        found = true;
-        if (entry.type !== 'File' && entry.type !== 'OldFile' && entry.type !== 'ContiguousFile') {
-          archive.destroy();
-          reject(new FileTransferError(400, `${p} is not a regular file`));
-          return;
-        }
-        resolve({ size: entry.size, body });
-        entry.on('data', (c: Buffer) => {
-          if (!body.write(c)) {
-            archive.pause();
-            body.once('drain', () => archive.resume());
-          }
-        });
-        entry.on('end', () => {
-          body.end();
-          archive.destroy();
-        });
-      },
-    });
-    parser.on('error', (e: Error) => (found ? body.destroy(e) : reject(e)));
-    archive.on('error', (e: Error) => (found ? body.destroy(e) : reject(e)));
+        for (const c of rest) if (remaining > 0) emit(c);
+        return;
+      }
+    };
+    archive.on('data', onData);
+    archive.on('error', (e: Error) => stop(e));
     archive.on('end', () => {
-      parser.end();
-      if (!found) reject(new FileTransferError(404, `${p} does not exist`));
+      if (!body) reject(new FileTransferError(404, `${p} does not exist`));
+      else if (remaining > 0) body.destroy(new Error(`the engine's archive of ${p} ended ${remaining} bytes before the file's end`));
     });
-    archive.on('data', (c: Buffer) => parser.write(c));
-    // the reader went away: the engine's stream is let go
-    body.on('close', () => archive.destroy());
   });
 }
 
 /** the tar stream of one file: its header, then `data` (exactly `size` bytes), the padding and the end */
-function oneFileTar(name: string, data: Readable, size: number, owner: { uid: number; gid: number; mode: number }): Readable {
+function oneFileTar(name: string, data: AsyncIterable<Buffer>, size: number, owner: { uid: number; gid: number; mode: number }): Readable {
   const header: tar.HeaderData = { path: name, mode: owner.mode, uid: owner.uid, gid: owner.gid, size, mtime: new Date(), type: 'File' };
   const block = Buffer.alloc(512);
   const head: Buffer[] = [];
@@ -197,30 +268,131 @@ function oneFileTar(name: string, data: Readable, size: number, owner: { uid: nu
     (async function* () {
       yield Buffer.concat(head);
       let sent = 0;
-      // an HTTP body arrives in chunks of some KiB: the engine takes them a MiB at a time (4x faster for 16 KiB chunks)
+      // the engine takes a body of small chunks (a slow upload's) 4x faster gathered to a MiB; a
+      // chunk as large as a socket read goes as it is (no copy)
       let held: Buffer[] = [];
       let heldBytes = 0;
-      for await (const c of data as AsyncIterable<Buffer>) {
+      const flush = () => {
+        const out = held.length === 1 ? held[0]! : Buffer.concat(held);
+        held = [];
+        heldBytes = 0;
+        return out;
+      };
+      for await (const c of data) {
         sent += c.length;
         if (sent > size) throw new Error(`the body holds more than the ${size} bytes it announced`);
+        if (c.length >= E2B.files.wholeChunkBytes) {
+          if (heldBytes > 0) yield flush();
+          yield c;
+          continue;
+        }
         held.push(c);
         heldBytes += c.length;
-        if (heldBytes >= COALESCE_BYTES) {
-          yield held.length === 1 ? held[0]! : Buffer.concat(held);
-          held = [];
-          heldBytes = 0;
-        }
+        if (heldBytes >= E2B.files.coalesceBytes) yield flush();
       }
-      if (heldBytes > 0) yield Buffer.concat(held);
+      if (heldBytes > 0) yield flush();
       if (sent !== size) throw new Error(`the body ended after ${sent} of the ${size} bytes it announced`);
       yield Buffer.alloc(((512 - (size % 512)) % 512) + 1024);
     })(),
   );
 }
 
+/** where a write goes and whom it belongs to */
+interface WriteTarget {
+  uid: number;
+  gid: number;
+  mode: number;
+  /** the real path (through a link) */
+  real: string;
+}
+
+/**
+ * Where a write goes, as the container says it (PREPARE_WRITE, one exec), or, for root's new file
+ * at an absolute path in a folder that exists, as the engine's archive API says it without an
+ * exec (the engine's stat: a fortieth of an exec's time): root's, mode 644. Anything else (a
+ * file that exists, whose owner only the container says; a link; a folder to make; a user whose
+ * ids only the container knows) is the script's.
+ */
+async function writeTarget(exec: ContainerExec, user: string | null, p: string): Promise<WriteTarget> {
+  const real = path.posix.normalize(p);
+  if (user === 'root' && p.startsWith('/') && real !== '/') {
+    // a container that is gone says so; any other doubt is the script's to settle
+    const isNew = await newInFolder(exec, real).catch((e: unknown) => (e instanceof ContainerGoneError ? gone(e) : false));
+    if (isNew) return { uid: 0, gid: 0, mode: 0o644, real };
+  }
+  const prepared = await script(exec, 'e2b-prepare-write', PREPARE_WRITE, user, p);
+  const m = /^(\d+) (\d+) ([0-7]+) (\/.*)$/s.exec(prepared);
+  if (!m) throw new FileTransferError(500, `the sandbox said nothing usable of ${p}: ${JSON.stringify(prepared.slice(0, 200))}`);
+  return { uid: Number(m[1]), gid: Number(m[2]), mode: parseInt(m[3]!, 8), real: m[4]! };
+}
+
+/** nothing is at `real`, and its folder exists (not through a link) */
+async function newInFolder(exec: ContainerExec, real: string): Promise<boolean> {
+  if ((await exec.stat(real)) !== null) return false;
+  const parent = await exec.stat(path.posix.dirname(real));
+  return parent !== null && pathKind(parent.mode) === 'dir';
+}
+
+/**
+ * A body's first bytes, read while the sandbox is asked where they go (at most `max`, in memory:
+ * the request is then paused), handed on first when the write begins, the rest read from there.
+ */
+class ReadAhead {
+  private readonly held: Buffer[] = [];
+  private bytes = 0;
+  private ended = false;
+  private error: Error | null = null;
+  private readonly onData = (c: Buffer) => {
+    this.held.push(c);
+    this.bytes += c.length;
+    if (this.bytes >= this.max) this.data.pause();
+  };
+  private readonly onEnd = () => (this.ended = true);
+  private readonly onError = (e: Error) => (this.error = e);
+
+  constructor(
+    private readonly data: Readable,
+    private readonly max: number,
+  ) {
+    data.on('data', this.onData);
+    data.once('end', this.onEnd);
+    data.once('error', this.onError);
+  }
+
+  /** stops reading ahead */
+  stop(): void {
+    this.data.off('data', this.onData);
+    this.data.off('end', this.onEnd);
+    this.data.off('error', this.onError);
+    this.data.pause();
+  }
+
+  /** what was read ahead, then the rest of the body */
+  async *bytesOf(): AsyncGenerator<Buffer> {
+    this.stop();
+    const { ended, error } = this;
+    // handed on, not kept: what was read ahead is let go as the engine takes it
+    const held = this.held.splice(0);
+    yield* held;
+    if (error) throw error;
+    if (!ended) yield* this.data as AsyncIterable<Buffer>;
+  }
+}
+
+/** a body of unknown length written to this host's disk, in a folder of its own (removed by the caller) */
+async function spool(data: Readable, gzip: boolean, dir: { path: string | null }): Promise<{ file: string; size: number }> {
+  dir.path = await mkdtemp(path.join(tmpdir(), 'openenv-e2b-upload-'));
+  const file = path.join(dir.path, 'body');
+  await (gzip ? pipeline(data, createGunzip(), createWriteStream(file)) : pipeline(data, createWriteStream(file)));
+  return { file, size: (await statFile(file)).size };
+}
+
 /**
  * Writes the file at `p` from `data` (`size` bytes, or null when unknown; `gzip`: compressed),
- * making its folders; resolves with what envd answers for it, and the bytes written.
+ * making its folders; resolves with what envd answers for it, and the bytes written. The sandbox
+ * is asked where the file goes (one exec) while the body arrives: its first bytes are read ahead
+ * (E2B.files.readAheadBytes), or, of unknown length, it is spooled to disk meanwhile (a tar
+ * header says the size before the bytes).
  */
 export async function writeFileStream(
   exec: ContainerExec,
@@ -230,22 +402,37 @@ export async function writeFileStream(
   opts: { size: number | null; gzip: boolean },
 ): Promise<WriteInfo & { bytes: number }> {
   if (!p) throw new FileTransferError(400, 'the query names no path: POST /files?path=<file>');
-  const prepared = await script(exec, 'e2b-prepare-write', PREPARE_WRITE, user, p);
-  const m = /^(\d+) (\d+) ([0-7]+) (\/.*)$/s.exec(prepared);
-  if (!m) throw new FileTransferError(500, `the sandbox said nothing usable of ${p}: ${JSON.stringify(prepared.slice(0, 200))}`);
-  const owner = { uid: Number(m[1]), gid: Number(m[2]), mode: parseInt(m[3]!, 8) };
-  const real = m[4]!;
-  let spool: string | null = null;
+  const known = !opts.gzip && opts.size !== null;
+  const spoolDir: { path: string | null } = { path: null };
+  const ahead = known ? new ReadAhead(data, E2B.files.readAheadBytes) : null;
+  const spooled = known ? null : spool(data, opts.gzip, spoolDir);
+  let spoolSettled = false;
+  void spooled?.then(
+    () => (spoolSettled = true),
+    () => (spoolSettled = true),
+  );
   try {
-    let source: Readable = opts.gzip ? data.pipe(createGunzip()) : data;
-    let size = opts.gzip ? null : opts.size;
-    if (size === null) {
-      // a tar header says the size first: an upload of unknown length waits on this host's disk
-      spool = await mkdtemp(path.join(tmpdir(), 'openenv-e2b-upload-'));
-      const file = path.join(spool, 'body');
-      await pipeline(source, createWriteStream(file));
-      size = (await statFile(file)).size;
-      source = createReadStream(file);
+    let target: WriteTarget;
+    try {
+      target = await writeTarget(exec, user, p);
+    } finally {
+      ahead?.stop();
+    }
+    const { real, ...owner } = target;
+    let source: AsyncIterable<Buffer>;
+    let size: number;
+    if (ahead) {
+      source = ahead.bytesOf();
+      size = opts.size!;
+    } else {
+      let body;
+      try {
+        body = await spooled!;
+      } catch (e) {
+        throw new FileTransferError(400, `the upload of ${real} did not arrive whole: ${(e as Error).message}`);
+      }
+      source = createReadStream(body.file);
+      size = body.size;
     }
     const dir = path.posix.dirname(real);
     try {
@@ -256,6 +443,9 @@ export async function writeFileStream(
     }
     return { name: path.posix.basename(real), type: 'file', path: real, bytes: size };
   } finally {
-    if (spool) await rm(spool, { recursive: true, force: true }).catch(() => undefined);
+    // a spool still arriving when the write failed goes once it settles: the failure is answered now
+    const removeSpool = () => (spoolDir.path ? rm(spoolDir.path, { recursive: true, force: true }).catch(() => undefined) : undefined);
+    const removed = spooled?.then(removeSpool, removeSpool);
+    if (spoolSettled) await removed;
   }
 }

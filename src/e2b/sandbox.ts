@@ -26,6 +26,8 @@ import type { EgressDestination, EnvHandle, EnvPausing, EnvShell, EnvSpec, EnvUs
 import { seconds3 } from '../time.js';
 import { E2bApiError } from './errors.js';
 import { ProcessTable, type ProcessRecord } from './processes.js';
+import type { ModelAccess } from '../episodes/model-access.js';
+import type { GatewayEnd } from '../gateway/index.js';
 
 /** What the console hears of a sandbox (the web console's history is one). */
 export interface SandboxObserver {
@@ -42,6 +44,8 @@ export interface SandboxDeps extends EnvLeaseDeps {
   metrics: Metrics;
   log: Logger;
   observer?: SandboxObserver;
+  /** --e2b-model-door: the model gateway's door on its network (docs/e2b.md) */
+  modelDoor?: { access: ModelAccess; hostName: string | null };
 }
 
 /** how a sandbox ended */
@@ -184,7 +188,8 @@ export class E2bSandbox {
       this.t.queued = this.now();
       deps.metrics.queueWait.observe({ lane: DEFAULT_LANE }, (this.t.queued - this.createdAt) / 1000);
       this.phase = 'deploying';
-      const handle = await this.lease.env(signal, undefined, this.params.egress);
+      const door = deps.modelDoor?.access.sandboxDoor(this.id, { hostName: deps.modelDoor.hostName, isLive: () => this.phase !== 'done' }) ?? undefined;
+      const handle = await this.lease.env(signal, door, this.params.egress);
       this.attach(handle);
     } catch (e) {
       this.t.queued ??= this.now();
@@ -281,6 +286,15 @@ export class E2bSandbox {
     this.log.info({ event: 'sandbox_resumed' }, 'sandbox resumed');
   }
 
+  /**
+   * Its model access ended on its own (a budget, the upstream: the gateway's reasons): its harness
+   * is refused from now on. The sandbox lives on (its client owns its life); the console says why.
+   */
+  modelAccessEnded(end: GatewayEnd): void {
+    this.log.info({ event: 'sandbox_model_access_ended', reason: end.reason }, end.message);
+    this.record('model.access_ended', {}, { reason: end.reason, message: end.message }, null, this.now());
+  }
+
   /** an operation of envd's, for the console (its arguments and result, bounded there) */
   record(tool: string, args: unknown, result: unknown, error: unknown, startedAt: number): void {
     this.ops++;
@@ -341,6 +355,10 @@ export class E2bSandbox {
         const cost = this.meter?.read();
         this.processes?.closeAll();
         await cost;
+        // its model calls in flight are cut short (each recorded in its transcript) and its door closes before its env goes
+        await this.deps.modelDoor?.access
+          .revoke(this.id)
+          .catch((e: unknown) => this.log.warn({ err: (e as Error)?.message }, 'revoking the model door failed'));
         await this.lease?.release();
       } finally {
         this.resolveTornDown();

@@ -19,6 +19,7 @@ import { E2bApiError } from './errors.js';
 import { E2bSandbox, type SandboxObserver, type SandboxPhase } from './sandbox.js';
 import { Templates } from './templates.js';
 import { egressFor, type AllowedEntry } from './egress.js';
+import type { ModelAccess } from '../episodes/model-access.js';
 
 export interface E2bSettings {
   /** --reset-timeout: the longest a create waits for a slot */
@@ -30,6 +31,8 @@ export interface E2bSettings {
   imagePatterns: readonly string[];
   /** --egress-allow, its hosts resolved (at start: a create waits for it) */
   egressAllow: Promise<readonly AllowedEntry[]>;
+  /** --e2b-model-door: each sandbox gets a door of the model gateway; --e2b-model-door-host: the name it has inside */
+  modelDoor: { hostName: string | null } | null;
 }
 
 export interface E2bDeps {
@@ -42,6 +45,8 @@ export interface E2bDeps {
   metrics: Metrics;
   log: Logger;
   observer?: SandboxObserver;
+  /** the model gateway's side of episodes and sandboxes (--model-url), when the server has one */
+  modelAccess?: ModelAccess;
   now?: () => number;
 }
 
@@ -140,6 +145,7 @@ export class E2bSandboxes {
         log: this.deps.log,
         ...(this.deps.observer ? { observer: this.deps.observer } : {}),
         ...(this.deps.now ? { now: this.deps.now } : {}),
+        ...(settings.modelDoor && this.deps.modelAccess ? { modelDoor: { access: this.deps.modelAccess, hostName: settings.modelDoor.hostName } } : {}),
       },
       { ...params, queueTimeoutMs: settings.resetTimeoutMs },
     );

@@ -46,7 +46,8 @@ export function imagePatternMatches(pattern: string, image: string): boolean {
 const IMAGE_REF = /^[a-z0-9][a-z0-9._/:@-]{0,254}$/i;
 
 export class Templates {
-  private readonly pulls = new Map<string, Promise<void>>();
+  /** the pulls under way, by image: each with the sandboxes waiting for it, who hear its progress */
+  private readonly pulls = new Map<string, { done: Promise<void>; listeners: Set<(p: PullProgress) => void>; last: PullProgress | null }>();
   private pulling = 0;
   private readonly pullQueue: (() => void)[] = [];
 
@@ -133,17 +134,36 @@ export class Templates {
       if (!(e instanceof SandboxError) || e.fact !== 'no_image') throw e;
     }
     if (!images.pull) this.fail(503, `image ${image} is not on the engine and this sandbox pulls none: pull it on every node first`);
-    const listeners = new Set<(p: PullProgress) => void>();
-    if (opts.onPull) listeners.add(opts.onPull);
     let pull = this.pulls.get(image);
     if (!pull) {
-      pull = this.pull(image, (p) => listeners.forEach((l) => l(p))).finally(() => this.pulls.delete(image));
-      this.pulls.set(image, pull);
+      const started: { done: Promise<void>; listeners: Set<(p: PullProgress) => void>; last: PullProgress | null } = {
+        done: Promise.resolve(),
+        listeners: new Set(),
+        last: null,
+      };
+      started.done = this.pull(image, (p) => {
+        started.last = p;
+        started.listeners.forEach((l) => l(p));
+      }).finally(() => this.pulls.delete(image));
+      // its failure is each waiter's to hear; one that comes when all have stopped waiting is no one's
+      started.done.catch(() => undefined);
+      this.pulls.set(image, started);
+      pull = started;
+    }
+    // a sandbox that joins a pull under way hears where it is, then the rest
+    const listener = opts.onPull;
+    if (listener) {
+      pull.listeners.add(listener);
+      if (pull.last) listener(pull.last);
     }
     const stop = opts.signal;
-    await (stop
-      ? Promise.race([pull, new Promise<never>((_r, reject) => stop.addEventListener('abort', () => reject(stop.reason as Error), { once: true }))])
-      : pull);
+    try {
+      await (stop
+        ? Promise.race([pull.done, new Promise<never>((_r, reject) => stop.addEventListener('abort', () => reject(stop.reason as Error), { once: true }))])
+        : pull.done);
+    } finally {
+      if (listener) pull.listeners.delete(listener);
+    }
   }
 
   private async pull(image: string, tell: (p: PullProgress) => void): Promise<void> {

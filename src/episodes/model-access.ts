@@ -84,7 +84,35 @@ export class ModelAccess {
     return async (place) => {
       // a deploy that runs on after its episode's teardown began opens no door
       if (this.asks.get(episodeId) !== ask) throw new Error(`episode ${episodeId} ended before its model door opened`);
-      return { ...(await this.opts.gateway.issue(episodeId, { door: place, upstream: ask.upstream, budgets: ask.budgets })).env };
+      const issued = await this.opts.gateway.issue(episodeId, { door: place, upstream: ask.upstream, budgets: ask.budgets });
+      return { env: { ...issued.env }, door: { ip: issued.address, port: issued.port } };
+    };
+  }
+
+  /**
+   * The door of an E2B sandbox (--e2b-model-door, docs/e2b.md): the server's upstream and budgets,
+   * as an episode whose reset named neither gets. With `hostName` (--e2b-model-door-host), that
+   * name resolves to the door inside the sandbox and the door takes the harness's own key,
+   * sending it upstream (a harness configured outside the sandbox: slime's adapter URL and session
+   * id). Null when the server has no upstream of its own.
+   */
+  sandboxDoor(sandboxId: string, opts: { hostName: string | null; isLive: () => boolean }): ModelDoorHook | null {
+    const upstream = this.opts.defaultUpstream;
+    if (!upstream) return null;
+    return async (place) => {
+      // a deploy that runs on after its sandbox ended opens no door
+      if (!opts.isLive()) throw new Error(`sandbox ${sandboxId} ended before its model door opened`);
+      const issued = await this.opts.gateway.issue(sandboxId, {
+        door: place,
+        upstream,
+        budgets: this.opts.budgets,
+        ...(opts.hostName !== null ? { harnessKey: 'forward' as const } : {}),
+      });
+      return {
+        env: { ...issued.env },
+        ...(opts.hostName !== null ? { hosts: { [opts.hostName]: issued.address } } : {}),
+        door: { ip: issued.address, port: issued.port },
+      };
     };
   }
 

@@ -155,6 +155,19 @@ export const APIS: readonly ApiSpec[] = [
     withheld: () => null,
   },
   {
+    // what Claude Code asks before its turns: the upstream counts a prompt, no model runs (not a call of the budget)
+    name: 'anthropic.count_tokens',
+    method: 'POST',
+    path: '/v1/messages/count_tokens',
+    upstreamPath: '/messages/count_tokens',
+    errors: 'anthropic',
+    usage: () => null,
+    reassembler: () => new AnthropicMessagesReassembler(),
+    replyCap: () => ({ cap: null, choices: 1 }),
+    prepare: (body, model) => withModel(body, model),
+    withheld: () => null,
+  },
+  {
     name: 'openai.models',
     method: 'GET',
     path: '/v1/models',

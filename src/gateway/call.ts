@@ -87,6 +87,8 @@ export class Call {
   private receivedBytes = 0;
   /** the harness hung up while its call ran: the reply is read on (bounded) to count it, and given to no one */
   private harnessGone = false;
+  /** the harness's own key, sent upstream as its bearer (EpisodeGate.forwardsHarnessKey) */
+  private harnessKey: string | null = null;
 
   constructor(
     private readonly gate: EpisodeGate,
@@ -102,8 +104,15 @@ export class Call {
 
   async run(): Promise<void> {
     const { gate, api } = this;
-    if (!gate.credential.acceptsAny(presentedKeys(this.req.headers))) {
+    const keys = presentedKeys(this.req.headers);
+    if (!gate.forwardsHarnessKey && !gate.credential.acceptsAny(keys)) {
       return this.refuse(401, 'unauthorized', "no valid key for this episode's model gateway", { connection: 'close' });
+    }
+    this.harnessKey = gate.forwardsHarnessKey ? gate.credential.otherThan(keys) : null;
+    if (this.harnessKey !== null && !/^[\x21-\x7e]{1,4096}$/.test(this.harnessKey)) {
+      return this.refuse(401, 'unauthorized', 'the key is not a token the model upstream can be given (visible ASCII, at most 4096 characters)', {
+        connection: 'close',
+      });
     }
     if (!api) return this.refuse(404, 'not_found', `the model gateway serves ${SERVED}`, { connection: 'close' });
     if (this.refuseIfEnded({ connection: 'close' })) return;
@@ -133,6 +142,16 @@ export class Call {
     }
     if (gate.forwarding >= this.limits.maxInFlight) {
       return this.refuse(429, 'busy', `the episode already has ${gate.forwarding} model calls in flight (at most ${this.limits.maxInFlight})`);
+    }
+    if (!this.counts()) {
+      // counting a prompt's tokens runs no model: it holds a place among the calls in flight, and none of the budget
+      gate.forwarding++;
+      try {
+        this.request = api.prepare(body!, gate.upstream.model, null);
+        return await this.forward(Buffer.from(JSON.stringify(this.request)), body!);
+      } finally {
+        gate.forwarding--;
+      }
     }
     gate.forwarding++;
     try {
@@ -198,6 +217,7 @@ export class Call {
       const headers: OutgoingHttpHeaders = {};
       for (const h of FORWARDED_REQUEST_HEADERS) if (typeof this.req.headers[h] === 'string') headers[h] = this.req.headers[h];
       if (body) headers['content-type'] = 'application/json';
+      if (this.harnessKey !== null) headers.authorization = `Bearer ${this.harnessKey}`;
       Object.assign(headers, gate.upstream.headers);
       const url = new URL(gate.upstream.base_url.replace(/\/+$/, '') + api!.upstreamPath);
       let up: IncomingMessage;
@@ -430,9 +450,9 @@ export class Call {
     this.record(status, 'refused', null, null, message, code);
   }
 
-  /** a model call: the budget counts it (the models list is not one) */
+  /** a model call: the budget counts it (the models list and a count of a prompt's tokens are not) */
   private counts(): boolean {
-    return this.api !== null && this.api.name !== 'openai.models';
+    return this.api !== null && this.api.name !== 'openai.models' && this.api.name !== 'anthropic.count_tokens';
   }
 
   /**

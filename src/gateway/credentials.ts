@@ -21,6 +21,12 @@ export class Credential {
     this.expected = digest(value);
   }
 
+  /** the first presented key that is not this credential (a harness's own key, to go upstream), or null */
+  otherThan(presented: readonly string[]): string | null {
+    for (const p of presented) if (!timingSafeEqual(digest(p), this.expected)) return p;
+    return null;
+  }
+
   /** true when any of the presented keys is this credential */
   acceptsAny(presented: readonly string[]): boolean {
     let ok = false;

@@ -72,6 +72,8 @@ export class EpisodeGate {
     readonly upstream: Upstream,
     readonly budgets: Budgets,
     private readonly observer: GatewayObserver,
+    /** the door admits by source alone and sends the harness's own key upstream (IssueRequest.harnessKey) */
+    readonly forwardsHarnessKey = false,
   ) {}
 
   /** the wall-time budget starts (when the credential is handed out) */

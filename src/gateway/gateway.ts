@@ -31,6 +31,14 @@ export interface IssueRequest {
   door: DoorSpec;
   upstream?: UpstreamInput;
   budgets?: BudgetsInput;
+  /**
+   * The harness brings a key of its own, given it outside its env (slime's session id as its
+   * bearer): the door admits by its source alone (the env's subnet, as every door does first),
+   * and the key a request presents goes upstream as `Authorization: Bearer`, unless it is the
+   * episode's credential (which never leaves the server). The upstream's own headers still go,
+   * after it. Absent: only the episode's credential admits a request, and no key goes upstream.
+   */
+  harnessKey?: 'forward';
 }
 
 /** the variables a harness reads, pointing at the episode's door with its credential */
@@ -45,6 +53,9 @@ export interface Issued {
   credential: string;
   /** the door, http://address:port */
   origin: string;
+  /** where the door listens */
+  address: string;
+  port: number;
   env: GatewayEnv;
 }
 
@@ -82,7 +93,14 @@ export class ModelGateway {
     if (this.gates.has(episodeId)) throw new GatewayError(`episode ${episodeId} already has a model credential`);
     const upstream = req.upstream ? parseUpstream(req.upstream) : this.defaultUpstream;
     if (!upstream) throw new GatewayError(`episode ${episodeId} names no model upstream and the server has no default (--model-url)`);
-    const gate = new EpisodeGate(episodeId, new Credential(newCredential()), upstream, parseBudgets(req.budgets ?? {}), this.observer);
+    const gate = new EpisodeGate(
+      episodeId,
+      new Credential(newCredential()),
+      upstream,
+      parseBudgets(req.budgets ?? {}),
+      this.observer,
+      req.harnessKey === 'forward',
+    );
     this.gates.set(episodeId, gate);
     let door: Door;
     try {
@@ -102,6 +120,8 @@ export class ModelGateway {
     return {
       credential: key,
       origin: door.origin,
+      address: door.address,
+      port: door.port,
       env: { OPENAI_BASE_URL: `${door.origin}/v1`, OPENAI_API_KEY: key, ANTHROPIC_BASE_URL: door.origin, ANTHROPIC_API_KEY: key },
     };
   }

@@ -51,7 +51,7 @@ export type Budgets = z.infer<typeof BudgetsSchema>;
 export type BudgetsInput = z.input<typeof BudgetsSchema>;
 
 /** the model APIs the gateway serves */
-export const ModelApiSchema = z.enum(['openai.chat', 'openai.responses', 'anthropic.messages', 'openai.models']);
+export const ModelApiSchema = z.enum(['openai.chat', 'openai.responses', 'anthropic.messages', 'anthropic.count_tokens', 'openai.models']);
 export type ModelApi = z.infer<typeof ModelApiSchema>;
 
 /** a call's usage in one shape, whichever API it was */

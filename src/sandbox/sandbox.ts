@@ -62,6 +62,8 @@ export interface EnvSpec {
   security?: EnvSecurityAsk;
   /** absent: the sandbox's own (the server's --runtime) */
   runtime?: EnvRuntime;
+  /** host names the env's container resolves to these IPv4 addresses (a hosts entry each), besides its network's own names */
+  hosts?: Record<string, string>;
 }
 
 export interface DeployRequest {
@@ -76,15 +78,18 @@ export interface DeployRequest {
   /**
    * The model gateway's door for this env (src/gateway/): called once the env's network exists
    * (and the server's container, if any, joined it), before the env starts, with where the server
-   * is on that network; the variables it resolves with are added to the env's environment. A
-   * sandbox that cannot open such a door rejects the deploy (`modelDoors` false or absent).
+   * is on that network; the variables it resolves with are added to the env's environment, its
+   * host names to the env's hosts. A sandbox that cannot open such a door rejects the deploy
+   * (`modelDoors` false or absent).
    */
   modelDoor?: ModelDoorHook;
   /**
    * Destinations outside its network the env may open TCP connections to (the egress allowlist,
-   * docs/e2b.md): the env gets a routed network whose every other destination is closed. Absent
-   * or empty: its network leads nowhere, as every env's. A sandbox that cannot open any
-   * (`egress` absent) rejects the deploy.
+   * docs/e2b.md): the env gets a routed network whose every other destination is closed. Given
+   * (even empty) with a model door, the door is opened the same way and everything else of the
+   * server's host is closed to the env (where the server reaches envs from its host). Absent: no
+   * rules, and the network leads nowhere but to the door, as every env's. A sandbox that cannot
+   * set such rules (`egress` absent) rejects the deploy.
    */
   egress?: readonly EgressDestination[];
 }
@@ -107,7 +112,17 @@ export interface NetworkPlace {
   subnet: string;
 }
 
-export type ModelDoorHook = (place: NetworkPlace) => Promise<Record<string, string>>;
+/** what opening an env's model door gives its deploy */
+export interface ModelDoorOpened {
+  /** variables added to the env's environment (the SDKs' base URLs and key) */
+  env: Record<string, string>;
+  /** host names the env resolves to the door's address (EnvSpec.hosts) */
+  hosts?: Record<string, string>;
+  /** where the door listens: opened to the env with its egress rules, when it has them */
+  door: EgressDestination;
+}
+
+export type ModelDoorHook = (place: NetworkPlace) => Promise<ModelDoorOpened>;
 
 export interface EnvHandle {
   episodeId: string;

@@ -1,7 +1,8 @@
 /**
  * The E2B side's parts that need no engine: the control line cut out of a command's output
  * wherever the stream splits it, the streaming multipart reader, the toolbox's entry lines, the
- * Connect framing and headers, image patterns, proto3 JSON names.
+ * Connect framing and headers, image patterns, proto3 JSON names, the file read out of the
+ * engine's tar stream.
  */
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +14,10 @@ import { TagScanner } from '../../src/e2b/tag-scanner.js';
 import { imagePatternMatches } from '../../src/e2b/templates.js';
 import { egressFor, type AllowedEntry } from '../../src/e2b/egress.js';
 import { camelKeys } from '../../src/protocol/e2b.js';
+import * as tar from 'tar';
+import { openDownload, writeFileStream } from '../../src/e2b/sandbox-files.js';
+import { E2B } from '../../src/defaults.js';
+import type { ContainerExec } from '../../src/sandbox/container-exec.js';
 
 /** `data` cut at `cuts` (sorted offsets) */
 function split(data: Buffer, cuts: number[]): Buffer[] {
@@ -197,5 +202,242 @@ describe("a sandbox's egress within the operator's list", () => {
     expect(() => dests({ allowInternetAccess: null, network: { denyOut: ['example.com'] } })).toThrow(/denies no host names/);
     expect(() => dests({ allowInternetAccess: null, network: { denyOut: ['10.0.0.0/33'] } })).toThrow(/prefix is 0 to 32/);
     expect(() => egressFor([], { allowInternetAccess: null, network: { allowOut: ['not a host!'] } })).toThrow(/no address, CIDR or host name/);
+  });
+});
+
+/** a tar stream of entries as the engine's getArchive sends them (a PAX header first where node-tar writes one) */
+async function tarOf(entries: { path: string; type?: 'File' | 'Directory' | 'SymbolicLink'; data?: Buffer; linkpath?: string }[]): Promise<Buffer> {
+  const out: Buffer[] = [];
+  for (const e of entries) {
+    const type = e.type ?? 'File';
+    const data = e.data ?? Buffer.alloc(0);
+    const header: tar.HeaderData = {
+      path: e.path,
+      mode: 0o644,
+      uid: 0,
+      gid: 0,
+      size: type === 'File' ? data.length : 0,
+      mtime: new Date(0),
+      type,
+      linkpath: e.linkpath,
+    };
+    const block = Buffer.alloc(512);
+    if (new tar.Header(header).encode(block)) out.push(new tar.Pax(header).encode());
+    out.push(block);
+    if (type === 'File') out.push(data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  }
+  out.push(Buffer.alloc(1024));
+  return Buffer.concat(out);
+}
+
+/** an exec whose engine answers `archive` (cut at `cuts`) for any regular file */
+function archiveExec(archive: Buffer, cuts: number[], gone: { destroyed: boolean }): ContainerExec {
+  return {
+    id: 'fake',
+    toolbox: null,
+    stat: async () => ({ name: 'f', size: 0, mode: 0o644, mtime: '', linkTarget: '' }),
+    getArchive: async () => {
+      const s = Readable.from(split(archive, cuts)) as Readable & { destroy(): Readable };
+      s.once('close', () => (gone.destroyed = true));
+      return s;
+    },
+  } as unknown as ContainerExec;
+}
+
+describe("a file read out of the engine's tar stream", () => {
+  const read = async (d: { body: Readable }) => Buffer.concat(await d.body.toArray());
+
+  it('gives the first file whole, its size first, wherever the chunks cut headers and bytes, then lets the stream go', async () => {
+    const data = Buffer.from(Array.from({ length: 70_000 }, (_, i) => i % 251));
+    const longName = `${'deep/'.repeat(40)}file.bin`;
+    for (const name of ['f.bin', longName]) {
+      const archive = await tarOf([
+        { path: name, data },
+        { path: 'next', data: Buffer.from('not this') },
+      ]);
+      await fc.assert(
+        fc.asyncProperty(fc.uniqueArray(fc.integer({ min: 1, max: archive.length - 1 }), { maxLength: 12 }), async (cuts) => {
+          const gone = { destroyed: false };
+          const d = await openDownload(
+            archiveExec(
+              archive,
+              cuts.sort((a, b) => a - b),
+              gone,
+            ),
+            'root',
+            '/f.bin',
+          );
+          expect(d.size).toBe(data.length);
+          expect((await read(d)).equals(data)).toBe(true);
+          expect(gone.destroyed).toBe(true);
+        }),
+        { numRuns: 40 },
+      );
+    }
+  });
+
+  it('an empty file, and a file the size of whole blocks', async () => {
+    for (const data of [Buffer.alloc(0), Buffer.alloc(1024, 1)]) {
+      const d = await openDownload(archiveExec(await tarOf([{ path: 'f', data }]), [100, 700], { destroyed: false }), 'root', '/f');
+      expect(d.size).toBe(data.length);
+      expect((await read(d)).equals(data)).toBe(true);
+    }
+  });
+
+  it('refuses a folder or a link the engine archived, an empty archive, and bytes that are no tar stream', async () => {
+    const refused = (archive: Buffer) => openDownload(archiveExec(archive, [], { destroyed: false }), 'root', '/f').catch((e: Error) => e);
+    expect(String(await refused(await tarOf([{ path: 'd', type: 'Directory' }])))).toMatch(/is not a regular file/);
+    expect(String(await refused(await tarOf([{ path: 'l', type: 'SymbolicLink', linkpath: 'x' }])))).toMatch(/is not a regular file/);
+    expect(String(await refused(Buffer.alloc(1024)))).toMatch(/does not exist/);
+    expect(String(await refused(Buffer.from('garbage'.repeat(100))))).toMatch(/not a tar stream/);
+  });
+
+  it('a stream that ends before the file does fails the body, not silently short', async () => {
+    const archive = await tarOf([{ path: 'f', data: Buffer.alloc(10_000, 3) }]);
+    const d = await openDownload(archiveExec(archive.subarray(0, 4096), [], { destroyed: false }), 'root', '/f');
+    await expect(read(d)).rejects.toThrow(/ended \d+ bytes before the file's end/);
+  });
+
+  it('a reader that stops reading pauses the engine: what is held stays bounded', async () => {
+    const data = Buffer.alloc(8 * 1024 * 1024, 5);
+    const archive = await tarOf([{ path: 'f', data }]);
+    let sent = 0;
+    const chunks = split(
+      archive,
+      Array.from({ length: archive.length / 65536 - 1 }, (_, i) => (i + 1) * 65536),
+    );
+    const source = new Readable({
+      read() {
+        const c = chunks.shift();
+        if (c) sent += c.length;
+        this.push(c ?? null);
+      },
+    });
+    const exec = { ...archiveExec(archive, [], { destroyed: false }), getArchive: async () => source } as unknown as ContainerExec;
+    const d = await openDownload(exec, 'root', '/f');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(sent, String(sent)).toBeLessThanOrEqual(E2B.files.readBufferBytes + 3 * 65536);
+    expect((await read(d)).length).toBe(data.length);
+  });
+});
+
+/** an exec where root's writes are settled by the engine alone: stat answers `files` (path → mode), putArchive keeps what it is given */
+function engineOnlyExec(files: Record<string, { mode: number; uid?: number; gid?: number }>, opts: { slowStat?: Promise<void> } = {}) {
+  const put: { dir: string; tar: Buffer }[] = [];
+  const exec = {
+    id: 'fake',
+    toolbox: null,
+    start: async () => {
+      throw new Error('no exec: the engine settles where root writes');
+    },
+    stat: async (p: string) => {
+      await opts.slowStat;
+      const f = files[p];
+      return f ? { name: p, size: 0, mode: f.mode, mtime: '', linkTarget: '' } : null;
+    },
+    getArchive: async (p: string) => {
+      const f = files[p]!;
+      const block = Buffer.alloc(512);
+      new tar.Header({ path: 'x', mode: f.mode & 0o777, uid: f.uid ?? 0, gid: f.gid ?? 0, size: 3, type: 'File' }).encode(block);
+      return Readable.from([block, Buffer.from('old'), Buffer.alloc(509 + 1024)]);
+    },
+    putArchive: async (dir: string, t: Buffer | NodeJS.ReadableStream) => {
+      const chunks: Buffer[] = [];
+      for await (const c of t as AsyncIterable<Buffer>) chunks.push(c);
+      put.push({ dir, tar: Buffer.concat(chunks) });
+    },
+  } as unknown as ContainerExec;
+  return { exec, put };
+}
+
+/** the one file of a tar: its header and bytes */
+function unTar(t: Buffer): { header: tar.Header; data: Buffer } {
+  let at = 0;
+  let header = new tar.Header(t.subarray(0, 512));
+  if (header.type === 'ExtendedHeader') {
+    at = 512 + Math.ceil((header.size ?? 0) / 512) * 512;
+    header = new tar.Header(t.subarray(at, at + 512));
+  }
+  return { header, data: t.subarray(at + 512, at + 512 + (header.size ?? 0)) };
+}
+
+describe("a file written through the engine's archive API", () => {
+  const DIR = 2 ** 31 + 0o755;
+  it("root's new file in a folder that exists: no exec, root's with mode 644, its bytes whole wherever the body's chunks fall", async () => {
+    const data = Buffer.from(Array.from({ length: 300_000 }, (_, i) => i % 253));
+    await fc.assert(
+      fc.asyncProperty(fc.uniqueArray(fc.integer({ min: 1, max: data.length - 1 }), { maxLength: 20 }), async (cuts) => {
+        const { exec, put } = engineOnlyExec({ '/tmp': { mode: DIR } });
+        const info = await writeFileStream(
+          exec,
+          'root',
+          '/tmp/./new.bin',
+          Readable.from(
+            split(
+              data,
+              cuts.sort((a, b) => a - b),
+            ),
+          ),
+          { size: data.length, gzip: false },
+        );
+        expect(info).toEqual({ name: 'new.bin', type: 'file', path: '/tmp/new.bin', bytes: data.length });
+        expect(put).toHaveLength(1);
+        expect(put[0]!.dir).toBe('/tmp');
+        const { header, data: got } = unTar(put[0]!.tar);
+        expect([header.path, header.uid, header.gid, header.mode]).toEqual(['new.bin', 0, 0, 0o644]);
+        expect(got.equals(data)).toBe(true);
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it("a body of unknown length (chunked, or gzip) is spooled and written whole; a file that exists, a link, a missing folder, another user are the sandbox's to settle", async () => {
+    const { exec, put } = engineOnlyExec({ '/home/agent': { mode: DIR }, '/home/agent/f': { mode: 0o600 }, '/l': { mode: 2 ** 27 + 0o777 } });
+    await writeFileStream(exec, 'root', '/home/agent/new', Readable.from([Buffer.from('new '), Buffer.from('bytes')]), { size: null, gzip: false });
+    const { gzipSync } = await import('node:zlib');
+    await writeFileStream(exec, 'root', '/home/agent/zipped', Readable.from([gzipSync('zipped')]), { size: null, gzip: true });
+    expect(put.map((x) => unTar(x.tar).data.toString())).toEqual(['new bytes', 'zipped']);
+    // each of these asks the container (its toolbox's script, which this fake container lacks)
+    for (const [user, p] of [
+      ['root', '/home/agent/f'],
+      ['root', '/l/x'],
+      ['root', '/nowhere/x'],
+      ['root', 'relative'],
+      ['agent', '/home/agent/g'],
+      [null, '/home/agent/g'],
+    ] as const) {
+      const r = await writeFileStream(exec, user, p, Readable.from([Buffer.from('x')]), { size: 1, gzip: false }).catch((e: Error) => e);
+      expect(String(r), `${user} ${p}`).toMatch(/has no toolbox, which e2b-prepare-write needs/);
+    }
+  });
+
+  it('a body that ends short of its length, or runs past it, is refused, not written short', async () => {
+    const { exec } = engineOnlyExec({ '/tmp': { mode: DIR } });
+    const short = writeFileStream(exec, 'root', '/tmp/s', Readable.from([Buffer.alloc(10)]), { size: 20, gzip: false });
+    await expect(short).rejects.toThrow(/ended after 10 of the 20 bytes/);
+    const long = writeFileStream(exec, 'root', '/tmp/l', Readable.from([Buffer.alloc(30)]), { size: 20, gzip: false });
+    await expect(long).rejects.toThrow(/more than the 20 bytes/);
+  });
+
+  it('reads ahead at most E2B.files.readAheadBytes while it asks where the file goes', async () => {
+    let release!: () => void;
+    const slowStat = new Promise<void>((r) => (release = r));
+    const { exec, put } = engineOnlyExec({ '/tmp': { mode: DIR } }, { slowStat });
+    const size = 64 * 1024 * 1024;
+    let pulled = 0;
+    const body = new Readable({
+      read() {
+        if (pulled >= size) return void this.push(null);
+        pulled += 65536;
+        this.push(Buffer.alloc(65536, 1));
+      },
+    });
+    const writing = writeFileStream(exec, 'root', '/tmp/big', body, { size, gzip: false });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(pulled).toBeGreaterThanOrEqual(E2B.files.readAheadBytes);
+    expect(pulled).toBeLessThan(E2B.files.readAheadBytes + 1024 * 1024);
+    release();
+    await writing;
+    expect(unTar(put[0]!.tar).data.length).toBe(size);
   });
 });

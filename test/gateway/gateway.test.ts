@@ -245,6 +245,51 @@ describe('credentials and the door', () => {
     await gw.revoke('ep'); // idempotent
   });
 
+  it("a door that takes the harness's own key (harnessKey forward): admitted by source, the key goes upstream as its bearer, never the episode's credential", async () => {
+    const { up, gw, seen } = await setup(() => ({ kind: 'json', body: chatCompletion('x') }), {}, { headers: { 'x-session': 's-1' } });
+    const a = await gw.issue('ep', { door: LOOPBACK_DOOR, harnessKey: 'forward' });
+    expect((await call(a, '/v1/chat/completions', chat(), { key: 'cagent-task-1-0' })).status).toBe(200);
+    expect((await call(a, '/v1/chat/completions', chat(), { key: null, headers: { 'x-api-key': 'cagent-task-2-0' } })).status).toBe(200);
+    expect((await call(a, '/v1/chat/completions', chat())).status).toBe(200);
+    expect((await call(a, '/v1/chat/completions', chat(), { key: null })).status).toBe(200);
+    expect(up.received.map((r) => r.headers.authorization ?? null)).toEqual(['Bearer cagent-task-1-0', 'Bearer cagent-task-2-0', null, null]);
+    // the upstream's own headers go as well
+    expect(up.received.every((r) => r.headers['x-session'] === 's-1')).toBe(true);
+    expect(JSON.stringify(up.received.map((r) => r.headers))).not.toContain(a.credential);
+    // a key no upstream could be given is refused at the door
+    expect((await call(a, '/v1/chat/completions', chat(), { key: null, headers: { 'x-api-key': 'x'.repeat(5000) } })).status).toBe(401);
+    expect(up.received).toHaveLength(4);
+    expect(seen.of('ep').map((r) => r.outcome)).toEqual(['ok', 'ok', 'ok', 'ok', 'refused']);
+    // and still only from its subnet
+    const narrow = await gw.issue('narrow', { door: { address: '127.0.0.1', subnet: '127.0.0.0/30' }, harnessKey: 'forward' });
+    expect(await callFrom('127.0.0.9', narrow, '/v1/models')).toHaveProperty('error');
+    // without it, a harness's key of its own is refused and nothing goes upstream
+    const b = await gw.issue('ep-b', { door: LOOPBACK_DOOR });
+    expect((await call(b, '/v1/chat/completions', chat(), { key: 'cagent-task-1-0' })).status).toBe(401);
+    expect(up.received).toHaveLength(4);
+  });
+
+  it("Anthropic's count_tokens (what Claude Code asks before a turn) goes upstream, recorded, and counts against no budget", async () => {
+    const { up, gw, seen } = await setup((r) => ({
+      kind: 'json',
+      body: r.path.endsWith('count_tokens') ? { input_tokens: 12 } : anthropicMessage('m', [5, 5]),
+    }));
+    const a = await gw.issue('ep', { door: LOOPBACK_DOOR, budgets: { calls: 1, tokens: 20 } });
+    const body = { model: 'claude-x', messages: [{ role: 'user', content: 'hi' }] };
+    for (let i = 0; i < 3; i++) {
+      const r = await call(a, '/v1/messages/count_tokens', body, { key: null, headers: { 'x-api-key': a.credential } });
+      expect(r).toMatchObject({ status: 200, body: { input_tokens: 12 } });
+    }
+    expect((await call(a, '/v1/messages', { ...body, max_tokens: 5 })).status).toBe(200);
+    expect(up.received.map((r) => r.path)).toEqual([...Array(3).fill('/v1/messages/count_tokens'), '/v1/messages']);
+    expect(seen.of('ep').map((r) => [r.api, r.outcome, r.usage])).toEqual([
+      ...Array(3).fill(['anthropic.count_tokens', 'ok', null]),
+      ['anthropic.messages', 'ok', { input_tokens: 5, output_tokens: 5, total_tokens: 10 }],
+    ]);
+    expect(gw.use('ep')).toMatchObject({ calls: 1, tokens: 10, ended: null });
+    expect((await call(a, '/v1/messages/count_tokens', body, { key: 'nope' })).status).toBe(401);
+  });
+
   it('paths the gateway does not serve: 404 naming what it serves', async () => {
     const { gw } = await setup(() => ({ kind: 'json', body: {} }));
     const a = await gw.issue('ep', { door: LOOPBACK_DOOR });

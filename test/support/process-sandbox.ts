@@ -328,7 +328,7 @@ export class ProcessSandbox implements Sandbox {
         this.deploying++;
         this.deployPeak = Math.max(this.deployPeak, this.deploying);
         try {
-          const doorEnv = req.modelDoor ? await req.modelDoor({ address: '127.0.0.1', subnet: '127.0.0.0/8' }) : {};
+          const doorEnv = req.modelDoor ? (await req.modelDoor({ address: '127.0.0.1', subnet: '127.0.0.0/8' })).env : {};
           throwIfAborted(signal);
           return await this.runDeploy(req.episodeId, { ...req.env, environment: { ...req.env.environment, ...doorEnv } }, signal);
         } finally {

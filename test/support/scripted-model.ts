@@ -27,6 +27,8 @@ export interface ScriptedModel {
   /** the base a client is given, …/v1 */
   url: string;
   requests: ChatRequest[];
+  /** the Authorization header each of `requests` came with (null: none) */
+  authorizations: (string | null)[];
   /** requests held unanswered (policy 'hang') */
   hanging(): number;
   close(): Promise<void>;
@@ -35,6 +37,7 @@ export interface ScriptedModel {
 /** `models`: what GET /v1/models lists (as vLLM and SGLang answer it); without it the route is 404, as on endpoints without one */
 export async function startScriptedModel(policy: Policy, opts: { models?: string[] } = {}): Promise<ScriptedModel> {
   const requests: ChatRequest[] = [];
+  const authorizations: (string | null)[] = [];
   const held = new Set<ServerResponse>();
   const sockets = new Set<Socket>();
   let n = 0;
@@ -54,6 +57,7 @@ export async function startScriptedModel(policy: Policy, opts: { models?: string
       }
       const body = JSON.parse(Buffer.concat(chunks).toString()) as ChatRequest;
       requests.push(body);
+      authorizations.push(req.headers.authorization ?? null);
       const answer = policy(body);
       if (answer === 'hang') {
         held.add(res);
@@ -95,6 +99,7 @@ export async function startScriptedModel(policy: Policy, opts: { models?: string
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    authorizations,
     hanging: () => held.size,
     close: async () => {
       for (const s of sockets) s.destroy();

@@ -81,6 +81,7 @@ export async function createEnvContainer(
         ...(shell ? { Init: false } : {}),
         ...(toolbox ? { Mounts: [{ Type: 'volume' as const, Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true }] } : {}),
         ...(opts.storageLimit && storageMb !== undefined ? { StorageOpt: { size: `${storageMb}M` } } : {}),
+        ...(env.hosts && Object.keys(env.hosts).length > 0 ? { ExtraHosts: Object.entries(env.hosts).map(([name, ip]) => `${name}:${ip}`) } : {}),
         AutoRemove: false,
         RestartPolicy: { Name: 'no' },
         PublishAllPorts: false,

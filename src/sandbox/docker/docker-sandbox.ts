@@ -219,18 +219,23 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     const shell = env.kind === 'shell';
     // an env with an egress allowlist gets a routed network of its own, its rules set before it starts
     const routed = (egress?.length ?? 0) > 0;
+    // an env given rules with a door reaches its door and nothing else of this host; from a
+    // container the door is the container's own address on a hostless network: no host to close
+    const rules = routed || (egress !== undefined && modelDoor !== undefined && !this.attach);
     const hostless = shell && !modelDoor && !routed;
     const stocked = hostless || routed ? null : this.networks.take(episodeId);
     const network = stocked?.net ?? (await this.makeNetwork(owner, routed ? { forShell: shell, routed: true } : { forShell: hostless }));
     throwIfAborted(signal);
-    if (routed) await this.egressRules.open(episodeId, network.subnet.cidr, egress!);
-    throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
     // joined to it, the container's address there (the door finds it by the subnet)
+    let door: EgressDestination | null = null;
     if (modelDoor) {
-      const doorEnv = await modelDoor({ subnet: network.subnet.cidr, ...(this.attach ? {} : { address: network.subnet.gateway }) });
-      env = { ...env, environment: { ...env.environment, ...doorEnv } };
+      const opened = await modelDoor({ subnet: network.subnet.cidr, ...(this.attach ? {} : { address: network.subnet.gateway }) });
+      env = { ...env, environment: { ...env.environment, ...opened.env }, ...(opened.hosts ? { hosts: { ...env.hosts, ...opened.hosts } } : {}) };
+      door = opened.door;
     }
+    throwIfAborted(signal);
+    if (rules) await this.egressRules.open(episodeId, network.subnet.cidr, [...(egress ?? []), ...(door ? [door] : [])]);
     throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
