@@ -37,6 +37,14 @@ export const TOOLCHAIN_PATHS = [
   '/lib32',
   '/lib64',
   '/libx32',
+  // /usr/bin/awk, which, pager and more resolve through it
+  '/etc/alternatives',
+  // read by perl and by login or interactive shells that a test.sh may start
+  '/etc/perl',
+  '/etc/profile',
+  '/etc/profile.d',
+  '/etc/bash.bashrc',
+  '/etc/environment',
   '/etc/ld.so.preload',
   '/etc/ld.so.conf',
   '/etc/ld.so.conf.d',

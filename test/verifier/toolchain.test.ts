@@ -36,6 +36,12 @@ describe('the toolchain check', () => {
     ['mkdir deleted', [modified('/usr/bin'), deleted('/usr/bin/mkdir')], ['/usr/bin/mkdir']],
     ['/etc/ld.so.preload', [modified('/etc'), added('/etc/ld.so.preload')], ['/etc/ld.so.preload']],
     [
+      'awk pointed elsewhere through /etc/alternatives',
+      [modified('/etc'), modified('/etc/alternatives'), modified('/etc/alternatives/awk')],
+      ['/etc/alternatives/awk'],
+    ],
+    ["perl's sitecustomize", [modified('/etc'), added('/etc/perl'), added('/etc/perl/sitecustomize.pl')], ['/etc/perl/sitecustomize.pl']],
+    [
       "Debian's sitecustomize",
       [modified('/etc'), modified('/etc/python3.11'), modified('/etc/python3.11/sitecustomize.py')],
       ['/etc/python3.11/sitecustomize.py'],
