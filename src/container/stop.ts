@@ -127,7 +127,6 @@ export function parseRows(text: string): ProcessRow[] {
   return rows;
 }
 
-
 /**
  * The toolbox's shell, as root. Freezes (SIGSTOP to all but itself and process 1, until every
  * thread is stopped, at most ROUNDS rounds), prints the table and `frozen <rounds> <running>`, reads
