@@ -13,6 +13,21 @@ import { burst, sustained, type SustainedRate } from './load.js';
 import { BENCH_TASK, type BenchServer } from './server.js';
 import { seconds, summarizeBurst, type BurstSummary } from './stats.js';
 
+/** exec create + start + read to the end + inspect: what any exec-based call costs; its milliseconds */
+export async function bareExec(container: Dockerode.Container, cmd: string[]): Promise<number> {
+  const started = performance.now();
+  const exec = await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
+  const stream = await exec.start({ hijack: true, stdin: false });
+  await new Promise<void>((resolve, reject) => {
+    stream.on('data', () => {});
+    stream.on('end', resolve);
+    stream.on('error', reject);
+  });
+  const info = await exec.inspect();
+  if (info.ExitCode !== 0) throw new Error(`the bare exec of ${JSON.stringify(cmd)} exited ${info.ExitCode}`);
+  return performance.now() - started;
+}
+
 /** the image the server itself deploys (its content-hash tag), read off an env container it started */
 export async function envImage(ctx: BenchContext, s: BenchServer): Promise<string> {
   const c = await WsClient.open(s.url);

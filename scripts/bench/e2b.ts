@@ -31,7 +31,8 @@ import { singleFileTar } from '../../src/sandbox/container-exec.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import type { BenchContext } from './context.js';
 import { startServer, type BenchServer } from './server.js';
-import { percentile } from './stats.js';
+import { bareExec } from './baselines.js';
+import { pair, percentile, round, type Pair } from './stats.js';
 
 const BUNDLE = fileURLToPath(new URL('../../test/fixtures/e2b-v1', import.meta.url));
 const TEMPLATE = 'debian-git';
@@ -44,11 +45,6 @@ export interface E2bLoad {
   calls: number;
   fileMb: number;
   fileRounds: number;
-}
-
-interface Pair {
-  p50_ms: number;
-  p95_ms: number;
 }
 
 export interface E2bFigures {
@@ -82,24 +78,6 @@ async function fileSink(bytes: Buffer): Promise<{ url: string; close(): void }> 
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
-}
-
-const round = (x: number, d = 3) => Number(x.toFixed(d));
-const pair = (xs: number[]): Pair => ({ p50_ms: round(percentile(xs, 50), 2), p95_ms: round(percentile(xs, 95), 2) });
-
-/** exec create + start + read to the end + inspect; its milliseconds */
-async function bareExec(container: Dockerode.Container, cmd: string[]): Promise<number> {
-  const started = performance.now();
-  const exec = await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
-  const stream = await exec.start({ hijack: true, stdin: false });
-  await new Promise<void>((resolve, reject) => {
-    stream.on('data', () => {});
-    stream.on('end', resolve);
-    stream.on('error', reject);
-  });
-  const info = await exec.inspect();
-  if (info.ExitCode !== 0) throw new Error(`the bare exec of ${JSON.stringify(cmd)} exited ${info.ExitCode}`);
-  return performance.now() - started;
 }
 
 /** a network of its own (internal, no host address: a sandbox's), the image started, an exec answering, the first command; the ms to there */

@@ -21,7 +21,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type Dockerode from 'dockerode';
 import { createEnvContainer } from '../../src/sandbox/docker/containers.js';
 import { findToolboxBinary, ToolboxVolume } from '../../src/sandbox/engine/toolbox-volume.js';
 import { silentLogger } from '../../src/sandbox/engine/logger.js';
@@ -32,7 +31,8 @@ import { parsePrometheusText, valueOf } from '../lib/prom-text.js';
 import { waitFor } from '../lib/wait.js';
 import type { BenchContext } from './context.js';
 import { startEpisode, startServer, type BenchServer } from './server.js';
-import { percentile } from './stats.js';
+import { bareExec } from './baselines.js';
+import { pair, percentile, round, type Pair } from './stats.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = path.join(ROOT, 'dist/cli/openenv-bundle.js');
@@ -50,39 +50,16 @@ export interface ShellLoad {
   debianImage: string;
 }
 
-interface Pair {
-  p50_ms: number;
-  p95_ms: number;
-}
-
 export interface ShellFigures {
   bash: { command: string; calls: number; bare_exec: Pair; bash_call: Pair; ratio_p50: number; ratio_p95: number };
   reset: { task: string; image: string; resets: number; bare: Pair; server: Pair; ratio_p50: number; ratio_p95: number };
 }
-
-const round = (x: number, d = 3) => Number(x.toFixed(d));
-const pair = (xs: number[]): Pair => ({ p50_ms: round(percentile(xs, 50), 2), p95_ms: round(percentile(xs, 95), 2) });
 
 /** an internal network of the run's, as the server's episode networks are */
 async function runNetwork(ctx: BenchContext, name: string): Promise<string> {
   const full = `${ctx.run}-${name}`;
   await ctx.docker.createNetwork({ Name: full, Driver: 'bridge', Internal: true, Labels: { bench: ctx.run } });
   return full;
-}
-
-/** exec create + start + read to the end + inspect: what any exec-based call costs; its milliseconds */
-async function bareExec(container: Dockerode.Container, cmd: string[]): Promise<number> {
-  const started = performance.now();
-  const exec = await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
-  const stream = await exec.start({ hijack: true, stdin: false });
-  await new Promise<void>((resolve, reject) => {
-    stream.on('data', () => {});
-    stream.on('end', resolve);
-    stream.on('error', reject);
-  });
-  const info = await exec.inspect();
-  if (info.ExitCode !== 0) throw new Error(`the bare exec of ${JSON.stringify(cmd)} exited ${info.ExitCode}`);
-  return performance.now() - started;
 }
 
 async function bashCall(shell: ShellToolset): Promise<number> {

@@ -6,6 +6,22 @@ export function percentile(xs: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
 
+/** `x` rounded to `d` decimals */
+export function round(x: number, d = 3): number {
+  return Number(x.toFixed(d));
+}
+
+/** a latency's median and 95th percentile, in ms */
+export interface Pair {
+  p50_ms: number;
+  p95_ms: number;
+}
+
+/** the Pair of `xs` (ms), rounded to `decimals` */
+export function pair(xs: number[], decimals = 2): Pair {
+  return { p50_ms: round(percentile(xs, 50), decimals), p95_ms: round(percentile(xs, 95), decimals) };
+}
+
 /** milliseconds as seconds, rounded to `decimals` */
 export function seconds(ms: number, decimals = 3): number {
   return Number((ms / 1000).toFixed(decimals));

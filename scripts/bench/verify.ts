@@ -20,18 +20,13 @@ import path from 'node:path';
 import { WsClient } from '../lib/ws-client.js';
 import type { BenchContext } from './context.js';
 import { startServer, type BenchServer } from './server.js';
-import { percentile } from './stats.js';
+import { pair as pairOf, percentile, round, type Pair } from './stats.js';
 
 export interface VerifyLoad {
   episodes: number;
   debianImage: string;
   /** a built checkout of an earlier version: its dist/serve.js plays the in-place task as it did */
   baseline: string | null;
-}
-
-interface Pair {
-  p50_ms: number;
-  p95_ms: number;
 }
 
 export interface VerifyFigures {
@@ -44,8 +39,7 @@ export interface VerifyFigures {
   in_place_over_baseline_p50: number | null;
 }
 
-const round = (x: number, d = 3) => Number(x.toFixed(d));
-const pair = (xs: number[]): Pair => ({ p50_ms: round(percentile(xs, 50), 1), p95_ms: round(percentile(xs, 95), 1) });
+const pair = (xs: number[]): Pair => pairOf(xs, 1);
 
 const AGENT = 'for i in 1 2 3 4 5 6 7 8; do sleep 1000 & done; echo 42 > /app/answer.txt';
 const TEST = 'if [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n';
