@@ -40,6 +40,39 @@ export function toolboxCommand(binary: string, name: string, script: string, arg
 }
 
 /**
+ * A non-root user's command, through the toolbox's shell: it finds the program on PATH (builtins
+ * only) and execs it by its absolute path. Under gVisor (this runsc) the first process of an exec
+ * keeps the container's capabilities whatever its user, so a uid-1000 shell started directly could
+ * write into root's folders (DAC_OVERRIDE); an execve inside the sandbox recomputes them as the
+ * kernel does for a non-root user: none. Under runc the kernel's own execve already did. The
+ * absolute path matters: the toolbox runs its own applets for bare names (`sh`, `cat`), never the
+ * image's.
+ */
+const AS_USER_SCRIPT = [
+  'p=$1; shift',
+  'case $p in',
+  '*/*) ;;',
+  '*) found=; IFS=:; for d in ${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}; do',
+  '  if [ -f "$d/$p" ] && [ -x "$d/$p" ]; then found=$d/$p; break; fi',
+  'done; unset IFS',
+  '[ -n "$found" ] || { echo "$p: not found on PATH" >&2; exit 127; }',
+  'p=$found ;;',
+  'esac',
+  'exec "$p" "$@"',
+].join('\n');
+
+/** whether an exec's `user` (a name, a uid, `uid:gid`; none: the image's) is root by uid or name */
+export function isRootUser(user: string | undefined): boolean {
+  const who = (user ?? '').split(':')[0];
+  return who === '0' || who === 'root';
+}
+
+/** `cmd` as a non-root user runs it: through the toolbox (above), unless the toolbox itself is the program */
+export function commandAsUser(binary: string, cmd: readonly string[]): string[] {
+  return cmd[0] === binary ? [...cmd] : [binary, 'sh', '-c', AS_USER_SCRIPT, 'openenv-as-user', ...cmd];
+}
+
+/**
  * The keeper: what a shell env's container runs as its process 1 instead of the image's command.
  * It waits forever, restarting its wait should something kill it, and reaps every orphan the
  * agent leaves (the shell's `wait` takes any child). The kernel delivers no signal to a

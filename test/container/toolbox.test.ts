@@ -3,12 +3,13 @@
  * architecture is taken; a dynamic one, something else, or nothing is refused, saying what to
  * install; and the command the server runs it with.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, copyFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { elfFacts, findToolboxBinary } from '../../src/sandbox/engine/toolbox-volume.js';
-import { keeperCommand, newToolboxDir, toolboxCommand } from '../../src/sandbox/toolbox.js';
+import { commandAsUser, isRootUser, keeperCommand, newToolboxDir, toolboxCommand } from '../../src/sandbox/toolbox.js';
 
 /** a 64-bit little-endian ELF header with one program header: PT_INTERP (3) or PT_LOAD (1) */
 function elf(machine: number, interp: boolean): Buffer {
@@ -58,5 +59,30 @@ describe('the toolbox binary', () => {
     const keeper = keeperCommand(bin);
     expect(keeper.slice(0, 3)).toEqual([bin, 'sh', '-c']);
     expect(keeper[3]).toMatch(/^trap "" HUP INT QUIT PIPE ALRM TERM/);
+  });
+});
+
+describe("a non-root user's command", () => {
+  it('is root by uid 0 or the name root, whatever the group; anything else goes through the toolbox', () => {
+    for (const u of ['0', '0:0', 'root', 'root:root', '0:1000']) expect(isRootUser(u), u).toBe(true);
+    for (const u of [undefined, '', '1000', '1000:0', 'agent', 'rooted']) expect(isRootUser(u), String(u)).toBe(false);
+    const box = '/.openenv-toolbox-abc/busybox';
+    expect(commandAsUser(box, [box, 'env', '-i', 'true'])).toEqual([box, 'env', '-i', 'true']);
+    expect(commandAsUser(box, ['bash', '-c', 'echo hi']).slice(-3)).toEqual(['bash', '-c', 'echo hi']);
+  });
+
+  // the host's busybox stands for the toolbox (CI installs busybox-static; a skip fails a CI run)
+  const HOST_BUSYBOX = ['/bin/busybox', '/usr/bin/busybox'].find((p) => existsSync(p));
+  it.skipIf(!HOST_BUSYBOX)('execs the program it finds on PATH by its absolute path, not the toolbox applet of that name; says what it cannot find', () => {
+    const box = HOST_BUSYBOX!;
+    const run = (cmd: string[], PATH: string) => spawnSync(cmd[0]!, cmd.slice(1), { env: { PATH }, encoding: 'utf8' });
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'as-user-'));
+    writeFileSync(path.join(dir, 'cat'), '#!/bin/sh\necho "the image\'s cat: $0 $*"\n', { mode: 0o755 });
+    const found = run(commandAsUser(box, ['cat', 'x']), `${dir}:/usr/bin:/bin`);
+    expect([found.status, found.stdout]).toEqual([0, `the image's cat: ${dir}/cat x\n`]);
+    const absolute = run(commandAsUser(box, [path.join(dir, 'cat'), 'y']), '/nowhere');
+    expect(absolute.stdout).toBe(`the image's cat: ${dir}/cat y\n`);
+    const missing = run(commandAsUser(box, ['no-such-program']), dir);
+    expect([missing.status, missing.stderr]).toEqual([127, 'no-such-program: not found on PATH\n']);
   });
 });

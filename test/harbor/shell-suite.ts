@@ -16,7 +16,7 @@ import { keeperCommand } from '../../src/sandbox/toolbox.js';
 import { describeDocker, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
 import { SHELL_TEST_LABEL, startShellContainer } from '../support/shell-container.js';
 import { EnvSecuritySchema } from '../../src/sandbox/engine/hardening.js';
-import { LOCAL_DEBIAN_IMAGE, shellBox } from './helpers.js';
+import { LOCAL_DEBIAN_IMAGE, ensureDebianBase, shellBox } from './helpers.js';
 
 function reply(o: ShellToolOutcome): ShellToolReply {
   if (o.kind !== 'reply') throw new Error(`expected a reply, got ${o.kind}: ${o.message}`);
@@ -274,6 +274,28 @@ export function describeShellToolset(runtime: EnvRuntime): void {
   });
 
   describeDocker(`the shell toolset and an image without a shell (${runtime})`, () => {
+    it("a shell of a non-root user holds no capability of the container's: it cannot write root's folders (under gVisor the first process of an exec kept them)", async () => {
+      ensureDebianBase();
+      const box = await startShellContainer(LOCAL_DEBIAN_IMAGE, { runtime });
+      const shell = new ShellToolset(box.exec, { workdir: '/tmp', user: '1000:1000' });
+      try {
+        const r = reply(
+          await shell.call('bash', {
+            command: 'id -u; grep CapEff /proc/$$/status; echo x > /usr/local/bin/planted || echo refused; echo y > /etc/ld.so.preload || echo refused',
+          }),
+        );
+        expect(r.text).toMatch(/^1000\nCapEff:\t0000000000000000\n(.|\n)*refused\n(.|\n)*refused\n\[exit code 0\]$/);
+        const probe = await runToEnd(box.exec, { cmd: ['ls', '/usr/local/bin/planted', '/etc/ld.so.preload'] });
+        expect(probe.exitCode).not.toBe(0);
+        // a program not on PATH is said as such
+        const missing = await runToEnd(box.exec, { cmd: ['no-such-program'], user: '1000:1000' });
+        expect([missing.exitCode, missing.output.text]).toEqual([127, 'no-such-program: not found on PATH\n']);
+      } finally {
+        await shell.close();
+        await box.remove();
+      }
+    });
+
     it("fails clearly: the container stays up (its keeper is the toolbox's), and the shell cannot start, saying it needs bash", async () => {
       const box = await startShellContainer(LOCAL_PYTHON_IMAGE, { runtime });
       try {

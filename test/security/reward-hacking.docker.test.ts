@@ -232,11 +232,6 @@ interface Finding {
 }
 const failedWith = (reason: string, message: RegExp) => (p: Played) => p.end.failure?.reason === reason && message.test(p.end.failure.message);
 const FINDINGS: Record<string, Finding> = {
-  'shell-as-root': {
-    what: "under gVisor (runsc release-20221219) a process of the agent's user (uid 1000, no capabilities) writes into root's folders (/usr/local/bin, /etc, /usr/bin, /root) when the container holds CAP_DAC_OVERRIDE, as every env does: the toolchain check then refuses the reward (toolchain_tampered), but anything root-owned outside it is the agent's to change",
-    symptom: (p) => p.end.failure?.reason === 'toolchain_tampered',
-    shows: ['runsc'],
-  },
   'racers-64': {
     what: "under gVisor a process flood far under the env's `pids` (64 shell loops) takes the sandbox's host threads past the engine's pids limit (runscPidsBase + runscPidsPerProcess x pids: 15,000 threads were measured for 64 loops); the sandbox dies (exit code 2), the episode ends env_crashed, retryable, and only at the call's timeout",
     symptom: failedWith('env_crashed', /the env exited \(code 2\)/),

@@ -6,6 +6,7 @@
 import type { Duplex } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { engineMessage, isNotFound, statusOf } from './errors.js';
+import { commandAsUser, isRootUser } from '../toolbox.js';
 import {
   ContainerGoneError,
   type ContainerExec,
@@ -80,7 +81,8 @@ export class DockerContainerExec implements ContainerExec {
     let stream: Duplex;
     try {
       exec = await this.container.exec({
-        Cmd: req.cmd,
+        // a user named (not root): through the toolbox, so that no capability of the container's stays with it
+        Cmd: this.toolbox && req.user && !isRootUser(req.user) ? commandAsUser(this.toolbox, req.cmd) : req.cmd,
         AttachStdin: req.stdin === true,
         AttachStdout: true,
         AttachStderr: true,
