@@ -18,7 +18,8 @@ export interface ArchivedPath {
   data: Buffer;
 }
 
-function kindOf(type: string): EntryKind {
+/** what a tar entry of this type is (node-tar's type names) */
+export function entryKind(type: string): EntryKind {
   if (type === 'File' || type === 'OldFile' || type === 'ContiguousFile') return 'file';
   if (type === 'Directory') return 'dir';
   if (type === 'SymbolicLink' || type === 'Link') return 'symlink';
@@ -49,7 +50,7 @@ export async function readArchivedPath(exec: ContainerExec, p: string, max: numb
           settle();
           return;
         }
-        found = { kind: kindOf(entry.type), size: entry.size, data: Buffer.alloc(0) };
+        found = { kind: entryKind(entry.type), size: entry.size, data: Buffer.alloc(0) };
         if (found.kind !== 'file') {
           settle();
           return;

@@ -24,4 +24,4 @@ export {
 } from './run.js';
 export { AgentIntervals, containerClock, parseRows, startTimeOf, stopAgentProcesses, type ClockMark, type ProcessRow, type StopResult } from './stop.js';
 export { AgentUser, resolveUser, type NumericUser } from './users.js';
-export { readArchivedPath, type ArchivedPath, type EntryKind } from './archive-read.js';
+export { entryKind, readArchivedPath, type ArchivedPath, type EntryKind } from './archive-read.js';

@@ -20,7 +20,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import * as tar from 'tar';
-import { runTrusted } from '../container/index.js';
+import { entryKind, runTrusted } from '../container/index.js';
 import { E2B } from '../defaults.js';
 import { ContainerGoneError, pathKind, type ContainerExec } from '../sandbox/container-exec.js';
 import type { WriteInfo } from '../protocol/e2b.js';
@@ -146,16 +146,6 @@ const META_ENTRIES = new Set(['ExtendedHeader', 'GlobalExtendedHeader', 'NextFil
 /** the most of a PAX header's data read (where a size past 8 GiB is said); larger ones are refused */
 const MAX_PAX_BYTES = 64 * 1024;
 
-/** a PAX header's `size` record (`LEN key=value\n` records), or null: the size of a file past 8 GiB */
-function paxSize(data: Buffer): number | null {
-  let size: number | null = null;
-  for (const rec of data.toString('utf8').split('\n')) {
-    const m = /^\d+ size=(\d+)$/.exec(rec);
-    if (m) size = Number(m[1]);
-  }
-  return size;
-}
-
 /**
  * The first regular file of a tar stream (what the engine's getArchive of a file sends: its
  * entry, after a PAX header when its name or size needs one), as its size and a stream of its
@@ -208,7 +198,7 @@ function firstFileOf(archive: NodeJS.ReadableStream & { destroy(): void }, p: st
           skip -= n;
           if (paxData) paxData.push(part);
           if (skip > 0) return;
-          if (paxData) sizeOverride = paxSize(Buffer.concat(paxData)) ?? sizeOverride;
+          if (paxData) sizeOverride = tar.Pax.parse(Buffer.concat(paxData).toString('utf8'), undefined, false).size ?? sizeOverride;
           paxData = null;
           continue;
         }
@@ -224,7 +214,7 @@ function firstFileOf(archive: NodeJS.ReadableStream & { destroy(): void }, p: st
           paxData = h.type === 'ExtendedHeader' && skip > 0 ? [] : null;
           continue;
         }
-        if (h.type !== 'File' && h.type !== 'OldFile' && h.type !== 'ContiguousFile') return stop(new FileTransferError(400, `${p} is not a regular file`));
+        if (entryKind(h.type ?? '') !== 'file') return stop(new FileTransferError(400, `${p} is not a regular file`));
         remaining = sizeOverride ?? size;
         body = new Readable({ highWaterMark: E2B.files.readBufferBytes, read: () => void archive.resume() });
         // its reader sees a failure through its own listener; one before the reader came is no crash of the server

@@ -45,9 +45,16 @@ export function imagePatternMatches(pattern: string, image: string): boolean {
 
 const IMAGE_REF = /^[a-z0-9][a-z0-9._/:@-]{0,254}$/i;
 
+/** a pull under way: the sandboxes waiting for it hear its progress, one that joins late its last word first */
+interface PullUnderWay {
+  done: Promise<void>;
+  listeners: Set<(p: PullProgress) => void>;
+  last: PullProgress | null;
+}
+
 export class Templates {
-  /** the pulls under way, by image: each with the sandboxes waiting for it, who hear its progress */
-  private readonly pulls = new Map<string, { done: Promise<void>; listeners: Set<(p: PullProgress) => void>; last: PullProgress | null }>();
+  /** the pulls under way, by image */
+  private readonly pulls = new Map<string, PullUnderWay>();
   private pulling = 0;
   private readonly pullQueue: (() => void)[] = [];
 
@@ -136,7 +143,7 @@ export class Templates {
     if (!images.pull) this.fail(503, `image ${image} is not on the engine and this sandbox pulls none: pull it on every node first`);
     let pull = this.pulls.get(image);
     if (!pull) {
-      const started: { done: Promise<void>; listeners: Set<(p: PullProgress) => void>; last: PullProgress | null } = {
+      const started: PullUnderWay = {
         done: Promise.resolve(),
         listeners: new Set(),
         last: null,
