@@ -84,9 +84,15 @@ function describeStop(runtime: EnvRuntime): void {
         expect(await bash(shell, `${attack}\nsleep 1000 >/dev/null 2>&1 &`)).toMatch(/\[exit code 0\]$/);
         // the attack is under way: its processes write
         const size = async (f: string) => Number((await runTrusted(box.exec, 'size', 'stat -c %s "$1" 2>/dev/null || echo 0', [f])).stdout.toString().trim());
+        // (polled, not one fixed wait: under gVisor on a loaded machine 64 loops starting at once can
+        // take more than a second before the first of them writes)
         const started = await size('/tmp/alive');
-        await new Promise((r) => setTimeout(r, 300));
-        expect(await size('/tmp/alive')).toBeGreaterThan(started);
+        let grew = started;
+        for (const deadline = Date.now() + 20_000; grew <= started && Date.now() < deadline; ) {
+          await new Promise((r) => setTimeout(r, 100));
+          grew = await size('/tmp/alive');
+        }
+        expect(grew, 'the attack never wrote /tmp/alive').toBeGreaterThan(started);
         await shell.close();
         const stopped = await stopAgentProcesses(box.exec, intervals);
         const listing = async () => JSON.stringify(await processes(box));
