@@ -463,7 +463,7 @@ const VERIFIED_TASK_FIELDS = {
   verifier: VerifierSchema.optional(),
   /** per-turn settings, one per turn */
   per_turn: z.array(TurnSpecSchema).optional(),
-  /** how per-turn verifiers' scores combine into the episode's (default "mean") */
+  /** how per-turn verifiers' scores combine into the episode's: Harbor's "mean" (the default) or "final", or "mean_all_turns" / "final_or_zero", which count an unplayed turn as 0 (src/verifier/turns.ts) */
   turn_reward: oneOf(TURN_REWARD_RULES, 'how turn scores combine').optional(),
 };
 

@@ -12,7 +12,7 @@ import type { EnvSpec } from '../../src/sandbox/sandbox.js';
 import { keeperCommand } from '../../src/sandbox/toolbox.js';
 import { encodeCommand, FrameDemuxer, pathKind, PATH_MODE } from '../../src/tools/shell/index.js';
 import { AgentIntervals, BoundedOutput, EndMarkerScanner, startTimeOf } from '../../src/container/index.js';
-import { combineTurnScores, meetsMinReward, parseRewardJson, parseRewardText } from '../../src/verifier/index.js';
+import { DEFAULT_TURN_REWARD, combineTurnScores, meetsMinReward, parseRewardJson, parseRewardText } from '../../src/verifier/index.js';
 
 describe('BoundedOutput', () => {
   it('keeps everything under its bounds, and the head, a mark and the tail over them', () => {
@@ -113,13 +113,39 @@ describe('reward files', () => {
 });
 
 describe('turn scores', () => {
-  it('mean: over every turn, an unplayed turn or a missing score counting 0; final: the last turn, 0 when it was not played', () => {
+  it("mean (Harbor's, the default): over the verified turns, a missing score counting 0; an early stop leaves the unplayed turns out", () => {
+    expect(DEFAULT_TURN_REWARD).toBe('mean');
     expect(combineTurnScores('mean', [{ reward: 1 }, { reward: 0.5 }], 2)).toEqual({ reward: 0.75 });
-    expect(combineTurnScores('mean', [{ reward: 0.8 }], 3)).toEqual({ reward: 0.8 / 3 });
-    expect(combineTurnScores('mean', [{ a: 1 }, { b: 1 }], 2)).toEqual({ a: 0.5, b: 0.5 });
+    // three steps, step 1 passed, step 2 under its min_reward: Harbor's 0.5, not 1/3
+    expect(combineTurnScores('mean', [{ reward: 1 }, { reward: 0 }], 3)).toEqual({ reward: 0.5 });
+    expect(combineTurnScores('mean', [{ reward: 0.8 }], 3)).toEqual({ reward: 0.8 });
+    // per score: a verified turn that did not report a score counts 0 for it (reward.json's keys)
+    expect(combineTurnScores('mean', [{ a: 1 }, { b: 1 }], 3)).toEqual({ a: 0.5, b: 0.5 });
+    expect(combineTurnScores('mean', [{ correctness: 1, format: 0.5 }, { correctness: 0.5 }], 2)).toEqual({ correctness: 0.75, format: 0.25 });
+  });
+
+  it("final (Harbor's): the last verified turn's scores as reported, the turn that stopped the episode when one did", () => {
     expect(combineTurnScores('final', [{ reward: 0 }, { reward: 0.5 }], 2)).toEqual({ reward: 0.5 });
-    expect(combineTurnScores('final', [{ reward: 1 }], 2)).toEqual({ reward: 0 });
+    expect(combineTurnScores('final', [{ reward: 1 }], 2)).toEqual({ reward: 1 });
+    expect(combineTurnScores('final', [{ reward: 1 }, { reward: 0.25 }], 3)).toEqual({ reward: 0.25 });
+    // verbatim: a score only an earlier turn reported is not carried
+    expect(combineTurnScores('final', [{ a: 1, b: 1 }, { a: 0.5 }], 2)).toEqual({ a: 0.5 });
+  });
+
+  it('mean_all_turns and final_or_zero (ours, named by a task): an unplayed turn counts 0, so an early stop never pays', () => {
+    expect(combineTurnScores('mean_all_turns', [{ reward: 1 }, { reward: 0 }], 3)).toEqual({ reward: 1 / 3 });
+    expect(combineTurnScores('mean_all_turns', [{ reward: 0.8 }], 3)).toEqual({ reward: 0.8 / 3 });
+    expect(combineTurnScores('mean_all_turns', [{ a: 1 }, { b: 1 }], 2)).toEqual({ a: 0.5, b: 0.5 });
+    expect(combineTurnScores('mean_all_turns', [{ reward: 1 }, { reward: 0.5 }], 2)).toEqual(combineTurnScores('mean', [{ reward: 1 }, { reward: 0.5 }], 2));
+    expect(combineTurnScores('final_or_zero', [{ reward: 1 }], 2)).toEqual({ reward: 0 });
+    expect(combineTurnScores('final_or_zero', [{ reward: 0 }, { reward: 0.5 }], 2)).toEqual({ reward: 0.5 });
+    expect(combineTurnScores('final_or_zero', [{ a: 1, b: 1 }, { a: 0.5 }], 2)).toEqual({ a: 0.5, b: 0 });
+  });
+
+  it('refuses more turn scores than turns, and a task none of whose turns was verified', () => {
     expect(() => combineTurnScores('mean', [{}, {}, {}], 2)).toThrow(/3 turn score\(s\) for a task of 2/);
+    expect(() => combineTurnScores('mean', [], 2)).toThrow(/no turn of the task was verified/);
+    expect(() => combineTurnScores('final', [null], 2)).toThrow(/no turn of the task was verified/);
   });
 
   it('min_reward: a number gates the reward of the turn, a table each score it names', () => {
