@@ -307,6 +307,40 @@ describe('import harbor: the mapping', () => {
     await (await loadBundle(out)).cleanup();
   });
 
+  it("takes Harbor's default strategy (mean, the turn_reward default) unwritten, notes what still differs for every multi-step task, and says what inherit_prior_session gets", async () => {
+    const root = temp();
+    task(root, 'default-mean', {
+      'task.toml': STEPS_TOML.replace('multi_step_reward_strategy = "final"\n', '').replace('name = "two"\n', 'name = "two"\ninherit_prior_session = true\n'),
+      'instruction.md': null,
+      'tests/test.sh': null,
+      'solution/solve.sh': null,
+      'steps/one/instruction.md': 'Do one.\n',
+      'steps/one/tests/test.sh': '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n',
+      'steps/two/instruction.md': 'Do two.\n',
+      'steps/two/tests/test.sh': '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n',
+    });
+    stepsTask(root, 'written-final');
+    const out = path.join(root, 'out');
+    const r = await importHarbor(opts([root], out));
+    expect(r.written).toBe(true);
+    const rows = lines(path.join(out, 'tasks/train.jsonl'));
+    expect(rows.find((x) => x.task_id === 'default-mean')!.turn_reward).toBeUndefined();
+    expect(rows.find((x) => x.task_id === 'written-final')!.turn_reward).toBe('final');
+    const notes = r.notes.map((n) => `${n.field}: ${n.message} [${n.tasks.join(',')}]`);
+    // the mean is Harbor's now: no note of a difference in it, written out or not
+    expect(notes.filter((n) => /counts 0|multi_step_reward_strategy/.test(n))).toEqual([]);
+    expect(notes).toContainEqual(
+      expect.stringMatching(
+        /^\[\[steps\]\]: a step whose verifier fails .* without a reward here; Harbor .* scores the steps verified before it\. .* \[default-mean,written-final\]$/,
+      ),
+    );
+    expect(notes).toContain(
+      "[[steps]] 2 inherit_prior_session: as asked: a served episode is one conversation, each step's prompt after the steps before it (a harness from --agent starts afresh each step) [default-mean]",
+    );
+    expect(notes.filter((n) => /inherit_prior_session.*dropped/.test(n))).toEqual([]);
+    await (await loadBundle(out)).cleanup();
+  });
+
   it.each([
     [
       'the internet allowed',

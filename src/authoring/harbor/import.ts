@@ -337,11 +337,14 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
       rows[split]!.push(row);
       summary.push({ id: t.id, split, turns: t.turns.length, env: envName, golden: goldenOk });
     }
-    if (tasks.some((t) => t.config.stepReward === 'mean' && t.config.steps?.some((s) => s.minReward !== undefined))) {
+    // turn_reward's mean and final are Harbor's (src/verifier/turns.ts); what still differs for a multi-step task
+    const multiStep = tasks.filter((t) => t.config.steps !== null).map((t) => t.id);
+    if (multiStep.length > 0) {
       notes.push({
-        field: 'multi_step_reward_strategy',
-        message: 'mean: here a step that did not run (stopped by min_reward) counts 0 in the mean; Harbor leaves it out',
-        tasks: tasks.filter((t) => t.config.steps?.some((s) => s.minReward !== undefined)).map((t) => t.id),
+        field: '[[steps]]',
+        message:
+          "a step whose verifier fails (no reward file, or past its timeout) ends the episode without a reward here; Harbor stops there too but scores the steps verified before it. And a served episode is one conversation, each step's prompt after the steps before it (a harness from --agent starts afresh each step), where Harbor starts each step's agent afresh",
+        tasks: multiStep,
       });
     }
 

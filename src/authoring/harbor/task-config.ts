@@ -383,6 +383,20 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
         if (m !== undefined) step.minReward = m;
         const h = healthcheck(r.table_('healthcheck'));
         if (h) step.healthcheck = h;
+        if (r.has('inherit_prior_session')) {
+          const inherit = r.raw('inherit_prior_session');
+          if (inherit === true)
+            r.note(
+              'inherit_prior_session',
+              "as asked: a served episode is one conversation, each step's prompt after the steps before it (a harness from --agent starts afresh each step)",
+            );
+          else if (inherit === false)
+            r.note(
+              'inherit_prior_session',
+              "not applied: a served episode is one conversation, so this step's prompt still follows the steps before it (a harness from --agent starts afresh each step)",
+            );
+          else r.refuse('inherit_prior_session', `expected true or false, got ${JSON.stringify(inherit)}`);
+        }
         if (r.has('artifacts')) {
           const art = r.raw('artifacts');
           if (Array.isArray(art) && art.length > 0) r.note('artifacts', 'artifacts are not collected here: dropped');
