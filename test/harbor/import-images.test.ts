@@ -11,7 +11,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { importHarbor, parseBaseImageRule, readCompose, type ImportOptions } from '../../src/authoring/harbor/index.js';
+import { importHarbor, parseBaseImageRule, readCompose, readTaskConfig, type ImportOptions } from '../../src/authoring/harbor/index.js';
 import { packBundle } from '../../src/authoring/pack.js';
 
 const FIXTURES = path.resolve(import.meta.dirname, '../fixtures/harbor-tasks');
@@ -274,6 +274,25 @@ describe('import harbor: compose files', () => {
       field: 'environment/docker-compose.yaml, environment/compose.yaml',
       message: 'two compose files: Harbor reads one; keep one',
     });
+  });
+});
+
+describe('import harbor: a step of its own separate verifier', () => {
+  it("is refused as the task's is (the docs/harbor.md field table says so)", () => {
+    const toml = [
+      'schema_version = "1.1"',
+      '[[steps]]',
+      'name = "one"',
+      '[steps.verifier]',
+      'environment_mode = "separate"',
+      '[steps.verifier.environment]',
+      'docker_image = "v:1"',
+    ].join('\n');
+    const r = readTaskConfig(toml, { ignoreInternet: false });
+    expect(r.refusals).toEqual([
+      { field: '[[steps]] 1 [steps.verifier] environment_mode', message: '"separate": the verifier runs in the agent\'s container here ("shared")' },
+      { field: '[[steps]] 1 [steps.verifier] environment', message: "a separate verifier container: the verifier runs in the agent's container here" },
+    ]);
   });
 });
 
