@@ -228,7 +228,7 @@ describe('import harbor: compose files', () => {
       /services\.main\.environment\.TOKEN: its value "\$\{TOKEN\}" reads a variable of the host/,
     ],
     ['a value from the host', 'services:\n  main:\n    environment: [TOKEN]\n', /services\.main\.environment\.TOKEN: takes its value from the host/],
-    ['top-level volumes', 'services:\n  main: {}\nvolumes:\n  data: {}\n', /docker-compose\.yaml volumes: mounts volumes/],
+    ['top-level volumes', 'services:\n  main: {}\nvolumes:\n  data: {}\n', /docker-compose\.yaml volumes: named volumes/],
     ['an unknown key', 'services:\n  main:\n    storage_opt: { size: 1G }\n', /services\.main\.storage_opt: not supported/],
     ['not YAML', 'services: [\n', /docker-compose\.yaml: not valid YAML/],
   ];

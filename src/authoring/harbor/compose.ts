@@ -75,7 +75,12 @@ const REFUSED: Record<string, string> = {
   configs: 'configs of the host: put the files in environment/ and COPY them',
   platform: "a platform: envs here run the engine's own",
   cgroup_parent: "a cgroup of the host: the server places the env's",
-  network_mode: '', // handled apart
+};
+/** top-level keys refused by name when they declare anything, and why */
+const TOP_REFUSED: Record<string, string> = {
+  volumes: "named volumes: an env here holds only its image's files, and keeps nothing beyond its episode",
+  secrets: "secrets of the host: give values in task.toml's [environment] env",
+  configs: 'configs of the host: put the files in environment/ and COPY them',
 };
 
 /** `5s`, `1m30s`, `100ms`, `2h`, or a plain number of seconds */
@@ -130,7 +135,7 @@ export function readCompose(text: string, file: string): ComposeRead {
       continue;
     }
     if ((k === 'volumes' || k === 'secrets' || k === 'configs') && (v === null || (isTable(v) && Object.keys(v).length === 0))) continue;
-    refuse(k, REFUSED[k] && k !== 'network_mode' ? REFUSED[k] : 'not supported: a task runs in one container here, its image and task.toml its settings');
+    refuse(k, TOP_REFUSED[k] ?? 'not supported: a task runs in one container here, its image and task.toml its settings');
   }
 
   const services = doc.services;

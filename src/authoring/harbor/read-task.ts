@@ -32,10 +32,8 @@ export interface HarborTask {
   /** environment/, the build context; null for a task that names a docker_image */
   context: string | null;
   dockerfile: DockerfileImages | null;
-  /** the docker_image to run, mapped */
+  /** the docker_image to run, mapped (null: the env is built from environment/) */
   image: string | null;
-  /** for a task naming a docker_image: which its env is, and why (the import's note, grouped by this text) */
-  imageChoice: { from: 'docker_image' | 'Dockerfile'; why: string } | null;
   refusals: Finding[];
   notes: Finding[];
 }
@@ -115,7 +113,7 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   const refuse = (field: string, message: string) => refusals.push({ field, message });
   if (opts.linkedTo !== undefined) {
     refuse('the task folder', `a symbolic link to ${opts.linkedTo}: the import reads no folder a dataset links to; import that folder by its own path`);
-    return { id, dir, config: EMPTY_CONFIG, turns: [], context: null, dockerfile: null, image: null, imageChoice: null, refusals, notes };
+    return { id, dir, config: EMPTY_CONFIG, turns: [], context: null, dockerfile: null, image: null, refusals, notes };
   }
   const folder = await TaskFolder.open(dir);
   const toml = await folder.readText('task.toml');
@@ -192,7 +190,6 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   let context: string | null = null;
   let dockerfile: DockerfileImages | null = null;
   let image: string | null = null;
-  let imageChoice: HarborTask['imageChoice'] = null;
   // a compose file that changes only main is taken (its settings under task.toml's); anything else refuses, named
   const composeFiles: string[] = [];
   for (const f of COMPOSE_FILES) if ((await folder.kind(`environment/${f}`)) === 'file') composeFiles.push(`environment/${f}`);
@@ -209,23 +206,7 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
     const mapped = mapDockerfileImages(`FROM ${config.dockerImage}\n`, opts.rules);
     const prebuilt = mapped.images[0] ?? config.dockerImage;
     const hasDockerfile = (await folder.kind('environment/Dockerfile')) === 'file';
-    const mode = opts.images ?? 'auto';
-    if (!hasDockerfile) imageChoice = { from: 'docker_image', why: 'used: the task has no environment/Dockerfile' };
-    else if (mode === 'prebuilt') imageChoice = { from: 'docker_image', why: 'used (--images prebuilt); its environment/Dockerfile is not built' };
-    else if (mode === 'dockerfile') imageChoice = { from: 'Dockerfile', why: 'not used: environment/Dockerfile is built instead (--images dockerfile)' };
-    else {
-      const has = (await opts.hasImage?.(prebuilt)) ?? null;
-      imageChoice =
-        has === true
-          ? { from: 'docker_image', why: 'used: the engine has this image (--images auto); its environment/Dockerfile is not built' }
-          : {
-              from: 'Dockerfile',
-              why:
-                has === false
-                  ? 'the engine does not have this image: environment/Dockerfile is built instead (--images auto; --images prebuilt has the engine pull it at serve time)'
-                  : 'not checked (no Docker engine answers): environment/Dockerfile is built instead (--images auto; --images prebuilt uses the image)',
-            };
-    }
+    const imageChoice = await chooseImage(prebuilt, hasDockerfile, opts);
     notes.push({ field: '[environment] docker_image', message: imageChoice.why });
     if (imageChoice.from === 'docker_image') {
       image = prebuilt;
@@ -287,7 +268,24 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   refusals.unshift(...folder.refusals);
   if (config.internetUnsaid)
     notes.push({ field: '[environment] allow_internet', message: "not said (Harbor's default allows the internet): the task runs without it here" });
-  return { id, dir, config, turns, context, dockerfile, image, imageChoice, refusals, notes };
+  return { id, dir, config, turns, context, dockerfile, image, refusals, notes };
+}
+
+/** a task naming a docker_image: its env is that image or its Dockerfile built, and why (the note, one per choice once grouped) */
+async function chooseImage(prebuilt: string, hasDockerfile: boolean, opts: ReadTaskOptions): Promise<{ from: 'docker_image' | 'Dockerfile'; why: string }> {
+  const mode = opts.images ?? 'auto';
+  if (!hasDockerfile) return { from: 'docker_image', why: 'used: the task has no environment/Dockerfile' };
+  if (mode === 'prebuilt') return { from: 'docker_image', why: 'used (--images prebuilt); its environment/Dockerfile is not built' };
+  if (mode === 'dockerfile') return { from: 'Dockerfile', why: 'not used: environment/Dockerfile is built instead (--images dockerfile)' };
+  const has = (await opts.hasImage?.(prebuilt)) ?? null;
+  if (has === true) return { from: 'docker_image', why: 'used: the engine has this image (--images auto); its environment/Dockerfile is not built' };
+  return {
+    from: 'Dockerfile',
+    why:
+      has === false
+        ? 'the engine does not have this image: environment/Dockerfile is built instead (--images auto; --images prebuilt has the engine pull it at serve time)'
+        : 'not checked (no Docker engine answers): environment/Dockerfile is built instead (--images auto; --images prebuilt uses the image)',
+  };
 }
 
 function mapLine(m: { from: string; to: string; digestSetAside: boolean }): string {
