@@ -1,6 +1,6 @@
 /** `openenv-bundle import harbor SRC… --out DIR`: Harbor tasks as a bundle (docs/harbor.md). */
 import { z } from 'zod';
-import { engineHasImages, ImportError, importHarbor, parseBaseImageRule, type ImportResult } from '../authoring/harbor/index.js';
+import { engineHasImages, IMAGE_CHOICES, ImportError, importHarbor, parseBaseImageRule, type ImportResult } from '../authoring/harbor/index.js';
 import { defineCommand, EXIT } from './command.js';
 import { UsageError } from './options.js';
 import { jsonLine, visible } from './terminal-text.js';
@@ -40,10 +40,17 @@ function report(r: ImportResult): string {
   }
   if (r.missingImages === null) {
     lines.push('base images: not checked (no Docker engine answers)');
-  } else if (r.missingImages.length) {
-    lines.push('base images the Docker engine does not have (the builds need them):');
-    for (const m of r.missingImages)
-      lines.push(`  ${m.image}, for ${m.tasks.length} task(s): map it, e.g. --base-image ${m.image}=openenv-local/debian:bookworm`);
+  } else {
+    const bases = r.missingImages.filter((m) => m.kind === 'base');
+    const own = r.missingImages.filter((m) => m.kind === 'task');
+    if (bases.length) lines.push('base images the Docker engine does not have (the builds need them):');
+    for (const m of bases) lines.push(`  ${m.image}, for ${m.tasks.length} task(s): map it, e.g. --base-image ${m.image}=openenv-local/debian:bookworm`);
+    // a task's own prebuilt image holds the task's files: never a bare base in its place
+    if (own.length) lines.push("tasks' own prebuilt images (docker_image) the Docker engine does not have:");
+    for (const m of own)
+      lines.push(
+        `  ${m.image}, for ${m.tasks.join(', ')}: the engine pulls it when the env starts (it needs its registry), or load it under that name (docker load); a task with environment/Dockerfile can build it instead (--images dockerfile)`,
+      );
   }
   if (r.written) lines.push(`next: openenv-bundle check ${r.out} --static`);
   return lines.join('\n');
@@ -60,7 +67,9 @@ export const importCommand = defineCommand({
     'solution/solve.sh its golden solution (one bash call), [[steps]] its turns; task.toml maps to',
     'time budgets, timeouts, resources, workdir, env and task groups. A field that cannot be served',
     'refuses its task, naming it; one that changes nothing the agent or the grade sees is noted. Base',
-    'images the engine does not have are named: map them with --base-image. The images build without',
+    "images the engine does not have are named: map them with --base-image. A task's own docker_image",
+    'is used when the engine has it, else its Dockerfile is built (--images). A compose file that changes',
+    'only main (no network, environment, working_dir, healthcheck) is taken. The images build without',
     "network (--build-with-network trusts the Dockerfiles with it). Only the tasks' own files and",
     'folders are read: a link, FIFO, socket or device among them refuses the task, naming it.',
   ],
@@ -99,6 +108,11 @@ export const importCommand = defineCommand({
       value: 'CMD',
       help: "the harness the server runs in each task's env (the bundle's harness: sh -c CMD, with the instruction in $OPENENV_INSTRUCTION_FILE); e.g. 'python3 /tmp/openenv/openenv_harness.py', the shipped one",
     },
+    images: {
+      schema: z.enum(IMAGE_CHOICES, { errorMap: () => ({ message: `expected one of ${IMAGE_CHOICES.join(', ')}` }) }).default('auto'),
+      value: 'HOW',
+      help: 'a task naming both [environment] docker_image and environment/Dockerfile: auto uses the image when the engine has it, else builds the Dockerfile; prebuilt always uses the image (the engine pulls it at serve time); dockerfile always builds the Dockerfile',
+    },
     ignoreInternet: { schema: z.boolean().default(false), help: 'import tasks that allow the internet anyway: they run without it' },
     buildWithNetwork: {
       schema: z.boolean().default(false),
@@ -129,6 +143,7 @@ export const importCommand = defineCommand({
         evalTasks,
         baseImages,
         ...(args.agent !== undefined ? { agent: args.agent } : {}),
+        images: args.images,
         ignoreInternet: args.ignoreInternet,
         buildWithNetwork: args.buildWithNetwork,
         skipRefused: args.skipRefused,

@@ -360,7 +360,7 @@ describe('import harbor: the mapping', () => {
     [
       'compose sidecars',
       { 'environment/docker-compose.yaml': 'services:\n  db:\n    image: postgres\n' },
-      'environment/docker-compose.yaml: sidecar services (Docker Compose) are not supported yet',
+      'environment/docker-compose.yaml services: sidecar services (db) are not supported yet',
     ],
     [
       'MCP servers',
@@ -629,7 +629,7 @@ describe('import harbor: the mapping', () => {
     task(root, 'one');
     task(root, 'two', { 'environment/Dockerfile': 'FROM python:3.12-slim\n' });
     const r = await importHarbor(opts([root], path.join(root, 'out'), { hasImages: async () => new Set(['python:3.12-slim']) }));
-    expect(r.missingImages).toEqual([{ image: 'debian:bookworm', tasks: ['one'] }]);
+    expect(r.missingImages).toEqual([{ image: 'debian:bookworm', kind: 'base', tasks: ['one'] }]);
     const unchecked = await importHarbor(opts([root], path.join(root, 'out2'), { hasImages: async () => null }));
     expect(unchecked.missingImages).toBeNull();
   });

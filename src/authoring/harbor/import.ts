@@ -14,7 +14,7 @@ import { BASH_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, WRITE_FILE_TOOL } from '
 import { REWARD_TXT_SCORE } from '../../verifier/reward-files.js';
 import { loadBundle, NAME_PATTERN } from '../../bundle/index.js';
 import type { BaseImageRule } from './dockerfile.js';
-import { listFiles, readHarborTask, type HarborTask, type HarborTurn } from './read-task.js';
+import { listFiles, readHarborTask, type HarborTask, type HarborTurn, type ImagesChoice } from './read-task.js';
 import { readRegular } from './task-folder.js';
 import type { Finding } from './task-config.js';
 
@@ -43,6 +43,8 @@ export interface ImportOptions {
   skipRefused: boolean;
   /** replace DIR when it holds a bundle already */
   force: boolean;
+  /** a task with both a docker_image and environment/Dockerfile: which its env is (read-task.ts, IMAGE_CHOICES); default auto */
+  images?: ImagesChoice;
   /** which images the engine has; null when no engine answers (nothing checked) */
   hasImages?: (refs: string[]) => Promise<Set<string> | null>;
 }
@@ -56,11 +58,11 @@ export interface AggregatedFinding {
 export interface ImportResult {
   out: string;
   bundle: string;
-  tasks: { id: string; split: string; turns: number; env: string; golden: boolean }[];
+  tasks: { id: string; split: string; turns: number; env: string; golden: boolean; image: 'docker_image' | 'Dockerfile' }[];
   refused: { id: string; findings: Finding[] }[];
   notes: AggregatedFinding[];
-  /** images the builds need that the engine does not have; null: not checked (no engine) */
-  missingImages: { image: string; tasks: string[] }[] | null;
+  /** images the envs need that the engine does not have (`base`: a Dockerfile's FROM; `task`: a task's own docker_image); null: not checked (no engine) */
+  missingImages: { image: string; kind: 'base' | 'task'; tasks: string[] }[] | null;
   written: boolean;
 }
 
@@ -75,9 +77,14 @@ const isDir = async (p: string) => (await stat(p).catch(() => null))?.isDirector
 /** a path that exists as anything (a file, a folder, a link, a FIFO), without following a link or opening it */
 const exists = async (p: string) => (await lstat(p).catch(() => null)) !== null;
 
-/** a task folder of SRC; `linkedTo`: a dataset's entry that is a symbolic link, and where it points (refused) */
+/**
+ * a task folder of SRC; `source`: where it is, relative to SRC's parent (SRC's name, then the
+ * task's), as the bundle records it (never the machine's absolute path); `linkedTo`: a dataset's
+ * entry that is a symbolic link, and where it points (refused)
+ */
 interface TaskFolderRef {
   dir: string;
+  source: string;
   linkedTo?: string;
 }
 
@@ -87,13 +94,14 @@ interface TaskFolderRef {
  */
 async function taskFolders(src: string): Promise<TaskFolderRef[]> {
   if (!(await isDir(src))) throw new ImportError(`${src}: no such folder`);
-  if (await exists(path.join(src, 'task.toml'))) return [{ dir: path.resolve(src) }];
+  if (await exists(path.join(src, 'task.toml'))) return [{ dir: path.resolve(src), source: path.basename(path.resolve(src)) }];
   const out: TaskFolderRef[] = [];
   for (const name of (await readdir(src)).sort()) {
     const d = path.join(src, name);
     if (!(await isDir(d)) || !(await exists(path.join(d, 'task.toml')))) continue;
     const linked = (await lstat(d)).isSymbolicLink();
-    out.push(linked ? { dir: path.resolve(d), linkedTo: await readlink(d) } : { dir: path.resolve(d) });
+    const source = `${path.basename(path.resolve(src))}/${name}`;
+    out.push(linked ? { dir: path.resolve(d), source, linkedTo: await readlink(d) } : { dir: path.resolve(d), source });
   }
   if (out.length === 0) throw new ImportError(`${src}: neither a Harbor task (a folder with task.toml) nor a dataset of them (folders with task.toml)`);
   return out;
@@ -210,6 +218,15 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
     seen.set(id, dir);
   }
 
+  // whether the engine has a task's docker_image (--images auto); asked no more once no engine answered
+  let engineAnswers = true;
+  const hasImage = async (ref: string): Promise<boolean | null> => {
+    if (!opts.hasImages || !engineAnswers) return null;
+    const present = await opts.hasImages([ref]);
+    engineAnswers = present !== null;
+    return present === null ? null : present.has(ref);
+  };
+  const sourceOf = new Map(folders.map((f) => [f.dir, f.source]));
   const read: HarborTask[] = [];
   for (const f of folders) {
     read.push(
@@ -217,6 +234,8 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
         rules: opts.baseImages,
         ignoreInternet: opts.ignoreInternet,
         buildWithNetwork: opts.buildWithNetwork === true,
+        images: opts.images ?? 'auto',
+        hasImage,
         ...(f.linkedTo !== undefined ? { linkedTo: f.linkedTo } : {}),
       }),
     );
@@ -227,10 +246,18 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
   const base: Omit<ImportResult, 'missingImages' | 'written' | 'tasks'> = { out, bundle: name, refused, notes };
 
   // images the builds need, asked of the engine
-  const needs = new Map<string, string[]>();
-  for (const t of tasks) for (const img of t.dockerfile?.images ?? (t.image ? [t.image] : [])) needs.set(img, [...(needs.get(img) ?? []), t.id]);
-  const present = opts.hasImages ? await opts.hasImages([...needs.keys()]) : null;
-  const missingImages = present === null ? null : [...needs].filter(([img]) => !present.has(img)).map(([image, ids]) => ({ image, tasks: ids }));
+  const needs = new Map<string, { kind: 'base' | 'task'; tasks: string[] }>();
+  for (const t of tasks) {
+    const kind = t.image ? 'task' : 'base';
+    for (const img of t.dockerfile?.images ?? (t.image ? [t.image] : [])) {
+      const n = needs.get(img) ?? { kind, tasks: [] };
+      n.tasks.push(t.id);
+      needs.set(img, n);
+    }
+  }
+  const present = opts.hasImages && engineAnswers ? await opts.hasImages([...needs.keys()]) : null;
+  const missingImages =
+    present === null ? null : [...needs].filter(([img]) => !present.has(img)).map(([image, n]) => ({ image, kind: n.kind, tasks: n.tasks }));
 
   if ((refused.length > 0 && !opts.skipRefused) || tasks.length === 0) {
     return { ...base, tasks: [], missingImages, written: false };
@@ -329,13 +356,13 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
       if (multi && c.stepReward) row.turn_reward = c.stepReward;
       if (goldenOk) row.golden = golden;
       const meta: Record<string, unknown> = {
-        harbor: { source: t.dir, schema_version: c.schemaVersion, ...(c.task ? { task: c.task } : {}), metadata: c.metadata },
+        harbor: { source: sourceOf.get(t.dir) ?? t.id, schema_version: c.schemaVersion, ...(c.task ? { task: c.task } : {}), metadata: c.metadata },
       };
       for (const k of groupsUsed) meta[k] = c.metadata[k] === undefined ? UNSPECIFIED : groupValue(c.metadata[k]);
       row.meta = meta;
       const split = evalIds.has(t.id) ? 'eval' : 'train';
       rows[split]!.push(row);
-      summary.push({ id: t.id, split, turns: t.turns.length, env: envName, golden: goldenOk });
+      summary.push({ id: t.id, split, turns: t.turns.length, env: envName, golden: goldenOk, image: t.image ? 'docker_image' : 'Dockerfile' });
     }
     // turn_reward's mean and final are Harbor's (src/verifier/turns.ts); what still differs for a multi-step task
     const multiStep = tasks.filter((t) => t.config.steps !== null).map((t) => t.id);

@@ -2,5 +2,6 @@
 export { ImportError, importHarbor, type AggregatedFinding, type ImportOptions, type ImportResult } from './import.js';
 export { mapDockerfileImages, matchRule, parseBaseImageRule, parseImageRef, type BaseImageRule, type DockerfileImages, type ImageRef } from './dockerfile.js';
 export { readTaskConfig, type Finding, type HarborConfig, type HarborStep } from './task-config.js';
-export { readHarborTask, type HarborTask, type HarborTurn } from './read-task.js';
+export { IMAGE_CHOICES, readHarborTask, type HarborTask, type HarborTurn, type ImagesChoice } from './read-task.js';
+export { readCompose, type ComposeMain, type ComposeRead } from './compose.js';
 export { engineHasImages } from './engine-images.js';

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
+import { readCompose } from './compose.js';
 import { downloadsIn, installsIn, mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';
 import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
@@ -31,11 +32,19 @@ export interface HarborTask {
   /** environment/, the build context; null for a task that names a docker_image */
   context: string | null;
   dockerfile: DockerfileImages | null;
-  /** the docker_image to run, mapped */
+  /** the docker_image to run, mapped (null: the env is built from environment/) */
   image: string | null;
   refusals: Finding[];
   notes: Finding[];
 }
+
+/**
+ * which a task naming both a docker_image and environment/Dockerfile gets: `auto`, the image when
+ * the engine has it, else the Dockerfile built; `prebuilt`, the image (pulled by the engine at
+ * serve time); `dockerfile`, the Dockerfile built
+ */
+export const IMAGE_CHOICES = ['auto', 'prebuilt', 'dockerfile'] as const;
+export type ImagesChoice = (typeof IMAGE_CHOICES)[number];
 
 /** compose files Harbor reads beside the Dockerfile */
 const COMPOSE_FILES = ['docker-compose.yaml', 'docker-compose.yml', 'compose.yaml', 'compose.yml'];
@@ -91,6 +100,10 @@ export interface ReadTaskOptions {
   buildWithNetwork?: boolean;
   /** the task folder is a symbolic link of a dataset folder, pointing here: refused, nothing read */
   linkedTo?: string;
+  /** docker_image or environment/Dockerfile where a task has both; default auto */
+  images?: ImagesChoice;
+  /** whether the engine has an image; null when no engine answers */
+  hasImage?: (ref: string) => Promise<boolean | null>;
 }
 
 export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promise<HarborTask> {
@@ -177,16 +190,32 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   let context: string | null = null;
   let dockerfile: DockerfileImages | null = null;
   let image: string | null = null;
-  for (const f of COMPOSE_FILES) {
-    if ((await folder.kind(`environment/${f}`)) === 'file')
-      refuse(`environment/${f}`, 'sidecar services (Docker Compose) are not supported yet: a task runs in one container here');
+  // a compose file that changes only main is taken (its settings under task.toml's); anything else refuses, named
+  const composeFiles: string[] = [];
+  for (const f of COMPOSE_FILES) if ((await folder.kind(`environment/${f}`)) === 'file') composeFiles.push(`environment/${f}`);
+  if (composeFiles.length > 1) refuse(composeFiles.join(', '), 'two compose files: Harbor reads one; keep one');
+  else if (composeFiles.length === 1) {
+    const compose = readCompose((await folder.readText(composeFiles[0]!)) ?? '', composeFiles[0]!);
+    refusals.push(...compose.refusals);
+    notes.push(...compose.notes);
+    config.envVars = { ...compose.main.environment, ...config.envVars };
+    if (compose.main.workdir !== undefined && config.workdir === undefined) config.workdir = compose.main.workdir;
+    if (compose.main.healthcheck !== undefined && config.healthcheck === undefined) config.healthcheck = compose.main.healthcheck;
   }
   if (config.dockerImage !== undefined) {
     const mapped = mapDockerfileImages(`FROM ${config.dockerImage}\n`, opts.rules);
-    image = mapped.images[0] ?? config.dockerImage;
-    if (mapped.mapped[0]) notes.push({ field: '[environment] docker_image', message: mapLine(mapped.mapped[0]) });
-  } else if (
-    await requireFile('environment/Dockerfile', 'environment/Dockerfile', 'missing, and [environment] names no docker_image: the task has no container')
+    const prebuilt = mapped.images[0] ?? config.dockerImage;
+    const hasDockerfile = (await folder.kind('environment/Dockerfile')) === 'file';
+    const imageChoice = await chooseImage(prebuilt, hasDockerfile, opts);
+    notes.push({ field: '[environment] docker_image', message: imageChoice.why });
+    if (imageChoice.from === 'docker_image') {
+      image = prebuilt;
+      if (mapped.mapped[0]) notes.push({ field: '[environment] docker_image', message: mapLine(mapped.mapped[0]) });
+    }
+  }
+  if (
+    image === null &&
+    (await requireFile('environment/Dockerfile', 'environment/Dockerfile', 'missing, and [environment] names no docker_image: the task has no container'))
   ) {
     context = folder.abs('environment');
     dockerfile = mapDockerfileImages((await folder.readText('environment/Dockerfile')) ?? '', opts.rules);
@@ -240,6 +269,23 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   if (config.internetUnsaid)
     notes.push({ field: '[environment] allow_internet', message: "not said (Harbor's default allows the internet): the task runs without it here" });
   return { id, dir, config, turns, context, dockerfile, image, refusals, notes };
+}
+
+/** a task naming a docker_image: its env is that image or its Dockerfile built, and why (the note, one per choice once grouped) */
+async function chooseImage(prebuilt: string, hasDockerfile: boolean, opts: ReadTaskOptions): Promise<{ from: 'docker_image' | 'Dockerfile'; why: string }> {
+  const mode = opts.images ?? 'auto';
+  if (!hasDockerfile) return { from: 'docker_image', why: 'used: the task has no environment/Dockerfile' };
+  if (mode === 'prebuilt') return { from: 'docker_image', why: 'used (--images prebuilt); its environment/Dockerfile is not built' };
+  if (mode === 'dockerfile') return { from: 'Dockerfile', why: 'not used: environment/Dockerfile is built instead (--images dockerfile)' };
+  const has = (await opts.hasImage?.(prebuilt)) ?? null;
+  if (has === true) return { from: 'docker_image', why: 'used: the engine has this image (--images auto); its environment/Dockerfile is not built' };
+  return {
+    from: 'Dockerfile',
+    why:
+      has === false
+        ? 'the engine does not have this image: environment/Dockerfile is built instead (--images auto; --images prebuilt has the engine pull it at serve time)'
+        : 'not checked (no Docker engine answers): environment/Dockerfile is built instead (--images auto; --images prebuilt uses the image)',
+  };
 }
 
 function mapLine(m: { from: string; to: string; digestSetAside: boolean }): string {

@@ -122,6 +122,8 @@ class Reader {
       this.refuse(key, `expected a table, got ${JSON.stringify(v)}`);
       return null;
     }
+    // a [[steps]] entry's table: `[[steps]] 2 [steps.verifier]`
+    if (this.where.startsWith('[[')) return new Reader(v, `${this.where} [steps.${key}]`, this.out);
     return new Reader(v, `[${[this.where.replace(/^\[|\]$/g, ''), key].filter(Boolean).join('.')}]`, this.out);
   }
 
@@ -205,6 +207,18 @@ function phaseLimits(r: Reader, takeUser = false): string | undefined {
   return user;
 }
 
+/** where a verifier ([verifier], or a step's) runs: in the agent's container ("shared") here; a separate one is refused */
+function verifierPlace(r: Reader): void {
+  if (r.has('environment_mode')) {
+    const mode = r.raw('environment_mode');
+    if (mode !== 'shared' && mode !== null) r.refuse('environment_mode', `${JSON.stringify(mode)}: the verifier runs in the agent's container here ("shared")`);
+  }
+  if (r.has('environment')) {
+    r.raw('environment');
+    r.refuse('environment', "a separate verifier container: the verifier runs in the agent's container here");
+  }
+}
+
 function minReward(r: Reader): number | Record<string, number> | undefined {
   if (!r.has('min_reward')) return undefined;
   const v = r.raw('min_reward');
@@ -239,15 +253,7 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     verifierTimeoutS = verifier.number('timeout_sec', { min: 0.001 });
     verifierEnv = verifier.vars('env');
     phaseLimits(verifier);
-    if (verifier.has('environment_mode')) {
-      const mode = verifier.raw('environment_mode');
-      if (mode !== 'shared' && mode !== null)
-        verifier.refuse('environment_mode', `${JSON.stringify(mode)}: the verifier runs in the agent's container here ("shared")`);
-    }
-    if (verifier.has('environment')) {
-      verifier.raw('environment');
-      verifier.refuse('environment', "a separate verifier container: the verifier runs in the agent's container here");
-    }
+    verifierPlace(verifier);
     verifier.rest();
   }
   const agent = top.table_('agent');
@@ -377,6 +383,7 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
           if (t !== undefined) step.verifierTimeoutS = t;
           step.verifierEnv = v.vars('env');
           phaseLimits(v);
+          verifierPlace(v);
           v.rest();
         }
         const m = minReward(r);
