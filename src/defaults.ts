@@ -22,6 +22,8 @@ export const DEFAULT_REWARD = 'mean';
 
 /** Readiness: the first probes come fast (most envs are up within a second), then back off. */
 export const READINESS = { firstDelayMs: 15, fastPhaseMs: 1000, maxDelayMs: 250, probeTimeoutMs: 2000 } as const;
+/** How often a deploy reads the engine's health status of an env whose image has a HEALTHCHECK (sandbox/docker/health.ts). */
+export const HEALTH_POLL_MS = 200;
 
 /** A container or network removal is retried this many times, the delay doubling from the base. */
 export const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;

@@ -68,6 +68,8 @@ export interface Play {
   deploy_s: number | null;
   /** episodes its env's container had served before it (0: a fresh container) */
   served_before: number;
+  /** a verified task's last verifier output, its last lines (from the episode's transcript) */
+  verifier_tail?: string;
 }
 
 export interface EnvTimes {
@@ -217,7 +219,37 @@ async function play(
   result.served_before = reuse?.servedBeforeOf(ep.id) ?? 0;
   if (opts.hold && !result.done) return { play: result, episode: ep };
   await ep.close();
+  const tail = verifierTail(rt, ep.id);
+  if (tail !== null) result.verifier_tail = tail;
   return { play: result, episode: null };
+}
+
+/** the last lines of the last verifier output in an episode's transcript; null when none ran (or it is not kept) */
+function verifierTail(rt: OpenEnvRuntime, episodeId: string): string | null {
+  const ran = (rt.history.transcript(episodeId)?.events ?? []).filter((e) => e.kind === 'verifier');
+  const output = ran.at(-1)?.output;
+  return typeof output === 'string' ? output.trim().split('\n').slice(-5).join('\n') : null;
+}
+
+/**
+ * Why two plays of a task with the same seed could differ. A shell env has no /reset: no seed
+ * reaches it, so seed advice would be wrong there; a service not ready yet or the verifier's own
+ * nondeterminism can, and both plays' verifier output (when a verifier ran) says more.
+ */
+function replayAdvice(bundle: LoadedBundle, task: Task, a: Play, b: Play): string {
+  const tails = [a, b]
+    .map((p, i) =>
+      p.verifier_tail !== undefined ? `\n      play ${i + 1}'s verifier output ends:\n        ${p.verifier_tail.split('\n').join('\n        ')}` : '',
+    )
+    .join('');
+  if (bundle.envOf(task).spec.kind === 'shell')
+    return (
+      `no seed reaches this task (its env is a shell env: the image is the state), so something else differed: a service the image starts ` +
+      `may not have been ready when the play began (declare a healthcheck: [environment.healthcheck] in task.toml or a HEALTHCHECK in the image; docs/harbor.md, Readiness), ` +
+      `or the verifier is not deterministic${tails}`
+    );
+  const reused = a.served_before + b.served_before > 0;
+  return `derive the env's randomness from /reset's seed${task.verifier ? ', make the verifier deterministic,' : ''} or declare "ignores_seed": true in bundle.json${reused ? ` (a play ran on a container that had served other episodes: if the env keeps something across /reset, that is the cause; check --fresh-envs tells)` : ''}${tails}`;
 }
 
 /** What a play's model saw, as one comparable string per step. */
@@ -415,7 +447,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       if (d) {
         findings.problem(
           where,
-          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${d.at}: ${d.was} then ${d.now}); derive the env's randomness from /reset's seed, or declare "ignores_seed": true in bundle.json${replayOf.play.served_before + again.served_before > 0 ? ` (a play ran on a container that had served other episodes: if the env keeps something across /reset, that is the cause; check --fresh-envs tells)` : ''}`,
+          `played twice with seed ${CHECK_SEED}, the ${replayOf.steps === emptySteps ? 'empty' : 'golden'} solution gave different results (first at ${d.at}: ${d.was} then ${d.now}); ${replayAdvice(bundle, task, replayOf.play, again)}`,
         );
       }
     };

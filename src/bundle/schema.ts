@@ -435,6 +435,10 @@ export const ReadyCheckSchema = closedObject({
   interval_s: z.number().nonnegative().default(5),
   timeout_s: z.number().positive().default(30),
   retries: z.number().int().min(1).default(3),
+  /** failed attempts within this many seconds of the first do not count toward `retries` (Docker's start period) */
+  start_period_s: z.number().nonnegative().default(0),
+  /** the wait between attempts within the start period; default: interval_s */
+  start_interval_s: z.number().nonnegative().optional(),
 });
 
 /** One turn's own settings (a Harbor step), `per_turn[i]` for `turns[i]`. */

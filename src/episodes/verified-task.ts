@@ -136,6 +136,8 @@ export class TaskVerification {
                 intervalMs: spec.ready_check.interval_s * 1000,
                 timeoutMs: spec.ready_check.timeout_s * 1000,
                 retries: spec.ready_check.retries,
+                startPeriodMs: spec.ready_check.start_period_s * 1000,
+                ...(spec.ready_check.start_interval_s !== undefined ? { startIntervalMs: spec.ready_check.start_interval_s * 1000 } : {}),
               },
             }
           : {}),

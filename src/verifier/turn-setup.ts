@@ -1,8 +1,9 @@
 /**
  * Before a turn's prompt (a Harbor step's workdir/ and healthcheck): a folder of the task is
  * copied into the env's working directory, a `setup.sh` at its top runs there (Harbor's reserved
- * name; such scripts usually delete themselves), and a ready check runs until it passes. A
- * failure says which part failed, with the output.
+ * name; such scripts usually delete themselves), and a ready check runs until it passes (failures
+ * within its start period not counted, as Docker's HEALTHCHECK does). A failure says which part
+ * failed, with the output.
  */
 import { readdir } from 'node:fs/promises';
 import { copyInAs, runKillable } from '../container/index.js';
@@ -17,6 +18,10 @@ export interface ReadyCheck {
   timeoutMs: number;
   /** attempts before the check counts as failed */
   retries: number;
+  /** failed attempts that start within this long of the first do not count toward `retries` (Docker's start period); default 0 */
+  startPeriodMs?: number;
+  /** the wait between attempts within the start period; default `intervalMs` */
+  startIntervalMs?: number;
 }
 
 export interface TurnSetup {
@@ -56,14 +61,23 @@ export async function prepareTurn(exec: ContainerExec, setup: TurnSetup): Promis
   }
   const check = setup.readyCheck;
   if (check) {
-    let last = '';
-    for (let attempt = 1; attempt <= check.retries; attempt++) {
+    let last: string;
+    const started = Date.now();
+    const startPeriodMs = check.startPeriodMs ?? 0;
+    let counted = 0;
+    let attempts = 0;
+    for (;;) {
+      const inStartPeriod = Date.now() - started < startPeriodMs;
+      attempts++;
       const ran = await runKillable(exec, { cmd: ['bash', '-c', check.command], ...common }, check.timeoutMs, bounds);
       if (!ran.timedOut && ran.exitCode === 0) return { ok: true };
-      last = ran.output.text;
-      if (attempt < check.retries) await new Promise((r) => setTimeout(r, check.intervalMs));
+      last = ran.timedOut ? `${ran.output.text}${ran.output.text ? '\n' : ''}(timed out after ${check.timeoutMs / 1000} s)` : ran.output.text;
+      // a failure within the start period does not count (Docker's semantics)
+      if (!inStartPeriod && ++counted >= check.retries) break;
+      await new Promise((r) => setTimeout(r, inStartPeriod ? (check.startIntervalMs ?? check.intervalMs) : check.intervalMs));
     }
-    return { ok: false, message: `the turn's ready check (${check.command}) did not pass in ${check.retries} attempt(s)`, output: last };
+    const period = startPeriodMs > 0 ? ` after its start period of ${startPeriodMs / 1000} s (${attempts} attempt(s) in all)` : '';
+    return { ok: false, message: `the turn's ready check (${check.command}) did not pass in ${check.retries} attempt(s)${period}`, output: last };
   }
   return { ok: true };
 }

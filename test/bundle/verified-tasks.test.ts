@@ -85,7 +85,7 @@ describe('a bundle of verified tasks', () => {
     expect(b.byId.get('b')!.per_turn![1]).toMatchObject({
       min_reward: { reward: 0.5 },
       upload: 'uploads/b2',
-      ready_check: { command: 'test -f config.txt', interval_s: 5, timeout_s: 30, retries: 3 },
+      ready_check: { command: 'test -f config.txt', interval_s: 5, timeout_s: 30, retries: 3, start_period_s: 0 },
     });
     expect(b.byId.get('b')!.per_turn![0]!.verifier!.timeout_s).toBe(600);
     // what a client is served says nothing of verifiers, budgets or the env

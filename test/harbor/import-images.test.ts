@@ -255,12 +255,11 @@ describe('import harbor: compose files', () => {
       'environment/compose.yaml',
     );
     expect(r.refusals).toEqual([]);
-    expect(r.main).toEqual({ environment: { A: '1', B: 'x=y' }, healthcheck: { command: "test -f '/a b'", intervalS: 90, timeoutS: 0.5, retries: 2 } });
+    expect(r.main).toEqual({ environment: { A: '1', B: 'x=y' }, healthcheck: { command: "test -f '/a b'", intervalS: 90, timeoutS: 0.5, retries: 2, startPeriodS: 3 } });
     expect(r.notes.map((n) => n.field)).toEqual([
       'environment/compose.yaml services.main.networks',
       'environment/compose.yaml services.main.hostname',
       'environment/compose.yaml services.main.mem_limit',
-      'environment/compose.yaml services.main.healthcheck.start_period',
     ]);
   });
 

@@ -567,7 +567,6 @@ describe('import harbor: the mapping', () => {
         'artifacts: artifacts are not collected here: dropped [a,b]',
         'fancy: not supported by this import: dropped [a,b]',
         '[environment] skills_dir: agent skills are for installed agents: dropped (the model gets the shell toolset) [a]',
-        '[environment.healthcheck] start_period_sec: no start period here: the check runs its retries at once [a]',
         "[environment] allow_internet: not said (Harbor's default allows the internet): the task runs without it here [a,b]",
         'environment/copy-of-test.sh: has the content of tests/test.sh: the image would carry it where the agent can read it (a leak, unless it is an input the tests also keep) [b]',
         expect.stringMatching(
@@ -576,7 +575,9 @@ describe('import harbor: the mapping', () => {
       ]),
     );
     const rows = lines(path.join(root, 'out/tasks/train.jsonl'));
-    expect(rows.find((x) => x.task_id === 'a')!.per_turn).toEqual([{ ready_check: { command: 'true', interval_s: 5, timeout_s: 30, retries: 3 } }]);
+    expect(rows.find((x) => x.task_id === 'a')!.per_turn).toEqual([
+      { ready_check: { command: 'true', interval_s: 5, timeout_s: 30, retries: 3, start_period_s: 3 } },
+    ]);
   });
 
   it('imports allow_internet = true with --ignore-internet, noted; a docker_image as an image env, mapped', async () => {

@@ -236,9 +236,9 @@ export function readCompose(text: string, file: string): ComposeRead {
           intervalS: num('interval', 5, durationS),
           timeoutS: num('timeout', 30, durationS),
           retries: num('retries', 3, (x) => (typeof x === 'number' && Number.isInteger(x) && x >= 1 ? x : null)),
+          ...(v.start_period !== undefined ? { startPeriodS: num('start_period', 0, durationS) } : {}),
+          ...(v.start_interval !== undefined ? { startIntervalS: num('start_interval', 5, durationS) } : {}),
         };
-        for (const key of ['start_period', 'start_interval'])
-          if (v[key] !== undefined) note(at(`healthcheck.${key}`), 'no start period here: the check runs its retries at once');
         for (const key of Object.keys(v)) {
           if (!['test', 'interval', 'timeout', 'retries', 'start_period', 'start_interval', 'disable'].includes(key))
             refuse(at(`healthcheck.${key}`), 'not a healthcheck setting this import reads');

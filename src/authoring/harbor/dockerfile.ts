@@ -203,3 +203,57 @@ export function installsIn(script: string): string[] {
     found.add(m[1]!.replace(/ -\S+/g, ''));
   return [...found];
 }
+
+/** what the image's last stage runs at its start, as its Dockerfile writes it: a hint for readiness (docs/harbor.md, Readiness) */
+export interface StartCommands {
+  /** its ENTRYPOINT, as written; null when the last stage sets none */
+  entrypoint: string | null;
+  /** its CMD, as written, when it is not a bare shell (`bash`, `/bin/sh -l`); null otherwise */
+  serviceCmd: string | null;
+  /** the last stage declares a HEALTHCHECK (other than `HEALTHCHECK NONE`) */
+  healthcheck: boolean;
+}
+
+const SHELLS = new Set(['sh', 'bash', 'dash', 'ash', 'zsh', 'fish', 'ksh']);
+
+/** the words of an instruction's argument: a JSON array's items, else split on spaces */
+function words(arg: string): string[] {
+  const t = arg.trim();
+  if (t.startsWith('[')) {
+    try {
+      const a: unknown = JSON.parse(t);
+      if (Array.isArray(a)) return a.map(String);
+    } catch {
+      // the shell form after all
+    }
+  }
+  return t.split(/\s+/).filter(Boolean);
+}
+
+/** A Dockerfile's (its `dockerfileInstructions`) last stage's ENTRYPOINT, CMD and HEALTHCHECK. */
+export function startCommands(instructions: readonly string[]): StartCommands {
+  const out: StartCommands = { entrypoint: null, serviceCmd: null, healthcheck: false };
+  for (const ins of instructions) {
+    const m = /^(\w+)\s*(.*)$/s.exec(ins);
+    if (!m) continue;
+    const [, keyword, arg = ''] = m;
+    switch (keyword!.toUpperCase()) {
+      case 'FROM':
+        Object.assign(out, { entrypoint: null, serviceCmd: null, healthcheck: false });
+        break;
+      case 'ENTRYPOINT':
+        out.entrypoint = words(arg).length > 0 ? arg.trim() : null;
+        break;
+      case 'CMD': {
+        const w = words(arg);
+        const bareShell = w.length > 0 && SHELLS.has(w[0]!.split('/').pop()!) && w.slice(1).every((x) => x.startsWith('-') && x !== '-c');
+        out.serviceCmd = w.length === 0 || bareShell ? null : arg.trim();
+        break;
+      }
+      case 'HEALTHCHECK':
+        out.healthcheck = !/^NONE\b/i.test(arg.trim());
+        break;
+    }
+  }
+  return out;
+}

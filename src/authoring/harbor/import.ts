@@ -338,7 +338,15 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
           spec.upload = rel;
         }
         const check = step?.healthcheck ?? (i === 0 ? c.healthcheck : undefined);
-        if (check) spec.ready_check = { command: check.command, interval_s: check.intervalS, timeout_s: check.timeoutS, retries: check.retries };
+        if (check)
+          spec.ready_check = {
+            command: check.command,
+            interval_s: check.intervalS,
+            timeout_s: check.timeoutS,
+            retries: check.retries,
+            ...(check.startPeriodS !== undefined ? { start_period_s: check.startPeriodS } : {}),
+            ...(check.startIntervalS !== undefined ? { start_interval_s: check.startIntervalS } : {}),
+          };
         perTurn.push(spec);
         if (goldenOk) {
           const timeoutS = Math.min(budget ?? c.agentTimeoutS ?? SHELL_TOOLS.defaultTimeoutS * 5, SHELL_TOOLS.maxTimeoutS);

@@ -8,7 +8,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
 import { readCompose } from './compose.js';
-import { downloadsIn, installsIn, mapDockerfileImages, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
+import { downloadsIn, installsIn, mapDockerfileImages, startCommands, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';
 import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
 
@@ -223,6 +223,18 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
     for (const u of dockerfile.unresolved)
       notes.push({ field: 'environment/Dockerfile', message: `the image ${u} names a build argument without a default: not checked` });
     const instructions = dockerfileInstructions(dockerfile.text);
+    // what the image starts is waited for only when a healthcheck says when it is up (docs/harbor.md, Readiness)
+    const starts = startCommands(instructions);
+    if (starts.entrypoint !== null && !starts.healthcheck && !config.healthcheck)
+      notes.push({
+        field: 'environment/Dockerfile',
+        message: `its ENTRYPOINT (${starts.entrypoint}) may start services, and nothing waits for them (here as in Harbor, only a declared healthcheck is waited for): if it does, add [environment.healthcheck] (or a HEALTHCHECK) that passes once they answer`,
+      });
+    if (starts.serviceCmd !== null)
+      notes.push({
+        field: 'environment/Dockerfile',
+        message: `its CMD (${starts.serviceCmd}) is not run: a shell env's process 1 is the server's keeper (the ENTRYPOINT is kept); start a service from an ENTRYPOINT script ending in exec "$@", with a healthcheck`,
+      });
     if (opts.buildWithNetwork) {
       notes.push({
         field: 'environment/Dockerfile',

@@ -17,6 +17,8 @@ export interface HealthcheckSpec {
   intervalS: number;
   timeoutS: number;
   retries: number;
+  startPeriodS?: number;
+  startIntervalS?: number;
 }
 
 export interface HarborStep {
@@ -170,14 +172,11 @@ function healthcheck(r: Reader | null): HealthcheckSpec | undefined {
     timeoutS: r.number('timeout_sec', { min: 0.001 }) ?? 30,
     retries: r.number('retries', { min: 1 }) ?? 3,
   };
-  for (const k of ['start_period_sec', 'start_interval_sec']) {
-    if (r.has(k)) {
-      r.raw(k);
-      r.note(k, 'no start period here: the check runs its retries at once');
-    }
-  }
+  // Docker's semantics: failures within the start period do not count toward the retries
+  const startPeriodS = r.number('start_period_sec');
+  const startIntervalS = r.number('start_interval_sec');
   r.rest();
-  return spec;
+  return { ...spec, ...(startPeriodS !== undefined ? { startPeriodS } : {}), ...(startIntervalS !== undefined ? { startIntervalS } : {}) };
 }
 
 /** `1000`, `1000:1000`, or a user (and group) name of the image (the env's `agent_user`) */

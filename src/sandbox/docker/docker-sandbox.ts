@@ -1,7 +1,8 @@
 /**
  * The Docker backend: one internal bridge network per episode on a subnet of our own pool (made
  * ahead of demand when the network stock has one), one env container on it, readiness over HTTP
- * (a shell env's: an exec that answers), deaths seen in the engine's events, exec and archive
+ * (a shell env's: an exec that answers) and, when its image declares a HEALTHCHECK, the engine's
+ * `healthy` (health.ts), deaths seen in the engine's events, exec and archive
  * access to env containers for the shell toolset (`shell`), what an env used (`usage`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
@@ -39,6 +40,7 @@ import { createEpisodeNetwork, type EpisodeNetwork } from './bridge-network.js';
 import { SubnetPool } from './subnet-pool.js';
 import { EgressRules } from './egress-rules.js';
 import { listContainers, removeOwned } from './removal.js';
+import { notHealthyMessage, waitForHealthy } from './health.js';
 
 export interface DockerSandboxOptions extends EngineSandboxOptions {
   /** CIDR the episode subnets are carved from (default SUBNET_POOL) */
@@ -274,11 +276,21 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       }
       const baseUrl = shell ? '' : `http://${state.ip}:${env.port}`;
       const probing = new DockerContainerExec(this.docker, container.id, toolboxAt);
-      const outcome = !state.ip
+      let outcome = !state.ip
         ? { kind: 'exited' as const, exitCode: state.exitCode ?? -1 }
         : shell
           ? await waitForProbe((ms, s) => probeExec(probing, ms, s), { deadline, exited, signal })
           : await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline, exited, signal });
+      if (outcome.kind === 'ready') {
+        // and, when its image declares a HEALTHCHECK, once the engine says it is healthy (health.ts)
+        const health = await waitForHealthy(this.docker, container.id, { deadline, signal }).catch((err: unknown) => {
+          throwIfAborted(signal);
+          throw toSandboxError(err, `reading the health of the container of env \`${env.name}\``);
+        });
+        if (health.kind === 'not_healthy' && health.why === 'exited') outcome = { kind: 'exited', exitCode: await exited.catch(() => -1) };
+        else if (health.kind === 'not_healthy')
+          throw new SandboxError('not_ready_in_time', notHealthyMessage(env, health), { logTail: await logTail(this.docker, container.id) });
+      }
       if (outcome.kind === 'ready') {
         // an abort that lands as the env gets ready still wins: the caller gave up on it
         throwIfAborted(signal);
