@@ -255,7 +255,10 @@ describe('import harbor: compose files', () => {
       'environment/compose.yaml',
     );
     expect(r.refusals).toEqual([]);
-    expect(r.main).toEqual({ environment: { A: '1', B: 'x=y' }, healthcheck: { command: "test -f '/a b'", intervalS: 90, timeoutS: 0.5, retries: 2, startPeriodS: 3 } });
+    expect(r.main).toEqual({
+      environment: { A: '1', B: 'x=y' },
+      healthcheck: { command: "test -f '/a b'", intervalS: 90, timeoutS: 0.5, retries: 2, startPeriodS: 3 },
+    });
     expect(r.notes.map((n) => n.field)).toEqual([
       'environment/compose.yaml services.main.networks',
       'environment/compose.yaml services.main.hostname',
