@@ -52,8 +52,8 @@ export type TurnEndOutcome =
   | { kind: 'scored'; scores: Scores; stoppedEarly: string | null }
   /** the task has no verifier: the env scores it (/finish) */
   | { kind: 'unverified' }
-  /** the verifier wrote no (or a malformed) reward, ran past its timeout, or found its toolchain changed */
-  | { kind: 'failed'; reason: 'invalid_scores' | 'verifier_timeout' | 'toolchain_tampered'; message: string; tail: string }
+  /** the verifier wrote no (or a malformed) reward, ran past its timeout, could not run its tests, or found its toolchain changed */
+  | { kind: 'failed'; reason: 'invalid_scores' | 'verifier_timeout' | 'verifier_failed' | 'toolchain_tampered'; message: string; tail: string }
   /** a turn's setup or ready check failed */
   | { kind: 'setup_failed'; message: string; output: string };
 
@@ -303,7 +303,7 @@ export class TaskVerification {
     if (out.status === 'scored') return { kind: 'ok', scores: out.scores };
     return {
       kind: 'failed',
-      reason: out.status === 'timeout' ? 'verifier_timeout' : 'invalid_scores',
+      reason: out.status === 'timeout' ? 'verifier_timeout' : out.status === 'failed' ? 'verifier_failed' : 'invalid_scores',
       message: `${who}: ${out.message}`,
       tail: outputTail(run),
     };
