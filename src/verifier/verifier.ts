@@ -147,7 +147,12 @@ export async function runVerifier(
     const script = await readFile(path.join(spec.testsDir, TEST_SCRIPT_NAME), 'utf8').catch(() => '');
     const why = bootstrapFailure(run.output.text, script, scores);
     if (why === null) return null;
-    const wrote = scores === null ? 'wrote no reward' : `wrote ${Object.entries(scores).map(([k, v]) => `${k} = ${v}`).join(', ')}, which is not counted`;
+    const wrote =
+      scores === null
+        ? 'wrote no reward'
+        : `wrote ${Object.entries(scores)
+            .map(([k, v]) => `${k} = ${v}`)
+            .join(', ')}, which is not counted`;
     return {
       status: 'failed',
       message:

@@ -103,7 +103,10 @@ describe('eval summary: a verifier that could not run', () => {
       log_tail: 'E: Unable to locate package curl\n/tests/test.sh: line 4: curl: command not found\n/tests/test.sh: line 6: uvx: command not found\n',
     };
     const s = summarize(
-      [rec({ reward: 1 }), rec({ task_id: 'needs-network', end_reason: 'env_failed', failure: { kind: 'env', reason: 'verifier_failed', message: detail.message, detail } })],
+      [
+        rec({ reward: 1 }),
+        rec({ task_id: 'needs-network', end_reason: 'env_failed', failure: { kind: 'env', reason: 'verifier_failed', message: detail.message, detail } }),
+      ],
       context,
     );
     expect(s.scored).toMatchObject({ n: 1, mean: 1 });
@@ -114,7 +117,7 @@ describe('eval summary: a verifier that could not run', () => {
       output_ends: '/tests/test.sh: line 6: uvx: command not found',
     });
     const text = formatSummary(s);
-    expect(text).toContain('    verifier_failed  first: needs-network: the task\'s verifier: the verifier (tests/test.sh, exit code 0) could not run its tests');
+    expect(text).toContain("    verifier_failed  first: needs-network: the task's verifier: the verifier (tests/test.sh, exit code 0) could not run its tests");
     expect(text).toContain('\n                     its output ends: /tests/test.sh: line 6: uvx: command not found');
   });
 });

@@ -74,7 +74,9 @@ describeDocker('a verifier that could not run its tests: verifier_failed, with i
     const wall = (Date.now() - started) / 1000;
     const golden = c.problems.find((p) => p.message.startsWith('the golden solution'));
     expect(golden?.message).toMatch(/^the golden solution failed the episode: verifier_failed in phase finish: /);
-    expect(golden?.message).toMatch(/could not run its tests: test\.sh found no curl, \/root\/\.local\/bin\/env, uvx; it needed the network \(Temporary failure resolving/);
+    expect(golden?.message).toMatch(
+      /could not run its tests: test\.sh found no curl, \/root\/\.local\/bin\/env, uvx; it needed the network \(Temporary failure resolving/,
+    );
     expect(golden?.message).toMatch(/it wrote reward = 0, which is not counted/);
     // the verifier's own output, its last lines
     expect(golden?.message).toMatch(/the verifier's output ends:\n {6}[^]*Temporary failure resolving 'deb\.debian\.org'/);
@@ -105,7 +107,9 @@ describeDocker('a verifier that could not run its tests: verifier_failed, with i
     importTask(src, out);
     const c = check(out);
     const golden = c.problems.find((p) => p.message.startsWith('the golden solution'));
-    expect(golden?.message).toMatch(/^the golden solution scored reward = 0, expected its declared max 1; fix the golden solution or the env's scoring; the verifier's output ends:\n/);
+    expect(golden?.message).toMatch(
+      /^the golden solution scored reward = 0, expected its declared max 1; fix the golden solution or the env's scoring; the verifier's output ends:\n/,
+    );
     expect(golden?.message).toMatch(/Temporary failure resolving 'deb\.debian\.org'/);
     expect(golden?.message).toMatch(/\n {6}hello\.txt holds: Hello, moon!$/);
     expect(c.problems.map((p) => p.message).join('\n')).not.toMatch(/verifier_failed/);

@@ -114,8 +114,11 @@ describe('a verifier whose tests ran: its reward stands', () => {
   });
 
   it('a non-pytest test.sh that wrote 0 after a failed fetch, with its tools there: scored (its checks may have run)', () => {
-    const out = "Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\njq is already the newest version.\nmismatch in /app/out.json\n";
-    expect(bootstrapFailure(out, 'apt-get update\napt-get install -y jq\njq . /app/out.json || echo 0 > /logs/verifier/reward.txt\n', { reward: 0 })).toBeNull();
+    const out =
+      "Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\njq is already the newest version.\nmismatch in /app/out.json\n";
+    expect(
+      bootstrapFailure(out, 'apt-get update\napt-get install -y jq\njq . /app/out.json || echo 0 > /logs/verifier/reward.txt\n', { reward: 0 }),
+    ).toBeNull();
   });
 
   it('a 0 with a quiet output is a 0', () => {
