@@ -10,6 +10,7 @@
  *   tests run in the agent's container;
  * - clean: a fresh container of the env's image (no network) gets the agent's outputs, copied
  *   through the engine, and the tests run there; it is removed after.
+ * A verifier that could not run its tests (src/verifier/bootstrap.ts) is a failure, never scored.
  * A turn's tests and reward files are removed before the next turn starts. Per-turn scores combine
  * by the task's turn_reward; a turn under its min_reward ends the episode there. What the verifier
  * printed goes to the episode's observers (transcript, record), never into an observation. The
