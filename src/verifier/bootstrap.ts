@@ -12,9 +12,11 @@
  * 3. its own bootstrap failed, by one of:
  *    - test.sh's own shell said a tool it runs to set up or run its tests is missing
  *      (`/tests/test.sh: line 10: uvx: command not found`; `…: /root/.local/bin/env: No such
- *      file or directory`), or Python said it has no pytest (`python3: No module named pytest`);
- *      a program the tests run (the agent's) that is missing is reported by the tests, or by
- *      test.sh for a name that is not a bootstrap tool, and scores its 0;
+ *      file or directory`), or Python said it has no pytest (`python3: No module named pytest`),
+ *      and the container indeed has no such tool (the server looks after test.sh: a line the
+ *      agent's program printed to look like one does not count); a program the tests run (the
+ *      agent's) that is missing is reported by the tests, or by test.sh for a name that is not a
+ *      bootstrap tool, and scores its 0;
  *    - its output says the network was needed (a name that did not resolve, a fetch that
  *      failed), and either it wrote no reward or test.sh runs pytest (which then never started).
  * A test.sh that runs something other than pytest and wrote 0 after a failed fetch is scored:
@@ -73,6 +75,9 @@ export function networkEvidence(text: string): string | null {
     .join(' / ');
 }
 
+/** what missingBootstrapTools calls Python's `-m pytest` without pytest */
+export const NO_PYTEST_MODULE_NAME = 'pytest (python -m)';
+
 /** the tools test.sh's own shell (or Python's -m) said are missing, among the bootstrap tools, each once */
 export function missingBootstrapTools(text: string): string[] {
   const found = new Set<string>();
@@ -81,7 +86,7 @@ export function missingBootstrapTools(text: string): string[] {
     const base = what.split('/').pop()!;
     if (BOOTSTRAP_TOOLS.includes(base) || INSTALLER_ENV_FILE.test(what)) found.add(what);
   }
-  if (NO_PYTEST_MODULE.test(text)) found.add('pytest (python -m)');
+  if (NO_PYTEST_MODULE.test(text)) found.add(NO_PYTEST_MODULE_NAME);
   return [...found];
 }
 
@@ -95,14 +100,19 @@ function passes(scores: Scores | null): boolean {
   return scores !== null && Object.values(scores).some((v) => v > 0);
 }
 
+/** the output may tell a bootstrap failure (rules 1 and 2 hold): only then is the container asked which tools it has */
+export function mayBeBootstrapFailure(output: string, scores: Scores | null): boolean {
+  return !passes(scores) && !testsRan(output);
+}
+
 /**
  * Why the verifier could not run its tests, by the rule above (null: it ran them, or nothing
  * says otherwise): `output` is what test.sh printed, `script` its text, `scores` what it wrote
- * (null: no reward file).
+ * (null: no reward file), `present` the tools said missing that the container has (not missing).
  */
-export function bootstrapFailure(output: string, script: string, scores: Scores | null): string | null {
-  if (passes(scores) || testsRan(output)) return null;
-  const missing = missingBootstrapTools(output);
+export function bootstrapFailure(output: string, script: string, scores: Scores | null, present: ReadonlySet<string> = new Set()): string | null {
+  if (!mayBeBootstrapFailure(output, scores)) return null;
+  const missing = missingBootstrapTools(output).filter((t) => !present.has(t));
   const network = networkEvidence(output);
   const why: string[] = [];
   if (missing.length > 0) why.push(`test.sh found no ${missing.join(', ')}`);

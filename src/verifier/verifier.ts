@@ -18,7 +18,7 @@ import path from 'node:path';
 import { VERIFIER } from '../defaults.js';
 import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import { bootstrapFailure, networkHint } from './bootstrap.js';
+import { NO_PYTEST_MODULE_NAME, bootstrapFailure, mayBeBootstrapFailure, missingBootstrapTools, networkHint } from './bootstrap.js';
 import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT, TEST_SCRIPT_NAME } from './layout.js';
 import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
 
@@ -85,6 +85,34 @@ export async function installTests(exec: ContainerExec, testsDir: string): Promi
   await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
 }
 
+/**
+ * The toolbox's shell, with the image's environment: which of the tools (a name looked up in the
+ * folders of PATH, never as the toolbox's own applet; a path; pytest for `python -m`, in the
+ * system's Python folders) the container has; printed one a line.
+ */
+const PRESENT_SCRIPT = `
+for t in "$@"; do
+  case "$t" in
+    '${NO_PYTEST_MODULE_NAME}') for d in /usr/lib/python3*/*-packages/pytest /usr/local/lib/python3*/*-packages/pytest; do [ -d "$d" ] && { echo "$t"; break; }; done ;;
+    */*) [ -e "$t" ] && echo "$t" ;;
+    *) IFS=:; for d in $PATH; do [ -f "$d/$t" ] && [ -x "$d/$t" ] && { echo "$t"; break; }; done; unset IFS ;;
+  esac
+done
+true
+`;
+
+/** which of the tools test.sh's output says are missing the container has after all (the output may hold what the agent's program printed) */
+async function presentTools(exec: ContainerExec, tools: readonly string[]): Promise<Set<string>> {
+  if (tools.length === 0) return new Set();
+  const r = await runTrusted(exec, 'openenv-tools-present', PRESENT_SCRIPT, tools, { imageUser: true, keepEnv: true });
+  return new Set(
+    r.stdout
+      .toString('utf8')
+      .split('\n')
+      .filter((t) => tools.includes(t)),
+  );
+}
+
 /** Removes a turn's tests and reward files, so that the next turn finds neither. */
 export async function clearVerifierFiles(exec: ContainerExec): Promise<void> {
   const r = await runTrusted(exec, 'openenv-clear-tests', `rm -rf ${TESTS_DIR}; [ -d ${LOGS_DIR} ] && rm -rf ${REWARD_DIR}; true`);
@@ -144,8 +172,10 @@ export async function runVerifier(
   const found = txt ?? json;
   // a verifier whose own setup failed wrote no reward, or a 0 that is no score of the agent's
   const couldNotRun = async (scores: Scores | null): Promise<VerifierOutcome | null> => {
+    if (!mayBeBootstrapFailure(run.output.text, scores)) return null;
     const script = await readFile(path.join(spec.testsDir, TEST_SCRIPT_NAME), 'utf8').catch(() => '');
-    const why = bootstrapFailure(run.output.text, script, scores);
+    const present = await presentTools(exec, missingBootstrapTools(run.output.text));
+    const why = bootstrapFailure(run.output.text, script, scores, present);
     if (why === null) return null;
     const wrote =
       scores === null

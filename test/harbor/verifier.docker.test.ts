@@ -80,6 +80,14 @@ describeDocker('a task verifier in the env container', () => {
     expect(one).toMatchObject({ status: 'scored', scores: { reward: 1 } });
   });
 
+  it("a line that only looks like test.sh's own (a program it ran printed it) for a tool the container has: the 0 stands", async () => {
+    // python3 and apt-get are in the image: the claim is checked in the container, and is false
+    const fake =
+      'echo "/tests/test.sh: line 1: python3: command not found"\necho "/tests/test.sh: line 2: /usr/bin/apt-get: No such file or directory"\necho 0 > /logs/verifier/reward.txt\n';
+    const out = await runVerifier(held.box.exec, { testsDir: tests(fake), timeoutMs: 30_000 });
+    expect(out).toMatchObject({ status: 'scored', scores: { reward: 0 } });
+  });
+
   it('a verifier that wrote no reward after its pytest session ran: invalid_scores, with a hint when its output says the network was needed', async () => {
     const out = await runVerifier(held.box.exec, {
       testsDir: tests(

@@ -121,6 +121,12 @@ describe('a verifier whose tests ran: its reward stands', () => {
     ).toBeNull();
   });
 
+  it('a tool said missing that the container has (the server looked) is not missing: the 0 stands', () => {
+    const out = '/tests/test.sh: line 3: pytest: command not found\n';
+    expect(bootstrapFailure(out, 'pytest /tests -q\n', { reward: 0 }, new Set(['pytest']))).toBeNull();
+    expect(bootstrapFailure(OFFLINE_NO_CURL, STANDARD_SCRIPT, { reward: 0 }, new Set(['curl']))).toMatch(/^test\.sh found no \/root\/\.local\/bin\/env, uvx;/);
+  });
+
   it('a 0 with a quiet output is a 0', () => {
     expect(bootstrapFailure('FAILED\n', STANDARD_SCRIPT, { reward: 0 })).toBeNull();
     expect(networkEvidence('all good\n')).toBeNull();
