@@ -40,6 +40,11 @@ export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   model_upstream_error: { retryable: true, toolErrorType: 'transport_error', meaning: 'a model call failed upstream (5xx, no connection, bad reply)' },
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'a model call got no answer in time, or its stream stalled' },
   verifier_timeout: { retryable: false, toolErrorType: 'timeout', meaning: "the task's verifier (its tests) was still running at its timeout, and was killed" },
+  verifier_failed: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning: "the task's verifier could not run its tests (its setup needed the network, or a tool the image lacks): no reward, whatever it wrote",
+  },
   setup_failed: {
     retryable: false,
     toolErrorType: 'execution_error',

@@ -44,6 +44,7 @@ const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolE
   model_upstream_error: { retryable: true, toolErrorType: 'transport_error' },
   model_upstream_timeout: { retryable: true, toolErrorType: 'timeout' },
   verifier_timeout: { retryable: false, toolErrorType: 'timeout' },
+  verifier_failed: { retryable: false, toolErrorType: 'execution_error' },
   setup_failed: { retryable: false, toolErrorType: 'execution_error' },
   storage_exceeded: { retryable: false, toolErrorType: 'execution_error' },
   env_pids_exhausted: { retryable: false, toolErrorType: 'execution_error' },

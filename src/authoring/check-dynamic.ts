@@ -68,8 +68,8 @@ export interface Play {
   deploy_s: number | null;
   /** episodes its env's container had served before it (0: a fresh container) */
   served_before: number;
-  /** a verified task's last verifier output, its last lines (from the episode's transcript) */
-  verifier_tail?: string;
+  /** what its last verifier run printed (its transcript's `verifier` event), null when none ran */
+  verifier_output: string | null;
 }
 
 export interface EnvTimes {
@@ -165,9 +165,30 @@ function rangeOf(declared: Record<string, ScoreDeclaration> | undefined, score: 
   return { min: r.min, max: r.max, floor: d?.floor ?? r.min };
 }
 
+/** a verifier's failure carries its output's tail, more telling than an env's log lines: more of it is shown */
+const VERIFIER_REASONS = new Set<string>(['verifier_failed', 'verifier_timeout', 'invalid_scores']);
+const VERIFIER_TAIL_LINES = 15;
+
+/** the last `lines` lines of an output, indented under a finding */
+function lastLines(text: string, lines: number, indent = '      '): string {
+  return text.trim().split('\n').slice(-lines).join(`\n${indent}`);
+}
+
 function describeFailure(f: Failure): string {
-  const tail = f.log_tail ? `; the env's last log lines:\n      ${f.log_tail.trim().split('\n').slice(-5).join('\n      ')}` : '';
+  const verifier = VERIFIER_REASONS.has(f.reason);
+  const tail = f.log_tail
+    ? verifier
+      ? `; the verifier's output ends:\n      ${lastLines(f.log_tail, VERIFIER_TAIL_LINES)}`
+      : `; the env's last log lines:\n      ${lastLines(f.log_tail, 5)}`
+    : '';
   return `${f.reason} in phase ${f.phase}: ${f.message}${tail}`;
+}
+
+/** the output of the episode's last verifier run, from its transcript (null: none ran, or the transcript is gone) */
+function verifierOutput(rt: OpenEnvRuntime, episodeId: string): string | null {
+  const events = rt.history.transcript(episodeId)?.events ?? [];
+  const last = events.filter((e) => e.kind === 'verifier').pop();
+  return last && typeof last.output === 'string' ? last.output : null;
 }
 
 /** where plays run: the runtime, and check's env reuse when an env may be reused */
@@ -183,7 +204,17 @@ async function play(
   steps: readonly GoldenStep[],
   opts: { hold?: boolean; fresh?: boolean } = {},
 ): Promise<{ play: Play; episode: Episode | null }> {
-  const result: Play = { steps: [], done: false, reward: null, scores: null, end_reason: null, failure: null, deploy_s: null, served_before: 0 };
+  const result: Play = {
+    steps: [],
+    done: false,
+    reward: null,
+    scores: null,
+    end_reason: null,
+    failure: null,
+    deploy_s: null,
+    served_before: 0,
+    verifier_output: null,
+  };
   const data = { task_id: task.task_id, seed };
   const ep = rt.manager.create(data, 'ws');
   if (opts.fresh) reuse?.fresh(ep.id);
@@ -217,18 +248,10 @@ async function play(
     result.done = true;
   }
   result.served_before = reuse?.servedBeforeOf(ep.id) ?? 0;
+  result.verifier_output = verifierOutput(rt, ep.id);
   if (opts.hold && !result.done) return { play: result, episode: ep };
   await ep.close();
-  const tail = verifierTail(rt, ep.id);
-  if (tail !== null) result.verifier_tail = tail;
   return { play: result, episode: null };
-}
-
-/** the last lines of the last verifier output in an episode's transcript; null when none ran (or it is not kept) */
-function verifierTail(rt: OpenEnvRuntime, episodeId: string): string | null {
-  const ran = (rt.history.transcript(episodeId)?.events ?? []).filter((e) => e.kind === 'verifier');
-  const output = ran.at(-1)?.output;
-  return typeof output === 'string' ? output.trim().split('\n').slice(-5).join('\n') : null;
 }
 
 /**
@@ -238,9 +261,7 @@ function verifierTail(rt: OpenEnvRuntime, episodeId: string): string | null {
  */
 function replayAdvice(bundle: LoadedBundle, task: Task, a: Play, b: Play): string {
   const tails = [a, b]
-    .map((p, i) =>
-      p.verifier_tail !== undefined ? `\n      play ${i + 1}'s verifier output ends:\n        ${p.verifier_tail.split('\n').join('\n        ')}` : '',
-    )
+    .map((p, i) => (p.verifier_output !== null ? `\n      play ${i + 1}'s verifier output ends:\n        ${lastLines(p.verifier_output, 5, '        ')}` : ''))
     .join('');
   if (bundle.envOf(task).spec.kind === 'shell')
     return (
@@ -408,7 +429,8 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
           for (const [k, v] of short) {
             findings.problem(
               where,
-              `the golden solution scored ${k} = ${v}, expected its declared max ${rangeOf(declared, k).max}; fix the golden solution or the env's scoring`,
+              `the golden solution scored ${k} = ${v}, expected its declared max ${rangeOf(declared, k).max}; fix the golden solution or the env's scoring` +
+                (g.verifier_output ? `; the verifier's output ends:\n      ${lastLines(g.verifier_output, VERIFIER_TAIL_LINES)}` : ''),
             );
           }
         }

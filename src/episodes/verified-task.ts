@@ -10,6 +10,7 @@
  *   tests run in the agent's container;
  * - clean: a fresh container of the env's image (no network) gets the agent's outputs, copied
  *   through the engine, and the tests run there; it is removed after.
+ * A verifier that could not run its tests (src/verifier/bootstrap.ts) is a failure, never scored.
  * A turn's tests and reward files are removed before the next turn starts. Per-turn scores combine
  * by the task's turn_reward; a turn under its min_reward ends the episode there. What the verifier
  * printed goes to the episode's observers (transcript, record), never into an observation. The
@@ -52,8 +53,8 @@ export type TurnEndOutcome =
   | { kind: 'scored'; scores: Scores; stoppedEarly: string | null }
   /** the task has no verifier: the env scores it (/finish) */
   | { kind: 'unverified' }
-  /** the verifier wrote no (or a malformed) reward, ran past its timeout, or found its toolchain changed */
-  | { kind: 'failed'; reason: 'invalid_scores' | 'verifier_timeout' | 'toolchain_tampered'; message: string; tail: string }
+  /** the verifier wrote no (or a malformed) reward, ran past its timeout, could not run its tests, or found its toolchain changed */
+  | { kind: 'failed'; reason: 'invalid_scores' | 'verifier_timeout' | 'verifier_failed' | 'toolchain_tampered'; message: string; tail: string }
   /** a turn's setup or ready check failed */
   | { kind: 'setup_failed'; message: string; output: string };
 
@@ -305,7 +306,7 @@ export class TaskVerification {
     if (out.status === 'scored') return { kind: 'ok', scores: out.scores };
     return {
       kind: 'failed',
-      reason: out.status === 'timeout' ? 'verifier_timeout' : 'invalid_scores',
+      reason: out.status === 'timeout' ? 'verifier_timeout' : out.status === 'failed' ? 'verifier_failed' : 'invalid_scores',
       message: `${who}: ${out.message}`,
       tail: outputTail(run),
     };

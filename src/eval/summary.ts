@@ -31,8 +31,8 @@ export interface EvalSummary {
     env: Record<string, number>;
     model: Record<string, number>;
     total: number;
-    /** reason → the first episode that failed with it, and its message */
-    first: Record<string, { task_id: string; message: string }>;
+    /** reason → the first episode that failed with it, its message, and the last line of its log tail (a verifier's output) when it had one */
+    first: Record<string, { task_id: string; message: string; output_ends?: string }>;
   };
   /** group name → group value → the scored episodes' mean */
   groups: Record<string, Record<string, MeanStat>>;
@@ -66,6 +66,12 @@ export interface SummaryContext {
   settings: Record<string, unknown>;
 }
 
+/** a log tail's last non-blank line, at most 160 characters ('' when none) */
+function lastLine(tail: string): string {
+  const line = tail.trimEnd().split('\n').pop()?.trim() ?? '';
+  return line.length > 160 ? `${line.slice(0, 159)}…` : line;
+}
+
 export function summarize(records: readonly EpisodeRecord[], c: SummaryContext): EvalSummary {
   const scored = records.filter((r) => r.failure === null && r.reward !== null);
   const rewards = scored.map((r) => r.reward!);
@@ -74,7 +80,8 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
     if (!r.failure) continue;
     const side = failures[r.failure.kind];
     side[r.failure.reason] = (side[r.failure.reason] ?? 0) + 1;
-    failures.first[r.failure.reason] ??= { task_id: r.task_id, message: r.failure.message };
+    const ends = lastLine(r.failure.detail?.log_tail ?? '');
+    failures.first[r.failure.reason] ??= { task_id: r.task_id, message: r.failure.message, ...(ends ? { output_ends: ends } : {}) };
     failures.total++;
   }
   const byScore = new Map<string, number[]>();
@@ -146,8 +153,10 @@ export function formatSummary(s: EvalSummary): string {
     const parts = [side('env', s.failures.env), side('model', s.failures.model)].filter((x) => x !== null);
     lines.push(`  failures     ${s.failures.total}, not scored (${parts.join('; ')})`);
     const width = Math.max(...Object.keys(s.failures.first).map((r) => r.length));
-    for (const [reason, first] of Object.entries(s.failures.first))
+    for (const [reason, first] of Object.entries(s.failures.first)) {
       lines.push(`    ${reason.padEnd(width)}  first: ${first.task_id}: ${oneLine(first.message)}`);
+      if (first.output_ends) lines.push(`    ${' '.repeat(width)}  its output ends: ${first.output_ends}`);
+    }
   }
   for (const [name, values] of Object.entries(s.groups)) {
     const cells = Object.entries(values).map(([v, m]) => `${v} ${withSe(m)} (${m.n})`);

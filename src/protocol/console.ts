@@ -71,8 +71,8 @@ export const VerifierEventSchema = z.object({
   scope: z.enum(['turn', 'task']),
   /** where the tests ran: the agent's container (after the toolchain check) or a fresh one given the agent's outputs */
   mode: z.enum(['in-place', 'clean']),
-  /** tampered: the toolchain check refused to run the tests (`tampered` names the changed paths) */
-  status: z.enum(['scored', 'invalid', 'timeout', 'tampered']),
+  /** tampered: the toolchain check refused to run the tests (`tampered` names the changed paths); failed: it could not run its tests (verifier_failed) */
+  status: z.enum(['scored', 'invalid', 'timeout', 'tampered', 'failed']),
   tampered: z.array(z.string()),
   scores: ScoresSchema.nullable(),
   exit_code: z.number().int().nullable(),

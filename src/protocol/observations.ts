@@ -36,6 +36,8 @@ export const FailureReasonSchema = z.enum([
   'model_upstream_error',
   'model_upstream_timeout',
   'verifier_timeout',
+  // a verifier could not run its tests (its bootstrap needed the network, or a tool the image lacks): no reward
+  'verifier_failed',
   // a verified task's turn could not be prepared in the env's container
   'setup_failed',
   // the env's lock-down (docs/security.md): it wrote past its storage_mb

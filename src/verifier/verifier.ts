@@ -6,15 +6,20 @@
  * there counts), /logs/verifier is emptied and made again (a reward file the agent wrote counts for
  * nothing; a /logs the agent turned into a file or a link is replaced), `bash /tests/test.sh` runs
  * under the verifier's timeout as a session whose process group is killed whole when it passes,
- * and the reward file it leaves becomes the scores. Every step of the server's runs in the toolbox,
+ * and the reward file it leaves becomes the scores, unless the verifier could not run its tests
+ * (bootstrap.ts: its setup needed the network or a tool the image lacks; a `failed` outcome,
+ * never a reward). Every step of the server's runs in the toolbox,
  * and the reward file is read through the engine's archive API from the host: a link, a pipe or a
  * folder there is a malformed reward, never followed, opened or waited on. Its output is kept,
  * bounded, for the transcript; it is never shown to the model.
  */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { VERIFIER } from '../defaults.js';
 import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
-import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT } from './layout.js';
+import { NO_PYTEST_MODULE_NAME, bootstrapFailure, mayBeBootstrapFailure, missingBootstrapTools, networkHint } from './bootstrap.js';
+import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT, TEST_SCRIPT_NAME } from './layout.js';
 import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
 
 export interface VerifierSpec {
@@ -41,7 +46,9 @@ export type VerifierOutcome =
   /** no reward file, or a malformed one: the episode ends invalid_scores */
   | { status: 'invalid'; message: string; run: VerifierRun }
   /** still running at its timeout, and killed: the episode ends verifier_timeout */
-  | { status: 'timeout'; message: string; run: VerifierRun };
+  | { status: 'timeout'; message: string; run: VerifierRun }
+  /** it could not run its tests (its bootstrap failed: bootstrap.ts), and wrote no reward or no pass: the episode ends verifier_failed */
+  | { status: 'failed'; message: string; run: VerifierRun };
 
 /** what a failure carries of the verifier's output: its last bytes */
 export function outputTail(run: VerifierRun, bytes: number = VERIFIER.failureTailBytes): string {
@@ -52,16 +59,6 @@ export function outputTail(run: VerifierRun, bytes: number = VERIFIER.failureTai
     .subarray(buf.length - bytes)
     .toString('utf8')
     .replace(/^\uFFFD+/, '')}`;
-}
-
-/** an output that says the network was needed: worth telling, since envs here have none */
-const NEEDS_NETWORK =
-  /could not resolve host|temporary failure in name resolution|name or service not known|network is unreachable|failed to establish a new connection|connection timed out|unable to connect to|failed to fetch http/i;
-
-function networkHint(run: VerifierRun): string {
-  return NEEDS_NETWORK.test(run.output.text)
-    ? ' (its output suggests it needed the network, which envs do not have here: a verifier must find what it runs in the image)'
-    : '';
 }
 
 /**
@@ -86,6 +83,34 @@ export async function installTests(exec: ContainerExec, testsDir: string): Promi
   if (prepared.exitCode !== 0)
     throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
   await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
+}
+
+/**
+ * The toolbox's shell, with the image's environment: which of the tools (a name looked up in the
+ * folders of PATH, never as the toolbox's own applet; a path; pytest for `python -m`, in the
+ * system's Python folders) the container has; printed one a line.
+ */
+const PRESENT_SCRIPT = `
+for t in "$@"; do
+  case "$t" in
+    '${NO_PYTEST_MODULE_NAME}') for d in /usr/lib/python3*/*-packages/pytest /usr/local/lib/python3*/*-packages/pytest; do [ -d "$d" ] && { echo "$t"; break; }; done ;;
+    */*) [ -e "$t" ] && echo "$t" ;;
+    *) IFS=:; for d in $PATH; do [ -f "$d/$t" ] && [ -x "$d/$t" ] && { echo "$t"; break; }; done; unset IFS ;;
+  esac
+done
+true
+`;
+
+/** which of the tools test.sh's output says are missing the container has after all (the output may hold what the agent's program printed) */
+async function presentTools(exec: ContainerExec, tools: readonly string[]): Promise<Set<string>> {
+  if (tools.length === 0) return new Set();
+  const r = await runTrusted(exec, 'openenv-tools-present', PRESENT_SCRIPT, tools, { imageUser: true, keepEnv: true });
+  return new Set(
+    r.stdout
+      .toString('utf8')
+      .split('\n')
+      .filter((t) => tools.includes(t)),
+  );
 }
 
 /** Removes a turn's tests and reward files, so that the next turn finds neither. */
@@ -145,15 +170,38 @@ export async function runVerifier(
   const txt = await readRewardFile(exec, REWARD_TXT);
   const json = txt === null ? await readRewardFile(exec, REWARD_JSON) : null;
   const found = txt ?? json;
-  if (found === null) {
+  // a verifier whose own setup failed wrote no reward, or a 0 that is no score of the agent's
+  const couldNotRun = async (scores: Scores | null): Promise<VerifierOutcome | null> => {
+    if (!mayBeBootstrapFailure(run.output.text, scores)) return null;
+    const script = await readFile(path.join(spec.testsDir, TEST_SCRIPT_NAME), 'utf8').catch(() => '');
+    const present = await presentTools(exec, missingBootstrapTools(run.output.text));
+    const why = bootstrapFailure(run.output.text, script, scores, present);
+    if (why === null) return null;
+    const wrote =
+      scores === null
+        ? 'wrote no reward'
+        : `wrote ${Object.entries(scores)
+            .map(([k, v]) => `${k} = ${v}`)
+            .join(', ')}, which is not counted`;
     return {
-      status: 'invalid',
-      message: `the verifier (tests/test.sh, exit code ${ran.exitCode}) wrote no reward: neither ${REWARD_TXT} nor ${REWARD_JSON} exists${networkHint(run)}`,
+      status: 'failed',
+      message:
+        `the verifier (tests/test.sh, exit code ${ran.exitCode}) could not run its tests: ${why}; it ${wrote}. ` +
+        'Envs have no network here: the image must carry what test.sh runs (docs/harbor.md#tests-that-fetch)',
       run,
     };
+  };
+  if (found === null) {
+    return (
+      (await couldNotRun(null)) ?? {
+        status: 'invalid',
+        message: `the verifier (tests/test.sh, exit code ${ran.exitCode}) wrote no reward: neither ${REWARD_TXT} nor ${REWARD_JSON} exists${networkHint(run.output.text)}`,
+        run,
+      }
+    );
   }
   if ('problem' in found) return { status: 'invalid', message: `the verifier wrote a malformed reward: ${found.problem}`, run };
   const read = txt !== null ? parseRewardText(found.text) : parseRewardJson(found.text);
   if ('problem' in read) return { status: 'invalid', message: `the verifier wrote a malformed reward: ${read.problem}`, run };
-  return { status: 'scored', scores: read.scores, rewardFile: read.file, run };
+  return (await couldNotRun(read.scores)) ?? { status: 'scored', scores: read.scores, rewardFile: read.file, run };
 }

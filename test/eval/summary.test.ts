@@ -91,6 +91,37 @@ describe('eval summary', () => {
   });
 });
 
+describe('eval summary: a verifier that could not run', () => {
+  it("a verifier_failed episode is a failure, never a 0, and the summary prints the last line of the verifier's output", () => {
+    const detail = {
+      reason: 'verifier_failed' as const,
+      phase: 'finish' as const,
+      retryable: false,
+      message: "the task's verifier: the verifier (tests/test.sh, exit code 0) could not run its tests: test.sh found no curl, uvx",
+      episode_id: 'e1',
+      task_id: 'needs-network',
+      log_tail: 'E: Unable to locate package curl\n/tests/test.sh: line 4: curl: command not found\n/tests/test.sh: line 6: uvx: command not found\n',
+    };
+    const s = summarize(
+      [
+        rec({ reward: 1 }),
+        rec({ task_id: 'needs-network', end_reason: 'env_failed', failure: { kind: 'env', reason: 'verifier_failed', message: detail.message, detail } }),
+      ],
+      context,
+    );
+    expect(s.scored).toMatchObject({ n: 1, mean: 1 });
+    expect(s.scored.zero_share).toBe(0);
+    expect(s.failures.first.verifier_failed).toEqual({
+      task_id: 'needs-network',
+      message: detail.message,
+      output_ends: '/tests/test.sh: line 6: uvx: command not found',
+    });
+    const text = formatSummary(s);
+    expect(text).toContain("    verifier_failed  first: needs-network: the task's verifier: the verifier (tests/test.sh, exit code 0) could not run its tests");
+    expect(text).toContain('\n                     its output ends: /tests/test.sh: line 6: uvx: command not found');
+  });
+});
+
 describe('eval summary: each score beside the reward', () => {
   it('means every score the env reported over the scored episodes, in the order first seen, and prints them under the reward', () => {
     const s = summarize(

@@ -57,14 +57,49 @@ describeDocker('a task verifier in the env container', () => {
     expect(out.run.output.text).toBe('/app\n');
   });
 
-  it('says a verifier wrote no reward, with its exit code and output tail, and hints at the network when its output does', async () => {
+  it('a verifier that wrote no reward after a failed fetch could not run its tests: failed (verifier_failed), with its exit code and output', async () => {
     const out = await runVerifier(held.box.exec, { testsDir: tests('echo "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n'), timeoutMs: 30_000 });
+    expect(out.status).toBe('failed');
+    if (out.status !== 'failed') return;
+    expect(out.message).toBe(
+      'the verifier (tests/test.sh, exit code 3) could not run its tests: it needed the network (curl: (6) Could not resolve host: astral.sh); it wrote no reward. ' +
+        'Envs have no network here: the image must carry what test.sh runs (docs/harbor.md#tests-that-fetch)',
+    );
+    expect(outputTail(out.run)).toBe('curl: (6) Could not resolve host: astral.sh\n');
+  });
+
+  it("test.sh's own shell finding no uvx: a 0 it wrote is not counted (failed), a 1 it wrote stands, noise and all", async () => {
+    const script = (reward: number) => `uvx -p 3.13 -w pytest pytest /tests -rA\necho ${reward} > /logs/verifier/reward.txt\n`;
+    const zero = await runVerifier(held.box.exec, { testsDir: tests(script(0)), timeoutMs: 30_000 });
+    expect(zero).toMatchObject({
+      status: 'failed',
+      message: expect.stringMatching(/could not run its tests: test\.sh found no uvx; it wrote reward = 0, which is not counted/),
+    });
+    expect(zero.run.output.text).toMatch(/^\/tests\/test\.sh: line 1: uvx: command not found$/m);
+    const one = await runVerifier(held.box.exec, { testsDir: tests(script(1)), timeoutMs: 30_000 });
+    expect(one).toMatchObject({ status: 'scored', scores: { reward: 1 } });
+  });
+
+  it("a line that only looks like test.sh's own (a program it ran printed it) for a tool the container has: the 0 stands", async () => {
+    // python3 and apt-get are in the image: the claim is checked in the container, and is false
+    const fake =
+      'echo "/tests/test.sh: line 1: python3: command not found"\necho "/tests/test.sh: line 2: /usr/bin/apt-get: No such file or directory"\necho 0 > /logs/verifier/reward.txt\n';
+    const out = await runVerifier(held.box.exec, { testsDir: tests(fake), timeoutMs: 30_000 });
+    expect(out).toMatchObject({ status: 'scored', scores: { reward: 0 } });
+  });
+
+  it('a verifier that wrote no reward after its pytest session ran: invalid_scores, with a hint when its output says the network was needed', async () => {
+    const out = await runVerifier(held.box.exec, {
+      testsDir: tests(
+        'echo "============================= test session starts =============================="\necho "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n',
+      ),
+      timeoutMs: 30_000,
+    });
     expect(out.status).toBe('invalid');
     if (out.status !== 'invalid') return;
     expect(out.message).toBe(
       'the verifier (tests/test.sh, exit code 3) wrote no reward: neither /logs/verifier/reward.txt nor /logs/verifier/reward.json exists (its output suggests it needed the network, which envs do not have here: a verifier must find what it runs in the image)',
     );
-    expect(outputTail(out.run)).toBe('curl: (6) Could not resolve host: astral.sh\n');
   });
 
   it.each([

@@ -16,6 +16,7 @@ import { loadBundle, NAME_PATTERN } from '../../bundle/index.js';
 import type { BaseImageRule } from './dockerfile.js';
 import { listFiles, readHarborTask, type HarborTask, type HarborTurn, type ImagesChoice } from './read-task.js';
 import { readRegular } from './task-folder.js';
+import { testsFetchNotes } from './tests-fetch.js';
 import type { Finding } from './task-config.js';
 
 /** A command line or source to fix: nothing was written. */
@@ -240,6 +241,8 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
       }),
     );
   }
+  // a task whose test.sh fetches (uv, pip, curl | sh, apt-get…) cannot run its tests offline: named
+  for (const t of read) if (t.refusals.length === 0) t.notes.push(...(await testsFetchNotes(t.turns)));
   const refused = read.filter((t) => t.refusals.length > 0).map((t) => ({ id: t.id, findings: t.refusals }));
   const tasks = read.filter((t) => t.refusals.length === 0);
   const notes = aggregate(read.filter((t) => t.refusals.length === 0));

@@ -1,0 +1,62 @@
+/**
+ * The tasks whose tests fetch at run time (docs/harbor.md, "Tests that fetch"): the standard
+ * Harbor test.sh installs curl with apt-get, uv with `curl … | sh`, and pytest with uvx, each
+ * reaching the network when the verifier runs. Envs here have none, so such a verifier cannot
+ * run its tests (the episode ends `verifier_failed`); the import names those tasks and what
+ * their test.sh fetches. A guess from the script's words, not a proof either way.
+ */
+import path from 'node:path';
+import { TEST_SCRIPT_NAME } from '../../verifier/layout.js';
+import { readRegular } from './task-folder.js';
+import type { Finding } from './task-config.js';
+
+/** what fetches when a test.sh runs it, by the name the note gives it */
+const FETCHERS: readonly [string, RegExp][] = [
+  ['apt-get install', /\bapt(?:-get)?\s[^\n;&|]*\binstall\b/],
+  ['apt-get update', /\bapt(?:-get)?\s[^\n;&|]*\bupdate\b/],
+  ['curl … | sh', /\bcurl\b[^\n|]*\|\s*(?:ba)?sh\b/],
+  ['wget', /\bwget\s/],
+  ['uvx', /(?:^|[\s;&|(])uvx\s/m],
+  ['uv', /(?:^|[\s;&|(])uv\s+(?:pip\s+install|run|sync|add|tool\s+install|python\s+install)\b/m],
+  ['pip install', /\bpip3?\s[^\n;&|]*\binstall\b/],
+  ['npm install', /\b(?:npm\s+(?:-\S+\s+)*(?:install|i|ci)|npx|yarn\s+(?:add|install)|pnpm\s+(?:add|install))\b/],
+];
+
+/** the fetching commands a test.sh names, each once, in the table's order */
+export function fetchesIn(script: string): string[] {
+  const text = script
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .filter((l) => !/^\s*#/.test(l))
+    .join('\n');
+  return FETCHERS.filter(([, re]) => re.test(text)).map(([name]) => name);
+}
+
+/**
+ * The note for a task whose tests fetch: each turn's test.sh (the step's over the task's, as the
+ * import merges them: the last folder holding one wins) read and scanned. `tests` are a task's
+ * turns' test folders, in the import's order.
+ */
+export async function testsFetchNotes(turns: readonly { step: string | null; tests: readonly string[] }[]): Promise<Finding[]> {
+  const found = new Set<string>();
+  const fields = new Set<string>();
+  for (const turn of turns) {
+    for (const dir of [...turn.tests].reverse()) {
+      const data = await readRegular(path.join(dir, TEST_SCRIPT_NAME));
+      if (data === null) continue;
+      const fetches = fetchesIn(data.toString('utf8'));
+      for (const f of fetches) found.add(f);
+      if (fetches.length > 0) fields.add(turn.step === null ? `tests/${TEST_SCRIPT_NAME}` : `steps/${turn.step}/tests/${TEST_SCRIPT_NAME} (or the task's)`);
+      break;
+    }
+  }
+  if (found.size === 0) return [];
+  return [
+    {
+      field: [...fields].join(', '),
+      message:
+        `its tests fetch at run time (${[...found].join(', ')}): envs have no network here, so its verifier cannot run them and the episode ends verifier_failed; ` +
+        'put what the tests need in the image (see docs/harbor.md#tests-that-fetch)',
+    },
+  ];
+}
