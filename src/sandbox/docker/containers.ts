@@ -52,7 +52,7 @@ export async function createEnvContainer(
   network: EpisodeNetwork | null,
   /** the episode's env-identity secret (env-identity.ts); it overrides a manifest value of the same name */
   secret?: string,
-  opts: { storageLimit?: boolean; toolbox?: ToolboxMount } = {},
+  opts: { storageLimit?: boolean; toolbox?: ToolboxMount; noRouteOut?: boolean } = {},
 ): Promise<Dockerode.Container> {
   const shell = env.kind === 'shell';
   const toolbox = opts.toolbox;
@@ -81,6 +81,10 @@ export async function createEnvContainer(
         ...(shell ? { Init: false } : {}),
         ...(toolbox ? { Mounts: [{ Type: 'volume' as const, Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true }] } : {}),
         ...(opts.storageLimit && storageMb !== undefined ? { StorageOpt: { size: `${storageMb}M` } } : {}),
+        // on a network with no route out no name outside it resolves: the engine's DNS waits ~20 s
+        // per lookup before saying so (an apt-get or pip of a verifier's bootstrap then spends
+        // about 47 s failing); one try of 1 s fails as surely, within seconds (docs/harbor.md, tests that fetch)
+        ...(opts.noRouteOut ? { DnsOptions: ['timeout:1', 'attempts:1'] } : {}),
         ...(env.hosts && Object.keys(env.hosts).length > 0 ? { ExtraHosts: Object.entries(env.hosts).map(([name, ip]) => `${name}:${ip}`) } : {}),
         AutoRemove: false,
         RestartPolicy: { Name: 'no' },

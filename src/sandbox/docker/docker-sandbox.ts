@@ -97,8 +97,15 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
    * The env's container, its writable layer limited by the engine when it can (the first env with a
    * storage_mb finds out: an engine that refuses StorageOpt is then watched instead, storage-watch.ts).
    */
-  private async createContainer(owner: Owner, env: EnvSpec, network: EpisodeNetwork, secret: string | undefined, toolbox: ToolboxMount | undefined) {
-    const mount = toolbox ? { toolbox } : {};
+  private async createContainer(
+    owner: Owner,
+    env: EnvSpec,
+    network: EpisodeNetwork,
+    secret: string | undefined,
+    toolbox: ToolboxMount | undefined,
+    routed: boolean,
+  ) {
+    const mount = { ...(toolbox ? { toolbox } : {}), noRouteOut: !routed };
     if (env.resources.storageMb === undefined || this.storageLimits === false) return createEnvContainer(this.docker, owner, env, network, secret, mount);
     try {
       const c = await createEnvContainer(this.docker, owner, env, network, secret, { storageLimit: true, ...mount });
@@ -246,7 +253,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     const secret = shell ? undefined : newEnvSecret();
     const toolbox = await this.toolboxMount(env);
     throwIfAborted(signal);
-    const container = await this.createContainer(owner, env, network, secret, toolbox);
+    const container = await this.createContainer(owner, env, network, secret, toolbox, routed);
     const toolboxAt = toolbox ? toolboxBinary(toolbox.dir) : null;
     const gone = this.watcher.watch(episodeId, container.id, network.id);
     throwIfAborted(signal);

@@ -15,6 +15,7 @@ interface ContainerInfo {
   Config: { Env: string[]; Labels: Record<string, string> };
   HostConfig: {
     SecurityOpt: string[] | null;
+    DnsOptions: string[] | null;
     Memory: number;
     MemorySwap: number;
     NanoCpus: number;
@@ -153,6 +154,16 @@ describeDocker('DockerSandbox deploy', () => {
       } finally {
         await sandbox.teardown('ep-other');
       }
+    });
+
+    it('resolves no name from outside, and tries once for a second: the engine asked for one try (a name lookup on a network with no route out used to wait ~20 s)', () => {
+      const c = inspect<ContainerInfo>('container', handle.containerId);
+      expect(c.HostConfig.DnsOptions).toEqual(['timeout:1', 'attempts:1']);
+      const said = execNode(
+        handle.containerId,
+        `require('dns').lookup('deb.debian.org', (e, a) => { console.log(e ? e.code : 'resolved ' + a); process.exit(0); });`,
+      );
+      expect(said).not.toMatch(/^resolved/);
     });
 
     it('is diagnosed as running, with its log', async () => {
