@@ -1,7 +1,7 @@
 /** `openenv-bundle check DIR [options]`: everything that can be known about a bundle before training. */
 import { z } from 'zod';
 import { buildArgRecord, buildArgsSchema, SERVER_OPTIONS } from '../config.js';
-import { CHECK_CONCURRENCY, CHECK_TASKS_PER_GROUP } from '../defaults.js';
+import { CHECK_CONCURRENCY, CHECK_INSTANCE_PREFIX, CHECK_TASKS_PER_GROUP } from '../defaults.js';
 import { checkDynamic, type DynamicResult, type PlayTally } from '../authoring/check-dynamic.js';
 import { checkStatic, type StaticResult } from '../authoring/check-static.js';
 import { formatGroup, groupFindings, type Finding } from '../authoring/findings.js';
@@ -165,6 +165,13 @@ export const checkCommand = defineCommand({
       help: 'a fresh env for every episode, even where bundle.json says clean_reset',
     },
     imageBuildConcurrency: SERVER_OPTIONS.imageBuildConcurrency,
+    instance: {
+      ...SERVER_OPTIONS.instance,
+      schema: SERVER_OPTIONS.instance.schema.removeDefault().optional(),
+      help: "serve's --instance: the name labelled on every container and network check creates (all removed when it ends); a live server's name is refused",
+      shownDefault: `${CHECK_INSTANCE_PREFIX} and a random suffix`,
+    },
+    subnetPool: SERVER_OPTIONS.subnetPool,
     json: { schema: z.boolean().default(false), help: 'print the result as one JSON object on stdout' },
   },
   footer: ['Exit codes: 0 no problem (warnings allowed), 1 problems found, 2 a command line to fix.'],
@@ -195,6 +202,8 @@ export const checkCommand = defineCommand({
             concurrency: args.concurrency,
             freshEnvs: args.freshEnvs,
             imageBuildConcurrency: args.imageBuildConcurrency,
+            instance: args.instance,
+            subnetPool: args.subnetPool,
             onProgress: (done, total, what) => bar.update(done, total, what),
             signal: stop.signal,
           });

@@ -72,6 +72,12 @@ export interface EpisodeRecord {
   turns_exhausted: boolean;
   /** summed over the model's replies; null when the endpoint reported none */
   usage: Usage | null;
+  /**
+   * a harness episode's model use through the server's gateway (its calls and their tokens, as
+   * the ending's `harness` reports them) and how its harness's last run ended; null for a task the
+   * client played with its own model
+   */
+  harness: HarnessUse | null;
   timings: { queued_s: number | null; deploy_s: number | null; running_s: number | null; model_s: number; wall_s: number };
 }
 
@@ -81,6 +87,14 @@ export interface PlaySettings {
   maxTurns: number;
   toolTimeoutMs: number;
   resetTimeoutMs: number;
+}
+
+/** What a harness episode's harness did through the gateway (docs/gateway.md, "harness episodes"). */
+export interface HarnessUse {
+  model_calls: number;
+  model_tokens: number;
+  ended: string | null;
+  exit_code: number | null;
 }
 
 /** Extra time a client waits past the server's own budgets: the server reports those itself. */
@@ -140,7 +154,14 @@ function stepOf(frame: ServerFrame, what: string): StepOutcome<StepObservation> 
   return { ...out, observation: o };
 }
 
-export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: ChatModel, s: PlaySettings, signal: AbortSignal): Promise<EpisodeRecord> {
+export async function playEpisode(
+  task: ServerTaskRow,
+  row: PromptRow,
+  /** null: the task is a harness task, whose model is the server's gateway upstream */
+  model: ChatModel | null,
+  s: PlaySettings,
+  signal: AbortSignal,
+): Promise<EpisodeRecord> {
   const started = Date.now();
   const rec: EpisodeRecord = {
     task_id: task.task_id,
@@ -157,6 +178,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     model_turns: 0,
     turns_exhausted: false,
     usage: null,
+    harness: null,
     timings: { queued_s: null, deploy_s: null, running_s: null, model_s: 0, wall_s: 0 },
   };
   let socket: ServerSession | null = null;
@@ -165,6 +187,8 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (!out.done) return false;
     const o = out.observation;
     rec.end_reason = o.end_reason ?? null;
+    const h = 'harness' in o && typeof o.harness === 'object' ? o.harness : undefined;
+    if (h) rec.harness = { model_calls: h.model_calls, model_tokens: h.model_tokens, ended: h.ended, exit_code: h.exit_code };
     const t = o.timings;
     if (t) Object.assign(rec.timings, { queued_s: t.queued_s, deploy_s: t.deploy_s, running_s: t.running_s });
     if (o.failure || out.reward === null) {
@@ -232,6 +256,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
         await endTurns(null, rec.model_turns);
         break;
       }
+      if (!model) throw new EnvError('not_harness', `task ${task.task_id} is not a harness task: the client plays it with a model (--model-url)`);
       const t0 = Date.now();
       let reply;
       try {

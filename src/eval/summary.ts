@@ -38,6 +38,8 @@ export interface EvalSummary {
   groups: Record<string, Record<string, MeanStat>>;
   baselines: Record<string, number>;
   tokens: { prompt: number; completion: number; episodes_reporting: number } | null;
+  /** harness episodes' model use through the server's gateway (calls, tokens), summed; null when none was played */
+  harness: { episodes: number; model_calls: number; model_tokens: number } | null;
   interrupted: boolean;
   wall_s: number;
   settings: Record<string, unknown>;
@@ -91,6 +93,7 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
     groups[name] = Object.fromEntries(sorted.map(([v, xs]) => [v, meanStat(xs)]));
   }
   const reporting = records.filter((r) => r.usage !== null);
+  const harnessRecords = records.filter((r) => r.harness !== null);
   return {
     server: c.server,
     bundle: c.bundle,
@@ -109,6 +112,13 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
           prompt: reporting.reduce((a, r) => a + r.usage!.prompt_tokens, 0),
           completion: reporting.reduce((a, r) => a + r.usage!.completion_tokens, 0),
           episodes_reporting: reporting.length,
+        }
+      : null,
+    harness: harnessRecords.length
+      ? {
+          episodes: harnessRecords.length,
+          model_calls: harnessRecords.reduce((a, r) => a + r.harness!.model_calls, 0),
+          model_tokens: harnessRecords.reduce((a, r) => a + r.harness!.model_tokens, 0),
         }
       : null,
     interrupted: c.interrupted,
@@ -156,6 +166,11 @@ export function formatSummary(s: EvalSummary): string {
   if (s.tokens) {
     lines.push(
       `  tokens       prompt ${s.tokens.prompt.toLocaleString('en')} · completion ${s.tokens.completion.toLocaleString('en')} (${s.tokens.episodes_reporting} episodes reported usage)`,
+    );
+  }
+  if (s.harness) {
+    lines.push(
+      `  harness      ${s.harness.model_calls.toLocaleString('en')} model call(s) · ${s.harness.model_tokens.toLocaleString('en')} tokens through the server's gateway (${s.harness.episodes} harness episode(s))`,
     );
   }
   return lines.join('\n');
