@@ -181,7 +181,7 @@ export const SERVER_OPTIONS = {
     schema: z.coerce.number().int().positive().optional(),
     value: N,
     help: 'tool calls per episode; past it the episode ends, scored as is',
-    shownDefault: `${MAX_STEPS.calls}, or for a task with a time budget one per ${MAX_STEPS.secondsPerCall} s of it when more (docs/protocol.md)`,
+    shownDefault: `${MAX_STEPS.calls}, or for a task with a time budget one per ${MAX_STEPS.secondsPerCall} s of it when more`,
   },
   tokenEnv: {
     schema: z

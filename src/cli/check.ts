@@ -141,7 +141,11 @@ export const checkCommand = defineCommand({
     "episode going on); reports each env's deploy time and the mean reward and scores of each kind",
     'of play. The same finding in many tasks is one line. An env that says "clean_reset" plays its',
     'tasks on a few containers reset between plays; a play failing on a reused one is played again',
-    'on a fresh one, and a share of the others too, which must give the same results.',
+    'on a fresh one, and a share of the others too, which must give the same results. A harness',
+    'task (its episode offers only wait) is played through the model gateway with a scripted model',
+    "check starts on 127.0.0.1: golden = the golden steps as the shipped harness's bash calls, empty =",
+    '"done" at once; with another harness command it plays the empty run only and says so',
+    '(docs/gateway.md, "checking a harness task").',
   ],
   positionals: { dir: { name: 'DIR', schema: z.string().min(1), help: 'the bundle folder or .tar.gz' } },
   options: {

@@ -88,7 +88,10 @@ export const evalCommand = defineCommand({
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
         path: [missing],
-        message: '--model-url and --model go together: give both, or neither for a split of harness tasks',
+        message:
+          missing === 'model'
+            ? '--model is required with --model-url: the model name the endpoint serves'
+            : '--model-url and --model go together: give both, or neither for a split of harness tasks',
       });
     }
   },

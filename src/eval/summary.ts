@@ -93,7 +93,8 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
     groups[name] = Object.fromEntries(sorted.map(([v, xs]) => [v, meanStat(xs)]));
   }
   const reporting = records.filter((r) => r.usage !== null);
-  const harnessRecords = records.filter((r) => r.harness !== null);
+  // a record of a run from before harness use was recorded has no `harness`
+  const harnessRecords = records.filter((r): r is EpisodeRecord & { harness: NonNullable<EpisodeRecord['harness']> } => (r.harness ?? null) !== null);
   return {
     server: c.server,
     bundle: c.bundle,
@@ -117,8 +118,8 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
     harness: harnessRecords.length
       ? {
           episodes: harnessRecords.length,
-          model_calls: harnessRecords.reduce((a, r) => a + r.harness!.model_calls, 0),
-          model_tokens: harnessRecords.reduce((a, r) => a + r.harness!.model_tokens, 0),
+          model_calls: harnessRecords.reduce((a, r) => a + r.harness.model_calls, 0),
+          model_tokens: harnessRecords.reduce((a, r) => a + r.harness.model_tokens, 0),
         }
       : null,
     interrupted: c.interrupted,
