@@ -27,6 +27,7 @@ import { Findings } from './findings.js';
 import { ReusedEnvs } from './reused-envs.js';
 import { taskWhere } from './check-static.js';
 import { HarnessPlays, harnessGoldenBlocker } from './check-harness.js';
+import { harnessOf } from '../episodes/harness-task.js';
 import type { HarnessProgress } from '../protocol/harness.js';
 
 export interface DynamicOptions {
@@ -263,7 +264,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   const sample = sampleTasks(bundle, opts.tasks, opts.split);
   const options = OptionsSchema.parse({
     // a harness task's play names its (scripted) model at reset: the gateway on, its upstream per reset
-    ...(sample.some((t) => bundle.manifest.harness ?? t.harness) ? { modelFromReset: true } : {}),
+    ...(sample.some((t) => harnessOf(bundle, t) !== null) ? { modelFromReset: true } : {}),
     instance: opts.instance ?? `${CHECK_INSTANCE_PREFIX}${randomBytes(4).toString('hex')}`,
     ...(opts.subnetPool !== undefined ? { subnetPool: opts.subnetPool } : {}),
     maxConcurrentEnvs: concurrency,
