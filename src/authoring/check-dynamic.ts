@@ -26,7 +26,7 @@ import { describeErrors, violatingArguments } from './json-schema.js';
 import { Findings } from './findings.js';
 import { ReusedEnvs } from './reused-envs.js';
 import { taskWhere } from './check-static.js';
-import { HarnessPlays, harnessGoldenBlocker } from './check-harness.js';
+import { HarnessPlays, harnessGoldenBlocker, harnessRunNote } from './check-harness.js';
 import { harnessOf } from '../episodes/harness-task.js';
 import type { HarnessProgress } from '../protocol/harness.js';
 
@@ -407,6 +407,14 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
 
       const e = await playCounted(task, emptySteps, 'empty solution');
       empty.add(e);
+      // a harness run that did not end on its own with 0 (a model call refused, a crash, its budget): said, with its output
+      for (const [kind, p] of [
+        ['golden', replayOf?.play],
+        ['empty', e],
+      ] as const) {
+        const ran = p?.harness ? harnessRunNote(p.harness) : null;
+        if (ran) findings.warning(where, `the ${kind} play's harness ${ran}`);
+      }
       replayOf ??= { steps: emptySteps, play: e };
       if (replayOf.play.served_before > 0 && !replayOf.play.failure) {
         const env = bundle.envOf(task).name;

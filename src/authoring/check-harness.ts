@@ -80,6 +80,22 @@ export function harnessGoldenBlocker(bundle: LoadedBundle, task: Task): string |
   return null;
 }
 
+/**
+ * What check says of a harness run that did not end on its own with exit 0 (its model call
+ * refused, a crash, its time budget passed), with its output's tail; null for a run that did.
+ */
+export function harnessRunNote(h: HarnessProgress): string | null {
+  if (h.ended === 'exited' && h.exit_code === 0) return null;
+  const how =
+    h.ended === 'time_budget'
+      ? 'ran out of its time budget'
+      : h.ended === 'exited'
+        ? `exited with ${h.exit_code ?? 'an unknown code'}`
+        : 'did not run to its end';
+  const tail = h.output_tail.trim().split('\n').slice(-5).join('\n      ');
+  return `${how} after ${h.model_calls} model call(s)${tail ? `; its output's last lines:\n      ${tail}` : ''}`;
+}
+
 /** what a harness play ended with, for check's Play */
 export interface HarnessPlayEnd {
   done: boolean;

@@ -6,7 +6,7 @@
  * time budget, and a harness task's row.
  */
 import { describe, expect, it } from 'vitest';
-import { runsShippedHarness, scriptOf } from '../../src/authoring/check-harness.js';
+import { harnessRunNote, runsShippedHarness, scriptOf } from '../../src/authoring/check-harness.js';
 import { nextCommand, SCRIPTED_DONE, ScriptedModel } from '../../src/authoring/scripted-model.js';
 import type { Task } from '../../src/bundle/index.js';
 import { checkCommand } from '../../src/cli/check.js';
@@ -24,6 +24,15 @@ describe('which harness check can script', () => {
     expect(runsShippedHarness(['sh', '-c', 'python3 /tmp/openenv/openenv_harness.py'])).toBe(true);
     expect(runsShippedHarness(['python3', '/tmp/openenv/openenv_harness.py', '--stream'])).toBe(true);
     expect(runsShippedHarness(['sh', '-c', 'claude -p "$(cat /tmp/openenv/instruction.md)"'])).toBe(false);
+  });
+});
+
+describe("what check says of a harness's run", () => {
+  const run = { turn: 1, running: false, elapsed_s: 3, model_calls: 2, model_tokens: 90, ended: 'exited' as const, exit_code: 0, output_tail: 'a\nb' };
+  it('nothing for a run that exited 0; its end and output tail otherwise', () => {
+    expect(harnessRunNote(run)).toBeNull();
+    expect(harnessRunNote({ ...run, exit_code: 3 })).toBe("exited with 3 after 2 model call(s); its output's last lines:\n      a\n      b");
+    expect(harnessRunNote({ ...run, ended: 'time_budget', exit_code: null, output_tail: '' })).toBe('ran out of its time budget after 2 model call(s)');
   });
 });
 

@@ -85,8 +85,8 @@ describeDocker('a bundle imported with --agent: check, rows and eval', () => {
     expect(labelledResources(`${INSTANCE_LABEL}=${instance}`)).toEqual({ containers: [], networks: [] });
   }, 600_000);
 
-  it('a harness that is not the shipped one: check plays the empty run only and says so', async () => {
-    const other = await importWith(tmp, 'other-harness', 'true');
+  it('a harness that is not the shipped one: check plays the empty run only and says so, and how that run ended', async () => {
+    const other = await importWith(tmp, 'other-harness', 'echo "no model here" >&2; exit 3');
     const r = await run(['check', other, '--tasks', 'all', '--json', '--subnet-pool', pool()]);
     expect(r.status, r.stdout + r.stderr).toBe(0);
     const report = JSON.parse(r.stdout) as {
@@ -97,8 +97,10 @@ describeDocker('a bundle imported with --agent: check, rows and eval', () => {
     expect(report.ok).toBe(true);
     expect(report.played.golden.played).toBe(0);
     expect(report.played.empty).toMatchObject({ passed: 1, played: 1 });
-    expect(report.warnings).toHaveLength(1);
-    expect(report.warnings[0]!.message).toMatch(/is not the shipped harness .*check played the empty run only .*the golden solution was not played/);
+    expect(report.warnings.map((w) => w.message)).toEqual([
+      expect.stringMatching(/is not the shipped harness .*check played the empty run only .*the golden solution was not played/),
+      expect.stringMatching(/^the empty play's harness exited with 3 after 0 model call\(s\); its output's last lines:\n +no model here$/),
+    ]);
     expect(r.stdout).not.toContain('did not end the episode');
   }, 600_000);
 
