@@ -128,6 +128,7 @@ export const evalCommand = defineCommand({
           bar.update(done, total, `episodes  mean ${mean === null ? '–' : mean.toFixed(3)} over ${scored}  failures ${failures}`),
       );
       bar.end();
+      for (const n of r.notes) io.stderr.write(`note: ${n}\n`);
       io.stdout.write(`${visible(formatSummary(r.summary))}\n  wrote ${r.out}/episodes.jsonl and ${r.out}/summary.json\n`);
       return r.summary.interrupted || r.summary.failures.total > 0 ? EXIT.problems : EXIT.ok;
     } finally {

@@ -95,7 +95,12 @@ export interface HarnessUse {
   model_tokens: number;
   ended: string | null;
   exit_code: number | null;
+  /** the last run's output, its last HARNESS_TAIL_CHARS characters, when it did not exit 0 */
+  output_tail?: string;
 }
+
+/** how much of a harness's output a record keeps, for a run that did not exit 0 */
+const HARNESS_TAIL_CHARS = 2000;
 
 /** Extra time a client waits past the server's own budgets: the server reports those itself. */
 const REPLY_SLACK_MS = 10_000;
@@ -188,7 +193,16 @@ export async function playEpisode(
     const o = out.observation;
     rec.end_reason = o.end_reason ?? null;
     const h = 'harness' in o && typeof o.harness === 'object' ? o.harness : undefined;
-    if (h) rec.harness = { model_calls: h.model_calls, model_tokens: h.model_tokens, ended: h.ended, exit_code: h.exit_code };
+    if (h) {
+      const clean = h.ended === 'exited' && h.exit_code === 0;
+      rec.harness = {
+        model_calls: h.model_calls,
+        model_tokens: h.model_tokens,
+        ended: h.ended,
+        exit_code: h.exit_code,
+        ...(clean ? {} : { output_tail: h.output_tail.slice(-HARNESS_TAIL_CHARS) }),
+      };
+    }
     const t = o.timings;
     if (t) Object.assign(rec.timings, { queued_s: t.queued_s, deploy_s: t.deploy_s, running_s: t.running_s });
     if (o.failure || out.reward === null) {

@@ -59,6 +59,8 @@ export interface EvalResult {
   summary: EvalSummary;
   out: string;
   records: EpisodeRecord[];
+  /** what the run did not use of what it was given, for a person */
+  notes: string[];
 }
 
 export function defaultOut(split: string, now = new Date()): string {
@@ -171,5 +173,11 @@ export async function runEval(args: EvalSettings, secrets: EvalSecrets, signal: 
     },
   });
   await writeAtomically(out, [{ name: 'summary.json', lines: [JSON.stringify(summary, null, 2)] }]);
-  return { summary, out, records };
+  const notes =
+    model === null && args.modelUrl !== null
+      ? [
+          `--model-url ${args.modelUrl} was not used: every task played is a harness task, whose harness calls the server's gateway upstream (serve --model-url)`,
+        ]
+      : [];
+  return { summary, out, records, notes };
 }

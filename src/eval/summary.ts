@@ -38,8 +38,12 @@ export interface EvalSummary {
   groups: Record<string, Record<string, MeanStat>>;
   baselines: Record<string, number>;
   tokens: { prompt: number; completion: number; episodes_reporting: number } | null;
-  /** harness episodes' model use through the server's gateway (calls, tokens), summed; null when none was played */
-  harness: { episodes: number; model_calls: number; model_tokens: number } | null;
+  /**
+   * harness episodes' model use through the server's gateway (calls, tokens), summed, and the
+   * episodes whose harness's last run did not exit 0 (a model call refused: no gateway, a budget
+   * spent; a crash; its time budget); null when none was played
+   */
+  harness: { episodes: number; model_calls: number; model_tokens: number; not_exited_0: number } | null;
   interrupted: boolean;
   wall_s: number;
   settings: Record<string, unknown>;
@@ -120,6 +124,7 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
           episodes: harnessRecords.length,
           model_calls: harnessRecords.reduce((a, r) => a + r.harness.model_calls, 0),
           model_tokens: harnessRecords.reduce((a, r) => a + r.harness.model_tokens, 0),
+          not_exited_0: harnessRecords.filter((r) => r.harness.ended !== 'exited' || r.harness.exit_code !== 0).length,
         }
       : null,
     interrupted: c.interrupted,
@@ -171,7 +176,7 @@ export function formatSummary(s: EvalSummary): string {
   }
   if (s.harness) {
     lines.push(
-      `  harness      ${s.harness.model_calls.toLocaleString('en')} model call(s) · ${s.harness.model_tokens.toLocaleString('en')} tokens through the server's gateway (${s.harness.episodes} harness episode(s))`,
+      `  harness      ${s.harness.model_calls.toLocaleString('en')} model call(s) · ${s.harness.model_tokens.toLocaleString('en')} tokens through the server's gateway (${s.harness.episodes} harness episode(s)${s.harness.not_exited_0 ? `; in ${s.harness.not_exited_0} the harness did not exit 0: its output's tail is in its record, harness.output_tail` : ''})`,
     );
   }
   return lines.join('\n');

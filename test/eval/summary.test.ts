@@ -116,10 +116,15 @@ describe('eval summary: each score beside the reward', () => {
 
 describe('eval summary: harness episodes', () => {
   it("sums the harnesses' model calls and tokens through the gateway and prints them; none played: null, no line", () => {
-    const use = (model_calls: number, model_tokens: number) => ({ model_calls, model_tokens, ended: 'exited', exit_code: 0 });
+    const use = (model_calls: number, model_tokens: number, exit_code = 0) => ({ model_calls, model_tokens, ended: 'exited', exit_code });
     const s = summarize([rec({ reward: 1, harness: use(2, 300) }), rec({ reward: 0, harness: use(5, 1200) }), rec({ reward: 1 })], context);
-    expect(s.harness).toEqual({ episodes: 2, model_calls: 7, model_tokens: 1500 });
+    expect(s.harness).toEqual({ episodes: 2, model_calls: 7, model_tokens: 1500, not_exited_0: 0 });
     expect(formatSummary(s)).toContain("harness      7 model call(s) · 1,500 tokens through the server's gateway (2 harness episode(s))");
+    const refused = summarize([rec({ reward: 0, harness: use(0, 0, 4) }), rec({ reward: 1, harness: use(2, 300) })], context);
+    expect(refused.harness).toMatchObject({ episodes: 2, not_exited_0: 1 });
+    expect(formatSummary(refused)).toContain(
+      "(2 harness episode(s); in 1 the harness did not exit 0: its output's tail is in its record, harness.output_tail)",
+    );
     const plain = summarize([rec({ reward: 1 })], context);
     expect(plain.harness).toBeNull();
     expect(formatSummary(plain)).not.toContain('harness ');

@@ -190,5 +190,24 @@ describeDocker('a bundle imported with --agent: check, rows and eval', () => {
       expect(summary.harness.model_tokens).toBe(rec.harness!.model_tokens);
       expect(r.stdout).toMatch(/harness +2 model call\(s\)/);
     }, 300_000);
+
+    it('eval given a --model-url for harness tasks only: never called (an address nothing answers on), said on stderr', async () => {
+      const r = await run([
+        'eval',
+        srv.url,
+        '--split',
+        'train',
+        '--model-url',
+        'http://127.0.0.1:9/v1',
+        '--model',
+        'unused',
+        '--out',
+        path.join(tmp, 'eval-unused'),
+      ]);
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+      expect(r.stderr).toContain(
+        "note: --model-url http://127.0.0.1:9/v1 was not used: every task played is a harness task, whose harness calls the server's gateway upstream",
+      );
+    }, 300_000);
   });
 });
