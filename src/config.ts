@@ -9,6 +9,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
 import {
+  MAX_STEPS,
   DEFAULT_IMAGE_BUILD_CONCURRENCY,
   DEFAULT_MAX_CONCURRENT_DEPLOYS,
   ENV_LAYER_DEFAULTS,
@@ -176,7 +177,12 @@ export const SERVER_OPTIONS = {
   toolTimeout: { schema: seconds(60), value: S, help: 'seconds one tool call may take' },
   idleTimeout: { schema: seconds(1800), value: S, help: 'seconds without a frame or request before a session is closed' },
   episodeTimeout: { schema: seconds(3600), value: S, help: 'wall-clock seconds an episode may run' },
-  maxSteps: { schema: positiveInt(64), value: N, help: 'tool calls per episode; past it the episode ends, scored as is' },
+  maxSteps: {
+    schema: z.coerce.number().int().positive().optional(),
+    value: N,
+    help: 'tool calls per episode; past it the episode ends, scored as is',
+    shownDefault: `${MAX_STEPS.calls}, or for a task with a time budget one per ${MAX_STEPS.secondsPerCall} s of it when more`,
+  },
   tokenEnv: {
     schema: z
       .string()

@@ -433,3 +433,25 @@ export const E2B = {
   pulls: { concurrent: 2, timeoutMs: 900_000 },
   files: { readAheadBytes: 8 * 1024 * 1024, coalesceBytes: 1024 * 1024, wholeChunkBytes: 64 * 1024, readBufferBytes: 1024 * 1024 },
 } as const;
+
+/**
+ * An episode's step bound (call_tool steps) when --max-steps is not given: `calls`, or for a task
+ * with a time budget (a Harbor task's agent timeout: shell and harness tasks) one call per
+ * `secondsPerCall` of it when that is more (a 30-minute task: 180 calls). A harness episode's
+ * `wait` calls are not counted; its harness runs to its own budget. Given, --max-steps bounds
+ * every task alike.
+ */
+export const MAX_STEPS = { calls: 64, secondsPerCall: 10 } as const;
+
+/**
+ * The step bound of a task, unless --max-steps `given` one: from its time budget (its own, else
+ * the sum of its turns' when every turn has one).
+ */
+export function maxStepsFor(task: { time_budget_s?: number; per_turn?: readonly { time_budget_s?: number }[] }, given?: number): number {
+  if (given !== undefined) return given;
+  const turns = task.per_turn ?? [];
+  const timeBudgetS =
+    task.time_budget_s ?? (turns.length > 0 && turns.every((t) => t.time_budget_s !== undefined) ? turns.reduce((a, t) => a + t.time_budget_s!, 0) : undefined);
+  if (timeBudgetS === undefined) return MAX_STEPS.calls;
+  return Math.max(MAX_STEPS.calls, Math.ceil(timeBudgetS / MAX_STEPS.secondsPerCall));
+}

@@ -24,7 +24,6 @@ describe('the server options', () => {
       resetTimeout: 600,
       toolTimeout: 60,
       idleTimeout: 1800,
-      maxSteps: 64,
       tokenEnv: 'AGENTENV_TOKEN',
       shutdownTimeout: 30,
       instance: 'default',
@@ -34,6 +33,8 @@ describe('the server options', () => {
       pingInterval: 20,
       subnetPool: '10.213.0.0/16',
     });
+    // no --max-steps: each task's bound is derived from its time budget (maxStepsFor, src/defaults.ts)
+    expect(cli.options.maxSteps).toBeUndefined();
   });
 
   it('reads flags, environment variables, and lets a flag win', () => {

@@ -26,6 +26,9 @@ import { describeErrors, violatingArguments } from './json-schema.js';
 import { Findings } from './findings.js';
 import { ReusedEnvs } from './reused-envs.js';
 import { taskWhere } from './check-static.js';
+import { HarnessPlays, harnessGoldenBlocker, harnessRunNote } from './check-harness.js';
+import { harnessOf } from '../episodes/harness-task.js';
+import type { HarnessProgress } from '../protocol/harness.js';
 
 export interface DynamicOptions {
   /** tasks per (split, toolset); 'all' plays every task */
@@ -45,6 +48,10 @@ export interface DynamicOptions {
   onProgress?: (done: number, total: number, what: string) => void;
   /** aborting stops the plays, tears every env down and rejects (Ctrl-C must leave nothing behind) */
   signal?: AbortSignal;
+  /** the instance name its containers and networks are labelled with (default: check- and a random suffix) */
+  instance?: string;
+  /** the pool each episode's network takes its subnet from (serve's --subnet-pool) */
+  subnetPool?: string;
 }
 
 /** One step as a model would have seen it: enough to tell two plays of a task apart. */
@@ -70,6 +77,8 @@ export interface Play {
   served_before: number;
   /** what its last verifier run printed (its transcript's `verifier` event), null when none ran */
   verifier_output: string | null;
+  /** a harness task's play (check-harness.ts): what its harness did, once it ended */
+  harness?: HarnessProgress | null;
 }
 
 export interface EnvTimes {
@@ -191,14 +200,15 @@ function verifierOutput(rt: OpenEnvRuntime, episodeId: string): string | null {
   return last && typeof last.output === 'string' ? last.output : null;
 }
 
-/** where plays run: the runtime, and check's env reuse when an env may be reused */
+/** where plays run: the runtime, check's env reuse when an env may be reused, and the scripted model of harness tasks */
 interface Stage {
   rt: OpenEnvRuntime;
   reuse: ReusedEnvs | null;
+  harness: HarnessPlays | null;
 }
 
 async function play(
-  { rt, reuse }: Stage,
+  { rt, reuse, harness }: Stage,
   task: Task,
   seed: number,
   steps: readonly GoldenStep[],
@@ -215,13 +225,16 @@ async function play(
     served_before: 0,
     verifier_output: null,
   };
-  const data = { task_id: task.task_id, seed };
+  // a harness task's model is a scripted one, given as the reset's upstream (check-harness.ts)
+  const model = harness?.upstreamFor(task, steps) ?? null;
+  const data = { task_id: task.task_id, seed, ...(model ? { model } : {}) };
   const ep = rt.manager.create(data, 'ws');
   if (opts.fresh) reuse?.fresh(ep.id);
   try {
     const reset = await rt.manager.start(ep);
     result.deploy_s = reset.observation.timings.deploy_s;
-    for (const step of steps) {
+    if (model && harness) Object.assign(result, await harness.waitOut(ep));
+    for (const step of model ? [] : steps) {
       const out = await ep.step({ type: 'call_tool', tool_name: step.tool, arguments: step.arguments ?? {} });
       const obs = out.observation as CallObservation & Partial<Ending>;
       const text = obs.result?.content[0]?.text ?? null;
@@ -301,14 +314,17 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
   const findings = new Findings();
   const concurrency = opts.concurrency ?? CHECK_CONCURRENCY;
   const log = opts.log ?? pino({ level: 'silent' });
+  const sample = sampleTasks(bundle, opts.tasks, opts.split);
   const options = OptionsSchema.parse({
-    instance: `${CHECK_INSTANCE_PREFIX}${randomBytes(4).toString('hex')}`,
+    // a harness task's play names its (scripted) model at reset: the gateway on, its upstream per reset
+    ...(sample.some((t) => harnessOf(bundle, t) !== null) ? { modelFromReset: true } : {}),
+    instance: opts.instance ?? `${CHECK_INSTANCE_PREFIX}${randomBytes(4).toString('hex')}`,
+    ...(opts.subnetPool !== undefined ? { subnetPool: opts.subnetPool } : {}),
     maxConcurrentEnvs: concurrency,
     maxConcurrentDeploys: concurrency,
     ...(opts.imageBuildConcurrency !== undefined ? { imageBuildConcurrency: opts.imageBuildConcurrency } : {}),
     logLevel: 'silent',
   });
-  const sample = sampleTasks(bundle, opts.tasks, opts.split);
   const declared = bundle.manifest.scores;
   const ignoresSeed = bundle.manifest.ignores_seed;
   const cleanReset = new Set(
@@ -346,7 +362,11 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     ...(cleanReset.size > 0 ? { wrapSandbox: (s: Sandbox) => (reuse = new ReusedEnvs(s, cleanReset, endedWell)) } : {}),
   });
   runtime = rt;
-  const stage: Stage = { rt, reuse };
+  const harnessPlays = await HarnessPlays.start(bundle, sample).catch(async (e: unknown) => {
+    await rt.close();
+    throw e;
+  });
+  const stage: Stage = { rt, reuse, harness: harnessPlays };
   let imagesS: number;
   let playsS = 0;
   // an abort drains at once, from the image builds on (they are cancelled on the engine): live
@@ -398,8 +418,11 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
       const where = taskWhere(bundle, task);
       const emptySteps = task.turns.map(() => ({ tool: END_TURN }));
       let replayOf: { steps: readonly GoldenStep[]; play: Play } | null = null;
+      // a harness task whose golden solution its harness cannot be scripted to play: said, the empty run played
+      const cannotPlayGolden = harnessGoldenBlocker(bundle, task);
+      if (cannotPlayGolden) findings.warning(where, cannotPlayGolden);
 
-      if (task.golden) {
+      if (task.golden && !cannotPlayGolden) {
         const g = await playCounted(task, task.golden, 'golden solution');
         golden.add(g);
         const erred = g.steps.map((st, i) => ({ ...st, n: i + 1 })).filter((st) => st.is_error || st.error_type !== null);
@@ -438,6 +461,14 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
 
       const e = await playCounted(task, emptySteps, 'empty solution');
       empty.add(e);
+      // a harness run that did not end on its own with 0 (a model call refused, a crash, its budget): said, with its output
+      for (const [kind, p] of [
+        ['golden', replayOf?.play],
+        ['empty', e],
+      ] as const) {
+        const ran = p?.harness ? harnessRunNote(p.harness) : null;
+        if (ran) findings.warning(where, `the ${kind} play's harness ${ran}`);
+      }
       replayOf ??= { steps: emptySteps, play: e };
       if (replayOf.play.served_before > 0 && !replayOf.play.failure) {
         const env = bundle.envOf(task).name;
@@ -532,7 +563,8 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     };
 
     const firstOfToolset = new Map<string, Task>();
-    for (const t of sample) if (!firstOfToolset.has(t.toolset)) firstOfToolset.set(t.toolset, t);
+    // a harness task's model sees one tool, wait, never its toolset's: no schema calls to play
+    for (const t of sample) if (!firstOfToolset.has(t.toolset) && !harnessPlays?.isHarness(t)) firstOfToolset.set(t.toolset, t);
     let done = 0;
     const jobs: (() => Promise<void>)[] = [
       ...[...firstOfToolset.values()].map((t) => () => violations(t)),
@@ -556,6 +588,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     opts.signal?.removeEventListener('abort', onAbort);
     await (stage.reuse as ReusedEnvs | null)?.release();
     await rt.close();
+    await harnessPlays?.close();
   }
 
   // plays end in any order at once: the findings go in the sample's order (the tools' first), whatever finished first

@@ -18,6 +18,7 @@ import {
   fieldPath,
   toBundleIssues,
   type EnvManifest,
+  type HarnessManifest,
   type Manifest,
   type TaskLine,
   type TaskRow,
@@ -77,8 +78,11 @@ export const END_TURN_TOOL: ToolSpec = deepFreeze({
   },
 });
 
-/** The task as served by /tasks (docs/protocol.md). `data` and `meta` stay private: data may hold the answer. */
-export function taskRow(task: Task): TaskRow {
+/**
+ * The task as served by /tasks (docs/protocol.md). `data` and `meta` stay private: data may hold
+ * the answer. `bundleHarness`: the bundle's harness, which a task naming none runs.
+ */
+export function taskRow(task: Task, bundleHarness?: HarnessManifest): TaskRow {
   return {
     task_id: task.task_id,
     split: task.split,
@@ -92,6 +96,7 @@ export function taskRow(task: Task): TaskRow {
     turns: task.turns.length,
     max_turns: task.max_turns,
     groups: task.groups,
+    ...((task.harness ?? bundleHarness) ? { harness: true as const } : {}),
   };
 }
 

@@ -1,7 +1,7 @@
 /** `openenv-bundle check DIR [options]`: everything that can be known about a bundle before training. */
 import { z } from 'zod';
 import { buildArgRecord, buildArgsSchema, SERVER_OPTIONS } from '../config.js';
-import { CHECK_CONCURRENCY, CHECK_TASKS_PER_GROUP } from '../defaults.js';
+import { CHECK_CONCURRENCY, CHECK_INSTANCE_PREFIX, CHECK_TASKS_PER_GROUP } from '../defaults.js';
 import { checkDynamic, type DynamicResult, type PlayTally } from '../authoring/check-dynamic.js';
 import { checkStatic, type StaticResult } from '../authoring/check-static.js';
 import { formatGroup, groupFindings, type Finding } from '../authoring/findings.js';
@@ -141,7 +141,11 @@ export const checkCommand = defineCommand({
     "episode going on); reports each env's deploy time and the mean reward and scores of each kind",
     'of play. The same finding in many tasks is one line. An env that says "clean_reset" plays its',
     'tasks on a few containers reset between plays; a play failing on a reused one is played again',
-    'on a fresh one, and a share of the others too, which must give the same results.',
+    'on a fresh one, and a share of the others too, which must give the same results. A harness',
+    'task (its episode offers only wait) is played through the model gateway with a scripted model',
+    "check starts on 127.0.0.1: golden = the golden steps as the shipped harness's bash calls, empty =",
+    '"done" at once; with another harness command it plays the empty run only and says so',
+    '(docs/gateway.md, "checking a harness task").',
   ],
   positionals: { dir: { name: 'DIR', schema: z.string().min(1), help: 'the bundle folder or .tar.gz' } },
   options: {
@@ -165,6 +169,13 @@ export const checkCommand = defineCommand({
       help: 'a fresh env for every episode, even where bundle.json says clean_reset',
     },
     imageBuildConcurrency: SERVER_OPTIONS.imageBuildConcurrency,
+    instance: {
+      ...SERVER_OPTIONS.instance,
+      schema: SERVER_OPTIONS.instance.schema.removeDefault().optional(),
+      help: "serve's --instance: the name labelled on every container and network check creates (all removed when it ends); a live server's name is refused",
+      shownDefault: `${CHECK_INSTANCE_PREFIX} and a random suffix`,
+    },
+    subnetPool: SERVER_OPTIONS.subnetPool,
     json: { schema: z.boolean().default(false), help: 'print the result as one JSON object on stdout' },
   },
   footer: ['Exit codes: 0 no problem (warnings allowed), 1 problems found, 2 a command line to fix.'],
@@ -195,6 +206,8 @@ export const checkCommand = defineCommand({
             concurrency: args.concurrency,
             freshEnvs: args.freshEnvs,
             imageBuildConcurrency: args.imageBuildConcurrency,
+            instance: args.instance,
+            subnetPool: args.subnetPool,
             onProgress: (done, total, what) => bar.update(done, total, what),
             signal: stop.signal,
           });

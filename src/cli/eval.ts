@@ -29,7 +29,7 @@ const jsonObject = z.string().transform((text, ctx) => {
 export const evalCommand = defineCommand({
   name: 'eval',
   summary: "play a running server's split with a model behind an OpenAI-compatible endpoint",
-  synopsis: 'SERVER_URL --model-url URL --model NAME [options]',
+  synopsis: 'SERVER_URL [--model-url URL --model NAME] [options]',
   about: [
     "Plays a split of a running bundle server's tasks with a model behind any OpenAI-compatible",
     "chat-completions endpoint (vLLM, SGLang, a hosted API), as slime's rollouts play them: the",
@@ -38,18 +38,27 @@ export const evalCommand = defineCommand({
     'OUT/episodes.jsonl (one line per episode) and OUT/summary.json, and prints the mean reward',
     'with its standard error and each score beside it, the share of zeros, failures by reason',
     "with each one's first message, and the means per task group. An env failure or a model",
-    'failure is reported apart, never as 0.',
+    'failure is reported apart, never as 0. A harness task (its row says harness: true) is played',
+    "by the server's harness, whose model is the server's gateway upstream (serve --model-url):",
+    'eval only waits and records its model calls and tokens; a split of harness tasks needs no',
+    '--model-url or --model.',
   ],
   positionals: {
     url: { name: 'SERVER_URL', schema: httpUrl('SERVER_URL', 'http://127.0.0.1:8200'), help: 'the running bundle server, e.g. http://127.0.0.1:8200' },
   },
   options: {
     modelUrl: {
-      schema: httpUrl('--model-url', 'http://127.0.0.1:30000/v1'),
+      schema: httpUrl('--model-url', 'http://127.0.0.1:30000/v1').optional(),
       value: 'URL',
-      help: 'the OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1 (…/chat/completions is added)',
+      help: "the OpenAI-compatible endpoint the client plays ordinary tasks with, e.g. http://127.0.0.1:30000/v1 (…/chat/completions is added); required unless every task played is a harness task, whose harness calls the server's gateway upstream (serve --model-url), never this",
+      shownDefault: 'none (harness tasks only)',
     },
-    model: { schema: z.string().min(1), value: 'NAME', help: 'the model name the endpoint serves' },
+    model: {
+      schema: z.string().min(1).optional(),
+      value: 'NAME',
+      help: 'the model name the endpoint serves; required with --model-url',
+      shownDefault: 'none (harness tasks only)',
+    },
     split: { schema: z.string().min(1).default(DEFAULT_SPLIT), value: 'S', help: 'the split to play' },
     tasks: {
       schema: z.union([z.literal('all'), z.coerce.number().int().positive()]).default('all'),
@@ -73,6 +82,19 @@ export const evalCommand = defineCommand({
     modelKeyVar: { schema: variableName('model-key-var'), value: 'NAME', help: "the environment variable holding the endpoint's API key" },
     out: { schema: z.string().min(1).optional(), value: 'DIR', help: 'where to write', shownDefault: 'eval-<split>-<UTC time>' },
   },
+  refine(a, ctx) {
+    if ((a.modelUrl === undefined) !== (a.model === undefined)) {
+      const missing = a.modelUrl === undefined ? 'modelUrl' : 'model';
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: [missing],
+        message:
+          missing === 'model'
+            ? '--model is required with --model-url: the model name the endpoint serves'
+            : '--model-url and --model go together: give both, or neither for a split of harness tasks',
+      });
+    }
+  },
   footer: [
     'Exit codes: 0 every episode was scored; 1 an episode failed, the run was interrupted (Ctrl-C',
     'writes what finished and tears every episode down), or the server or the model endpoint could',
@@ -89,8 +111,8 @@ export const evalCommand = defineCommand({
       const r = await runEval(
         {
           url: a.url,
-          modelUrl: a.modelUrl,
-          model: a.model,
+          modelUrl: a.modelUrl ?? null,
+          model: a.model ?? null,
           split: a.split,
           tasks: a.tasks,
           concurrency: a.concurrency,
@@ -106,6 +128,7 @@ export const evalCommand = defineCommand({
           bar.update(done, total, `episodes  mean ${mean === null ? '–' : mean.toFixed(3)} over ${scored}  failures ${failures}`),
       );
       bar.end();
+      for (const n of r.notes) io.stderr.write(`note: ${n}\n`);
       io.stdout.write(`${visible(formatSummary(r.summary))}\n  wrote ${r.out}/episodes.jsonl and ${r.out}/summary.json\n`);
       return r.summary.interrupted || r.summary.failures.total > 0 ? EXIT.problems : EXIT.ok;
     } finally {

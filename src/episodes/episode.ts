@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
 import { END_TURN, type HarnessManifest, type LoadedBundle, type Task, type ToolSpec } from '../bundle/index.js';
-import { HARNESS, MAX_ARGUMENT_DEPTH } from '../defaults.js';
+import { HARNESS, MAX_ARGUMENT_DEPTH, maxStepsFor } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
 import { invalidScoresMessage, makeFailure, toolErrorType, type CallEvidence, type FailureExtra } from '../failures.js';
 import { ShellStartError } from '../tools/shell/index.js';
@@ -57,7 +57,8 @@ export interface EpisodeSettings {
   splitLanes: ReadonlyMap<string, Lane>;
   toolTimeoutMs: number;
   episodeTimeoutMs: number;
-  maxSteps: number;
+  /** --max-steps; undefined: derived per task from its time budget (maxStepsFor, src/defaults.ts) */
+  maxSteps: number | undefined;
 }
 
 /** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
@@ -557,7 +558,7 @@ export class Episode {
     } else {
       outcome = await this.callTool(toolName, args as Record<string, unknown>);
     }
-    if (!outcome.done && this.steps >= this.deps.settings.maxSteps) {
+    if (!outcome.done && this.steps >= maxStepsFor(this.task, this.deps.settings.maxSteps)) {
       const ended = await this.finish('max_steps');
       return { observation: { ...outcome.observation, ...ended.observation }, reward: ended.reward, done: true };
     }

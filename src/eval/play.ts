@@ -72,6 +72,12 @@ export interface EpisodeRecord {
   turns_exhausted: boolean;
   /** summed over the model's replies; null when the endpoint reported none */
   usage: Usage | null;
+  /**
+   * a harness episode's model use through the server's gateway (its calls and their tokens, as
+   * the ending's `harness` reports them) and how its harness's last run ended; null for a task the
+   * client played with its own model
+   */
+  harness: HarnessUse | null;
   timings: { queued_s: number | null; deploy_s: number | null; running_s: number | null; model_s: number; wall_s: number };
 }
 
@@ -82,6 +88,19 @@ export interface PlaySettings {
   toolTimeoutMs: number;
   resetTimeoutMs: number;
 }
+
+/** What a harness episode's harness did through the gateway (docs/gateway.md, "harness episodes"). */
+export interface HarnessUse {
+  model_calls: number;
+  model_tokens: number;
+  ended: string | null;
+  exit_code: number | null;
+  /** the last run's output, its last HARNESS_TAIL_CHARS characters, when it did not exit 0 */
+  output_tail?: string;
+}
+
+/** how much of a harness's output a record keeps, for a run that did not exit 0 */
+const HARNESS_TAIL_CHARS = 2000;
 
 /** Extra time a client waits past the server's own budgets: the server reports those itself. */
 const REPLY_SLACK_MS = 10_000;
@@ -140,7 +159,14 @@ function stepOf(frame: ServerFrame, what: string): StepOutcome<StepObservation> 
   return { ...out, observation: o };
 }
 
-export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: ChatModel, s: PlaySettings, signal: AbortSignal): Promise<EpisodeRecord> {
+export async function playEpisode(
+  task: ServerTaskRow,
+  row: PromptRow,
+  /** null: the task is a harness task, whose model is the server's gateway upstream */
+  model: ChatModel | null,
+  s: PlaySettings,
+  signal: AbortSignal,
+): Promise<EpisodeRecord> {
   const started = Date.now();
   const rec: EpisodeRecord = {
     task_id: task.task_id,
@@ -157,6 +183,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     model_turns: 0,
     turns_exhausted: false,
     usage: null,
+    harness: null,
     timings: { queued_s: null, deploy_s: null, running_s: null, model_s: 0, wall_s: 0 },
   };
   let socket: ServerSession | null = null;
@@ -165,6 +192,17 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
     if (!out.done) return false;
     const o = out.observation;
     rec.end_reason = o.end_reason ?? null;
+    const h = 'harness' in o && typeof o.harness === 'object' ? o.harness : undefined;
+    if (h) {
+      const clean = h.ended === 'exited' && h.exit_code === 0;
+      rec.harness = {
+        model_calls: h.model_calls,
+        model_tokens: h.model_tokens,
+        ended: h.ended,
+        exit_code: h.exit_code,
+        ...(clean ? {} : { output_tail: h.output_tail.slice(-HARNESS_TAIL_CHARS) }),
+      };
+    }
     const t = o.timings;
     if (t) Object.assign(rec.timings, { queued_s: t.queued_s, deploy_s: t.deploy_s, running_s: t.running_s });
     if (o.failure || out.reward === null) {
@@ -232,6 +270,7 @@ export async function playEpisode(task: ServerTaskRow, row: PromptRow, model: Ch
         await endTurns(null, rec.model_turns);
         break;
       }
+      if (!model) throw new EnvError('not_harness', `task ${task.task_id} is not a harness task: the client plays it with a model (--model-url)`);
       const t0 = Date.now();
       let reply;
       try {

@@ -16,6 +16,10 @@ import { ChatModel, ModelError } from './model.js';
 import { playEpisode, type EpisodeRecord } from './play.js';
 import { summarize, type EvalSummary } from './summary.js';
 
+/** what the summary names as the model and its endpoint when every task played was a harness task */
+export const HARNESS_MODEL = "the server's gateway upstream";
+export const HARNESS_MODEL_URL = 'serve --model-url';
+
 /** A failure of the run itself (not of one episode): one line, exit 1. */
 export class EvalError extends Error {
   override readonly name = 'EvalError';
@@ -24,9 +28,12 @@ export class EvalError extends Error {
 export interface EvalSettings extends RolloutSettings {
   /** the bundle server */
   url: string;
-  /** the OpenAI-compatible endpoint's base (…/v1) */
-  modelUrl: string;
-  model: string;
+  /**
+   * the OpenAI-compatible endpoint's base (…/v1) and its model, for the tasks the client plays;
+   * null when every task played is a harness task (its model is the server's gateway upstream)
+   */
+  modelUrl: string | null;
+  model: string | null;
   split: string;
   /** the first N tasks of the split */
   tasks: number | 'all';
@@ -52,6 +59,8 @@ export interface EvalResult {
   summary: EvalSummary;
   out: string;
   records: EpisodeRecord[];
+  /** what the run did not use of what it was given, for a person */
+  notes: string[];
 }
 
 export function defaultOut(split: string, now = new Date()): string {
@@ -78,17 +87,27 @@ export async function runEval(args: EvalSettings, secrets: EvalSecrets, signal: 
     if (!tools) throw new EvalError(`task "${t.task_id}" uses toolset "${t.toolset}", which GET /toolsets does not list`);
     return { task: t, row: promptRow(t, tools, settings) };
   });
-  const model = new ChatModel({
-    url: args.modelUrl,
-    model: args.model,
-    apiKey,
-    temperature: args.temperature,
-    maxTokens: args.maxTokens,
-    chatTemplateKwargs: args.chatTemplateKwargs,
-    timeoutMs: args.modelTimeout * 1000,
-  });
+  // a harness task's model is the server's gateway upstream (serve --model-url): only the others need one here
+  const played = rows.filter((r) => !r.task.harness);
+  if (played.length > 0 && (args.modelUrl === null || args.model === null)) {
+    throw new EvalError(
+      `${played.length} of the ${rows.length} task(s) (first: ${played[0]!.task.task_id}) are not harness tasks: the client plays them with a model, so give --model-url and --model (harness tasks need neither: their model is the server's, serve --model-url)`,
+    );
+  }
+  const model =
+    played.length > 0 && args.modelUrl !== null && args.model !== null
+      ? new ChatModel({
+          url: args.modelUrl,
+          model: args.model,
+          apiKey,
+          temperature: args.temperature,
+          maxTokens: args.maxTokens,
+          chatTemplateKwargs: args.chatTemplateKwargs,
+          timeoutMs: args.modelTimeout * 1000,
+        })
+      : null;
   try {
-    await model.checkEndpoint(signal);
+    await model?.checkEndpoint(signal);
   } catch (e) {
     if (e instanceof ModelError) throw new EvalError(`${e.message} (${e.reason}; nothing was deployed)`);
     throw e;
@@ -135,8 +154,8 @@ export async function runEval(args: EvalSettings, secrets: EvalSecrets, signal: 
     server: args.url,
     bundle: bundle.name,
     split: args.split,
-    model: args.model,
-    modelUrl: args.modelUrl,
+    model: model ? args.model! : HARNESS_MODEL,
+    modelUrl: model ? args.modelUrl! : HARNESS_MODEL_URL,
     tasks: rows.length,
     groupNames: Object.keys(bundle.groups),
     baselines: bundle.baselines[args.split] ?? {},
@@ -154,5 +173,11 @@ export async function runEval(args: EvalSettings, secrets: EvalSecrets, signal: 
     },
   });
   await writeAtomically(out, [{ name: 'summary.json', lines: [JSON.stringify(summary, null, 2)] }]);
-  return { summary, out, records };
+  const notes =
+    model === null && args.modelUrl !== null
+      ? [
+          `--model-url ${args.modelUrl} was not used: every task played is a harness task, whose harness calls the server's gateway upstream (serve --model-url)`,
+        ]
+      : [];
+  return { summary, out, records, notes };
 }

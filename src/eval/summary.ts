@@ -38,6 +38,12 @@ export interface EvalSummary {
   groups: Record<string, Record<string, MeanStat>>;
   baselines: Record<string, number>;
   tokens: { prompt: number; completion: number; episodes_reporting: number } | null;
+  /**
+   * harness episodes' model use through the server's gateway (calls, tokens), summed, and the
+   * episodes whose harness's last run did not exit 0 (a model call refused: no gateway, a budget
+   * spent; a crash; its time budget); null when none was played
+   */
+  harness: { episodes: number; model_calls: number; model_tokens: number; not_exited_0: number } | null;
   interrupted: boolean;
   wall_s: number;
   settings: Record<string, unknown>;
@@ -98,6 +104,8 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
     groups[name] = Object.fromEntries(sorted.map(([v, xs]) => [v, meanStat(xs)]));
   }
   const reporting = records.filter((r) => r.usage !== null);
+  // a record of a run from before harness use was recorded has no `harness`
+  const harnessRecords = records.filter((r): r is EpisodeRecord & { harness: NonNullable<EpisodeRecord['harness']> } => (r.harness ?? null) !== null);
   return {
     server: c.server,
     bundle: c.bundle,
@@ -116,6 +124,14 @@ export function summarize(records: readonly EpisodeRecord[], c: SummaryContext):
           prompt: reporting.reduce((a, r) => a + r.usage!.prompt_tokens, 0),
           completion: reporting.reduce((a, r) => a + r.usage!.completion_tokens, 0),
           episodes_reporting: reporting.length,
+        }
+      : null,
+    harness: harnessRecords.length
+      ? {
+          episodes: harnessRecords.length,
+          model_calls: harnessRecords.reduce((a, r) => a + r.harness.model_calls, 0),
+          model_tokens: harnessRecords.reduce((a, r) => a + r.harness.model_tokens, 0),
+          not_exited_0: harnessRecords.filter((r) => r.harness.ended !== 'exited' || r.harness.exit_code !== 0).length,
         }
       : null,
     interrupted: c.interrupted,
@@ -165,6 +181,11 @@ export function formatSummary(s: EvalSummary): string {
   if (s.tokens) {
     lines.push(
       `  tokens       prompt ${s.tokens.prompt.toLocaleString('en')} · completion ${s.tokens.completion.toLocaleString('en')} (${s.tokens.episodes_reporting} episodes reported usage)`,
+    );
+  }
+  if (s.harness) {
+    lines.push(
+      `  harness      ${s.harness.model_calls.toLocaleString('en')} model call(s) · ${s.harness.model_tokens.toLocaleString('en')} tokens through the server's gateway (${s.harness.episodes} harness episode(s)${s.harness.not_exited_0 ? `; in ${s.harness.not_exited_0} the harness did not exit 0: its output's tail is in its record, harness.output_tail` : ''})`,
     );
   }
   return lines.join('\n');

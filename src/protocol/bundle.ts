@@ -44,6 +44,12 @@ export const TaskRowSchema = z
     turns: z.number().int().min(1),
     max_turns: z.number().int().min(1),
     groups: z.record(z.string()).describe("group name → this task's value (bundle.json's groups; {} when none)"),
+    harness: z
+      .literal(true)
+      .optional()
+      .describe(
+        "a harness episode (docs/gateway.md): the server runs the task's harness, which gets the first user message as its instruction; the client's one tool is wait. Absent: an ordinary task",
+      ),
   })
   .strict();
 export type TaskRow = z.infer<typeof TaskRowSchema>;

@@ -87,7 +87,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
         tool_timeout_s: o.toolTimeout,
         idle_timeout_s: o.idleTimeout,
         episode_timeout_s: o.episodeTimeout,
-        max_steps: o.maxSteps,
+        max_steps: o.maxSteps ?? null,
         reward: runtime.rewardName,
         runtime: o.runtime,
       },
@@ -114,7 +114,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
       const tasks = bundle.splits[split];
       if (!tasks) throw new NotFoundError(`unknown split "${split}"; splits: ${Object.keys(bundle.splits).join(', ')}`);
       const page = tasks.slice(q.offset, q.offset + q.limit);
-      return { split, total: tasks.length, offset: q.offset, tasks: page.map(taskRow) };
+      return { split, total: tasks.length, offset: q.offset, tasks: page.map((t) => taskRow(t, m.harness)) };
     },
   );
 
@@ -130,7 +130,7 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
     async (req) => {
       const t = bundle.byId.get(req.params.task_id);
       if (!t) throw new NotFoundError(`unknown task_id "${req.params.task_id}"`);
-      return taskRow(t);
+      return taskRow(t, m.harness);
     },
   );
 

@@ -4,6 +4,7 @@
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
 import type { TaskRow as ServerTaskRow, ToolSpec as ServerToolSpec } from '../protocol/bundle.js';
+import { WAIT_TOOL } from '../protocol/harness.js';
 
 /**
  * How a rollout plays an episode, shared by the row writer (which records it in each row for
@@ -57,6 +58,11 @@ export interface PromptRow {
     task_id: string;
     toolset: string;
     tools: string[];
+    /**
+     * a harness episode (docs/gateway.md): the server runs the task's harness, which calls the
+     * model through the gateway; the client only waits (tool `wait`). Absent: an ordinary task
+     */
+    harness?: true;
     server: ServerSettings;
   };
 }
@@ -71,11 +77,16 @@ export function withEndTurn(tools: readonly ServerToolSpec[]): ServerToolSpec[] 
   return [...tools, END_TURN_TOOL as ServerToolSpec];
 }
 
+/**
+ * A task's row. A harness task's row is what its episode offers: the instruction its harness gets
+ * (the first turn's user message, without the bundle's system prompt, which the harness never
+ * sees: it brings its own) and the one tool `wait`, with `harness: true`.
+ */
 export function promptRow(task: ServerTaskRow, toolsetTools: readonly ServerToolSpec[], server: ServerSettings): PromptRow {
-  const tools = withEndTurn(toolsetTools);
+  const tools = task.harness ? [WAIT_TOOL] : withEndTurn(toolsetTools);
   return {
     // the system prompt and the first user prompt; later turns come from end_turn's results
-    messages: task.messages.slice(0, 2).map((m) => ({ role: m.role, content: m.content })),
+    messages: (task.harness ? task.messages.slice(1, 2) : task.messages.slice(0, 2)).map((m) => ({ role: m.role, content: m.content })),
     tools: tools.map(functionTool),
     metadata: {
       split: task.split,
@@ -83,6 +94,7 @@ export function promptRow(task: ServerTaskRow, toolsetTools: readonly ServerTool
       task_id: task.task_id,
       toolset: task.toolset,
       tools: tools.map((t) => t.name),
+      ...(task.harness ? { harness: true as const } : {}),
       server,
     },
   };

@@ -178,6 +178,16 @@ describe('Episode', () => {
     await ep.tornDown;
   });
 
+  it('no --max-steps: a task without a time budget is bounded at MAX_STEPS.calls (maxStepsFor)', async () => {
+    const rig = await makeRig({ settings: { maxSteps: undefined } });
+    const ep = await episodeOf(rig, 'fx-echo-0');
+    await ep.start();
+    for (let i = 1; i < 64; i++) expect((await ep.step({ type: 'call_tool', tool_name: 'echo', arguments: { text: `${i}` } })).done).toBe(false);
+    const out = await ep.step({ type: 'call_tool', tool_name: 'echo', arguments: { text: 'last' } });
+    expect(out.observation).toMatchObject({ end_reason: 'max_steps' });
+    await ep.tornDown;
+  });
+
   it('a call that times out while the env runs ends the episode tool_timeout; one whose env exited ends env_crashed with its exit code and log tail', async () => {
     const rig = await makeRig();
     rig.sandbox.behaviour = async (call) => {

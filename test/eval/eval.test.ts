@@ -250,7 +250,15 @@ describe('eval on the fixture bundle', () => {
   it('command-line mistakes exit 2; an unreachable server or a missing token exits 1 with one line', async () => {
     const b = bufferIo(env);
     expect(await evalMain([s.url, '--model', 'x'], b.io)).toBe(2);
-    expect(b.err()).toContain('--model-url is required');
+    expect(b.err()).toContain('--model-url and --model go together');
+    expect(await evalMain([s.url, '--model-url', model.url], b.io)).toBe(2);
+    expect(b.err()).toContain('--model is required with --model-url');
+    // neither: fine for harness tasks only; these are played by the client, so it needs a model (exit 1, nothing deployed)
+    const spawnedBefore = s.sandbox.spawned;
+    const none = bufferIo(env);
+    expect(await evalMain([s.url, '--token-var', 'EVAL_TOKEN', '--out', join(tmp, 'no-model')], none.io)).toBe(1);
+    expect(none.err()).toMatch(/are not harness tasks: the client plays them with a model, so give --model-url and --model/);
+    expect(s.sandbox.spawned).toBe(spawnedBefore);
     expect(await evalMain([s.url, '--model-url', model.url, '--model', 'x', '--tasks', '0'], b.io)).toBe(2);
     expect(await evalMain([s.url, '--model-url', 'ftp://x', '--model', 'x'], b.io)).toBe(2);
     expect(await evalMain([s.url, '--model-url', model.url, '--model', 'x', '--max-turns', 'many'], b.io)).toBe(2);

@@ -19,6 +19,7 @@ function rec(over: Partial<EpisodeRecord>): EpisodeRecord {
     model_turns: 1,
     turns_exhausted: false,
     usage: null,
+    harness: null,
     timings: { queued_s: 0, deploy_s: 0, running_s: 0, model_s: 0, wall_s: 0 },
     ...over,
   };
@@ -141,5 +142,22 @@ describe('eval summary: each score beside the reward', () => {
     const lines = formatSummary(s).split('\n');
     const at = lines.findIndex((l) => l.startsWith('  mean reward'));
     expect(lines[at + 1]).toMatch(/^ {2}scores {7}correct 0\.6667 ± 0\.3333 · format 0\.5000 ± 0\.2887 · style 0\.5000 \(1\)$/);
+  });
+});
+
+describe('eval summary: harness episodes', () => {
+  it("sums the harnesses' model calls and tokens through the gateway and prints them; none played: null, no line", () => {
+    const use = (model_calls: number, model_tokens: number, exit_code = 0) => ({ model_calls, model_tokens, ended: 'exited', exit_code });
+    const s = summarize([rec({ reward: 1, harness: use(2, 300) }), rec({ reward: 0, harness: use(5, 1200) }), rec({ reward: 1 })], context);
+    expect(s.harness).toEqual({ episodes: 2, model_calls: 7, model_tokens: 1500, not_exited_0: 0 });
+    expect(formatSummary(s)).toContain("harness      7 model call(s) · 1,500 tokens through the server's gateway (2 harness episode(s))");
+    const refused = summarize([rec({ reward: 0, harness: use(0, 0, 4) }), rec({ reward: 1, harness: use(2, 300) })], context);
+    expect(refused.harness).toMatchObject({ episodes: 2, not_exited_0: 1 });
+    expect(formatSummary(refused)).toContain(
+      "(2 harness episode(s); in 1 the harness did not exit 0: its output's tail is in its record, harness.output_tail)",
+    );
+    const plain = summarize([rec({ reward: 1 })], context);
+    expect(plain.harness).toBeNull();
+    expect(formatSummary(plain)).not.toContain('harness ');
   });
 });

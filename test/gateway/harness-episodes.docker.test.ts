@@ -250,18 +250,20 @@ describeDocker('harness episodes: the server runs the harness in the env, throug
     await c.close();
   });
 
-  it('eval plays a harness task by waiting: the harness scores 1, eval itself makes no model turn', async () => {
+  it('eval plays a harness task by waiting, with no --model-url: the harness scores 1, eval itself makes no model turn, the harness calls are recorded', async () => {
     const out = join(bundle, '..', 'eval-out');
-    await promisify(execFile)(
-      process.execPath,
-      [CLI, 'eval', srv.url, '--model-url', upstream.baseUrl, '--model', 'policy', '--split', 'train', '--tasks', '1', '--out', out],
-      { timeout: 300_000 },
-    );
+    const seen = upstream.received.length;
+    await promisify(execFile)(process.execPath, [CLI, 'eval', srv.url, '--split', 'train', '--tasks', '1', '--out', out], { timeout: 300_000 });
     const [rec] = readFileSync(join(out, 'episodes.jsonl'), 'utf8')
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
     expect(rec).toMatchObject({ task_id: TASK, reward: 1, end_reason: 'turns_ended', failure: null, model_turns: 0, tool_calls: [] });
+    // the harness's calls went through the gateway to the server's upstream, and the record has them
+    const calls = upstream.received.length - seen;
+    expect(calls).toBeGreaterThan(0);
+    expect(rec.harness).toMatchObject({ model_calls: calls, ended: 'exited' });
+    expect(rec.harness.model_tokens).toBeGreaterThan(0);
   });
 
   it('SIGTERM to the server mid-harness drains it: the harness episode ends, nothing is left', async () => {
