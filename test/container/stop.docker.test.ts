@@ -88,7 +88,7 @@ function describeStop(runtime: EnvRuntime): void {
         // take more than a second before the first of them writes)
         const started = await size('/tmp/alive');
         let grew = started;
-        for (const deadline = Date.now() + 20_000; grew <= started && Date.now() < deadline; ) {
+        for (const deadline = Date.now() + 20_000; grew <= started && Date.now() < deadline;) {
           await new Promise((r) => setTimeout(r, 100));
           grew = await size('/tmp/alive');
         }
