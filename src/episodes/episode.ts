@@ -44,6 +44,7 @@ import { resetObservation, textResult, toolError } from './outcomes.js';
 import { checkScores, type RewardFn, type Scores } from './reward.js';
 import { BuiltinTools } from './builtin-tools.js';
 import { TaskVerification, type TurnEnd, type TurnEndOutcome, type VerifierRecord } from './verified-task.js';
+import { TrajectoryLog } from '../verifier/trajectory.js';
 import { EpisodeCostMeter } from './episode-cost.js';
 import type { EpisodeCost } from '../protocol/observations.js';
 import { HarnessTask, harnessOf, progressText, type HarnessRun } from './harness-task.js';
@@ -132,6 +133,8 @@ export class Episode {
   private builtin: BuiltinTools | null = null;
   /** a verified task's turn preparation and verifiers */
   private verification: TaskVerification | null = null;
+  /** what the model saw and did, for a verifier's /logs/agent/trajectory.json (a verified task's) */
+  private trajectory: TrajectoryLog | null = null;
   /** the task's or the turn's time budget */
   private budgetTimer: NodeJS.Timeout | null = null;
   private turnStartedAt = 0;
@@ -285,6 +288,7 @@ export class Episode {
     this.log.info({ event: 'reset', queued_s: this.timings().queued_s, deploy_s: this.timings().deploy_s }, 'episode running');
     const outcome = resetObservation(this, this.tools, this.timings());
     if (this.harness) outcome.observation.harness = true;
+    this.trajectory?.reset(outcome.observation);
     this.notify((o) => o.onReset?.(this, outcome));
     if (this.modelEnd) this.modelAccessEnded(this.modelEnd.reason, this.modelEnd.message);
     if (this.harness) void this.driveHarness(this.harness);
@@ -371,7 +375,9 @@ export class Episode {
         if (!deployed) throw new Error("the env's spec is not known: no clean verifier can be made");
         return shell.companion(handle, deployed, this.abort.signal);
       },
+      trajectory: () => this.trajectory?.build({ id: this.id }),
     };
+    this.trajectory = new TrajectoryLog();
     this.verification = new TaskVerification(this.deps.bundle, this.task, env, this.builtin, this.deps.reward, (r) => this.onVerifierRun(r));
     const ready = await this.verification.start();
     if (!ready.ok) throw new TurnSetupError(ready.message, ready.output);
@@ -420,6 +426,9 @@ export class Episode {
     const run = this.queue.then(async () => {
       const startedAt = this.now();
       let out = await this.doStep(action);
+      // a verifier the call itself triggered (end_turn, the last step) has run by now: the calls before it are what it saw
+      if (action.type === 'call_tool')
+        this.trajectory?.call({ step: this.steps, turn: this.turn, tool: action.tool_name, arguments: action.arguments, observation: out.observation });
       // the reply that ends the episode says what it cost (read before the env's removal, bounded)
       if (out.done) out = await this.meter.onto(out);
       if (out.done) this.endReported = true;

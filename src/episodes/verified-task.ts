@@ -10,6 +10,8 @@
  *   tests run in the agent's container;
  * - clean: a fresh container of the env's image (no network) gets the agent's outputs, copied
  *   through the engine, and the tests run there; it is removed after.
+ * Either way the verifier finds the agent's trajectory (its prompt and tool calls, in ATIF) at
+ * /logs/agent/trajectory.json, as Harbor gives it (src/verifier/trajectory.ts).
  * A verifier that could not run its tests (src/verifier/bootstrap.ts) is a failure, never scored.
  * A turn's tests and reward files are removed before the next turn starts. Per-turn scores combine
  * by the task's turn_reward; a turn under its min_reward ends the episode there. What the verifier
@@ -65,6 +67,8 @@ export interface VerificationEnv {
   agentUser: AgentUser;
   /** a fresh container of the env's image beside it, for a clean verifier */
   companion(): Promise<Companion>;
+  /** the agent's trajectory so far (ATIF: src/verifier/trajectory.ts), given to each verifier at /logs/agent/trajectory.json */
+  trajectory?: () => unknown;
 }
 
 /** the toolchain check found a change: test.sh does not run */
@@ -245,7 +249,13 @@ export class TaskVerification {
   }
 
   private verifierSpec(v: VerifierManifest) {
-    return { testsDir: path.join(this.bundle.dir, v.tests), timeoutMs: v.timeout_s * 1000, env: v.env, workdir: this.workdir };
+    return {
+      testsDir: path.join(this.bundle.dir, v.tests),
+      timeoutMs: v.timeout_s * 1000,
+      env: v.env,
+      workdir: this.workdir,
+      ...(this.env.trajectory ? { trajectory: this.env.trajectory } : {}),
+    };
   }
 
   /** the changed paths of the agent's container that tamper with the toolchain (toolchain.ts) */

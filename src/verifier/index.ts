@@ -6,3 +6,4 @@ export { BOOTSTRAP_TOOLS, bootstrapFailure, missingBootstrapTools, networkEviden
 export { TOOLCHAIN_PATHS, protectedPaths, rootAdditions, tamperedPaths, type ToolchainScope } from './toolchain.js';
 export { DEFAULT_TURN_REWARD, TURN_REWARD_RULES, combineTurnScores, meetsMinReward, type MinReward, type TurnRewardRule } from './turns.js';
 export { SETUP_SCRIPT, prepareTurn, type ReadyCheck, type TurnSetup, type TurnSetupResult } from './turn-setup.js';
+export { ATIF_SCHEMA_VERSION, TRAJECTORY_FILE, TrajectoryLog, buildTrajectory, type AtifStep, type AtifTrajectory } from './trajectory.js';

@@ -13,7 +13,8 @@
  * folder there is a malformed reward, never followed, opened or waited on. Its output is kept,
  * bounded, for the transcript; it is never shown to the model.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { VERIFIER } from '../defaults.js';
 import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
@@ -21,6 +22,7 @@ import type { ContainerExec } from '../sandbox/container-exec.js';
 import { NO_PYTEST_MODULE_NAME, bootstrapFailure, mayBeBootstrapFailure, missingBootstrapTools, networkHint } from './bootstrap.js';
 import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT, TEST_SCRIPT_NAME } from './layout.js';
 import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
+import { AGENT_LOGS_DIR, TRAJECTORY_FILE_NAME } from './trajectory.js';
 
 export interface VerifierSpec {
   /** the task's tests: a folder of this machine holding test.sh and its helpers */
@@ -32,6 +34,8 @@ export interface VerifierSpec {
   workdir?: string;
   /** who runs test.sh (uid:gid); default: the image's USER */
   user?: string;
+  /** the agent's trajectory (ATIF, trajectory.ts), written to /logs/agent/trajectory.json before test.sh */
+  trajectory?: () => unknown;
 }
 
 export interface VerifierRun {
@@ -62,27 +66,40 @@ export function outputTail(run: VerifierRun, bytes: number = VERIFIER.failureTai
 }
 
 /**
- * The toolbox's shell, as root: /tests and /logs/verifier gone (whatever they were: a link is
- * removed, not followed), /logs a real folder again (one the agent turned into a file or a link
- * is replaced), then /tests, /logs/verifier and /logs/artifacts made, the last two writable by
- * every user (test.sh may run as any).
+ * The toolbox's shell, as root: /tests, /logs/verifier and /logs/agent gone (whatever they were: a
+ * link is removed, not followed), /logs a real folder again (one the agent turned into a file or a
+ * link is replaced), then /tests, /logs/verifier, /logs/agent and /logs/artifacts made, verifier
+ * and artifacts writable by every user (test.sh may run as any), agent readable by all (the
+ * server's trajectory: nothing the agent left there counts).
  */
 const PREPARE_SCRIPT = `
 set -e
 if [ -L ${LOGS_DIR} ] || { [ -e ${LOGS_DIR} ] && [ ! -d ${LOGS_DIR} ]; }; then rm -rf ${LOGS_DIR}; fi
-rm -rf ${TESTS_DIR} ${REWARD_DIR}
+rm -rf ${TESTS_DIR} ${REWARD_DIR} ${AGENT_LOGS_DIR}
 if [ -L ${ARTIFACTS_DIR} ] || { [ -e ${ARTIFACTS_DIR} ] && [ ! -d ${ARTIFACTS_DIR} ]; }; then rm -rf ${ARTIFACTS_DIR}; fi
-mkdir -p ${TESTS_DIR} ${REWARD_DIR} ${ARTIFACTS_DIR}
-chmod 0755 ${TESTS_DIR}
+mkdir -p ${TESTS_DIR} ${REWARD_DIR} ${ARTIFACTS_DIR} ${AGENT_LOGS_DIR}
+chmod 0755 ${TESTS_DIR} ${AGENT_LOGS_DIR}
 chmod 0777 ${REWARD_DIR} ${ARTIFACTS_DIR}
 `;
 
-/** Empties /tests and /logs/verifier (making /logs a real folder again), then streams `testsDir` into /tests. */
-export async function installTests(exec: ContainerExec, testsDir: string): Promise<void> {
+/**
+ * Empties /tests, /logs/verifier and /logs/agent (making /logs a real folder again), then streams
+ * `testsDir` into /tests and, when given, the trajectory into /logs/agent/trajectory.json (owned
+ * by root, readable by all).
+ */
+export async function installTests(exec: ContainerExec, testsDir: string, trajectory?: unknown): Promise<void> {
   const prepared = await runTrusted(exec, 'openenv-prepare-tests', PREPARE_SCRIPT);
   if (prepared.exitCode !== 0)
     throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
   await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
+  if (trajectory === undefined) return;
+  const tmp = await mkdtemp(path.join(os.tmpdir(), 'openenv-trajectory-'));
+  try {
+    await writeFile(path.join(tmp, TRAJECTORY_FILE_NAME), `${JSON.stringify(trajectory, null, 2)}\n`, { mode: 0o644 });
+    await exec.putArchive(AGENT_LOGS_DIR, await packFolder(tmp, ''));
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -115,7 +132,7 @@ async function presentTools(exec: ContainerExec, tools: readonly string[]): Prom
 
 /** Removes a turn's tests and reward files, so that the next turn finds neither. */
 export async function clearVerifierFiles(exec: ContainerExec): Promise<void> {
-  const r = await runTrusted(exec, 'openenv-clear-tests', `rm -rf ${TESTS_DIR}; [ -d ${LOGS_DIR} ] && rm -rf ${REWARD_DIR}; true`);
+  const r = await runTrusted(exec, 'openenv-clear-tests', `rm -rf ${TESTS_DIR}; [ -d ${LOGS_DIR} ] && rm -rf ${REWARD_DIR} ${AGENT_LOGS_DIR}; true`);
   if (r.exitCode !== 0) throw new Error(`could not remove ${TESTS_DIR} and ${REWARD_DIR} after the verifier: ${r.stderr || `exit code ${r.exitCode}`}`);
 }
 
@@ -148,7 +165,7 @@ export async function runVerifier(
     settle?: () => Promise<void>;
   } = {},
 ): Promise<VerifierOutcome> {
-  await installTests(exec, spec.testsDir);
+  await installTests(exec, spec.testsDir, spec.trajectory?.());
   await hooks.gate?.();
   const ran = await runKillable(
     exec,

@@ -376,9 +376,9 @@ describe('import harbor: the mapping', () => {
     ],
     ['a verifier user', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nuser = 0') }, '[verifier] user: runs as 0'],
     [
-      'a separate verifier',
-      { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nenvironment_mode = "separate"') },
-      '[verifier] environment_mode: "separate"',
+      'a verifier image of its own',
+      { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nenvironment_mode = "separate"\n[verifier.environment]\ndocker_image = "grader:1"') },
+      '[verifier] environment: a verifier environment of its own',
     ],
     [
       'a host variable in env',
@@ -564,7 +564,7 @@ describe('import harbor: the mapping', () => {
     const notes = r.notes.map((n) => `${n.field}: ${n.message} [${n.tasks.join(',')}]`);
     expect(notes).toEqual(
       expect.arrayContaining([
-        'artifacts: artifacts are not collected here: dropped [a,b]',
+        'artifacts: not collected here (a shared verifier sees the whole container): dropped [a,b]',
         'fancy: not supported by this import: dropped [a,b]',
         '[environment] skills_dir: agent skills are for installed agents: dropped (the model gets the shell toolset) [a]',
         "[environment] allow_internet: not said (Harbor's default allows the internet): the task runs without it here [a,b]",

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { SHELL_TOOLS } from '../../defaults.js';
 import { BASH_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, WRITE_FILE_TOOL } from '../../tools/shell/specs.js';
 import { REWARD_TXT_SCORE } from '../../verifier/reward-files.js';
+import { ARTIFACTS_DIR } from '../../verifier/layout.js';
 import { loadBundle, NAME_PATTERN } from '../../bundle/index.js';
 import type { BaseImageRule } from './dockerfile.js';
 import { listFiles, readHarborTask, type HarborTask, type HarborTurn, type ImagesChoice } from './read-task.js';
@@ -328,6 +329,10 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
           tests: testsRel,
           timeout_s: step?.verifierTimeoutS ?? c.verifierTimeoutS ?? VERIFIER_DEFAULT_TIMEOUT_S,
           ...(Object.keys({ ...c.verifierEnv, ...step?.verifierEnv }).length ? { env: { ...c.verifierEnv, ...step?.verifierEnv } } : {}),
+          // a separate verifier: a clean one, given Harbor's /logs/artifacts and the artifacts the task (and the step) declares
+          ...((step?.verifierMode ?? c.verifierMode) === 'separate'
+            ? { mode: 'clean', outputs: [...new Set([ARTIFACTS_DIR, ...(c.artifacts ?? []), ...(step?.artifacts ?? [])])] }
+            : {}),
         };
         const spec: Record<string, unknown> = {};
         const budget = step?.agentTimeoutS ?? (multi ? c.agentTimeoutS : undefined);

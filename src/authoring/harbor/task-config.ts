@@ -4,7 +4,9 @@
  * it would change what the task means (a GPU, a separate verifier, a user, the internet), a note
  * when dropping it changes nothing the agent or the grade sees (a build timeout, artifacts).
  */
+import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
+import { TOOLCHAIN_PATHS } from '../../verifier/toolchain.js';
 
 export interface Finding {
   /** where in task.toml: `[environment] gpus`, `[[steps]] 2 (implement) artifacts` */
@@ -28,7 +30,14 @@ export interface HarborStep {
   verifierEnv: Record<string, string>;
   minReward?: number | Record<string, number>;
   healthcheck?: HealthcheckSpec;
+  /** [steps.verifier] environment_mode (unset: the task's) */
+  verifierMode?: VerifierPlace;
+  /** the step's `artifacts`: paths of the agent's container its separate verifier gets */
+  artifacts: string[];
 }
+
+/** where a verifier runs: "shared" (the agent's container) or "separate" (a fresh one of the task's image: the bundle's clean mode) */
+export type VerifierPlace = 'shared' | 'separate';
 
 export interface HarborConfig {
   schemaVersion: string;
@@ -37,6 +46,10 @@ export interface HarborConfig {
   agentUser?: string;
   verifierTimeoutS?: number;
   verifierEnv: Record<string, string>;
+  /** [verifier] environment_mode (unset: "shared", Harbor's default) */
+  verifierMode?: VerifierPlace;
+  /** the task's `artifacts`: paths of the agent's container a separate verifier gets (their sources) */
+  artifacts?: string[];
   solutionEnv: Record<string, string>;
   cpus?: number;
   memoryMb?: number;
@@ -206,16 +219,58 @@ function phaseLimits(r: Reader, takeUser = false): string | undefined {
   return user;
 }
 
-/** where a verifier ([verifier], or a step's) runs: in the agent's container ("shared") here; a separate one is refused */
-function verifierPlace(r: Reader): void {
+/**
+ * Where a verifier ([verifier], or a step's) runs: "shared" (the agent's container: in-place) or
+ * "separate" (a fresh container of the task's own image given the task's artifacts: the bundle's
+ * clean mode). A [verifier.environment] of its own (another image, Dockerfile or resources) is refused.
+ */
+function verifierPlace(r: Reader): VerifierPlace | undefined {
+  let place: VerifierPlace | undefined;
   if (r.has('environment_mode')) {
     const mode = r.raw('environment_mode');
-    if (mode !== 'shared' && mode !== null) r.refuse('environment_mode', `${JSON.stringify(mode)}: the verifier runs in the agent's container here ("shared")`);
+    if (mode === 'shared' || mode === 'separate') place = mode;
+    else if (mode !== null) r.refuse('environment_mode', `${JSON.stringify(mode)}: expected "shared" or "separate"`);
   }
   if (r.has('environment')) {
-    r.raw('environment');
-    r.refuse('environment', "a separate verifier container: the verifier runs in the agent's container here");
+    const e = r.raw('environment');
+    if (!(isTable(e) && Object.keys(e).length === 0))
+      r.refuse(
+        'environment',
+        'a verifier environment of its own (an image, a Dockerfile or resources): a separate verifier here runs in a fresh container of the task\'s own image, given the task\'s artifacts (environment_mode = "separate" without [verifier.environment])',
+      );
   }
+  return place;
+}
+
+/**
+ * `artifacts` (the task's or a step's): paths, or `{ source, destination }` tables, of the agent's
+ * container; their sources are what a separate verifier gets. A path in the toolchain is refused
+ * (a separate verifier takes the agent's work, never the tools it runs).
+ */
+function artifacts(r: Reader): string[] {
+  if (!r.has('artifacts')) return [];
+  const a = r.raw('artifacts');
+  if (a === null || a === undefined) return [];
+  if (!Array.isArray(a)) {
+    r.refuse('artifacts', `expected a list of paths or { source, destination } tables, got ${JSON.stringify(a)}`);
+    return [];
+  }
+  const out: string[] = [];
+  for (const item of a) {
+    const source = typeof item === 'string' ? item : isTable(item) ? item.source : undefined;
+    if (typeof source !== 'string' || !source.startsWith('/')) {
+      r.refuse('artifacts', `expected an absolute path or a table with an absolute source, got ${JSON.stringify(item)}`);
+      continue;
+    }
+    const norm = path.posix.normalize(source);
+    const clash = TOOLCHAIN_PATHS.find((t) => norm === '/' || norm === t || norm.startsWith(`${t}/`) || t.startsWith(`${norm}/`));
+    if (clash) {
+      r.refuse('artifacts', `${source} ${norm === '/' ? 'is the whole filesystem' : `holds or is within ${clash}`}: a separate verifier takes the agent's work, never the toolchain it runs`);
+      continue;
+    }
+    if (!out.includes(norm)) out.push(norm);
+  }
+  return out;
 }
 
 function minReward(r: Reader): number | Record<string, number> | undefined {
@@ -248,11 +303,12 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
   const verifier = top.table_('verifier');
   let verifierTimeoutS: number | undefined;
   let verifierEnv: Record<string, string> = {};
+  let verifierMode: VerifierPlace | undefined;
   if (verifier) {
     verifierTimeoutS = verifier.number('timeout_sec', { min: 0.001 });
     verifierEnv = verifier.vars('env');
     phaseLimits(verifier);
-    verifierPlace(verifier);
+    verifierMode = verifierPlace(verifier);
     verifier.rest();
   }
   const agent = top.table_('agent');
@@ -280,6 +336,7 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     ...(agentTimeoutS !== undefined ? { agentTimeoutS } : {}),
     ...(verifierTimeoutS !== undefined ? { verifierTimeoutS } : {}),
     ...(agentUser !== undefined ? { agentUser } : {}),
+    ...(verifierMode !== undefined ? { verifierMode } : {}),
   };
   if (env) {
     const num = (k: string, min = 0) => env.number(k, { min });
@@ -355,10 +412,8 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
     if (rule === 'mean' || rule === 'final') config.stepReward = rule;
     else top.refuse('multi_step_reward_strategy', `${JSON.stringify(rule)}: expected "mean" or "final"`);
   }
-  if (top.has('artifacts')) {
-    const a = top.raw('artifacts');
-    if (Array.isArray(a) && a.length > 0) top.note('artifacts', 'artifacts are not collected here: dropped');
-  }
+  const taskArtifacts = artifacts(top);
+  if (taskArtifacts.length > 0) config.artifacts = taskArtifacts;
   if (top.has('steps')) {
     const steps = top.raw('steps');
     if (!Array.isArray(steps) || steps.length === 0 || !steps.every(isTable)) {
@@ -368,7 +423,7 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
         const r = new Reader(raw as Table, `[[steps]] ${i + 1}`, out);
         const name = r.string('name') ?? '';
         if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) r.refuse('name', `expected a step name (a folder of steps/), got ${JSON.stringify(name)}`);
-        const step: HarborStep = { name, verifierEnv: {} };
+        const step: HarborStep = { name, verifierEnv: {}, artifacts: [] };
         const a = r.table_('agent');
         if (a) {
           const t = a.number('timeout_sec', { min: 0.001 });
@@ -382,7 +437,8 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
           if (t !== undefined) step.verifierTimeoutS = t;
           step.verifierEnv = v.vars('env');
           phaseLimits(v);
-          verifierPlace(v);
+          const place = verifierPlace(v);
+          if (place !== undefined) step.verifierMode = place;
           v.rest();
         }
         const m = minReward(r);
@@ -403,10 +459,10 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
             );
           else r.refuse('inherit_prior_session', `expected true or false, got ${JSON.stringify(inherit)}`);
         }
-        if (r.has('artifacts')) {
-          const art = r.raw('artifacts');
-          if (Array.isArray(art) && art.length > 0) r.note('artifacts', 'artifacts are not collected here: dropped');
-        }
+        step.artifacts = artifacts(r);
+        // a shared verifier sees the whole container: the step's artifacts are not collected
+        if (step.artifacts.length > 0 && (step.verifierMode ?? verifierMode) !== 'separate')
+          r.note('artifacts', 'not collected here (a shared verifier sees the whole container): dropped');
         r.rest();
         return step;
       });
@@ -416,6 +472,9 @@ export function readTaskConfig(text: string, opts: ReadOptions): { config: Harbo
       });
     }
   }
+  // the task's artifacts go to its separate verifier(s); with none, they are not collected
+  const separate = verifierMode === 'separate' || (config.steps ?? []).some((s) => s.verifierMode === 'separate');
+  if (taskArtifacts.length > 0 && !separate) top.note('artifacts', 'not collected here (a shared verifier sees the whole container): dropped');
   top.rest();
   return { config, ...out };
 }
