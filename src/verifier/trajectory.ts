@@ -6,8 +6,8 @@
  * arguments and, as its observation, the reply the model got. Never a verifier's output, the tests,
  * the env's model calls or the episode's end. Pure: transcript events in, a JSON object out.
  */
-import { boundEvent } from '../console/transcript.js';
-import type { ResetEvent, ToolCallEvent, TranscriptEvent } from '../protocol/console.js';
+import { TRANSCRIPT_BOUNDS } from '../defaults.js';
+import type { ResetEvent, ToolCallEvent, TranscriptEvent, TruncationMark } from '../protocol/console.js';
 
 /** the ATIF version written (fields of later versions are optional additions) */
 export const ATIF_SCHEMA_VERSION = 'ATIF-v1.4';
@@ -64,7 +64,10 @@ function promptSteps(ev: ResetEvent, next: () => number): AtifStep[] {
 
 function callStep(ev: ToolCallEvent, next: () => number): AtifStep {
   const id = `call_${ev.step}`;
-  const args = typeof ev.arguments === 'object' && ev.arguments !== null && !Array.isArray(ev.arguments) ? (ev.arguments as Record<string, unknown>) : { value: ev.arguments };
+  const args =
+    typeof ev.arguments === 'object' && ev.arguments !== null && !Array.isArray(ev.arguments)
+      ? (ev.arguments as Record<string, unknown>)
+      : { value: ev.arguments };
   const failed = ev.error !== null && ev.error !== undefined;
   return {
     step_id: next(),
@@ -99,9 +102,25 @@ export function buildTrajectory(events: readonly TranscriptEvent[], session: { i
 }
 
 /**
- * An episode's model-visible events as they happen, kept as its transcript keeps them (each payload
- * bounded: src/console/transcript.ts), for the trajectory a verifier gets.
+ * A payload as the trajectory keeps it: whole within the transcript's field bound and while the
+ * log is under its total bound (TRANSCRIPT_BOUNDS, as the transcript keeps it), else the
+ * transcript's truncation mark (its size and the start of its JSON).
  */
+function bounded(v: unknown, full: boolean): unknown {
+  if (v === null || v === undefined) return v;
+  let text: string | null;
+  try {
+    text = JSON.stringify(v) ?? null;
+  } catch {
+    text = null;
+  }
+  const bytes = text === null ? null : Buffer.byteLength(text, 'utf8');
+  if (bytes !== null && bytes <= TRANSCRIPT_BOUNDS.fieldBytes && !full) return v;
+  const mark: TruncationMark = { truncated: true, original_bytes: bytes, head: text === null || full ? '' : text.slice(0, TRANSCRIPT_BOUNDS.headChars) };
+  return mark;
+}
+
+/** An episode's model-visible events as they happen, each payload bounded, for the trajectory a verifier gets. */
 export class TrajectoryLog {
   private readonly events: TrajectoryEvent[] = [];
   private bytes = 0;
@@ -109,15 +128,26 @@ export class TrajectoryLog {
   constructor(private readonly now: () => Date = () => new Date()) {}
 
   private push(ev: TrajectoryEvent): void {
-    const b = boundEvent(ev, this.bytes);
-    this.bytes += b.bytes;
-    this.events.push(b.event as TrajectoryEvent);
+    const full = this.bytes >= TRANSCRIPT_BOUNDS.transcriptBytes;
+    const kept: TrajectoryEvent =
+      ev.kind === 'reset'
+        ? { ...ev, messages: bounded(ev.messages, full) }
+        : { ...ev, arguments: bounded(ev.arguments, full), result: bounded(ev.result, full), error: bounded(ev.error, full) };
+    this.bytes += Buffer.byteLength(JSON.stringify(kept), 'utf8');
+    this.events.push(kept);
   }
 
   /** the prompt the model got (a reset's observation) */
   reset(observation: unknown): void {
     const o = (observation ?? {}) as { messages?: unknown; tools?: { name: string }[] };
-    this.push({ kind: 'reset', at: this.now().toISOString(), messages: o.messages ?? [], tools: (o.tools ?? []).map((t) => t.name), turns: null, max_turns: null });
+    this.push({
+      kind: 'reset',
+      at: this.now().toISOString(),
+      messages: o.messages ?? [],
+      tools: (o.tools ?? []).map((t) => t.name),
+      turns: null,
+      max_turns: null,
+    });
   }
 
   /** a tool call the model made (`step`: its number; `turn`: the turn it was made in) and the reply it got */

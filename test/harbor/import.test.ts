@@ -377,7 +377,12 @@ describe('import harbor: the mapping', () => {
     ['a verifier user', { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nuser = 0') }, '[verifier] user: runs as 0'],
     [
       'a verifier image of its own',
-      { 'task.toml': SIMPLE_TOML.replace('timeout_sec = 45.0', 'timeout_sec = 45.0\nenvironment_mode = "separate"\n[verifier.environment]\ndocker_image = "grader:1"') },
+      {
+        'task.toml': SIMPLE_TOML.replace(
+          'timeout_sec = 45.0',
+          'timeout_sec = 45.0\nenvironment_mode = "separate"\n[verifier.environment]\ndocker_image = "grader:1"',
+        ),
+      },
       '[verifier] environment: a verifier environment of its own',
     ],
     [

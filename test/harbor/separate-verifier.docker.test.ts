@@ -80,7 +80,9 @@ describeDocker('Harbor separate verifier environment and trajectory.json, as imp
   }, 600_000);
 
   it('the scratch file declared as an artifact reaches the verifier: the same test.sh then scores the golden 0', async () => {
-    const src = await variant(tmp, 'scratch', (t) => t.replace('artifacts = ["/app/out.txt"]', 'artifacts = ["/app/out.txt", { source = "/app/scratch.txt", destination = "scratch.txt" }]'));
+    const src = await variant(tmp, 'scratch', (t) =>
+      t.replace('artifacts = ["/app/out.txt"]', 'artifacts = ["/app/out.txt", { source = "/app/scratch.txt", destination = "scratch.txt" }]'),
+    );
     const out = path.join(tmp, 'scratch');
     importTask(src, out);
     expect((await rowOf(out)).verifier.outputs).toEqual(['/logs/artifacts', '/app/out.txt', '/app/scratch.txt']);
@@ -89,7 +91,7 @@ describeDocker('Harbor separate verifier environment and trajectory.json, as imp
     expect(r.json.problems.map((p) => p.message)).toEqual([expect.stringMatching(/^the golden solution scored reward = 0/)]);
   }, 600_000);
 
-  it('a shared verifier (in place) gets the trajectory in the agent\'s container too', async () => {
+  it("a shared verifier (in place) gets the trajectory in the agent's container too", async () => {
     const src = await variant(
       tmp,
       'shared',

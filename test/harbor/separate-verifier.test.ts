@@ -86,7 +86,7 @@ describe('task.toml: where the verifier runs', () => {
 });
 
 describe('import: a separate verifier becomes a clean one', () => {
-  it('the fixture: the row\'s verifier is clean with /logs/artifacts and /app/out.txt; the bundle loads', async () => {
+  it("the fixture: the row's verifier is clean with /logs/artifacts and /app/out.txt; the bundle loads", async () => {
     const out = path.join(temp(), 'out');
     const r = await importHarbor(opts([FIXTURE], out));
     expect(r.refused).toEqual([]);
@@ -97,7 +97,7 @@ describe('import: a separate verifier becomes a clean one', () => {
     expect(bundle.splits.train![0]!.verifier).toMatchObject({ mode: 'clean', outputs: ['/logs/artifacts', '/app/out.txt'], allow_changes: [], protect: [] });
   });
 
-  it('a step\'s separate verifier: that turn\'s verifier is clean, given the task\'s and the step\'s artifacts; the other stays in place', async () => {
+  it("a step's separate verifier: that turn's verifier is clean, given the task's and the step's artifacts; the other stays in place", async () => {
     const root = temp();
     const dir = path.join(root, 'two-steps');
     const files: Record<string, string> = {

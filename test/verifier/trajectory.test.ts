@@ -96,10 +96,9 @@ describe('buildTrajectory', () => {
   });
 
   it('a result that is no string is given as its JSON; arguments that are no object are wrapped', () => {
-    const t = buildTrajectory(
-      [{ kind: 'tool_call', at, step: 1, turn: 2, tool_name: 'f', arguments: [1, 2], result: { ok: true }, error: null, ms: 0 }],
-      { id: 'y' },
-    );
+    const t = buildTrajectory([{ kind: 'tool_call', at, step: 1, turn: 2, tool_name: 'f', arguments: [1, 2], result: { ok: true }, error: null, ms: 0 }], {
+      id: 'y',
+    });
     expect(t.steps[0]).toMatchObject({
       tool_calls: [{ function_name: 'f', arguments: { value: [1, 2] } }],
       observation: { results: [{ content: '{"ok":true}' }] },
@@ -129,5 +128,16 @@ describe('TrajectoryLog', () => {
     const content = log.build({ id: 'ep' }).steps[0]!.observation!.results[0]!.content;
     expect(content.length).toBeLessThan(100_000);
     expect(JSON.parse(content)).toMatchObject({ truncated: true, original_bytes: huge.length + 2 });
+  });
+
+  it("past the transcript's total bound, every later payload is a mark with no head", () => {
+    const log = new TrajectoryLog(() => new Date(at));
+    const chunk = 'y'.repeat(200 * 1024);
+    for (let i = 1; i <= 45; i++) log.call({ step: i, turn: 1, tool: 'bash', arguments: { command: 'cat big' }, observation: { result: chunk } });
+    const contents = log.build({ id: 'ep' }).steps.map((s) => s.observation!.results[0]!.content);
+    expect(contents[0]).toBe(chunk);
+    const last = JSON.parse(contents[44]!) as { truncated: boolean; head: string; original_bytes: number };
+    expect(last).toEqual({ truncated: true, original_bytes: chunk.length + 2, head: '' });
+    expect(contents.filter((c) => c === chunk).length).toBeGreaterThanOrEqual(40);
   });
 });

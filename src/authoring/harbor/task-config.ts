@@ -265,7 +265,10 @@ function artifacts(r: Reader): string[] {
     const norm = path.posix.normalize(source);
     const clash = TOOLCHAIN_PATHS.find((t) => norm === '/' || norm === t || norm.startsWith(`${t}/`) || t.startsWith(`${norm}/`));
     if (clash) {
-      r.refuse('artifacts', `${source} ${norm === '/' ? 'is the whole filesystem' : `holds or is within ${clash}`}: a separate verifier takes the agent's work, never the toolchain it runs`);
+      r.refuse(
+        'artifacts',
+        `${source} ${norm === '/' ? 'is the whole filesystem' : `holds or is within ${clash}`}: a separate verifier takes the agent's work, never the toolchain it runs`,
+      );
       continue;
     }
     if (!out.includes(norm)) out.push(norm);
