@@ -16,7 +16,7 @@ import type { Episode, EpisodeObserver } from '../episodes/episode.js';
 import type { VerifierRecord } from '../episodes/verified-task.js';
 import type { HarnessRun } from '../episodes/harness-task.js';
 import { EpisodeSeries } from './series.js';
-import { boundEvent, transcriptBytes, type TranscriptBounds } from './transcript.js';
+import { boundEvent, transcriptBytes, type TranscriptBounds } from '../protocol/transcript-bound.js';
 
 /**
  * What the history reads of what it observes: an episode (episode.ts), or anything else that

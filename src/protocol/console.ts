@@ -13,7 +13,7 @@ import { EndReasonSchema, EpisodeCostSchema, FailureSchema, PhaseSchema, ScoresS
 const at = z.string().datetime();
 
 /**
- * What a transcript holds in place of a payload past its bound (src/console/transcript.ts): the
+ * What a transcript holds in place of a payload past its bound (src/protocol/transcript-bound.ts): the
  * model got the whole of it; the console, the download and --record get this.
  */
 export const TruncationMarkSchema = z

@@ -6,8 +6,8 @@
  * arguments and, as its observation, the reply the model got. Never a verifier's output, the tests,
  * the env's model calls or the episode's end. Pure: transcript events in, a JSON object out.
  */
-import { TRANSCRIPT_BOUNDS } from '../defaults.js';
-import type { ResetEvent, ToolCallEvent, TranscriptEvent, TruncationMark } from '../protocol/console.js';
+import { boundEvent } from '../protocol/transcript-bound.js';
+import type { ResetEvent, ToolCallEvent, TranscriptEvent } from '../protocol/console.js';
 
 /** the ATIF version written (fields of later versions are optional additions) */
 export const ATIF_SCHEMA_VERSION = 'ATIF-v1.4';
@@ -101,25 +101,6 @@ export function buildTrajectory(events: readonly TranscriptEvent[], session: { i
   };
 }
 
-/**
- * A payload as the trajectory keeps it: whole within the transcript's field bound and while the
- * log is under its total bound (TRANSCRIPT_BOUNDS, as the transcript keeps it), else the
- * transcript's truncation mark (its size and the start of its JSON).
- */
-function bounded(v: unknown, full: boolean): unknown {
-  if (v === null || v === undefined) return v;
-  let text: string | null;
-  try {
-    text = JSON.stringify(v) ?? null;
-  } catch {
-    text = null;
-  }
-  const bytes = text === null ? null : Buffer.byteLength(text, 'utf8');
-  if (bytes !== null && bytes <= TRANSCRIPT_BOUNDS.fieldBytes && !full) return v;
-  const mark: TruncationMark = { truncated: true, original_bytes: bytes, head: text === null || full ? '' : text.slice(0, TRANSCRIPT_BOUNDS.headChars) };
-  return mark;
-}
-
 /** An episode's model-visible events as they happen, each payload bounded, for the trajectory a verifier gets. */
 export class TrajectoryLog {
   private readonly events: TrajectoryEvent[] = [];
@@ -128,13 +109,10 @@ export class TrajectoryLog {
   constructor(private readonly now: () => Date = () => new Date()) {}
 
   private push(ev: TrajectoryEvent): void {
-    const full = this.bytes >= TRANSCRIPT_BOUNDS.transcriptBytes;
-    const kept: TrajectoryEvent =
-      ev.kind === 'reset'
-        ? { ...ev, messages: bounded(ev.messages, full) }
-        : { ...ev, arguments: bounded(ev.arguments, full), result: bounded(ev.result, full), error: bounded(ev.error, full) };
-    this.bytes += Buffer.byteLength(JSON.stringify(kept), 'utf8');
-    this.events.push(kept);
+    // bounded as the transcript bounds it (its field and total bounds, its truncation marks)
+    const { event, bytes } = boundEvent(ev, this.bytes);
+    this.bytes += bytes;
+    this.events.push(event as TrajectoryEvent);
   }
 
   /** the prompt the model got (a reset's observation) */

@@ -5,7 +5,7 @@
  */
 import { TRANSCRIPT_BOUNDS } from '../defaults.js';
 import { jsonBytes } from '../json.js';
-import type { Transcript, TranscriptEvent, TruncationMark } from '../protocol/console.js';
+import type { Transcript, TranscriptEvent, TruncationMark } from './console.js';
 
 export interface TranscriptBounds {
   /** a payload field of more JSON bytes than this is replaced by a mark */
