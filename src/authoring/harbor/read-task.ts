@@ -168,7 +168,14 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
       notes.push({ field: 'solution/solve.sh', message: "a multi-step task's oracle is its steps' solve.sh: the task's own is not used" });
   }
   // a solution that installs software changes the toolchain an in-place verifier runs, which it then refuses
-  for (const rel of config.steps === null ? ['solution/solve.sh'] : config.steps.map((st) => `steps/${st.name}/solution/solve.sh`)) {
+  const solutions =
+    config.steps === null
+      ? config.verifierMode === 'separate'
+        ? []
+        : ['solution/solve.sh']
+      : config.steps.filter((st) => (st.verifierMode ?? config.verifierMode) !== 'separate').map((st) => `steps/${st.name}/solution/solve.sh`);
+  // (a separate verifier runs in a fresh container of the image: what the agent installed is not there)
+  for (const rel of solutions) {
     const text = (await folder.kind(rel)) === 'file' ? await folder.readText(rel) : null;
     const installs = text === null ? [] : installsIn(text);
     if (installs.length > 0)
