@@ -129,6 +129,9 @@ describeDocker('DockerSandbox: sidecars on the episode network, locked down, tor
     const b = await sandbox.deploy({ episodeId: 'ep-b', env: envSpec([kv()]) });
     try {
       expect(a.sidecars).toHaveLength(1);
+      // the deploy's time: the sidecars' stage (made, started, healthy) before the env's container was made
+      expect(Object.keys(a.stagesMs!)).toEqual(['network', 'sidecars', 'create', 'start', 'ready']);
+      console.log(`[measure] deploy stages of an env with one healthchecked sidecar (ms): ${JSON.stringify(a.stagesMs)}`);
       const [dbA] = a.sidecars!;
       const [dbB] = b.sidecars!;
       // main reaches its own db by name, and it answers

@@ -2,7 +2,7 @@
  * The Docker backend: one internal bridge network per episode on a subnet of our own pool (made
  * ahead of demand when the network stock has one), one env container on it, readiness over HTTP
  * (a shell env's: an exec that answers) and, when its image declares a HEALTHCHECK, the engine's
- * `healthy` (health.ts), deaths seen in the engine's events, exec and archive
+ * `healthy` (health.ts), the env's sidecars before it on its network (sidecars.ts), deaths seen in the engine's events, exec and archive
  * access to env containers for the shell toolset (`shell`), what an env used (`usage`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
