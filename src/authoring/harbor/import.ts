@@ -285,11 +285,11 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
   // images the builds need, asked of the engine
   const needs = new Map<string, { kind: 'base' | 'task'; tasks: string[] }>();
   for (const t of tasks) {
-    const kind = t.image ? 'task' : 'base';
-    for (const img of [
-      ...(t.dockerfile?.images ?? (t.image ? [t.image] : [])),
-      ...t.sidecars.flatMap((sc) => sc.dockerfile?.images ?? (sc.image ? [sc.image] : [])),
-    ]) {
+    // a Dockerfile's FROM images are bases; an image run as it is (the task's, a sidecar's) is the task's own
+    type Need = [image: string, kind: 'base' | 'task'];
+    const kinds: Need[] = (t.dockerfile?.images ?? (t.image ? [t.image] : [])).map((i): Need => [i, t.image ? 'task' : 'base']);
+    for (const sc of t.sidecars) kinds.push(...(sc.dockerfile ? sc.dockerfile.images.map((i): Need => [i, 'base']) : [[sc.image!, 'task'] as Need]));
+    for (const [img, kind] of kinds) {
       const n = needs.get(img) ?? { kind, tasks: [] };
       n.tasks.push(t.id);
       needs.set(img, n);
