@@ -5,7 +5,8 @@
  */
 import type { Logger } from 'pino';
 import { contextDir, type LoadedBundle } from './loader.js';
-import { SandboxError, type EnvSpec, type Sandbox } from '../sandbox/sandbox.js';
+import path from 'node:path';
+import { SandboxError, type EnvSpec, type Sandbox, type SidecarSpec } from '../sandbox/sandbox.js';
 import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../defaults.js';
 import { settleEachAtMost } from '../work-pool.js';
 import { abortError, isAbortError, throwIfAborted } from '../abort.js';
@@ -69,6 +70,8 @@ export interface EnvCatalogOptions {
 
 export class EnvCatalog {
   private readonly images = new Map<string, string>();
+  /** sidecar images by `<env>/<sidecar>` */
+  private readonly sidecarTags = new Map<string, string>();
   private gateP: Promise<void> = Promise.resolve();
   building = false;
 
@@ -93,6 +96,13 @@ export class EnvCatalog {
       throw new Error(
         `bundle ${this.bundle.manifest.name} uses what this sandbox does not serve: ${needsShell.join('; ')}. ` +
           'They need exec access to env containers, which the Docker sandbox has and the swarm sandbox does not yet: serve it with --sandbox docker (docs/harbor.md)',
+      );
+    }
+    const withSidecars = Object.entries(this.bundle.manifest.envs).filter(([, e]) => Object.keys(e.sidecars ?? {}).length > 0);
+    if (withSidecars.length && !this.sandbox.sidecars) {
+      throw new Error(
+        `bundle ${this.bundle.manifest.name} has envs with sidecars (${withSidecars.map(([n, e]) => `${n}: ${Object.keys(e.sidecars!).join(', ')}`).join('; ')}), ` +
+          'which this sandbox does not run (the swarm sandbox does not yet): serve it with --sandbox docker (docs/bundle-format.md, "Sidecars")',
       );
     }
     // the server's own steps in those envs run its toolbox, never the image's binaries: it must be there before any env is
@@ -146,6 +156,7 @@ export class EnvCatalog {
           } else {
             done++;
           }
+          await this.sidecarImages(name, env, signal, level);
         } catch (e) {
           if (isAbortError(e)) throw e;
           const of = `${++done}/${total}`;
@@ -171,6 +182,58 @@ export class EnvCatalog {
       bar?.end();
       this.building = false;
     }
+  }
+
+  /** the images of an env's sidecars, built (build_network as an env's) or checked, after its own */
+  private async sidecarImages(envName: string, env: EnvManifest, signal: AbortSignal | undefined, level: 'info' | 'debug'): Promise<void> {
+    for (const [sc, spec] of Object.entries(env.sidecars ?? {})) {
+      throwIfAborted(signal);
+      const key = `${envName}/${sc}`;
+      if (spec.build !== undefined) {
+        const tag = await this.sandbox.images.build({
+          bundleName: this.bundle.manifest.name,
+          envName: `${envName}.sidecars.${sc}`,
+          contextDir: path.resolve(this.bundle.dir, spec.build),
+          buildArgs: this.buildArgs,
+          ...(spec.build_network === 'none' ? { network: 'none' as const } : {}),
+          ...(signal ? { signal } : {}),
+          onProgress: (line) => {
+            const l = line.trim();
+            if (l) this.log[level]({ env: envName, sidecar: sc, build: l }, `build ${envName} sidecar ${sc}: ${l}`);
+          },
+        });
+        this.sidecarTags.set(key, tag);
+      } else {
+        await this.sandbox.images.check(spec.image!);
+        this.sidecarTags.set(key, spec.image!);
+      }
+      this.log[level]({ env: envName, sidecar: sc, image: this.sidecarTags.get(key) }, `sidecar image "${envName}/${sc}" ready`);
+    }
+  }
+
+  /** the env's sidecars as the sandbox runs them, their images ready */
+  private sidecarSpecs(envName: string, env: EnvManifest): SidecarSpec[] {
+    return Object.entries(env.sidecars ?? {}).map(([sc, s]) => {
+      const image = this.sidecarTags.get(`${envName}/${sc}`);
+      if (!image) throw new SandboxError('no_image', `no image for sidecar "${sc}" of env "${envName}"`);
+      return {
+        name: sc,
+        image,
+        environment: s.environment,
+        ...(s.healthcheck
+          ? {
+              healthcheck: {
+                command: s.healthcheck.command,
+                intervalS: s.healthcheck.interval_s,
+                timeoutS: s.healthcheck.timeout_s,
+                retries: s.healthcheck.retries,
+                startPeriodS: s.healthcheck.start_period_s,
+              },
+            }
+          : {}),
+        resources: { memoryMb: s.resources.memory_mb, cpus: s.resources.cpus, pids: s.resources.pids },
+      };
+    });
   }
 
   /** Episodes wait for `p` (start-up) before their first deploy. */
@@ -202,6 +265,7 @@ export class EnvCatalog {
       kind: env.kind,
       ...(env.workdir !== undefined ? { workdir: env.workdir } : {}),
       ...envLimits(env),
+      ...(env.sidecars && Object.keys(env.sidecars).length > 0 ? { sidecars: this.sidecarSpecs(envName, env) } : {}),
     };
   }
 }

@@ -245,9 +245,14 @@ async function loadFolder(given: string, context: string, cleanup: () => Promise
     });
   }
 
-  for (const [name, env] of Object.entries(manifest.envs)) {
+  // every build folder: the envs' and their sidecars'
+  const builds = Object.entries(manifest.envs).flatMap(([name, env]) => [
+    { at: ['envs', name, 'build'], build: env.build },
+    ...Object.entries(env.sidecars ?? {}).map(([s, sc]) => ({ at: ['envs', name, 'sidecars', s, 'build'], build: sc.build })),
+  ]);
+  for (const env of builds) {
     if (env.build === undefined) continue;
-    const field = fieldPath(['envs', name, 'build']);
+    const field = fieldPath(env.at);
     const where = await resolveInside(dir, env.build);
     if ('problem' in where) {
       issues.add({

@@ -116,6 +116,56 @@ const absolutePath = z.string().refine((p) => path.posix.isAbsolute(p) && !p.inc
   params: { got: true },
 });
 
+/** a sidecar's name: its host name on the episode network (a DNS label) */
+export const SIDECAR_NAME_PATTERN = /^[a-z][a-z0-9-]{0,62}$/;
+
+/** a sidecar's limits: small unless it says (each bounded like an env's) */
+export const SidecarResourcesSchema = closedObject({
+  memory_mb: z.number().int().min(6).default(256),
+  cpus: z.number().positive().default(0.5),
+  pids: z.number().int().min(1).default(128),
+});
+
+/**
+ * A command run in the sidecar (by its shell, as the engine's healthcheck) until it passes: the
+ * env counts as ready only after (docs/bundle-format.md, "Sidecars"). Absent: the image's own
+ * HEALTHCHECK, if it has one.
+ */
+export const SidecarHealthcheckSchema = closedObject({
+  /** a string: run by the image's shell (/bin/sh -c); a list: run as it is (an image with no shell) */
+  command: z.union([z.string().min(1, 'expected a shell command'), z.array(z.string()).min(1, 'expected a program and its arguments')]),
+  interval_s: z.number().positive().default(1),
+  timeout_s: z.number().positive().default(10),
+  retries: z.number().int().min(1).default(3),
+  start_period_s: z.number().min(0).default(0),
+});
+
+/**
+ * A service beside the env's container (a database, a cache): deployed on the episode's own
+ * network before the env, reached from it by its name, locked down like the env, removed with it.
+ */
+export const SidecarSchema = closedObject({
+  /** a folder of the bundle holding a Dockerfile; the server builds it */
+  build: relativePath.optional(),
+  /** an image reference the engine has or can pull */
+  image: z
+    .string()
+    .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
+    .optional(),
+  /** `build` sidecars only; default "default" */
+  build_network: oneOf(BUILD_NETWORKS, 'a build network').optional(),
+  environment: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
+  healthcheck: SidecarHealthcheckSchema.optional(),
+  resources: SidecarResourcesSchema.default({}),
+}).superRefine((s, ctx) => {
+  if (s.build !== undefined && s.image !== undefined) ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected either "build" or "image", got both' });
+  else if (s.build === undefined && s.image === undefined)
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected "build" (a folder of the bundle) or "image" (an image reference), got neither' });
+  if (s.build_network !== undefined && s.build === undefined)
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['build_network'], message: 'build_network is for sidecars with "build"' });
+});
+export type SidecarManifest = z.infer<typeof SidecarSchema>;
+
 export const EnvManifestSchema = closedObject({
   /** a folder of the bundle holding a Dockerfile; the server builds it */
   build: relativePath.optional(),
@@ -150,6 +200,8 @@ export const EnvManifestSchema = closedObject({
    * plays such an env's tasks on a few containers it resets between plays (authoring/reused-envs.ts).
    */
   clean_reset: z.boolean().default(false),
+  /** services beside the env on its episode network, by name (their host names there): SidecarSchema */
+  sidecars: z.record(keyName(SIDECAR_NAME_PATTERN, 'sidecar'), SidecarSchema).optional(),
 })
   .superRefine((env, ctx) => {
     if (env.kind === 'shell') {

@@ -64,6 +64,19 @@ export interface EnvSpec {
   runtime?: EnvRuntime;
   /** host names the env's container resolves to these IPv4 addresses (a hosts entry each), besides its network's own names */
   hosts?: Record<string, string>;
+  /** services deployed beside the env on its episode network before it, reached by their names (a sandbox with `sidecars` true) */
+  sidecars?: SidecarSpec[];
+}
+
+/** One service beside an env (bundle.json's envs.<env>.sidecars.<name>), its image ready on the engine. */
+export interface SidecarSpec {
+  /** its host name on the episode network */
+  name: string;
+  image: string;
+  environment: Record<string, string>;
+  /** run in it until it passes before the env is deployed (a string by its shell, a list as it is); absent: the image's HEALTHCHECK, if any */
+  healthcheck?: { command: string | readonly string[]; intervalS: number; timeoutS: number; retries: number; startPeriodS: number };
+  resources: { memoryMb: number; cpus: number; pids: number };
 }
 
 export interface DeployRequest {
@@ -154,6 +167,8 @@ export interface EnvHandle {
    * `openenv_deploy_stage_seconds`. Absent: the sandbox does not tell.
    */
   stagesMs?: Readonly<Record<string, number>>;
+  /** the containers of the env's sidecars (EnvSpec.sidecars): counted in its usage, removed with it */
+  sidecars?: readonly string[];
 }
 
 export interface TeardownOptions {
@@ -275,6 +290,8 @@ export interface Sandbox {
   readonly images: EnvImages;
   /** true when deploy() honours DeployRequest.modelDoor (the Docker backend) */
   readonly modelDoors?: boolean;
+  /** true when deploy() runs an env's sidecars (EnvSpec.sidecars: the Docker backend); a bundle with some is refused at start by any other */
+  readonly sidecars?: boolean;
   /** one live server per instance name on the engine; absent: the sandbox shares nothing to guard */
   readonly instanceClaim?: InstanceClaim;
   /** what dead servers under other instance names left behind; absent: the sandbox cannot tell */

@@ -5,7 +5,7 @@
  * Dockerfile, and the golden solution reaches the max (the ledger the Dockerfile COPYs is there);
  * with a local image of the docker_image's name, `auto` uses it, and the golden reaches the max
  * on it. The compose file changing only main imports and its golden (which reads the variable
- * the file sets) reaches the max; the sidecar one is refused naming the service. `pack` of an
+ * the file sets) reaches the max (a sidecar service: sidecars.docker.test.ts). `pack` of an
  * imported bundle holds no absolute path of this machine.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -136,14 +136,6 @@ describeDocker('import harbor: prebuilt images, Dockerfiles and compose files, t
     expect(report.played.golden).toMatchObject({ passed: 1, played: 1, reward: 1 });
     expect(report.played.empty).toMatchObject({ passed: 1, played: 1 });
   }, 900_000);
-
-  it('a compose file with a sidecar service is refused, naming the service; nothing written', () => {
-    const out = path.join(tmp, 'sidecar');
-    const imp = run(['import', 'harbor', path.join(FIXTURES, 'compose-sidecar'), '--out', out, '--base-image', BASE_IMAGE_RULE]);
-    expect(imp.status, imp.stdout + imp.stderr).toBe(1);
-    expect(imp.stdout).toContain('task compose-sidecar: environment/docker-compose.yaml services: sidecar services (db) are not supported yet');
-    expect(imp.stdout).toContain('nothing written');
-  });
 
   it('pack of an imported bundle holds no absolute path of this machine', () => {
     const out = path.join(tmp, 'compose');

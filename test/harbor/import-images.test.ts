@@ -196,15 +196,88 @@ describe('import harbor: compose files', () => {
     expect(manifestOf(r.out).envs.src).toMatchObject({ workdir: '/srv', environment: { GREETING_NAME: 'heron' } });
   });
 
-  it('a sidecar service: the task refused, naming the service; nothing written', async () => {
+  it('a sidecar service: the env gets it as a sidecar (its folder of environment/ copied, its Dockerfile mapped), main depending on it healthy', async () => {
     const root = temp();
-    const r = await importHarbor(opts([path.join(FIXTURES, 'compose-sidecar')], path.join(root, 'out')));
-    expect(r.written).toBe(false);
-    const messages = r.refused[0]!.findings.map((f) => `${f.field}: ${f.message}`);
-    expect(messages).toContain(
-      'environment/docker-compose.yaml services: sidecar services (db) are not supported yet: a task runs in one container here, its service main',
+    const r = await importHarbor(
+      opts([path.join(FIXTURES, 'compose-sidecar')], path.join(root, 'out'), { baseImages: [RULE, parseBaseImageRule('python:3=openenv-local/python:3')] }),
     );
-    expect(messages).toContain('environment/docker-compose.yaml services.main.depends_on: depends on other services: sidecar services are not supported yet');
+    expect(r.refused).toEqual([]);
+    expect(r.written).toBe(true);
+    const env = manifestOf(r.out).envs['compose-sidecar'];
+    expect(env.environment).toEqual({ GREETING_NAME: 'pelican', KV_HOST: 'db', KV_PORT: '7000' });
+    expect(env.sidecars).toEqual({
+      db: {
+        build: 'sidecars/compose-sidecar/db',
+        build_network: 'none',
+        environment: { KV_PORT: '7000' },
+        healthcheck: { command: ['python3', '/kv.py', 'check'], interval_s: 1, timeout_s: 5, retries: 30 },
+      },
+    });
+    expect(readFileSync(path.join(r.out, 'sidecars/compose-sidecar/db/Dockerfile'), 'utf8')).toMatch(/^FROM openenv-local\/python:3$/m);
+    expect(readFileSync(path.join(r.out, 'sidecars/compose-sidecar/db/kv.py'), 'utf8')).toContain('socketserver');
+    expect(r.notes).toContainEqual({
+      field: 'environment/db/Dockerfile',
+      message: 'python:3 mapped to openenv-local/python:3 (--base-image)',
+      tasks: ['compose-sidecar'],
+    });
+  });
+
+  it('a sidecar from an image: mapped by the rules; its healthcheck as a shell command; its resources dropped, noted', () => {
+    const r = readCompose(
+      [
+        'services:',
+        '  main:',
+        '    depends_on: [cache]',
+        '  cache:',
+        '    image: redis:7',
+        '    mem_limit: 1g',
+        '    restart: always',
+        '    healthcheck: { test: "redis-cli ping", interval: 2s }',
+      ].join('\n'),
+      'environment/docker-compose.yaml',
+    );
+    expect(r.refusals).toEqual([]);
+    expect(r.sidecars).toEqual([
+      { name: 'cache', image: 'redis:7', environment: {}, healthcheck: { command: 'redis-cli ping', intervalS: 2, timeoutS: 30, retries: 3 } },
+    ]);
+    expect(r.notes.map((n) => n.field)).toEqual([
+      'environment/docker-compose.yaml services.cache.mem_limit',
+      'environment/docker-compose.yaml services.cache.restart',
+    ]);
+  });
+
+  const sidecarRefusals: [string, string, RegExp][] = [
+    ['ports', 'services:\n  db:\n    image: x\n    ports: ["5432:5432"]\n', /services\.db\.ports: publishes ports on the host/],
+    ['a host volume', 'services:\n  db:\n    image: x\n    volumes: ["/srv:/data"]\n', /services\.db\.volumes: mounts volumes/],
+    ['privileged', 'services:\n  db:\n    image: x\n    privileged: true\n', /services\.db\.privileged: a privileged container/],
+    ['cap_add', 'services:\n  db:\n    image: x\n    cap_add: [NET_ADMIN]\n', /services\.db\.cap_add: adds capabilities/],
+    [
+      'network_mode host',
+      'services:\n  db:\n    image: x\n    network_mode: host\n',
+      /services\.db\.network_mode: "host": a sidecar here is on the episode's own network/,
+    ],
+    [
+      'a command',
+      'services:\n  db:\n    image: x\n    command: ["serve"]\n',
+      /services\.db\.command: replaces the image's command: not supported for a sidecar yet/,
+    ],
+    [
+      'a build outside environment/',
+      'services:\n  db:\n    build: ../db\n',
+      /services\.db\.build: builds "\.\.\/db": a sidecar builds a folder of environment\/ here/,
+    ],
+    ['neither build nor image', 'services:\n  db:\n    environment: { A: "1" }\n', /services\.db: neither build nor image/],
+    ['a name that is no host name', 'services:\n  My_DB:\n    image: x\n', /services\.My_DB: a service beside main becomes a sidecar reached by its name/],
+    [
+      'a one-shot dependency',
+      'services:\n  main:\n    depends_on: { init: { condition: service_completed_successfully } }\n  init:\n    image: x\n',
+      /services\.main\.depends_on\.init\.condition: "service_completed_successfully": a sidecar here runs for the whole episode/,
+    ],
+    ['a dependency on no service', 'services:\n  main:\n    depends_on: [db]\n', /services\.main\.depends_on\.db: names no service of this file/],
+  ];
+  it.each(sidecarRefusals)('refuses a sidecar with %s by name', (_what, text, expected) => {
+    const r = readCompose(text, 'environment/docker-compose.yaml');
+    expect(r.refusals.map((f) => `${f.field}: ${f.message}`).join('\n')).toMatch(expected);
   });
 
   const refusals: [string, string, RegExp][] = [

@@ -358,9 +358,9 @@ describe('import harbor: the mapping', () => {
       '[environment] network_mode: an allowlist of hosts',
     ],
     [
-      'compose sidecars',
-      { 'environment/docker-compose.yaml': 'services:\n  db:\n    image: postgres\n' },
-      'environment/docker-compose.yaml services: sidecar services (db) are not supported yet',
+      'a compose sidecar mounting a host folder',
+      { 'environment/docker-compose.yaml': 'services:\n  db:\n    image: postgres\n    volumes: ["/srv:/data"]\n' },
+      'environment/docker-compose.yaml services.db.volumes: mounts volumes',
     ],
     [
       'MCP servers',

@@ -198,6 +198,40 @@ async function mergeInto(dest: string, folders: string[]): Promise<void> {
   for (const f of folders) await cp(f, dest, { recursive: true, force: true, verbatimSymlinks: true });
 }
 
+/**
+ * The env's sidecars (bundle.json's envs.<env>.sidecars) from its compose services beside main: a
+ * build's folder of environment/ copied to sidecars/<env>/<name> with its Dockerfile mapped (built
+ * without network unless trusted, as the env's), an image as mapped; their healthchecks as given.
+ */
+async function writeSidecars(t: HarborTask, envName: string, tmp: string, withNetwork: boolean): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const sc of t.sidecars) {
+    const spec: Record<string, unknown> = {};
+    if (sc.build !== undefined && sc.dockerfile) {
+      const rel = `sidecars/${envName}/${sc.name}`;
+      await cp(path.join(t.dir, 'environment', sc.build), path.join(tmp, rel), { recursive: true, verbatimSymlinks: true });
+      await writeFile(path.join(tmp, rel, 'Dockerfile'), sc.dockerfile.text);
+      spec.build = rel;
+      if (!withNetwork) spec.build_network = 'none';
+    } else {
+      spec.image = sc.image;
+    }
+    if (Object.keys(sc.environment).length) spec.environment = sc.environment;
+    const h = sc.healthcheck;
+    if (h)
+      spec.healthcheck = {
+        command: sc.healthcheckArgv ?? h.command,
+        // the engine runs the check every interval from the start (a start_interval is Harbor's faster first checks)
+        interval_s: h.startIntervalS !== undefined ? Math.min(h.startIntervalS, h.intervalS) : h.intervalS,
+        timeout_s: h.timeoutS,
+        retries: h.retries,
+        ...(h.startPeriodS !== undefined ? { start_period_s: h.startPeriodS } : {}),
+      };
+    out[sc.name] = spec;
+  }
+  return out;
+}
+
 export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
   const name = opts.name ?? slug(path.basename(path.resolve(opts.out)));
   if (!NAME_PATTERN.test(name)) throw new ImportError(`the bundle name ${JSON.stringify(name)} must match ${NAME_PATTERN.source}: give --name`);
@@ -252,8 +286,11 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
   // images the builds need, asked of the engine
   const needs = new Map<string, { kind: 'base' | 'task'; tasks: string[] }>();
   for (const t of tasks) {
-    const kind = t.image ? 'task' : 'base';
-    for (const img of t.dockerfile?.images ?? (t.image ? [t.image] : [])) {
+    // a Dockerfile's FROM images are bases; an image run as it is (the task's, a sidecar's) is the task's own
+    type Need = [image: string, kind: 'base' | 'task'];
+    const kinds: Need[] = (t.dockerfile?.images ?? (t.image ? [t.image] : [])).map((i): Need => [i, t.image ? 'task' : 'base']);
+    for (const sc of t.sidecars) kinds.push(...(sc.dockerfile ? sc.dockerfile.images.map((i): Need => [i, 'base']) : [[sc.image!, 'task'] as Need]));
+    for (const [img, kind] of kinds) {
       const n = needs.get(img) ?? { kind, tasks: [] };
       n.tasks.push(t.id);
       needs.set(img, n);
@@ -306,6 +343,7 @@ export async function importHarbor(opts: ImportOptions): Promise<ImportResult> {
         ...(c.storageMb !== undefined ? { storage_mb: c.storageMb } : {}),
       };
       if (Object.keys(c.envVars).length) env.environment = c.envVars;
+      if (t.sidecars.length) env.sidecars = await writeSidecars(t, envName, tmp, opts.buildWithNetwork === true);
       envs[envName] = env;
 
       // the turns, their verifiers and the golden solution

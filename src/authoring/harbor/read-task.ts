@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
-import { readCompose } from './compose.js';
+import { readCompose, type ComposeSidecar } from './compose.js';
 import { downloadsIn, installsIn, mapDockerfileImages, startCommands, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';
 import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
@@ -24,6 +24,12 @@ export interface HarborTurn {
   upload: string | null;
 }
 
+/** a compose service beside main, as the env's sidecar */
+export interface HarborSidecar extends ComposeSidecar {
+  /** its build folder's Dockerfile, its images mapped (a `build` sidecar) */
+  dockerfile?: DockerfileImages;
+}
+
 export interface HarborTask {
   id: string;
   dir: string;
@@ -34,6 +40,8 @@ export interface HarborTask {
   dockerfile: DockerfileImages | null;
   /** the docker_image to run, mapped (null: the env is built from environment/) */
   image: string | null;
+  /** the services beside main in its compose file: the env's sidecars, their Dockerfiles or images mapped */
+  sidecars: HarborSidecar[];
   refusals: Finding[];
   notes: Finding[];
 }
@@ -113,7 +121,7 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   const refuse = (field: string, message: string) => refusals.push({ field, message });
   if (opts.linkedTo !== undefined) {
     refuse('the task folder', `a symbolic link to ${opts.linkedTo}: the import reads no folder a dataset links to; import that folder by its own path`);
-    return { id, dir, config: EMPTY_CONFIG, turns: [], context: null, dockerfile: null, image: null, refusals, notes };
+    return { id, dir, config: EMPTY_CONFIG, turns: [], context: null, dockerfile: null, image: null, sidecars: [], refusals, notes };
   }
   const folder = await TaskFolder.open(dir);
   const toml = await folder.readText('task.toml');
@@ -199,6 +207,7 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   let image: string | null = null;
   // a compose file that changes only main is taken (its settings under task.toml's); anything else refuses, named
   const composeFiles: string[] = [];
+  const sidecars: HarborSidecar[] = [];
   for (const f of COMPOSE_FILES) if ((await folder.kind(`environment/${f}`)) === 'file') composeFiles.push(`environment/${f}`);
   if (composeFiles.length > 1) refuse(composeFiles.join(', '), 'two compose files: Harbor reads one; keep one');
   else if (composeFiles.length === 1) {
@@ -208,6 +217,21 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
     config.envVars = { ...compose.main.environment, ...config.envVars };
     if (compose.main.workdir !== undefined && config.workdir === undefined) config.workdir = compose.main.workdir;
     if (compose.main.healthcheck !== undefined && config.healthcheck === undefined) config.healthcheck = compose.main.healthcheck;
+    // the services beside main: the env's sidecars, built from their folder of environment/ or run from their image, mapped by the rules
+    for (const sc of compose.sidecars) {
+      const field = `${composeFiles[0]!} services.${sc.name}`;
+      if (sc.build !== undefined) {
+        const rel = sc.build === '.' ? 'environment/Dockerfile' : `environment/${sc.build}/Dockerfile`;
+        if (!(await requireFile(rel, `${field}.build`, `builds ${JSON.stringify(sc.build)}, which holds no Dockerfile`))) continue;
+        const mapped = mapDockerfileImages((await folder.readText(rel)) ?? '', opts.rules);
+        for (const m of mapped.mapped) notes.push({ field: rel, message: mapLine(m) });
+        sidecars.push({ ...sc, dockerfile: mapped });
+      } else {
+        const mapped = mapDockerfileImages(`FROM ${sc.image!}\n`, opts.rules);
+        if (mapped.mapped[0]) notes.push({ field: `${field}.image`, message: mapLine(mapped.mapped[0]) });
+        sidecars.push({ ...sc, image: mapped.images[0] ?? sc.image! });
+      }
+    }
   }
   if (config.dockerImage !== undefined) {
     const mapped = mapDockerfileImages(`FROM ${config.dockerImage}\n`, opts.rules);
@@ -287,7 +311,7 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
   refusals.unshift(...folder.refusals);
   if (config.internetUnsaid)
     notes.push({ field: '[environment] allow_internet', message: "not said (Harbor's default allows the internet): the task runs without it here" });
-  return { id, dir, config, turns, context, dockerfile, image, refusals, notes };
+  return { id, dir, config, turns, context, dockerfile, image, sidecars, refusals, notes };
 }
 
 /** a task naming a docker_image: its env is that image or its Dockerfile built, and why (the note, one per choice once grouped) */

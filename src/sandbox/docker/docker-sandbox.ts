@@ -2,7 +2,7 @@
  * The Docker backend: one internal bridge network per episode on a subnet of our own pool (made
  * ahead of demand when the network stock has one), one env container on it, readiness over HTTP
  * (a shell env's: an exec that answers) and, when its image declares a HEALTHCHECK, the engine's
- * `healthy` (health.ts), deaths seen in the engine's events, exec and archive
+ * `healthy` (health.ts), the env's sidecars before it on its network (sidecars.ts), deaths seen in the engine's events, exec and archive
  * access to env containers for the shell toolset (`shell`), what an env used (`usage`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
  */
@@ -41,6 +41,7 @@ import { SubnetPool } from './subnet-pool.js';
 import { EgressRules } from './egress-rules.js';
 import { listContainers, removeOwned } from './removal.js';
 import { notHealthyMessage, waitForHealthy } from './health.js';
+import { addSidecarUsage, checkSidecarsRunning, startSidecars } from './sidecars.js';
 
 export interface DockerSandboxOptions extends EngineSandboxOptions {
   /** CIDR the episode subnets are carved from (default SUBNET_POOL) */
@@ -207,6 +208,8 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   }
 
   override readonly modelDoors = true;
+  /** an env's sidecars run beside it on its episode network (sidecars.ts) */
+  readonly sidecars = true;
 
   protected async deployEnv(
     owner: Owner,
@@ -248,8 +251,18 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
+    // the env's sidecars first, on its network, each running (and healthy, when it has a check) before it is made (sidecars.ts)
+    const sidecarsAt = Date.now();
+    const sidecars = env.sidecars?.length
+      ? await startSidecars(this.docker, owner, { name: env.name, runtime: env.runtime ?? this.runtime, sidecars: env.sidecars }, network, {
+          noRouteOut: !routed,
+          deadline: sidecarsAt + env.deployTimeoutMs,
+          signal,
+        })
+      : [];
+    throwIfAborted(signal);
     const createdAt = Date.now();
-    const deadline = createdAt + env.deployTimeoutMs;
+    const deadline = sidecarsAt + env.deployTimeoutMs;
     const secret = shell ? undefined : newEnvSecret();
     const toolbox = await this.toolboxMount(env);
     throwIfAborted(signal);
@@ -301,9 +314,16 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       if (outcome.kind === 'ready') {
         // an abort that lands as the env gets ready still wins: the caller gave up on it
         throwIfAborted(signal);
+        if (sidecars.length) await checkSidecarsRunning(this.docker, sidecars, { name: env.name, sidecars: env.sidecars! });
         const readyAt = Date.now();
         // where the deploy's time went: network, container create, start, readiness
-        const stagesMs = { network: createdAt - startedAt, create: startAt - createdAt, start: runningAt - startAt, ready: readyAt - runningAt };
+        const stagesMs = {
+          network: sidecarsAt - startedAt,
+          ...(sidecars.length ? { sidecars: createdAt - sidecarsAt } : {}),
+          create: startAt - createdAt,
+          start: runningAt - startAt,
+          ready: readyAt - runningAt,
+        };
         this.log.info(
           {
             episode: episodeId,
@@ -325,6 +345,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           ...(toolboxAt ? { toolbox: toolboxAt } : {}),
           gone,
           stagesMs,
+          ...(sidecars.length ? { sidecars } : {}),
         };
       }
       const tail = await logTail(this.docker, container.id);
@@ -411,7 +432,17 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   };
 
   /** what an env container used: its cgroup's figures and its writable layer (usage.ts) */
-  readonly usage: EnvUsage = { read: (handle, signal) => readContainerUsage(this.docker, handle.containerId, signal, { toolbox: handle.toolbox ?? null }) };
+  readonly usage: EnvUsage = {
+    read: async (handle, signal) => {
+      const own = readContainerUsage(this.docker, handle.containerId, signal, { toolbox: handle.toolbox ?? null });
+      if (!handle.sidecars?.length) return own;
+      // its sidecars' count too (sidecars.ts)
+      const theirs = handle.sidecars.map((id) =>
+        readContainerUsage(this.docker, id, signal).catch(() => ({ cpuS: null, peakMemoryBytes: null, bytesWritten: null })),
+      );
+      return addSidecarUsage(await own, await Promise.all(theirs));
+    },
+  };
 
   protected async inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis> {
     let state;

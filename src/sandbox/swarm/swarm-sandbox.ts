@@ -192,6 +192,12 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   }
 
   protected async deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+    // the swarm runs no sidecars yet: a bundle with some is refused at start (env-catalog.ts), a deploy of one here
+    if (env.sidecars?.length)
+      throw new SandboxError(
+        'engine_failed',
+        `the swarm sandbox runs no sidecars (env \`${env.name}\`: ${env.sidecars.map((s) => s.name).join(', ')}): serve it with --sandbox docker`,
+      );
     const episodeId = owner.episode;
     const startedAt = Date.now();
     // where the deploy's time goes, stage by stage (the `env ready` line carries them)
