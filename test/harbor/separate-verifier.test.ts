@@ -6,7 +6,7 @@
  * unknown mode, a relative artifact or one in the toolchain are refused by name. The shipped
  * fixture imports into a bundle that loads.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -122,5 +122,21 @@ describe('import: a separate verifier becomes a clean one', () => {
     expect(row!.per_turn[1].verifier).toMatchObject({ mode: 'clean', outputs: ['/logs/artifacts', '/app/shared.txt', '/app/two.txt'] });
     const bundle = await loadBundle(out);
     expect(bundle.splits.train![0]!.per_turn![1]!.verifier).toMatchObject({ mode: 'clean' });
+  });
+});
+
+describe('a separate verifier and compose sidecars', () => {
+  it('are refused together, naming the services: the clean container is on no network and would not reach them', async () => {
+    const root = temp();
+    const src = path.join(root, 'sidecar-separate');
+    cpSync(path.resolve(import.meta.dirname, '../fixtures/harbor-tasks/compose-sidecar'), src, { recursive: true });
+    const toml = path.join(src, 'task.toml');
+    writeFileSync(toml, readFileSync(toml, 'utf8').replace(/^\[verifier\]$/m, '[verifier]\nenvironment_mode = "separate"'));
+    expect(readFileSync(toml, 'utf8')).toContain('environment_mode = "separate"');
+    const r = await importHarbor({ ...opts([src], path.join(root, 'out')), baseImages: [] });
+    expect(r.written).toBe(false);
+    expect(r.refused.flatMap((t) => t.findings.map((f) => `${f.field}: ${f.message}`))).toEqual([
+      expect.stringMatching(/^\[verifier\] environment_mode: "separate" with the services beside main \(db\): .* on no network/),
+    ]);
   });
 });

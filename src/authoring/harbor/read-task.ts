@@ -232,6 +232,13 @@ export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promis
         sidecars.push({ ...sc, image: mapped.images[0] ?? sc.image! });
       }
     }
+    // a clean verifier's container is on no network: it would not reach them, and its tests would score what they cannot see
+    const separate = config.verifierMode === 'separate' || (config.steps ?? []).some((st) => st.verifierMode === 'separate');
+    if (separate && sidecars.length > 0)
+      refuse(
+        '[verifier] environment_mode',
+        `"separate" with the services beside main (${sidecars.map((sc) => sc.name).join(', ')}): a separate verifier here runs in a fresh container on no network, which would not reach them; verify in the agent's container ("shared")`,
+      );
   }
   if (config.dockerImage !== undefined) {
     const mapped = mapDockerfileImages(`FROM ${config.dockerImage}\n`, opts.rules);
