@@ -140,6 +140,9 @@ export const SidecarHealthcheckSchema = closedObject({
   start_period_s: z.number().min(0).default(0),
 });
 
+/** an image reference the engine has or can pull */
+const imageReference = z.string().refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } });
+
 /**
  * A service beside the env's container (a database, a cache): deployed on the episode's own
  * network before the env, reached from it by its name, locked down like the env, removed with it.
@@ -148,10 +151,7 @@ export const SidecarSchema = closedObject({
   /** a folder of the bundle holding a Dockerfile; the server builds it */
   build: relativePath.optional(),
   /** an image reference the engine has or can pull */
-  image: z
-    .string()
-    .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
-    .optional(),
+  image: imageReference.optional(),
   /** `build` sidecars only; default "default" */
   build_network: oneOf(BUILD_NETWORKS, 'a build network').optional(),
   environment: z.record(keyName(ENV_VAR_PATTERN, 'environment variable'), z.string()).default({}),
@@ -170,10 +170,7 @@ export const EnvManifestSchema = closedObject({
   /** a folder of the bundle holding a Dockerfile; the server builds it */
   build: relativePath.optional(),
   /** an image reference the engine has or can pull */
-  image: z
-    .string()
-    .refine((s) => /^\S+$/.test(s), { message: 'expected an image reference (non-empty, no spaces)', params: { got: true } })
-    .optional(),
+  image: imageReference.optional(),
   /** `build` envs only; default "default": the network the image's build (its RUN steps) has */
   build_network: oneOf(BUILD_NETWORKS, 'a build network').optional(),
   kind: oneOf(ENV_KINDS, 'an env kind').default('http'),

@@ -115,6 +115,12 @@ function durationS(v: unknown): number | null {
 }
 
 /** Compose's `test`: a string (run by the shell), ["CMD-SHELL", cmd], ["CMD", argv…]; null for NONE or what is not one */
+/** a service's `build` (a context string, or a mapping): its context, its Dockerfile and what else it sets */
+function buildOf(v: unknown): { ctx: unknown; dockerfile: unknown; extra: string[] } {
+  if (!isTable(v)) return { ctx: typeof v === 'string' ? v : undefined, dockerfile: undefined, extra: [] };
+  return { ctx: v.context, dockerfile: v.dockerfile, extra: Object.keys(v).filter((x) => x !== 'context' && x !== 'dockerfile') };
+}
+
 function healthcheckCommand(test: unknown): string | null {
   if (typeof test === 'string') return test.trim() === '' ? null : test;
   if (!Array.isArray(test) || test.length === 0 || !test.every((x) => typeof x === 'string')) return null;
@@ -239,9 +245,7 @@ function readSidecar(name: string, svc: unknown, services: readonly string[], re
     if (k.startsWith('x-')) continue;
     switch (k) {
       case 'build': {
-        const ctx = typeof v === 'string' ? v : isTable(v) ? v.context : undefined;
-        const dockerfile = isTable(v) ? v.dockerfile : undefined;
-        const extra = isTable(v) ? Object.keys(v).filter((x) => x !== 'context' && x !== 'dockerfile') : [];
+        const { ctx, dockerfile, extra } = buildOf(v);
         const folder = typeof ctx === 'string' ? path.posix.normalize(ctx.replace(/^\$\{?(CONTEXT_DIR|ENVIRONMENT_DIR)\}?/, '.')) : null;
         if (folder === null || folder.startsWith('..') || path.posix.isAbsolute(folder) || folder.includes('$'))
           refuse(at('build'), `builds ${JSON.stringify(ctx)}: a sidecar builds a folder of environment/ here`);
@@ -355,9 +359,7 @@ export function readCompose(text: string, file: string): ComposeRead {
     if (k.startsWith('x-')) continue;
     switch (k) {
       case 'build': {
-        const ctx = typeof v === 'string' ? v : isTable(v) ? v.context : undefined;
-        const dockerfile = isTable(v) ? v.dockerfile : undefined;
-        const extra = isTable(v) ? Object.keys(v).filter((x) => x !== 'context' && x !== 'dockerfile') : [];
+        const { ctx, dockerfile, extra } = buildOf(v);
         const sameContext = ctx === undefined || ctx === '.' || ctx === './' || (typeof ctx === 'string' && HARBOR_CONTEXT_VARS.test(ctx));
         const sameDockerfile = dockerfile === undefined || dockerfile === 'Dockerfile' || dockerfile === './Dockerfile';
         if (!sameContext || !sameDockerfile || extra.length > 0)
