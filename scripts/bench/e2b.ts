@@ -18,7 +18,9 @@
  *       alone: the SDK's files.write and files.read and the plain fetch against a local HTTP
  *       server that only drains the upload and serves the bytes from memory (the SDK connected to
  *       it as its E2B_SANDBOX_URL): what the bytes' first hop costs this machine before the server
- *       does anything.
+ *       does anything. And where each kind of transfer spends its CPU: the client (this process),
+ *       the server, the engine's daemon with its archive helpers (from /proc, when the engine runs
+ *       on this machine; a sandbox's own processes, and the engine's shim, are not counted).
  *
  * The server runs the e2b-v1 test bundle (the local Debian base with git, built at its start).
  */

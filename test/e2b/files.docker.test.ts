@@ -79,6 +79,10 @@ describeDocker('E2B file uploads: known and unknown length, as the user named, n
       // a folder where the file would go: envd's 400, from the streamed path's script
       const folder = await sb.files.write('/srv', 'x', { user: 'root' }).catch((e: unknown) => e);
       expect(String(folder)).toMatch(/folder/);
+      // also when the body is large: the script stops before reading it, and says why
+      const large = await sb.files.write('/srv', arrayBufferOf(bytes), { user: 'root', useOctetStream: true }).catch((e: unknown) => e);
+      expect(String(large)).toMatch(/folder/);
+      expect(await shell(sb, 'ls -A /srv')).toBe('gz.bin\nkept\n');
     } finally {
       await sb.kill();
     }
