@@ -15,8 +15,8 @@
  * whole body came (STREAM_WRITE), so a broken upload leaves the file as it was. It replaced a
  * spool to the host's disk, then a tar: as fast on its own (50 MB in one CPU's sandbox, 246 ms
  * against 252 ms; the bare putArchive 124 ms), but it writes while the body arrives instead of
- * after, holds nothing on the host, and costs the server a fifth of the CPU (60 ms a 50 MB
- * upload against 300 ms: docs/e2b.md, Measured).
+ * after, holds nothing on the host, and costs the server less CPU (a 50 MB upload: about 130 ms
+ * against 300 ms, docs/e2b.md, Measured).
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
