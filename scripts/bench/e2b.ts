@@ -18,10 +18,13 @@
  *       alone: the SDK's files.write and files.read and the plain fetch against a local HTTP
  *       server that only drains the upload and serves the bytes from memory (the SDK connected to
  *       it as its E2B_SANDBOX_URL): what the bytes' first hop costs this machine before the server
- *       does anything.
+ *       does anything. And where each kind of transfer spends its CPU: the client (this process),
+ *       the server, the engine's daemon with its archive helpers (from /proc, when the engine runs
+ *       on this machine; a sandbox's own processes, and the engine's shim, are not counted).
  *
  * The server runs the e2b-v1 test bundle (the local Debian base with git, built at its start).
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -54,9 +57,32 @@ export interface E2bFigures {
     mb: number;
     rounds: number;
     /** sdk: through the SDK; http: the same requests with a plain fetch (the server's own share, without the SDK's client-side copies) */
-    write_mb_s: { bare_put_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number; client_only: ClientOnly };
-    read_mb_s: { bare_get_archive: number; sdk: number; http: number; time_ratio: number; http_time_ratio: number; client_only: ClientOnly };
+    write_mb_s: {
+      bare_put_archive: number;
+      sdk: number;
+      http: number;
+      time_ratio: number;
+      http_time_ratio: number;
+      client_only: ClientOnly;
+      cpu_ms: CpuOfRounds;
+    };
+    read_mb_s: {
+      bare_get_archive: number;
+      sdk: number;
+      http: number;
+      time_ratio: number;
+      http_time_ratio: number;
+      client_only: ClientOnly;
+      cpu_ms: CpuOfRounds;
+    };
   };
+}
+
+/** CPU ms per transfer (the mean over the rounds) of the bare archive call, the SDK's and the plain request's: who spent it */
+interface CpuOfRounds {
+  bare: CpuShare;
+  sdk: CpuShare;
+  http: CpuShare;
 }
 
 /** the client's share alone, against a local server that does nothing with the bytes: MB/s, and its time against the bare archive call's */
@@ -129,6 +155,39 @@ async function containerOf(ctx: BenchContext, s: BenchServer, sandboxId: string)
   const [c] = await ctx.docker.listContainers({ filters: JSON.stringify({ label: [`${LABELS.instance}=${s.instance}`, `${LABELS.episode}=${sandboxId}`] }) });
   if (!c) throw new Error(`no container of sandbox ${sandboxId}`);
   return ctx.docker.getContainer(c.Id);
+}
+
+/** a process's CPU time so far (its own and its reaped children's, as the kernel counts it), ms; null where /proc does not say */
+function procCpuMs(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // after the command's closing parenthesis: field 3 on; utime, stime, cutime, cstime are fields 14 to 17
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / 100;
+  } catch {
+    return null;
+  }
+}
+
+/** the engine's daemon on this machine (its pid), when it runs here */
+function dockerdPid(): number | undefined {
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'dockerd') return Number(d);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
+
+/** CPU ms spent per round by the bench's process (the client), the server and the engine's daemon */
+interface CpuShare {
+  client: number;
+  server: number | null;
+  engine: number | null;
 }
 
 async function drain(stream: NodeJS.ReadableStream): Promise<number> {
@@ -271,16 +330,35 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
       [r.sinkSdk, sinkSdkRead],
       [r.sinkHttp, sinkHttpRead],
     ];
+    // where each kind of round spends its CPU: the client, the server, the engine's daemon (with its archive helpers)
+    const engine = dockerdPid();
+    const cpu = new Map<number[], CpuShare>();
     try {
       for (let i = 0; i < load.fileRounds; i++) {
         // writes before reads (a read reads what was written), each group in turn forwards and backwards
         const order = i % 2 === 0 ? rounds : [...rounds.slice(0, 5).reverse(), ...rounds.slice(5).reverse()];
-        for (const [into, run] of order) into.push(await run());
+        for (const [into, run] of order) {
+          const before = { client: process.cpuUsage(), server: procCpuMs(s.child.pid), engine: procCpuMs(engine) };
+          into.push(await run());
+          const used = process.cpuUsage(before.client);
+          const server = procCpuMs(s.child.pid);
+          const eng = procCpuMs(engine);
+          const sum = cpu.get(into) ?? { client: 0, server: 0, engine: 0 };
+          sum.client += (used.user + used.system) / 1000;
+          sum.server = server === null || before.server === null || sum.server === null ? null : sum.server + server - before.server;
+          sum.engine = eng === null || before.engine === null || sum.engine === null ? null : sum.engine + eng - before.engine;
+          cpu.set(into, sum);
+        }
       }
     } finally {
       sink.close();
     }
     const mbS = (ms: number[]) => round(load.fileMb / (percentile(ms, 50) / 1000), 1);
+    const cpuMs = (into: number[]): CpuShare => {
+      const c = cpu.get(into)!;
+      const per = (v: number | null) => (v === null ? null : round(v / load.fileRounds, 0));
+      return { client: per(c.client)!, server: per(c.server), engine: per(c.engine) };
+    };
     const files = {
       mb: load.fileMb,
       rounds: load.fileRounds,
@@ -291,6 +369,7 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
         time_ratio: round(percentile(w.sdk, 50) / percentile(w.bare, 50)),
         http_time_ratio: round(percentile(w.http, 50) / percentile(w.bare, 50)),
         client_only: { sdk: mbS(w.sinkSdk), http: mbS(w.sinkHttp), sdk_time_ratio: round(percentile(w.sinkSdk, 50) / percentile(w.bare, 50)) },
+        cpu_ms: { bare: cpuMs(w.bare), sdk: cpuMs(w.sdk), http: cpuMs(w.http) },
       },
       read_mb_s: {
         bare_get_archive: mbS(r.bare),
@@ -299,6 +378,7 @@ export async function e2bPhase(ctx: BenchContext, load: E2bLoad): Promise<E2bFig
         time_ratio: round(percentile(r.sdk, 50) / percentile(r.bare, 50)),
         http_time_ratio: round(percentile(r.http, 50) / percentile(r.bare, 50)),
         client_only: { sdk: mbS(r.sinkSdk), http: mbS(r.sinkHttp), sdk_time_ratio: round(percentile(r.sinkSdk, 50) / percentile(r.bare, 50)) },
+        cpu_ms: { bare: cpuMs(r.bare), sdk: cpuMs(r.sdk), http: cpuMs(r.http) },
       },
     };
     ctx.progress(
@@ -327,6 +407,10 @@ export function printE2b(f: E2bFigures): void {
   console.log(
     `| ${x.mb} MB read: getArchive ${x.read_mb_s.bare_get_archive} MB/s, files.read ${x.read_mb_s.sdk} MB/s, plain GET /files ${x.read_mb_s.http} MB/s | | | ${x.read_mb_s.time_ratio}x time (GET ${x.read_mb_s.http_time_ratio}x) | |`,
   );
+  const cs = (c: CpuShare) => `client ${c.client}, server ${c.server ?? '?'}, engine ${c.engine ?? '?'}`;
+  const cr = (c: CpuOfRounds) => `bare: ${cs(c.bare)}; SDK: ${cs(c.sdk)}; plain: ${cs(c.http)}`;
+  console.log(`| CPU ms per write (mean): ${cr(x.write_mb_s.cpu_ms)} | | | | |`);
+  console.log(`| CPU ms per read (mean): ${cr(x.read_mb_s.cpu_ms)} | | | | |`);
   const co = (d: ClientOnly) => `the SDK ${d.sdk} MB/s (${d.sdk_time_ratio}x the bare call's time), plain fetch ${d.http} MB/s`;
   console.log(
     `| the client alone, against a local server that does nothing with the bytes: write ${co(x.write_mb_s.client_only)}; read ${co(x.read_mb_s.client_only)} | | | | |`,

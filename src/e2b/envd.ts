@@ -198,7 +198,7 @@ export const fileTransfer = {
     return d;
   },
 
-  /** `size`: the body's length when the request says it (else it is spooled: sandbox-files.ts) */
+  /** `size`: the body's length when the request says it (else it streams through the toolbox: sandbox-files.ts) */
   async write(ctx: CallContext, path: string, data: Readable, opts: { size: number | null; gzip: boolean }): Promise<WriteInfo> {
     const { bytes, ...info } = await timed(
       ctx,

@@ -1,28 +1,32 @@
 /**
- * envd's file transfer (`GET` and `POST /files`) in a sandbox's container, through the engine's
- * archive API, streamed both ways: a file's bytes go straight between the HTTP request and the
- * engine, which reads and writes the container's filesystem itself (an exec's pipes through the
- * container's processes, under its CPU quota, carried a 50 MB file at a third of the speed). As
- * envd does, root acts (the archive API is root), a relative path is taken from the user's home,
- * and what is written (with the folders made for it) belongs to the user named (filesystem.ts);
- * a link is written and read through, as envd's open() follows it.
+ * envd's file transfer (`GET` and `POST /files`) in a sandbox's container, streamed both ways: a
+ * read, and a write of known length, through the engine's archive API (the engine reads and
+ * writes the container's filesystem itself); a write of unknown length through one exec of the
+ * toolbox (below). As envd does, root acts, a relative path is taken from the user's home, and
+ * what is written (with the folders made for it) belongs to the user named (filesystem.ts); a
+ * link is written and read through, as envd's open() follows it.
  *
- * A write first asks the container (the toolbox, one exec) for what only it knows: the user's
- * ids, the real path, the folders made, the mode and owner of a file that exists; the file then
- * goes in as a one-file tar. A body of unknown length (a chunked upload, a gzip one) is spooled to
- * a temporary file first: a tar header says the size before the bytes.
+ * A write of known length first asks the container (the toolbox, one exec) for what only it
+ * knows: the user's ids, the real path, the folders made, the mode and owner of a file that
+ * exists; the file then goes in as a one-file tar. A body of unknown length (a chunked upload, a
+ * gzip one, a multipart part: what the JS SDK always sends) cannot (a tar header says the size
+ * before the bytes): it streams into one exec of the toolbox as it arrives, its stdin written
+ * to a temporary file beside the target and put in place (owner, mode, rename) only once the
+ * whole body came (STREAM_WRITE), so a broken upload leaves the file as it was. It replaced a
+ * spool to the host's disk, then a tar: as fast on its own (50 MB in one CPU's sandbox, 246 ms
+ * against 252 ms; the bare putArchive 124 ms), but it writes while the body arrives instead of
+ * after, holds nothing on the host, and costs the server less CPU (a 50 MB upload: about 130 ms
+ * against 300 ms, docs/e2b.md, Measured).
  */
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdtemp, rm, stat as statFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import * as tar from 'tar';
-import { entryKind, runTrusted } from '../container/index.js';
+import { entryKind, runTrusted, toolboxOf } from '../container/index.js';
 import { E2B } from '../defaults.js';
-import { ContainerGoneError, pathKind, type ContainerExec } from '../sandbox/container-exec.js';
+import { ContainerGoneError, pathKind, type ContainerExec, type ExecProcess } from '../sandbox/container-exec.js';
+import { toolboxCommand } from '../sandbox/toolbox.js';
 import type { WriteInfo } from '../protocol/e2b.js';
 import { asUser, checkedUser, FILE_SCRIPT_PRELUDE, scriptFailure } from './filesystem.js';
 import { ConnectError } from './connect-rpc.js';
@@ -40,6 +44,41 @@ else
   o="$uid $gid 644"
 fi
 printf '%s %s\\n' "$o" "$p"
+`;
+
+/** the bytes the server puts after a streamed body: a nonce of its own (hex), which the body cannot know */
+const TRAILER_BYTES = 32;
+
+/**
+ * A body of unknown length on stdin, then the trailer ($1): written to a temporary file in the
+ * target's folder, checked to end with the trailer (else the upload broke: exit 12, the
+ * temporary file removed, the target untouched), cut to the body, given the owner and mode a
+ * write gives (PREPARE_WRITE's: an existing file's, else the user's and 644) and renamed over the
+ * target. On stdout `size path`. The toolbox's own cat, as every step here.
+ */
+const STREAM_WRITE = `${FILE_SCRIPT_PRELUDE}
+[ -d "$p" ] && exit 3
+if [ -L "$p" ]; then r=$(readlink -f -- "$p") && p=$r; fi
+[ -d "$p" ] && exit 3
+mkdirs "$(dirname -- "$p")" || exit 7
+if [ -e "$p" ]; then
+  [ -f "$p" ] || exit 5
+  o=$(stat -c '%u %g %a' -- "$p") || exit 6
+else
+  o="$uid $gid 644"
+fi
+set -- "$1" $o
+t=$(mktemp -- "$(dirname -- "$p")/.e2b-upload.XXXXXX") || exit 6
+trap 'rm -f -- "$t"' EXIT
+cat > "$t" || exit 6
+n=$(stat -c %s -- "$t") || exit 6
+[ "$n" -ge ${TRAILER_BYTES} ] && [ "$(tail -c ${TRAILER_BYTES} -- "$t")" = "$1" ] || exit 12
+n=$((n - ${TRAILER_BYTES}))
+truncate -s "$n" -- "$t" || exit 6
+if [ "$(id -u)" = 0 ]; then chown "$2:$3" -- "$t" || exit 6; fi
+chmod "$4" -- "$t" || exit 6
+mv -f -- "$t" "$p" || exit 6
+printf '%s %s\\n' "$n" "$p"
 `;
 
 /** on stdout the absolute path (a relative one from the user's home) */
@@ -369,20 +408,102 @@ class ReadAhead {
   }
 }
 
-/** a body of unknown length written to this host's disk, in a folder of its own (removed by the caller) */
-async function spool(data: Readable, gzip: boolean, dir: { path: string | null }): Promise<{ file: string; size: number }> {
-  dir.path = await mkdtemp(path.join(tmpdir(), 'openenv-e2b-upload-'));
-  const file = path.join(dir.path, 'body');
-  await (gzip ? pipeline(data, createGunzip(), createWriteStream(file)) : pipeline(data, createWriteStream(file)));
-  return { file, size: (await statFile(file)).size };
+/**
+ * Hands `data` to the process's stdin as it comes, pausing it while the engine is behind; resolves
+ * at its end, or when the process ended first (a script that stopped early: its exit code says
+ * why; the rest of the body is left unread, not destroyed), with the body's failure if it broke.
+ */
+function pump(data: Readable, proc: ExecProcess, ended: Promise<unknown>): Promise<Error | null> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (e: Error | null) => {
+      if (settled) return;
+      settled = true;
+      data.off('data', onData);
+      data.off('end', onEnd);
+      data.off('error', onError);
+      data.off('close', onClose);
+      if (e === null && !data.readableEnded) data.pause();
+      resolve(e);
+    };
+    const onData = (c: Buffer) => {
+      if (proc.write(c)) return;
+      data.pause();
+      void Promise.race([proc.drained(), ended]).then(() => {
+        if (!settled) data.resume();
+      });
+    };
+    const onEnd = () => done(null);
+    const onError = (e: Error) => done(e);
+    const onClose = () => done(data.readableEnded ? null : new Error('the request was closed before its end'));
+    data.on('data', onData);
+    data.once('end', onEnd);
+    data.once('error', onError);
+    data.once('close', onClose);
+    void ended.then(() => done(null));
+  });
+}
+
+/**
+ * Writes a body of unknown length (STREAM_WRITE, one exec): its bytes go to the exec's stdin as
+ * they arrive (the request paused while the engine is behind), then the trailer; the script puts
+ * the file in place only when the trailer came after them. A body that breaks drops the exec's
+ * connection (its stdin ends without the trailer: nothing is put in place).
+ */
+async function streamWrite(exec: ContainerExec, user: string | null, p: string, data: Readable): Promise<{ real: string; size: number }> {
+  const trailer = randomBytes(TRAILER_BYTES / 2).toString('hex');
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let finished!: (e?: Error) => void;
+  const ended = new Promise<Error | undefined>((resolve) => (finished = resolve));
+  let over = false;
+  void ended.then(() => (over = true));
+  let proc: ExecProcess;
+  try {
+    const cmd = toolboxCommand(toolboxOf(exec, 'e2b-stream-write'), 'e2b-stream-write', STREAM_WRITE, [user ?? '', p, trailer]);
+    proc = await exec.start(
+      { cmd, ...asUser(checkedUser(user)), stdin: true },
+      {
+        stdout: (c) => void (out.length < 64 && out.push(c)),
+        stderr: (c) => void (err.length < 64 && err.push(c)),
+        end: (e) => finished(e),
+      },
+    );
+  } catch (e) {
+    return gone(e);
+  }
+  const broken = await pump(data, proc, ended);
+  if (broken) {
+    proc.close();
+    await ended;
+    throw new FileTransferError(400, `the upload of ${p} did not arrive whole (nothing was written): ${broken.message}`);
+  }
+  if (!over) {
+    proc.write(trailer);
+    proc.endInput();
+  }
+  const e = await ended;
+  if (e) return gone(e);
+  let code: number | null;
+  try {
+    code = await proc.exitCode();
+  } catch (x) {
+    return gone(x);
+  }
+  const stderr = Buffer.concat(err).toString('utf8').trim();
+  if (code === 12) throw new FileTransferError(400, `the upload of ${p} did not arrive whole (nothing was written)`);
+  if (code !== 0) throw httpFailure(code, p, stderr);
+  const m = /^(\d+) (\/.*)\n$/s.exec(Buffer.concat(out).toString('utf8'));
+  if (!m) throw new FileTransferError(500, `the sandbox said nothing usable of ${p}: ${JSON.stringify(Buffer.concat(out).toString('utf8').slice(0, 200))}`);
+  return { size: Number(m[1]), real: m[2]! };
 }
 
 /**
  * Writes the file at `p` from `data` (`size` bytes, or null when unknown; `gzip`: compressed),
- * making its folders; resolves with what envd answers for it, and the bytes written. The sandbox
- * is asked where the file goes (one exec) while the body arrives: its first bytes are read ahead
- * (E2B.files.readAheadBytes), or, of unknown length, it is spooled to disk meanwhile (a tar
- * header says the size before the bytes).
+ * making its folders; resolves with what envd answers for it, and the bytes written. Of known
+ * length: the sandbox is asked where the file goes (one exec) while the body's first bytes are
+ * read ahead (E2B.files.readAheadBytes), then it goes in as a tar. Of unknown length: streamed
+ * through one exec as it arrives (streamWrite).
  */
 export async function writeFileStream(
   exec: ContainerExec,
@@ -392,50 +513,28 @@ export async function writeFileStream(
   opts: { size: number | null; gzip: boolean },
 ): Promise<WriteInfo & { bytes: number }> {
   if (!p) throw new FileTransferError(400, 'the query names no path: POST /files?path=<file>');
-  const known = !opts.gzip && opts.size !== null;
-  const spoolDir: { path: string | null } = { path: null };
-  const ahead = known ? new ReadAhead(data, E2B.files.readAheadBytes) : null;
-  const spooled = known ? null : spool(data, opts.gzip, spoolDir);
-  let spoolSettled = false;
-  void spooled?.then(
-    () => (spoolSettled = true),
-    () => (spoolSettled = true),
-  );
-  try {
-    let target: WriteTarget;
-    try {
-      target = await writeTarget(exec, user, p);
-    } finally {
-      ahead?.stop();
-    }
-    const { real, ...owner } = target;
-    let source: AsyncIterable<Buffer>;
-    let size: number;
-    if (ahead) {
-      source = ahead.bytesOf();
-      size = opts.size!;
-    } else {
-      let body;
-      try {
-        body = await spooled!;
-      } catch (e) {
-        throw new FileTransferError(400, `the upload of ${real} did not arrive whole: ${(e as Error).message}`);
-      }
-      source = createReadStream(body.file);
-      size = body.size;
-    }
-    const dir = path.posix.dirname(real);
-    try {
-      await exec.putArchive(dir, oneFileTar(path.posix.basename(real), source, size, owner));
-    } catch (e) {
-      if (e instanceof ContainerGoneError) gone(e);
-      throw new FileTransferError(data.destroyed || data.readableAborted ? 400 : 500, `${real} could not be written: ${(e as Error).message}`);
-    }
+  if (opts.gzip || opts.size === null) {
+    const body = opts.gzip ? data.pipe(createGunzip()) : data;
+    // a broken request breaks the gunzip too
+    if (opts.gzip) data.once('error', (e) => body.destroy(e));
+    const { real, size } = await streamWrite(exec, user, p, body);
     return { name: path.posix.basename(real), type: 'file', path: real, bytes: size };
-  } finally {
-    // a spool still arriving when the write failed goes once it settles: the failure is answered now
-    const removeSpool = () => (spoolDir.path ? rm(spoolDir.path, { recursive: true, force: true }).catch(() => undefined) : undefined);
-    const removed = spooled?.then(removeSpool, removeSpool);
-    if (spoolSettled) await removed;
   }
+  const ahead = new ReadAhead(data, E2B.files.readAheadBytes);
+  let target: WriteTarget;
+  try {
+    target = await writeTarget(exec, user, p);
+  } finally {
+    ahead.stop();
+  }
+  const { real, ...owner } = target;
+  const size = opts.size;
+  const dir = path.posix.dirname(real);
+  try {
+    await exec.putArchive(dir, oneFileTar(path.posix.basename(real), ahead.bytesOf(), size, owner));
+  } catch (e) {
+    if (e instanceof ContainerGoneError) gone(e);
+    throw new FileTransferError(data.destroyed || data.readableAborted ? 400 : 500, `${real} could not be written: ${(e as Error).message}`);
+  }
+  return { name: path.posix.basename(real), type: 'file', path: real, bytes: size };
 }

@@ -74,6 +74,8 @@ export async function e2bEnvdRoutes(app: FastifyInstance, { runtime }: { runtime
       noteRefusal(req, `connect_${err.code}`);
       return reply.code(CONNECT_HTTP_STATUS[err.code]).send(err.body);
     }
+    // an upload refused before its end (a folder where the file would go): its rest is not waited for
+    if (err instanceof FileTransferError && !req.raw.readableEnded) closeUnreadBody(reply);
     if (err instanceof FileTransferError || err instanceof E2bApiError) return sendHttpError(reply, err.status, err.message);
     const status = (err as { statusCode?: number }).statusCode;
     if (status !== undefined && status >= 400 && status < 500) return sendHttpError(reply, status, (err as Error).message);
