@@ -17,8 +17,10 @@
  *      agent's program printed to look like one does not count); a program the tests run (the
  *      agent's) that is missing is reported by the tests, or by test.sh for a name that is not a
  *      bootstrap tool, and scores its 0;
- *    - its output says the network was needed (a name that did not resolve, a fetch that
- *      failed), and either it wrote no reward or test.sh runs pytest (which then never started).
+ *    - test.sh itself fetches (apt-get, curl, pip, uv…: fetchesIn), its output says the network
+ *      was needed (a name that did not resolve, a fetch that failed), and either it wrote no
+ *      reward or test.sh runs pytest (which then never started). (A test.sh that fetches nothing
+ *      does not count: what printed a network failure was a program it ran, maybe the agent's.)
  * A test.sh that runs something other than pytest and wrote 0 after a failed fetch is scored:
  * its tests may have run without what it fetched.
  */
@@ -64,6 +66,28 @@ const NO_PYTEST_MODULE = /^(?:\S*\/)?python[0-9.]*: No module named (?:pytest|pi
 const PYTEST_RAN = /test session starts|^collected \d+ items?|^=+ .*\b(?:passed|failed|errors?|skipped|xfailed|no tests ran)\b.* in \d+(?:\.\d+)?s\b.*=+\s*$/m;
 /** test.sh runs pytest (directly, through uvx or uv run, or python -m) */
 const RUNS_PYTEST = /\bpy\.?test\b/;
+
+/** what fetches when a test.sh runs it, by its name (the import's note names them too): a guess from the script's words */
+const FETCHERS: readonly [string, RegExp][] = [
+  ['apt-get install', /\bapt(?:-get)?\s[^\n;&|]*\binstall\b/],
+  ['apt-get update', /\bapt(?:-get)?\s[^\n;&|]*\bupdate\b/],
+  ['curl … | sh', /\bcurl\b[^\n|]*\|\s*(?:ba)?sh\b/],
+  ['wget', /\bwget\s/],
+  ['uvx', /(?:^|[\s;&|(])uvx\s/m],
+  ['uv', /(?:^|[\s;&|(])uv\s+(?:pip\s+install|run|sync|add|tool\s+install|python\s+install)\b/m],
+  ['pip install', /\bpip3?\s[^\n;&|]*\binstall\b/],
+  ['npm install', /\b(?:npm\s+(?:-\S+\s+)*(?:install|i|ci)|npx|yarn\s+(?:add|install)|pnpm\s+(?:add|install))\b/],
+];
+
+/** the fetching commands a test.sh names, each once, in the table's order */
+export function fetchesIn(script: string): string[] {
+  const text = script
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .filter((l) => !/^\s*#/.test(l))
+    .join('\n');
+  return FETCHERS.filter(([, re]) => re.test(text)).map(([name]) => name);
+}
 
 /** the first lines of `text` that say the network was needed (null: none) */
 export function networkEvidence(text: string): string | null {
@@ -116,7 +140,10 @@ export function bootstrapFailure(output: string, script: string, scores: Scores 
   const network = networkEvidence(output);
   const why: string[] = [];
   if (missing.length > 0) why.push(`test.sh found no ${missing.join(', ')}`);
-  if (network !== null && (missing.length > 0 || scores === null || RUNS_PYTEST.test(script))) why.push(`it needed the network (${network})`);
+  // network failures count only where test.sh itself fetches: a program of the agent's that test.sh
+  // runs can print anything, and would otherwise turn its own 0 into a verifier that could not run
+  const fetches = fetchesIn(script).length > 0;
+  if (network !== null && fetches && (missing.length > 0 || scores === null || RUNS_PYTEST.test(script))) why.push(`it needed the network (${network})`);
   return why.length > 0 ? why.join('; ') : null;
 }
 

@@ -7,7 +7,8 @@ import { mkdtemp, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fetchesIn, testsFetchNotes } from '../../src/authoring/harbor/tests-fetch.js';
+import { testsFetchNotes } from '../../src/authoring/harbor/tests-fetch.js';
+import { fetchesIn } from '../../src/verifier/index.js';
 import { DATASET } from './helpers.js';
 
 const FIXTURE = path.resolve(import.meta.dirname, '../fixtures/harbor-tasks/needs-network');

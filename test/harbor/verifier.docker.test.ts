@@ -58,7 +58,9 @@ describeDocker('a task verifier in the env container', () => {
   });
 
   it('a verifier that wrote no reward after a failed fetch could not run its tests: failed (verifier_failed), with its exit code and output', async () => {
-    const out = await runVerifier(held.box.exec, { testsDir: tests('echo "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n'), timeoutMs: 30_000 });
+    // test.sh fetches (its pip install, skipped: no pip in this image; the curl line stands for the fetch that failed offline)
+    const fetching = 'command -v pip >/dev/null && pip install pytest\necho "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n';
+    const out = await runVerifier(held.box.exec, { testsDir: tests(fetching), timeoutMs: 30_000 });
     expect(out.status).toBe('failed');
     if (out.status !== 'failed') return;
     expect(out.message).toBe(
@@ -66,6 +68,11 @@ describeDocker('a task verifier in the env container', () => {
         'Envs have no network here: the image must carry what test.sh runs (docs/harbor.md#tests-that-fetch)',
     );
     expect(outputTail(out.run)).toBe('curl: (6) Could not resolve host: astral.sh\n');
+  });
+
+  it("a network failure printed by a program of a test.sh that fetches nothing (maybe the agent's): no reward is invalid_scores, never verifier_failed", async () => {
+    const out = await runVerifier(held.box.exec, { testsDir: tests('echo "curl: (6) Could not resolve host: astral.sh" >&2\nexit 3\n'), timeoutMs: 30_000 });
+    expect(out).toMatchObject({ status: 'invalid', message: expect.stringMatching(/wrote no reward: .*its output suggests it needed the network/) });
   });
 
   it("test.sh's own shell finding no uvx: a 0 it wrote is not counted (failed), a 1 it wrote stands, noise and all", async () => {

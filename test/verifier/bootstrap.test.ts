@@ -103,6 +103,15 @@ describe('a verifier whose tests ran: its reward stands', () => {
     expect(bootstrapFailure(out, 'bash /app/solution.sh\nmycli --check\necho 0 > /logs/verifier/reward.txt\n', { reward: 0 })).toBeNull();
   });
 
+  it("a network failure printed by the agent's program, in a test.sh that fetches nothing, is the agent's 0 (no reward, or pytest never started)", () => {
+    const out = "curl: (6) Could not resolve host: example.com\nTemporary failure resolving 'deb.debian.org'\n";
+    // test.sh builds the agent's work, then runs pytest: the build printed the lines and failed (set -e)
+    expect(bootstrapFailure(out, 'set -e\nbash /app/build.sh\npython3 -m pytest /tests -q\n', { reward: 0 })).toBeNull();
+    expect(bootstrapFailure(out, 'set -e\nbash /app/build.sh\npython3 -m pytest /tests -q\n', null)).toBeNull();
+    // the same lines where test.sh itself fetches: its own fetch could not run
+    expect(bootstrapFailure(out, 'set -e\napt-get update\nbash /app/build.sh\npython3 -m pytest /tests -q\n', null)).toMatch(/^it needed the network/);
+  });
+
   it("a missing tool said by something other than test.sh's own shell (a test running the agent's script) is not test.sh's", () => {
     const out = 'bash: line 1: python3: command not found\n/app/run.sh: line 2: curl: command not found\n';
     expect(bootstrapFailure(out, 'bash /app/run.sh\n', { reward: 0 })).toBeNull();

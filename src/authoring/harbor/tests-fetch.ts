@@ -3,34 +3,12 @@
  * Harbor test.sh installs curl with apt-get, uv with `curl … | sh`, and pytest with uvx, each
  * reaching the network when the verifier runs. Envs here have none, so such a verifier cannot
  * run its tests (the episode ends `verifier_failed`); the import names those tasks and what
- * their test.sh fetches. A guess from the script's words, not a proof either way.
+ * their test.sh fetches (fetchesIn, the verifier's own reading of a script: src/verifier/bootstrap.ts).
  */
 import path from 'node:path';
-import { TEST_SCRIPT_NAME } from '../../verifier/layout.js';
+import { TEST_SCRIPT_NAME, fetchesIn } from '../../verifier/index.js';
 import { readRegular } from './task-folder.js';
 import type { Finding } from './task-config.js';
-
-/** what fetches when a test.sh runs it, by the name the note gives it */
-const FETCHERS: readonly [string, RegExp][] = [
-  ['apt-get install', /\bapt(?:-get)?\s[^\n;&|]*\binstall\b/],
-  ['apt-get update', /\bapt(?:-get)?\s[^\n;&|]*\bupdate\b/],
-  ['curl … | sh', /\bcurl\b[^\n|]*\|\s*(?:ba)?sh\b/],
-  ['wget', /\bwget\s/],
-  ['uvx', /(?:^|[\s;&|(])uvx\s/m],
-  ['uv', /(?:^|[\s;&|(])uv\s+(?:pip\s+install|run|sync|add|tool\s+install|python\s+install)\b/m],
-  ['pip install', /\bpip3?\s[^\n;&|]*\binstall\b/],
-  ['npm install', /\b(?:npm\s+(?:-\S+\s+)*(?:install|i|ci)|npx|yarn\s+(?:add|install)|pnpm\s+(?:add|install))\b/],
-];
-
-/** the fetching commands a test.sh names, each once, in the table's order */
-export function fetchesIn(script: string): string[] {
-  const text = script
-    .replace(/\\\n/g, ' ')
-    .split('\n')
-    .filter((l) => !/^\s*#/.test(l))
-    .join('\n');
-  return FETCHERS.filter(([, re]) => re.test(text)).map(([name]) => name);
-}
 
 /**
  * The note for a task whose tests fetch: each turn's test.sh (the step's over the task's, as the
