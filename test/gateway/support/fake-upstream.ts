@@ -1,7 +1,7 @@
 /**
  * A model upstream for the gateway's tests: a real HTTP server on 127.0.0.1 whose every reply the
  * test scripts (a JSON body, an SSE stream sent event by event and optionally held, a hang, a
- * status, a huge body, a dropped connection), recording what reached it (path, headers, body).
+ * status, a huge body, a dropped connection), recording what reached it under /v1 (path, headers, body).
  * Builders make replies in the wire shapes of OpenAI chat, OpenAI responses and Anthropic messages.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -53,6 +53,13 @@ export async function startFakeUpstream(script: (r: Received) => Reply): Promise
         body = text;
       }
       const r: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body };
+      // the gateway calls its upstream under /v1 (baseUrl): anything else is a stray client of another
+      // test file of the same process (the fast layer runs files in parallel) still polling a port of
+      // its own that this server took over after it closed (a GET /health): not recorded, refused
+      if (!r.path.startsWith('/v1/')) {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not a model API path of this fake upstream');
+        return;
+      }
       received.push(r);
       waiters = waiters.filter((w) => (received.length >= w.n ? (w.resolve(), false) : true));
       open.add(res);
