@@ -31,8 +31,8 @@ import type { WriteInfo } from '../protocol/e2b.js';
 import { asUser, checkedUser, FILE_SCRIPT_PRELUDE, scriptFailure } from './filesystem.js';
 import { ConnectError } from './connect-rpc.js';
 
-/** on stdout `uid gid mode path`: whom the file is to belong to, its mode (octal), the real path to write */
-const PREPARE_WRITE = `${FILE_SCRIPT_PRELUDE}
+/** where a write goes: the real path ($p, through a link; its folders made as the user) and, in $o, `uid gid mode` it is to have (an existing file's, else the user's and 644) */
+const WRITE_TARGET = `${FILE_SCRIPT_PRELUDE}
 [ -d "$p" ] && exit 3
 if [ -L "$p" ]; then r=$(readlink -f -- "$p") && p=$r; fi
 [ -d "$p" ] && exit 3
@@ -43,7 +43,10 @@ if [ -e "$p" ]; then
 else
   o="$uid $gid 644"
 fi
-printf '%s %s\\n' "$o" "$p"
+`;
+
+/** on stdout `uid gid mode path`: whom the file is to belong to, its mode (octal), the real path to write */
+const PREPARE_WRITE = `${WRITE_TARGET}printf '%s %s\\n' "$o" "$p"
 `;
 
 /** the bytes the server puts after a streamed body: a nonce of its own (hex), which the body cannot know */
@@ -56,18 +59,7 @@ const TRAILER_BYTES = 32;
  * write gives (PREPARE_WRITE's: an existing file's, else the user's and 644) and renamed over the
  * target. On stdout `size path`. The toolbox's own cat, as every step here.
  */
-const STREAM_WRITE = `${FILE_SCRIPT_PRELUDE}
-[ -d "$p" ] && exit 3
-if [ -L "$p" ]; then r=$(readlink -f -- "$p") && p=$r; fi
-[ -d "$p" ] && exit 3
-mkdirs "$(dirname -- "$p")" || exit 7
-if [ -e "$p" ]; then
-  [ -f "$p" ] || exit 5
-  o=$(stat -c '%u %g %a' -- "$p") || exit 6
-else
-  o="$uid $gid 644"
-fi
-set -- "$1" $o
+const STREAM_WRITE = `${WRITE_TARGET}set -- "$1" $o
 t=$(mktemp -- "$(dirname -- "$p")/.e2b-upload.XXXXXX") || exit 6
 trap 'rm -f -- "$t"' EXIT
 cat > "$t" || exit 6
