@@ -3,15 +3,9 @@
  * tool) and saying what was expected and what to change. A problem fails the check (exit 1); a
  * warning is worth reading but does not.
  */
-export type FindingLevel = 'problem' | 'warning';
+import type { Finding, FindingLevel } from '../protocol/findings.js';
 
-export interface Finding {
-  level: FindingLevel;
-  /** `bundle.json, field "scores.profit"`, `task guess-train-0 (tasks/train.jsonl line 1)`, `tool guess` */
-  where: string;
-  /** what was expected, what was found, what to change */
-  message: string;
-}
+export type { Finding, FindingLevel };
 
 export class Findings {
   readonly list: Finding[] = [];

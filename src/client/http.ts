@@ -5,6 +5,7 @@
  */
 import type { z } from 'zod';
 import { BundleInfoSchema, TasksPageSchema, ToolsetsSchema, type BundleInfo, type TaskRow, type ToolSpec } from '../protocol/bundle.js';
+import { describeIssue } from '../protocol/zod-issues.js';
 
 /** The server could not be read: one line (a command exits 1 with it). */
 export class ServerReadError extends Error {
@@ -60,7 +61,7 @@ export class BundleServerClient {
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       throw new ServerReadError(
-        `GET ${path} at ${url} answered an unexpected shape (${issue.path.join('.') || 'body'}: ${issue.message}): is ${url} a bundle server?`,
+        `GET ${path} at ${url} answered an unexpected shape (${describeIssue(issue, { root: 'body' })}): is ${url} a bundle server?`,
       );
     }
     return parsed.data;

@@ -10,7 +10,8 @@
  * `exchange`).
  */
 import WebSocket from 'ws';
-import { describeZod, ServerFrameSchema, type ServerFrame } from '../protocol/frames.js';
+import { ServerFrameSchema, type ServerFrame } from '../protocol/frames.js';
+import { describeZod } from '../protocol/zod-issues.js';
 
 export type SessionFailure = 'connection_lost' | 'reply_timeout' | 'bad_frame';
 

@@ -4,12 +4,13 @@
  * their sum, exact; the mean rounded to the 6 decimals rewards carry.
  */
 import type { ScoreMeans } from '../protocol/console.js';
+import type { Scores } from '../protocol/observations.js';
 
 export class ScoreSums {
   private readonly sums = new Map<string, { n: number; sum: number }>();
 
   /** a scored episode's scores (null: it reported none) */
-  add(scores: Readonly<Record<string, number>> | null): void {
+  add(scores: Readonly<Scores> | null): void {
     for (const [name, v] of Object.entries(scores ?? {})) this.addSum(name, 1, v);
   }
 

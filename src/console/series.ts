@@ -15,7 +15,7 @@ import type { Distribution, GroupStats, Series, SeriesWindow } from '../protocol
 import { LANES, type Lane } from '../protocol/lanes.js';
 import { CostSums } from './cost-means.js';
 import { ScoreSums } from './score-means.js';
-import type { EpisodeCost } from '../protocol/observations.js';
+import type { EpisodeCost, Scores } from '../protocol/observations.js';
 
 /** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
 export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
@@ -90,7 +90,7 @@ export interface EndedEpisode {
   failureReason: string | null;
   reward: number | null;
   /** the env's scores of a scored episode */
-  scores: Readonly<Record<string, number>> | null;
+  scores: Readonly<Scores> | null;
   steps: number;
   turns: number;
   /** the queue wait of an episode that never started (a started one counted it at its start) */

@@ -21,6 +21,7 @@ import {
   type ProcessEvent,
   type WriteInfo,
 } from '../protocol/e2b.js';
+import { describeIssues } from '../protocol/zod-issues.js';
 import type { Metrics } from '../metrics.js';
 import { ConnectError, ServerStream } from './connect-rpc.js';
 import { checkedUser, filesystemOps } from './filesystem.js';
@@ -31,7 +32,7 @@ import type { SandboxProcess } from './processes.js';
 /** a call's message, checked against its schema (names in snake_case taken too) */
 export function messageOf<S extends z.ZodTypeAny>(schema: S, raw: unknown): z.output<S> {
   const parsed = schema.safeParse(camelKeys(raw ?? {}));
-  if (!parsed.success) throw new ConnectError('invalid_argument', parsed.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; '));
+  if (!parsed.success) throw new ConnectError('invalid_argument', describeIssues(parsed.error, { root: 'message' }));
   return parsed.data as z.output<S>;
 }
 

@@ -2,8 +2,9 @@
  * Scores → reward. The env reports named scores; the reward is the one score when there is one,
  * else their mean, unless `--reward mean|sum|min|max|<score name>` or a function says otherwise.
  */
+import type { Scores } from '../protocol/observations.js';
 
-export type Scores = Record<string, number>;
+export type { Scores };
 export type RewardFn = (scores: Scores) => number;
 export type RewardOption = string | RewardFn | undefined;
 

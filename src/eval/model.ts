@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { readBoundedText } from '../bounded-body.js';
 import { MODEL_REPLY_MAX_BYTES } from '../defaults.js';
 import type { FunctionTool } from '../rows/build.js';
+import { describeIssue } from '../protocol/zod-issues.js';
 
 export const ToolCallSchema = z.object({
   id: z.string().default(''),
@@ -178,7 +179,7 @@ export class ChatModel {
     const parsed = ReplySchema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new ModelError('model_bad_reply', `the model's reply is not a chat completion (${issue.path.join('.') || 'body'}: ${issue.message})`);
+      throw new ModelError('model_bad_reply', `the model's reply is not a chat completion (${describeIssue(issue, { root: 'body' })})`);
     }
     const choice = parsed.data.choices[0]!;
     const toolCalls = choice.message.tool_calls ?? [];

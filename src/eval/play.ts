@@ -19,7 +19,7 @@ import type { TaskRow as ServerTaskRow } from '../protocol/bundle.js';
 import { HARNESS, MAX_FRAME_BYTES } from '../defaults.js';
 import { WAIT_TOOL_NAME } from '../protocol/harness.js';
 import type { ServerFrame } from '../protocol/frames.js';
-import type { CallObservation, Ending, Failure, ResetObservation, StepOutcome } from '../protocol/observations.js';
+import type { CallObservation, Ending, Failure, ResetObservation, Scores, StepOutcome } from '../protocol/observations.js';
 import type { PromptRow } from '../rows/build.js';
 import { ModelError, type ChatMessage, type ChatModel, type Usage } from './model.js';
 
@@ -64,7 +64,7 @@ export interface EpisodeRecord {
   tool_calls: ToolCallRecord[];
   /** null unless scored */
   reward: number | null;
-  scores: Record<string, number> | null;
+  scores: Scores | null;
   end_reason: string | null;
   failure: EpisodeFailure | null;
   model_turns: number;

@@ -10,6 +10,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GATEWAY } from '../defaults.js';
+import { describeIssues } from '../protocol/zod-issues.js';
 import { errorBody } from './apis.js';
 import { Call, sendJson, type GatewayLimits } from './call.js';
 import { Credential, newCredential } from './credentials.js';
@@ -168,12 +169,12 @@ export class ModelGateway {
 
 function parseUpstream(u: unknown): Upstream {
   const r = UpstreamSchema.safeParse(u);
-  if (!r.success) throw new GatewayError(`the model upstream: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw new GatewayError(`the model upstream: ${describeIssues(r.error, { root: '(root)' })}`);
   return r.data;
 }
 
 function parseBudgets(b: unknown): Budgets {
   const r = BudgetsSchema.safeParse(b);
-  if (!r.success) throw new GatewayError(`the model budgets: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw new GatewayError(`the model budgets: ${describeIssues(r.error, { root: '(root)' })}`);
   return r.data;
 }

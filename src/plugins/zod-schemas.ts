@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyTypeProvider } from 'f
 import fp from 'fastify-plugin';
 import type { z, ZodTypeAny } from 'zod';
 import { BadInputError } from '../errors.js';
-import { describeZod } from '../protocol/frames.js';
+import { describeZod } from '../protocol/zod-issues.js';
 
 export interface ZodTypeProvider extends FastifyTypeProvider {
   validator: this['schema'] extends ZodTypeAny ? z.output<this['schema']> : unknown;

@@ -79,13 +79,3 @@ export const ServerFrameSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('mcp'), data: RpcResponseSchema }),
 ]);
 export type ServerFrame = z.infer<typeof ServerFrameSchema>;
-
-/** A zod failure in one line, each issue at its path under `prefix` ("data.task_id: Required; ..."). */
-export function describeZod(err: z.ZodError, prefix: string): string {
-  return err.issues
-    .map((i) => {
-      const where = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
-      return `${where}: ${i.message}`;
-    })
-    .join('; ');
-}

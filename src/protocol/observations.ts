@@ -83,7 +83,9 @@ export const TimingsSchema = z.object({
 });
 export type Timings = z.infer<typeof TimingsSchema>;
 
+/** an env's (or a verifier's) named scores: name → a finite number; the reward comes from them */
 export const ScoresSchema = z.record(z.number());
+export type Scores = z.infer<typeof ScoresSchema>;
 
 /**
  * What an ended episode's env cost (src/episodes/episode-cost.ts reads it once, just before the

@@ -5,7 +5,8 @@
  */
 import { BadInputError } from '../errors.js';
 import { isPlainObject } from '../json.js';
-import { ActionSchema, CLIENT_FRAME_DATA, describeZod, ResetDataSchema, type ClientFrame, type ResetData } from '../protocol/frames.js';
+import { ActionSchema, CLIENT_FRAME_DATA, ResetDataSchema, type ClientFrame, type ResetData } from '../protocol/frames.js';
+import { describeZod } from '../protocol/zod-issues.js';
 
 /** Parses one text frame; throws BadInputError with OpenEnv's code on anything malformed. */
 export function parseClientFrame(text: string): ClientFrame {

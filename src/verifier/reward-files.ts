@@ -3,6 +3,7 @@
  * `reward.json`, an object of named numbers (each a score). When both exist, reward.txt is read,
  * as Harbor does. Anything else is a malformed reward, said with what the file holds.
  */
+import type { Scores } from '../protocol/observations.js';
 import { REWARD_JSON, REWARD_TXT } from './layout.js';
 
 /** the score a reward.txt's number becomes (Harbor's one-dimensional convention) */
@@ -11,7 +12,7 @@ export const REWARD_TXT_SCORE = 'reward';
 /** the largest reward file read: a reward is a number or a small object of them */
 export const REWARD_FILE_MAX_BYTES = 64 * 1024;
 
-export type Scores = Record<string, number>;
+export type { Scores };
 
 export type RewardRead = { scores: Scores; file: 'reward.txt' | 'reward.json' } | { problem: string };
 

@@ -2,15 +2,29 @@
  * The shell toolset of one episode: `bash`, `read_file` and `write_file` in one container,
  * answered as an env answers /tools/call (docs/bundle-format.md, the env contract): a reply with
  * `text` for the model, a structured `result` and `is_error` for the tool's own failures (a
- * timeout, a missing file), or the model's mistake in its arguments (`invalid_args`). Only a
+ * timeout, a missing file), or the model's mistake in its arguments (`invalid_args`, said by the
+ * tool's argument schema in specs.ts). Only a
  * container that is gone (ContainerGoneError) or a shell that cannot start (ShellStartError)
  * is thrown: those are the env's failure, not the call's.
  */
+import type { z } from 'zod';
 import { SHELL_TOOLS } from '../../defaults.js';
 import { FileToolError, readFileSlice, resolvePath, resolveUser, writeFileBytes } from '../../container/index.js';
 import type { ContainerExec } from '../../sandbox/container-exec.js';
 import { ShellSession, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
-import { BASH_TOOL, READ_FILE_TOOL, SHELL_TOOL_NAMES, WRITE_FILE_TOOL } from './specs.js';
+import {
+  argumentsProblem,
+  BASH_ARGS,
+  BASH_TOOL,
+  READ_FILE_ARGS,
+  READ_FILE_TOOL,
+  SHELL_TOOL_NAMES,
+  WRITE_FILE_ARGS,
+  WRITE_FILE_TOOL,
+  type BashArgs,
+  type ReadFileArgs,
+  type WriteFileArgs,
+} from './specs.js';
 
 export interface ShellToolReply {
   /** what the model reads */
@@ -29,16 +43,14 @@ const reply = (text: string, result: Record<string, unknown>, isError = false): 
   reply: { text, result, is_error: isError },
 });
 
-/** the arguments object may hold only these keys */
-function unknownKeys(args: Record<string, unknown>, allowed: readonly string[]): string | null {
-  const extra = Object.keys(args).filter((k) => !allowed.includes(k));
-  return extra.length
-    ? `unknown argument${extra.length > 1 ? 's' : ''} ${extra.map((k) => JSON.stringify(k)).join(', ')}; the arguments are ${allowed.join(', ')}`
-    : null;
-}
-
-function stringArg(args: Record<string, unknown>, name: string): string | null {
-  return typeof args[name] === 'string' ? args[name] : null;
+/** runs a tool on its arguments parsed by its schema (specs.ts), or says the model's mistake in them */
+async function parsed<S extends z.ZodTypeAny>(
+  schema: S,
+  args: Record<string, unknown>,
+  tool: (a: z.output<S>) => Promise<ShellToolOutcome>,
+): Promise<ShellToolOutcome> {
+  const r = schema.safeParse(args);
+  return r.success ? tool(r.data as z.output<S>) : invalid(argumentsProblem(r.error));
 }
 
 /** the text a bash call answers: its output, then what became of it */
@@ -112,29 +124,17 @@ export class ShellToolset {
   async call(name: string, args: Record<string, unknown>): Promise<ShellToolOutcome> {
     switch (name) {
       case BASH_TOOL:
-        return this.bash(args);
+        return parsed(BASH_ARGS, args, (a) => this.bash(a));
       case READ_FILE_TOOL:
-        return this.readFile(args);
+        return parsed(READ_FILE_ARGS, args, (a) => this.readFile(a));
       case WRITE_FILE_TOOL:
-        return this.writeFile(args);
+        return parsed(WRITE_FILE_ARGS, args, (a) => this.writeFile(a));
       default:
         return { kind: 'tool_not_found', message: `no shell tool "${name}"; the shell tools are ${SHELL_TOOL_NAMES.join(', ')}` };
     }
   }
 
-  private async bash(args: Record<string, unknown>): Promise<ShellToolOutcome> {
-    const extra = unknownKeys(args, ['command', 'timeout_s']);
-    if (extra) return invalid(extra);
-    const command = stringArg(args, 'command');
-    if (command === null || command.trim() === '') return invalid('"command" must be a non-empty string: the command line to run');
-    if (command.includes('\0')) return invalid('"command" holds a NUL byte, which no shell command can');
-    if (Buffer.byteLength(command) > SHELL_TOOLS.maxCommandBytes) {
-      return invalid(`"command" is longer than ${SHELL_TOOLS.maxCommandBytes} bytes; write long content with write_file`);
-    }
-    const t = args.timeout_s ?? SHELL_TOOLS.defaultTimeoutS;
-    if (typeof t !== 'number' || !Number.isFinite(t) || t <= 0 || t > SHELL_TOOLS.maxTimeoutS) {
-      return invalid(`"timeout_s" must be a number of seconds above 0 and at most ${SHELL_TOOLS.maxTimeoutS}, got ${JSON.stringify(t)}`);
-    }
+  private async bash({ command, timeout_s: t = SHELL_TOOLS.defaultTimeoutS }: BashArgs): Promise<ShellToolOutcome> {
     const run = await this.session.run(command, t * 1000);
     return reply(
       bashText(run, t),
@@ -153,18 +153,7 @@ export class ShellToolset {
     );
   }
 
-  private async readFile(args: Record<string, unknown>): Promise<ShellToolOutcome> {
-    const extra = unknownKeys(args, ['path', 'offset', 'limit']);
-    if (extra) return invalid(extra);
-    const p = stringArg(args, 'path');
-    if (p === null || p === '' || p.includes('\0')) return invalid('"path" must be a non-empty string: the file to read');
-    const offset = args.offset ?? 0;
-    if (typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0)
-      return invalid(`"offset" must be a whole number ≥ 0, got ${JSON.stringify(offset)}`);
-    const limit = args.limit ?? SHELL_TOOLS.readDefaultBytes;
-    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > SHELL_TOOLS.readMaxBytes) {
-      return invalid(`"limit" must be a whole number from 1 to ${SHELL_TOOLS.readMaxBytes}, got ${JSON.stringify(limit)}`);
-    }
+  private async readFile({ path: p, offset = 0, limit = SHELL_TOOLS.readDefaultBytes }: ReadFileArgs): Promise<ShellToolOutcome> {
     const { cwd } = await this.session.where();
     const abs = resolvePath(cwd, p);
     let slice;
@@ -189,16 +178,8 @@ export class ShellToolset {
     return reply(`${text}\n[read_file: ${range}]`, result);
   }
 
-  private async writeFile(args: Record<string, unknown>): Promise<ShellToolOutcome> {
-    const extra = unknownKeys(args, ['path', 'content']);
-    if (extra) return invalid(extra);
-    const p = stringArg(args, 'path');
-    if (p === null || p === '' || p.includes('\0')) return invalid('"path" must be a non-empty string: the file to write');
-    const content = stringArg(args, 'content');
-    if (content === null) return invalid('"content" must be a string: the complete new content of the file');
+  private async writeFile({ path: p, content }: WriteFileArgs): Promise<ShellToolOutcome> {
     const data = Buffer.from(content, 'utf8');
-    if (data.length > SHELL_TOOLS.writeMaxBytes)
-      return invalid(`"content" is ${data.length} bytes, more than the ${SHELL_TOOLS.writeMaxBytes} write_file takes`);
     const { cwd } = await this.session.where();
     const abs = resolvePath(cwd, p);
     try {
