@@ -1,17 +1,64 @@
 /**
- * One error type per failure kind, mapped in one place (`toWsError`, `toHttpError`, `toRpcError`)
- * to WebSocket error codes, HTTP statuses and JSON-RPC errors. Expected failures carry messages a
- * person can act on. Why an env failed (a Failure's reason) is decided in failures.ts.
+ * Every error the server answers a client with, in one table (SERVER_ERRORS, in the manner of
+ * fastify's own table of error codes): each kind with its HTTP `error` code and status, the code of
+ * a WebSocket error frame and the JSON-RPC error code. One error class per kind of failure carries
+ * its kind; `toWsError`, `toHttpError` and `toRpcError` read the table. Expected failures carry
+ * messages a person can act on. Why an env failed (a Failure's reason) is decided in failures.ts.
  */
 import type { ErrorFrameData, WsErrorCode } from './protocol/frames.js';
 import { RpcCode, rpcError, type RpcError, type RpcId } from './protocol/jsonrpc.js';
 import type { Lane } from './protocol/lanes.js';
 import type { Failure } from './protocol/observations.js';
 
+export interface ServerErrorRow {
+  /** the HTTP body's `error` (and a JSON-RPC error's `data.error`, a request log line's refusal) */
+  error: string;
+  /** the HTTP status */
+  http: number;
+  /** the `code` of a WebSocket error frame */
+  ws: WsErrorCode;
+  /** the JSON-RPC error code: -32602 for the client's mistakes, -32000 for the server's refusals */
+  rpc: number;
+}
+
+/** kind → how each protocol says it (docs/protocol.md, errors) */
+export const SERVER_ERRORS = {
+  /** a frame or body that is not JSON */
+  invalid_json: { error: 'invalid_json', http: 400, ws: 'INVALID_JSON', rpc: RpcCode.INVALID_PARAMS },
+  /** a /ws frame of a type the protocol does not have */
+  unknown_type: { error: 'invalid_request', http: 400, ws: 'UNKNOWN_TYPE', rpc: RpcCode.INVALID_PARAMS },
+  /** a request the client can fix and send again */
+  invalid_request: { error: 'invalid_request', http: 400, ws: 'VALIDATION_ERROR', rpc: RpcCode.INVALID_PARAMS },
+  /** a task, split or episode that does not exist */
+  not_found: { error: 'not_found', http: 404, ws: 'VALIDATION_ERROR', rpc: RpcCode.INVALID_PARAMS },
+  /** no slot within the reset timeout, or the queue is full */
+  capacity_reached: { error: 'capacity_reached', http: 503, ws: 'CAPACITY_REACHED', rpc: RpcCode.SERVER_ERROR },
+  /** the server is draining after SIGTERM */
+  shutting_down: { error: 'shutting_down', http: 503, ws: 'SESSION_ERROR', rpc: RpcCode.SERVER_ERROR },
+  /** a deploy (or the env's reset) failed */
+  deploy_failed: { error: 'deploy_failed', http: 502, ws: 'EXECUTION_ERROR', rpc: RpcCode.SERVER_ERROR },
+  /** more requests on one episode at once than it may have in flight */
+  too_many_requests: { error: 'too_many_requests', http: 429, ws: 'EXECUTION_ERROR', rpc: RpcCode.SERVER_ERROR },
+  /** a step with no episode */
+  no_episode: { error: 'no_episode', http: 409, ws: 'EXECUTION_ERROR', rpc: RpcCode.SERVER_ERROR },
+  /** a step after the episode ended */
+  episode_done: { error: 'episode_done', http: 409, ws: 'EXECUTION_ERROR', rpc: RpcCode.SERVER_ERROR },
+  /** an episode a WebSocket session holds, driven from elsewhere */
+  owned_by_ws_session: { error: 'owned_by_ws_session', http: 409, ws: 'EXECUTION_ERROR', rpc: RpcCode.SERVER_ERROR },
+} as const satisfies Record<string, ServerErrorRow>;
+
+export type ServerErrorKind = keyof typeof SERVER_ERRORS;
+
+/** what anything not in the table becomes: a message without internals (the caller logs it) */
+const INTERNAL = { error: 'internal_error', http: 500, ws: 'EXECUTION_ERROR', rpc: RpcCode.INTERNAL_ERROR } as const satisfies ServerErrorRow;
+
 export abstract class ServerError extends Error {
-  abstract readonly wsCode: WsErrorCode;
-  abstract readonly httpStatus: number;
-  abstract readonly httpCode: string;
+  /** its row of SERVER_ERRORS */
+  abstract readonly kind: ServerErrorKind;
+  /** how the protocols say it: the row of its kind */
+  get row(): ServerErrorRow {
+    return SERVER_ERRORS[this.kind];
+  }
   /** extra fields of the WS error's data and the HTTP body */
   details(): Record<string, unknown> {
     return {};
@@ -21,22 +68,17 @@ export abstract class ServerError extends Error {
 /** The client sent something malformed: it can fix it and try again. */
 export class BadInputError extends ServerError {
   override readonly name = 'BadInputError';
-  readonly httpStatus = 400;
-  constructor(
-    readonly wsCode: 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR',
-    message: string,
-    readonly httpCode = wsCode === 'INVALID_JSON' ? 'invalid_json' : 'invalid_request',
-  ) {
+  readonly kind: 'invalid_json' | 'unknown_type' | 'invalid_request';
+  constructor(wsCode: 'INVALID_JSON' | 'UNKNOWN_TYPE' | 'VALIDATION_ERROR', message: string) {
     super(message);
+    this.kind = wsCode === 'INVALID_JSON' ? 'invalid_json' : wsCode === 'UNKNOWN_TYPE' ? 'unknown_type' : 'invalid_request';
   }
 }
 
 /** A task, split or episode that does not exist. */
 export class NotFoundError extends ServerError {
   override readonly name = 'NotFoundError';
-  readonly wsCode = 'VALIDATION_ERROR' as const;
-  readonly httpStatus = 404;
-  readonly httpCode = 'not_found';
+  readonly kind = 'not_found';
 }
 
 export interface CapacityDetails {
@@ -52,9 +94,7 @@ export interface CapacityDetails {
 /** No slot within the reset timeout, or the queue is full. */
 export class CapacityError extends ServerError {
   override readonly name = 'CapacityError';
-  readonly wsCode = 'CAPACITY_REACHED' as const;
-  readonly httpStatus = 503;
-  readonly httpCode = 'capacity_reached';
+  readonly kind = 'capacity_reached';
   constructor(
     message: string,
     readonly capacity: CapacityDetails,
@@ -69,9 +109,7 @@ export class CapacityError extends ServerError {
 /** The server is draining after SIGTERM. */
 export class ShuttingDownError extends ServerError {
   override readonly name = 'ShuttingDownError';
-  readonly wsCode = 'SESSION_ERROR' as const;
-  readonly httpStatus = 503;
-  readonly httpCode = 'shutting_down';
+  readonly kind = 'shutting_down';
   constructor(message = 'the server is shutting down; reconnect to a running server') {
     super(message);
   }
@@ -83,9 +121,7 @@ export class ShuttingDownError extends ServerError {
 /** A deploy (or the env's reset) failed: no episode started, its slot is free again. */
 export class DeployFailedError extends ServerError {
   override readonly name = 'DeployFailedError';
-  readonly wsCode = 'EXECUTION_ERROR' as const;
-  readonly httpStatus = 502;
-  readonly httpCode = 'deploy_failed';
+  readonly kind = 'deploy_failed';
   constructor(readonly failure: Failure) {
     super(failure.message);
   }
@@ -97,9 +133,7 @@ export class DeployFailedError extends ServerError {
 /** A client sent more requests on one episode at once than it may have in flight. */
 export class TooManyRequestsError extends ServerError {
   override readonly name = 'TooManyRequestsError';
-  readonly wsCode = 'EXECUTION_ERROR' as const;
-  readonly httpStatus = 429;
-  readonly httpCode = 'too_many_requests';
+  readonly kind = 'too_many_requests';
   constructor(
     id: string,
     readonly limit: number,
@@ -114,15 +148,13 @@ export class TooManyRequestsError extends ServerError {
 /** A step with no episode, or after the episode ended. */
 export class EpisodeStateError extends ServerError {
   override readonly name = 'EpisodeStateError';
-  readonly wsCode = 'EXECUTION_ERROR' as const;
-  readonly httpStatus = 409;
-  readonly httpCode: string;
+  readonly kind: 'no_episode' | 'episode_done';
   constructor(
     readonly reason: 'no_episode' | 'episode_done',
     message: string,
   ) {
     super(message);
-    this.httpCode = reason;
+    this.kind = reason;
   }
   override details(): Record<string, unknown> {
     return { reason: this.reason };
@@ -132,9 +164,7 @@ export class EpisodeStateError extends ServerError {
 /** An episode a WebSocket session holds is driven through that session only. */
 export class OwnedBySessionError extends ServerError {
   override readonly name = 'OwnedBySessionError';
-  readonly wsCode = 'EXECUTION_ERROR' as const;
-  readonly httpStatus = 409;
-  readonly httpCode = 'owned_by_ws_session';
+  readonly kind = 'owned_by_ws_session';
   constructor(id: string) {
     super(`episode ${id} belongs to a WebSocket session; step it over that /ws connection`);
   }
@@ -161,33 +191,31 @@ export class RpcFailure extends Error {
 /** WS `{"type":"error","data":{...}}`; anything unexpected becomes a message without internals. */
 export function toWsError(err: unknown): { type: 'error'; data: ErrorFrameData } {
   if (err instanceof ServerError) {
-    return { type: 'error', data: { code: err.wsCode, message: err.message, ...err.details() } };
+    return { type: 'error', data: { code: err.row.ws, message: err.message, ...err.details() } };
   }
-  return { type: 'error', data: { code: 'EXECUTION_ERROR', message: 'internal error; see the server log' } };
+  return { type: 'error', data: { code: INTERNAL.ws, message: 'internal error; see the server log' } };
 }
 
 export function toHttpError(err: unknown): { status: number; body: Record<string, unknown> } {
   if (err instanceof ServerError) {
-    return { status: err.httpStatus, body: { error: err.httpCode, message: err.message, ...err.details() } };
+    return { status: err.row.http, body: { error: err.row.error, message: err.message, ...err.details() } };
   }
-  return { status: 500, body: { error: 'internal_error', message: 'internal error; see the server log' } };
+  return { status: INTERNAL.http, body: { error: INTERNAL.error, message: 'internal error; see the server log' } };
 }
 
 /**
- * A method's failure as a JSON-RPC error, for both MCP flavours: bad input is -32602, the server's
- * refusals (capacity, shutting down, a failed deploy, an ended episode) -32000 with their details,
- * anything else -32603 without internals (the caller logs those: see isExpected).
+ * A method's failure as a JSON-RPC error, for both MCP flavours, with the code of its row: the
+ * client's mistakes (-32602) say "Invalid params", the server's refusals (-32000: capacity with its
+ * retry_after_s, shutting down, a failed deploy, an ended episode) carry their details; anything
+ * else is -32603 without internals (the caller logs those: see isExpected).
  */
 export function toRpcError(id: RpcId, err: unknown): RpcError {
   if (err instanceof RpcFailure) return rpcError(id, err.code, err.message, err.data);
-  if (err instanceof BadInputError || err instanceof NotFoundError) {
-    return rpcError(id, RpcCode.INVALID_PARAMS, `Invalid params: ${err.message}`, { error: err.httpCode });
-  }
   if (err instanceof ServerError) {
-    // capacity (its retry_after_s among the details), shutting down, a failed deploy, a step on an ended episode
-    return rpcError(id, RpcCode.SERVER_ERROR, err.message, { error: err.httpCode, ...err.details() });
+    const { rpc, error } = err.row;
+    return rpcError(id, rpc, rpc === RpcCode.INVALID_PARAMS ? `Invalid params: ${err.message}` : err.message, { error, ...err.details() });
   }
-  return rpcError(id, RpcCode.INTERNAL_ERROR, 'Internal error; see the server log');
+  return rpcError(id, INTERNAL.rpc, 'Internal error; see the server log');
 }
 
 /** Whether an error is one of the server's expected answers (anything else is logged as a fault). */

@@ -60,9 +60,7 @@ export class BundleServerClient {
     const parsed = schema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new ServerReadError(
-        `GET ${path} at ${url} answered an unexpected shape (${describeIssue(issue, { root: 'body' })}): is ${url} a bundle server?`,
-      );
+      throw new ServerReadError(`GET ${path} at ${url} answered an unexpected shape (${describeIssue(issue, { root: 'body' })}): is ${url} a bundle server?`);
     }
     return parsed.data;
   }

@@ -29,7 +29,7 @@ async function httpErrors(app: FastifyInstance): Promise<void> {
     }
     // expected refusals (bad input, capacity, a failed deploy the episode logged) are named on the
     // request's line; only the unexpected is the server's fault, logged with its stack
-    if (err instanceof ServerError) noteRefusal(req, err.httpCode);
+    if (err instanceof ServerError) noteRefusal(req, err.row.error);
     else req.log.error({ err }, 'request failed');
     if (err instanceof CapacityError) reply.header('retry-after', String(err.capacity.retry_after_s));
     return reply.code(status).send(body);

@@ -74,4 +74,21 @@ describe('a shell that cannot start', () => {
     expect(silent.message).toBe('the shell did not start within 0.3 s');
     expect(silent.outOfProcesses).toBeNull();
   });
+
+  it('says which failure it is by its kind, and the advice apart from what happened', async () => {
+    expect((await startError(execSaying(`${FORK_RETRY}\n`, false))).kind).toBe('start_timeout');
+    expect((await startError(execSaying(`${FORK_RETRY}\nbash: fork: Resource temporarily unavailable\n`, true))).kind).toBe('out_of_processes');
+    const missing = await startError(execSaying('exec: "bash": executable file not found in $PATH\n', true));
+    expect(missing.kind).toBe('no_shell');
+    expect(missing.message).toBe(`${missing.what}; the shell tools need bash in the env's image`);
+    // a shell ran in this container before, and neither a new nor a fresh one starts: the agent broke it
+    const session = new ShellSession(execSaying('exec: "bash": executable file not found in $PATH\n', true), { ranBefore: true }, LIMITS);
+    const broken = await session.run('echo hi', 5_000).then(
+      () => null,
+      (e: unknown) => e as ShellStartError,
+    );
+    await session.close().catch(() => undefined);
+    expect(broken).toMatchObject({ kind: 'broken_after_running', brokenAfterRunning: true });
+    expect(broken!.message).toMatch(/the shell tools need bash in the env's image \(a shell ran in this env earlier in the episode\)$/);
+  });
 });

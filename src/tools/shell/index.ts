@@ -10,6 +10,7 @@ export {
   type PathStat,
 } from '../../sandbox/container-exec.js';
 export { DockerContainerExec, FrameDemuxer } from '../../sandbox/engine/docker-exec.js';
-export { ShellSession, ShellStartError, encodeCommand, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
+export { ShellStartError, encodeCommand, type ShellLimits, type ShellSettings, type ShellStartFailure } from './shell-process.js';
+export { ShellSession, type ShellRun } from './shell-session.js';
 export { BASH_TOOL, READ_FILE_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, SHELL_TOOL_NAMES, SHELL_TOOL_SPECS, WRITE_FILE_TOOL } from './specs.js';
 export { ShellToolset, bashText, type ShellToolOutcome, type ShellToolReply } from './toolset.js';

@@ -11,7 +11,8 @@ import type { z } from 'zod';
 import { SHELL_TOOLS } from '../../defaults.js';
 import { FileToolError, readFileSlice, resolvePath, resolveUser, writeFileBytes } from '../../container/index.js';
 import type { ContainerExec } from '../../sandbox/container-exec.js';
-import { ShellSession, type ShellLimits, type ShellRun, type ShellSettings } from './shell-session.js';
+import type { ShellLimits, ShellSettings } from './shell-process.js';
+import { ShellSession, type ShellRun } from './shell-session.js';
 import {
   argumentsProblem,
   BASH_ARGS,
