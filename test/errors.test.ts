@@ -20,7 +20,14 @@ import { RpcCode } from '../src/protocol/jsonrpc.js';
 import { WsErrorCodeSchema } from '../src/protocol/frames.js';
 import type { Failure } from '../src/protocol/observations.js';
 
-const failure: Failure = { reason: 'image_missing', message: 'no image openenv-local/x:1', phase: 'deploy' } as Failure;
+const failure: Failure = {
+  reason: 'image_unavailable',
+  phase: 'deploy',
+  retryable: false,
+  message: 'no image openenv-local/x:1',
+  episode_id: 'e1',
+  task_id: 't1',
+};
 const capacity = { active_sessions: 2, max_sessions: 2, waiting: 0, lane: 'normal' as const, waited_s: 1, retry_after_s: 5 };
 
 /** every error class, and how each protocol said it before the table: [error, HTTP status, HTTP error, WS code, JSON-RPC code] */
@@ -63,7 +70,7 @@ describe('the table of server errors', () => {
 
   it("carries each kind's details: capacity's retry_after_s, a deploy's failure, a state's reason", () => {
     expect(toHttpError(new CapacityError('full', capacity)).body).toMatchObject({ retry_after_s: 5, lane: 'normal' });
-    expect(toWsError(new DeployFailedError(failure)).data).toMatchObject({ reason: 'image_missing', failure });
+    expect(toWsError(new DeployFailedError(failure)).data).toMatchObject({ reason: 'image_unavailable', failure });
     expect(toRpcError(1, new EpisodeStateError('episode_done', 'ended')).error.data).toEqual({ error: 'episode_done', reason: 'episode_done' });
     expect(toHttpError(new ShuttingDownError()).body).toMatchObject({ reason: 'shutting_down' });
   });
