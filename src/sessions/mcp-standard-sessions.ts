@@ -117,6 +117,7 @@ export class StandardMcpSessions {
     // a malformed initialize deploys nothing: it is refused before the episode is asked for
     const valid = InitializeParamsSchema.safeParse(msg.params);
     if (!valid.success) {
+      // the schema's messages name their fields (protocol/mcp-standard.ts): no path before them (cf. describeIssues)
       const why = valid.error.issues.map((i) => i.message).join('; ');
       return {
         status: 200,
