@@ -1,6 +1,7 @@
 /**
  * The docs' copy-paste walks run as pasted: the README quick start's `play` (typed, and piped),
- * the getting-started walk's `play`, `eval` and `rows`, and the curl session of docs/clients.md,
+ * the getting-started walk's `play`, `init`, `eval` and `rows` (its `check` and `serve` lines are
+ * what `init` prints, which the docker layer runs as printed), and the curl session of docs/clients.md,
  * each block handed to bash as the page has it, against a GridSim server (envs as child
  * processes) whose address stands in for http://127.0.0.1:8200. What only a real engine serves
  * (the first build, `check` on Docker) is proven by the docker layer's GridSim and CLI tests.
@@ -86,6 +87,25 @@ describe('the docs walks, pasted into a shell', () => {
     const r = await bash(script, { 'http://127.0.0.1:8200': s.url }, `get_situation\nsubmit_schedule {"schedule": [${Array(24).fill(0).join(',')}]}\n`);
     expect(r.code, r.out).toBe(0);
     expect(r.out.trimEnd().split('\n').at(-1)).toBe(LAST);
+  });
+
+  it("getting started, steps 3 to 5: init as pasted; then check, serve and play as init prints them (the docker layer runs init's lines: test/cli/init-next-steps.docker.test.ts)", async () => {
+    const dir = path.join(tmp, 'my-tasks');
+    const init = block('docs/getting-started.md', '## 3. A bundle of your own', 'npx openenv-bundle init');
+    const r = await bash(init, { 'my-tasks --env python': `my-tasks --env python --json --dir ${dir}` });
+    expect(r.code, r.out).toBe(0);
+    const next = (JSON.parse(r.out) as { next: Record<string, string> }).next;
+    const printed = (key: string) => next[key]!.replaceAll(dir, 'my-tasks');
+    const commands = (b: string) =>
+      b
+        .split('\n')
+        .map((l) => l.replace(/\s+#.*$/, '').trim())
+        .filter(Boolean);
+    expect(commands(block('docs/getting-started.md', '## 4. Check it', 'bash docker/'))).toEqual([printed('offlineBase'), printed('offlineCheck')]);
+    expect(commands(block('docs/getting-started.md', '## 5. Serve it', 'npx openenv-bundle serve'))).toEqual([
+      `${printed('offlineServe')} &`,
+      `${printed('play')} --token-var AGENTENV_TOKEN`,
+    ]);
   });
 
   it('getting started, step 6: eval against an OpenAI-compatible endpoint (a scripted one that idles)', async () => {
