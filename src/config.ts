@@ -59,7 +59,7 @@ export function schemaDefault(schema: z.ZodTypeAny): unknown {
   return undefined;
 }
 
-/** The default as --help and the README say it: the words given, else the schema's (`none`, `off` for a switch, `required`). */
+/** The default as --help and docs/options.md say it: the words given, else the schema's (`none`, `off` for a switch, `required`). */
 export function shownDefault(o: OptionSpec): string {
   if (o.shownDefault !== undefined) return o.shownDefault;
   if (!o.schema.isOptional()) return 'required';

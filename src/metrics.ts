@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics, one registry per app (prom-client's global registry throws when a process
  * builds two apps). Labels are low-cardinality only: never an episode or task id.
- * README.md (Metrics) has the table an operator reads; keep it in step with this file.
+ * docs/metrics.md has the table an operator reads; keep it in step with this file.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { LANES, type LaneCounts } from './protocol/lanes.js';

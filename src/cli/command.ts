@@ -29,7 +29,7 @@ export interface Subcommand {
   name: string;
   /** one line for `openenv-bundle --help` */
   summary: string;
-  /** its positional arguments' names (`DIR`) and its options, as declared (the README test reads them) */
+  /** its positional arguments' names (`DIR`) and its options, as declared (the docs test reads them: test/docs-reference.test.ts) */
   positionals: readonly string[];
   options: OptionTable;
   /** the environment variables an option is read from */

@@ -56,7 +56,7 @@ describeDocker('the shipped Harbor dataset, served: every task played over /ws',
       sources: [DATASET],
       out,
       baseImages: [parseBaseImageRule(BASE_IMAGE_RULE)],
-      // as the README imports it: 3 of the 12 in eval
+      // as docs/harbor.md imports it: 3 of the 12 in eval
       evalShare: 0.25,
       ignoreInternet: false,
       skipRefused: false,
