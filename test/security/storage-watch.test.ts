@@ -218,12 +218,17 @@ describe("the storage watch's file bound", () => {
   });
 
   it('never counts a layer whose looks are cheap, and counts a large one that does not grow once', async () => {
-    const few = fakeEngine({ c: { entries: () => 10, lookMs: () => 1 } });
-    const wf = new StorageWatch(few.docker, silentLogger, fileSettings);
+    // the looks' times on clocks of their own, advanced by exactly what each look takes: on the
+    // wall clock a loaded machine's timers make a steady look seem to grow (a 60 ms look read as
+    // 200 ms: 14,000 entries more, at the floor), and the watch rightly counts again
+    let fewClock = 0;
+    const few = fakeEngine({ c: { entries: () => 10, lookMs: () => 1 } }, { advance: (ms) => (fewClock += ms) });
+    const wf = new StorageWatch(few.docker, silentLogger, fileSettings, () => fewClock);
     wf.watch('a', 'c', files(100_000));
     // 3,000 entries, 60 ms a look: they may be 6,000, so counted; then the looks do not grow
-    const stable = fakeEngine({ c: { entries: () => 3000, lookMs: () => 60 } });
-    const ws = new StorageWatch(stable.docker, silentLogger, fileSettings);
+    let stableClock = 0;
+    const stable = fakeEngine({ c: { entries: () => 3000, lookMs: () => 60 } }, { advance: (ms) => (stableClock += ms) });
+    const ws = new StorageWatch(stable.docker, silentLogger, fileSettings, () => stableClock);
     ws.watch('b', 'c', files(5000));
     await sleep(1500);
     wf.close();
