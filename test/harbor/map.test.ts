@@ -9,19 +9,9 @@ import { aggregate, evalSet, goldenOf, mapTasks, slug, type MapOptions } from '.
 import { ImportError } from '../../src/authoring/harbor/options.js';
 import type { ReadTask, SolutionRead } from '../../src/authoring/harbor/read.js';
 import type { HarborConfig, HarborStep } from '../../src/authoring/harbor/task-config.js';
-import type { HarborTask, HarborTurn } from '../../src/authoring/harbor/read-task.js';
+import { EMPTY_CONFIG, type HarborTask, type HarborTurn } from '../../src/authoring/harbor/read-task.js';
 
-const config = (c: Partial<HarborConfig> = {}): HarborConfig => ({
-  steps: null,
-  metadata: {},
-  task: null,
-  verifierEnv: {},
-  solutionEnv: {},
-  envVars: {},
-  schemaVersion: '1.0',
-  internetUnsaid: false,
-  ...c,
-});
+const config = (c: Partial<HarborConfig> = {}): HarborConfig => ({ ...EMPTY_CONFIG, ...c });
 const turn = (t: Partial<HarborTurn> = {}): HarborTurn => ({
   step: null,
   instruction: 'Make hello.txt.',

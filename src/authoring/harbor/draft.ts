@@ -8,7 +8,6 @@ import type {
   EnvManifestSchema,
   GoldenStepSchema,
   ManifestSchema,
-  ReadyCheckSchema,
   SidecarSchema,
   TaskLineSchema,
   TurnSpecSchema,
@@ -16,18 +15,23 @@ import type {
 } from '../../bundle/schema.js';
 import type { AggregatedFinding, ImportedTask } from './options.js';
 
-/** bundle.json as written */
-export type ManifestDraft = z.input<typeof ManifestSchema>;
-/** one env of bundle.json */
-export type EnvDraft = z.input<typeof EnvManifestSchema>;
-/** one sidecar of an env */
-export type SidecarDraft = z.input<typeof SidecarSchema>;
-/** one row of a split's JSONL file */
-export type TaskRowDraft = z.input<typeof TaskLineSchema>;
-export type VerifierDraft = z.input<typeof VerifierSchema>;
-export type TurnSpecDraft = z.input<typeof TurnSpecSchema>;
-export type ReadyCheckDraft = z.input<typeof ReadyCheckSchema>;
-export type GoldenStepDraft = z.input<typeof GoldenStepSchema>;
+/** the bundle format's schemas of what the import writes, by the part they declare */
+interface DraftSchemas {
+  /** bundle.json */
+  manifest: typeof ManifestSchema;
+  /** one env of bundle.json */
+  env: typeof EnvManifestSchema;
+  /** one sidecar of an env */
+  sidecar: typeof SidecarSchema;
+  /** one row of a split's JSONL file */
+  row: typeof TaskLineSchema;
+  verifier: typeof VerifierSchema;
+  turn: typeof TurnSpecSchema;
+  golden: typeof GoldenStepSchema;
+}
+
+/** a part of the bundle as written: its schema's input type (defaults left to the loader) */
+export type Draft<K extends keyof DraftSchemas> = z.input<DraftSchemas[K]>;
 
 /**
  * A folder of the task copied into the bundle: `from` copied to `to` (a new folder), or the
@@ -43,9 +47,9 @@ export interface FileDraft {
 }
 
 export interface ImportDraft {
-  manifest: ManifestDraft;
+  manifest: Draft<'manifest'>;
   /** split name → its rows, in the order written */
-  rows: Record<'train' | 'eval', TaskRowDraft[]>;
+  rows: Record<'train' | 'eval', Draft<'row'>[]>;
   /** folders copied in, before the files are written (a Dockerfile written over a copied context's) */
   copies: FolderCopy[];
   /** the files written after the copies: the mapped Dockerfiles, the splits, bundle.json, README.md */

@@ -10,7 +10,7 @@ import { SHELL_TOOLS } from '../../defaults.js';
 import { BASH_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, WRITE_FILE_TOOL } from '../../tools/shell/specs.js';
 import { REWARD_TXT_SCORE } from '../../verifier/reward-files.js';
 import { ARTIFACTS_DIR } from '../../verifier/layout.js';
-import type { EnvDraft, FileDraft, FolderCopy, GoldenStepDraft, ImportDraft, SidecarDraft, TaskRowDraft, TurnSpecDraft, VerifierDraft } from './draft.js';
+import type { Draft, FileDraft, FolderCopy, ImportDraft } from './draft.js';
 import { ImportError, type AggregatedFinding, type ImportedTask, type ImportOptions } from './options.js';
 import type { ReadTask, SolutionRead } from './read.js';
 import type { HarborTask } from './read-task.js';
@@ -54,8 +54,8 @@ function shellQuote(s: string): string {
 }
 
 /** the golden calls of a turn: its solution's files written to /solution, then solve.sh run there with [solution] env */
-export function goldenOf(solution: SolutionRead, env: Record<string, string>, timeoutS: number): { steps: GoldenStepDraft[] } | { problem: string } {
-  const steps: GoldenStepDraft[] = [];
+export function goldenOf(solution: SolutionRead, env: Record<string, string>, timeoutS: number): { steps: Draft<'golden'>[] } | { problem: string } {
+  const steps: Draft<'golden'>[] = [];
   for (const { name: f, data } of solution.files) {
     if (data === null) return { problem: `solution file ${f} is no longer a regular file` };
     const text = new TextDecoder('utf-8', { fatal: false }).decode(data);
@@ -120,10 +120,10 @@ export function evalSet(ids: string[], opts: Pick<ImportOptions, 'evalTasks' | '
  * build's folder of environment/ copied to sidecars/<env>/<name> with its Dockerfile mapped (built
  * without network unless trusted, as the env's), an image as mapped; their healthchecks as given.
  */
-function sidecarsOf(t: HarborTask, envName: string, withNetwork: boolean, copies: FolderCopy[], files: FileDraft[]): Record<string, SidecarDraft> {
-  const out: Record<string, SidecarDraft> = {};
+function sidecarsOf(t: HarborTask, envName: string, withNetwork: boolean, copies: FolderCopy[], files: FileDraft[]): Record<string, Draft<'sidecar'>> {
+  const out: Record<string, Draft<'sidecar'>> = {};
   for (const sc of t.sidecars) {
-    let spec: SidecarDraft;
+    let spec: Draft<'sidecar'>;
     if (sc.build !== undefined && sc.dockerfile) {
       const rel = `sidecars/${envName}/${sc.name}`;
       copies.push({ from: path.join(t.dir, 'environment', sc.build), to: rel });
@@ -149,9 +149,9 @@ function sidecarsOf(t: HarborTask, envName: string, withNetwork: boolean, copies
 }
 
 /** the env of a task: its image, built from its environment/ (its Dockerfile mapped), or named; its resources and sidecars */
-function envOf(t: HarborTask, envName: string, withNetwork: boolean, copies: FolderCopy[], files: FileDraft[]): EnvDraft {
+function envOf(t: HarborTask, envName: string, withNetwork: boolean, copies: FolderCopy[], files: FileDraft[]): Draft<'env'> {
   const c = t.config;
-  let env: EnvDraft;
+  let env: Draft<'env'>;
   if (t.context) {
     copies.push({ from: t.context, to: `envs/${envName}` });
     files.push({ path: `envs/${envName}/Dockerfile`, text: t.dockerfile!.text });
@@ -180,10 +180,10 @@ function rowOf(
   groupsUsed: ReadonlySet<string>,
   copies: FolderCopy[],
   notes: AggregatedFinding[],
-): { row: TaskRowDraft; golden: boolean } {
+): { row: Draft<'row'>; golden: boolean } {
   const c = t.config;
   const multi = c.steps !== null;
-  const row: TaskRowDraft = {
+  const row: Draft<'row'> = {
     task_id: t.id,
     toolset: SHELL_BUILTIN,
     env: envName,
@@ -191,14 +191,14 @@ function rowOf(
     turns: t.turns.map((x) => x.instruction),
   };
   if (t.turns.length > 1) row.max_turns = t.turns.length;
-  const golden: GoldenStepDraft[] = [];
+  const golden: Draft<'golden'>[] = [];
   let goldenOk = solutions !== null;
-  const perTurn: TurnSpecDraft[] = [];
+  const perTurn: Draft<'turn'>[] = [];
   for (const [i, turn] of t.turns.entries()) {
     const step = multi ? c.steps![i]! : null;
     const testsRel = multi ? `verifiers/${t.id}/${turn.step}` : `verifiers/${t.id}`;
     copies.push({ merge: turn.tests, to: testsRel });
-    const verifier: VerifierDraft = {
+    const verifier: Draft<'verifier'> = {
       tests: testsRel,
       timeout_s: step?.verifierTimeoutS ?? c.verifierTimeoutS ?? VERIFIER_DEFAULT_TIMEOUT_S,
       ...(Object.keys({ ...c.verifierEnv, ...step?.verifierEnv }).length ? { env: { ...c.verifierEnv, ...step?.verifierEnv } } : {}),
@@ -207,7 +207,7 @@ function rowOf(
         ? { mode: 'clean' as const, outputs: [...new Set([ARTIFACTS_DIR, ...(c.artifacts ?? []), ...(step?.artifacts ?? [])])] }
         : {}),
     };
-    const spec: TurnSpecDraft = {};
+    const spec: Draft<'turn'> = {};
     const budget = step?.agentTimeoutS ?? (multi ? c.agentTimeoutS : undefined);
     if (budget !== undefined) spec.time_budget_s = budget;
     if (multi) spec.verifier = verifier;
@@ -269,7 +269,7 @@ function readme(name: string, description: string): string {
 /** The accepted tasks (none refused) as the typed draft of one bundle. */
 export function mapTasks(read: readonly ReadTask[], opts: MapOptions): ImportDraft {
   const tasks = read.map((r) => r.task);
-  const envs: Record<string, EnvDraft> = {};
+  const envs: Record<string, Draft<'env'>> = {};
   const rows: ImportDraft['rows'] = { train: [], eval: [] };
   const copies: FolderCopy[] = [];
   const files: FileDraft[] = [];
