@@ -28,8 +28,15 @@ const playOf = (p: Partial<Play>): Play => ({
   ...p,
 });
 const step = (tool: string, p: Partial<Play['steps'][number]> = {}) => ({ tool, text: 'ok', is_error: false, error_type: null, error: null, ...p });
-const failure = (reason: string, log_tail?: string): Failure =>
-  ({ reason, phase: 'step', retryable: false, message: 'it broke', episode_id: 'e', task_id: 't1', ...(log_tail ? { log_tail } : {}) }) as Failure;
+const failure = (reason: Failure['reason'], log_tail?: string): Failure => ({
+  reason,
+  phase: 'tool',
+  retryable: false,
+  message: 'it broke',
+  episode_id: 'e',
+  task_id: 't1',
+  ...(log_tail ? { log_tail } : {}),
+});
 
 describe('judgeGolden', () => {
   it('passes a play that ended without errors at every max', () => {
@@ -37,7 +44,7 @@ describe('judgeGolden', () => {
   });
   it('says a failure, a tampered toolchain, an unended episode', () => {
     expect(judgeGolden(task, playOf({ failure: failure('env_crashed') }), undefined).problems[0]).toMatch(
-      /^the golden solution failed the episode: env_crashed in phase step: it broke/,
+      /^the golden solution failed the episode: env_crashed in phase tool: it broke/,
     );
     expect(judgeGolden(task, playOf({ failure: failure('toolchain_tampered') }), undefined).problems[0]).toMatch(/cannot be verified in place \(it broke\)/);
     expect(judgeGolden(task, playOf({ done: false }), undefined).problems).toEqual([
@@ -72,8 +79,8 @@ describe('judgeEmpty', () => {
     expect(judgeEmpty(playOf({ scores: { score: 0.5 } }), undefined).problems).toEqual([
       "the empty solution (no tool call) scored score = 0.5, above its floor 0; doing nothing must not pay: fix the env's scoring or declare scores.score.floor",
     ]);
-    expect(judgeEmpty(playOf({ failure: failure('reset_failed', 'a\nb') }), undefined).problems[0]).toMatch(
-      /failed the env: reset_failed in phase step: it broke; the env's last log lines:\n {6}a\n {6}b; an env must score/,
+    expect(judgeEmpty(playOf({ failure: failure('env_unreachable', 'a\nb') }), undefined).problems[0]).toMatch(
+      /failed the env: env_unreachable in phase tool: it broke; the env's last log lines:\n {6}a\n {6}b; an env must score/,
     );
   });
 });
