@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { buildArgRecord, buildArgsSchema, SERVER_OPTIONS } from '../config.js';
 import { CHECK_CONCURRENCY, CHECK_INSTANCE_PREFIX, CHECK_TASKS_PER_GROUP } from '../defaults.js';
-import { checkDynamic, type DynamicResult, type PlayTally } from '../authoring/check-dynamic.js';
+import { checkDynamic, type DynamicResult, type PlayTally } from '../authoring/check/run.js';
 import { checkStatic, type StaticResult } from '../authoring/check-static.js';
 import { formatGroup, groupFindings, type Finding } from '../authoring/findings.js';
 import { defineCommand, EXIT, stopOnInterrupt } from './command.js';

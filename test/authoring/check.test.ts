@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { checkDynamic, type DynamicResult } from '../../src/authoring/check-dynamic.js';
+import { checkDynamic, type DynamicResult } from '../../src/authoring/check/run.js';
 import { checkStatic } from '../../src/authoring/check-static.js';
 import type { Finding } from '../../src/authoring/findings.js';
 import { checkReport, formatCheck } from '../../src/cli/check.js';

@@ -1,7 +1,7 @@
 /** What check plays: the sample of tasks, and the arguments it makes to break a tool's schema. */
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { sampleTasks } from '../../src/authoring/check-dynamic.js';
+import { sampleTasks } from '../../src/authoring/check/tally.js';
 import { newValidator, violatingArguments } from '../../src/authoring/json-schema.js';
 import { loadBundle } from '../../src/bundle/index.js';
 

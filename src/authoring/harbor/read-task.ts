@@ -90,7 +90,8 @@ async function hashes(folder: TaskFolder, rel: string): Promise<Map<string, stri
   return out;
 }
 
-const EMPTY_CONFIG: HarborConfig = {
+/** what a task.toml that could not be read gives: nothing set */
+export const EMPTY_CONFIG: HarborConfig = {
   steps: null,
   metadata: {},
   task: null,
