@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { prebuildImages, type PrebuildReport, type PrebuiltImage } from '../authoring/prebuild.js';
 import { bundleImages } from '../bundle/env-images.js';
 import { loadBundle } from '../bundle/loader.js';
-import { buildArgRecord, buildArgsSchema, SERVER_OPTIONS } from '../config.js';
+import { buildArgRecord, SERVER_OPTIONS } from '../config.js';
 import { engineMessage } from '../sandbox/engine/errors.js';
 import { defineCommand, EXIT, stopOnInterrupt } from './command.js';
 import { exitWith } from './process-entry.js';
@@ -64,9 +64,7 @@ export const buildCommand = defineCommand({
     push: { ...SERVER_OPTIONS.registry, value: 'REGISTRY', help: 'HOST:PORT[/PATH] of a registry to push every built image to' },
     concurrency: { ...SERVER_OPTIONS.imageBuildConcurrency, help: 'images built (or pulled) at once' },
     buildArg: {
-      schema: buildArgsSchema,
-      value: 'KEY=VALUE',
-      repeatable: true,
+      ...SERVER_OPTIONS.buildArg,
       help: 'build argument for the env images (repeatable; part of each tag: serve with the same), e.g. NODE_IMAGE=openenv-local/node:20 offline',
       env: ['OPENENV_BUILD_ARG'],
     },

@@ -14,4 +14,14 @@ import { playCommand } from './play.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, buildCommand, importCommand, playCommand, evalCommand, rowsCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [
+  serveCommand,
+  initCommand,
+  checkCommand,
+  packCommand,
+  buildCommand,
+  importCommand,
+  playCommand,
+  evalCommand,
+  rowsCommand,
+];

@@ -54,7 +54,16 @@ async function writeBundle(dir: string, name: string, nonce: string): Promise<vo
   }
   await mkdir(path.join(dir, 'tasks'), { recursive: true });
   await writeFile(path.join(dir, 'tasks/train.jsonl'), `${tasks.join('\n')}\n`);
-  const manifest = { name, version: '1.0.0', description: 'two env images for openenv-bundle build', default_split: 'train', splits: { train: 'tasks/train.jsonl' }, envs, toolsets, max_turns: 1 };
+  const manifest = {
+    name,
+    version: '1.0.0',
+    description: 'two env images for openenv-bundle build',
+    default_split: 'train',
+    splits: { train: 'tasks/train.jsonl' },
+    envs,
+    toolsets,
+    max_turns: 1,
+  };
   await writeFile(path.join(dir, 'bundle.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 }
 
@@ -121,7 +130,9 @@ describeDocker('openenv-bundle build, run as a process', () => {
     const r = build([broken]);
     expect(r.status, r.stdout + r.stderr).toBe(1);
     expect(r.stdout).toMatch(/env a: already present /);
-    expect(r.stdout).toMatch(/env b: failed after [\d.]+ s: cannot build the image of env `b` from .*(returned a non-zero code: 3|did not complete successfully)/);
+    expect(r.stdout).toMatch(
+      /env b: failed after [\d.]+ s: cannot build the image of env `b` from .*(returned a non-zero code: 3|did not complete successfully)/,
+    );
     expect(r.stdout).toContain(`| doomed-${nonce}`);
     expect(r.stdout).toContain('2 image(s): 0 built, 1 already present, 0 pulled, 1 failed');
     expect(r.stdout).not.toContain('next:');
