@@ -1,10 +1,17 @@
 /** `openenv-bundle build`'s command line, and what it prints of each image and of the whole. */
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { pullCommands, type PrebuildReport, type PrebuiltImage } from '../../src/authoring/prebuild.js';
 import { buildCommand, buildSummary, imageLine } from '../../src/cli/build.js';
 import { runCommand } from '../../src/cli/command.js';
 import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../../src/defaults.js';
 import { bufferIo } from '../authoring/helpers.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const CLI = path.join(ROOT, 'dist/cli/openenv-bundle.js');
+const FIXTURE = path.join(ROOT, 'test/fixtures/fixture-v1');
 
 describe('build: its arguments', () => {
   it("defaults: the server's image build concurrency, no push, no build arguments, no file", () => {
@@ -32,6 +39,15 @@ describe('build: its arguments', () => {
     const b = bufferIo();
     expect(await runCommand(buildCommand, ['--help'], b.io, 'openenv-bundle build')).toBe(0);
     for (const flag of ['--push REGISTRY', '--concurrency N', '--build-arg KEY=VALUE', '--write FILE', '--json']) expect(b.out()).toContain(flag);
+  });
+
+  it('no engine at DOCKER_HOST: exit 1 saying so and what to do (the built command, a child process)', () => {
+    const r = spawnSync(process.execPath, [CLI, 'build', FIXTURE], {
+      encoding: 'utf8',
+      env: { ...process.env, DOCKER_HOST: `unix://${path.join(tmpdir(), `no-engine-${process.pid}.sock`)}` },
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^error: no Docker engine answers \(.*\): start one, or point DOCKER_HOST at it\n$/);
   });
 
   it('a bundle that does not load: exit 1 saying so, before any engine is asked', async () => {
