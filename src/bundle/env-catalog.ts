@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { contextDir, type LoadedBundle } from './loader.js';
+import { sidecarBuildName } from './env-images.js';
 import path from 'node:path';
 import { SandboxError, type EnvSpec, type Sandbox, type SidecarSpec } from '../sandbox/sandbox.js';
 import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../defaults.js';
@@ -192,7 +193,7 @@ export class EnvCatalog {
       if (spec.build !== undefined) {
         const tag = await this.sandbox.images.build({
           bundleName: this.bundle.manifest.name,
-          envName: `${envName}.sidecars.${sc}`,
+          envName: sidecarBuildName(envName, sc),
           contextDir: path.resolve(this.bundle.dir, spec.build),
           buildArgs: this.buildArgs,
           ...(spec.build_network === 'none' ? { network: 'none' as const } : {}),

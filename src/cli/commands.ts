@@ -3,6 +3,7 @@
  * in src/cli/ exporting a defineCommand(...) and one entry here (`import`, harbor's bundle
  * importer, joins after `pack`).
  */
+import { buildCommand } from './build.js';
 import { checkCommand } from './check.js';
 import type { Subcommand } from './command.js';
 import { evalCommand } from './eval.js';
@@ -13,4 +14,14 @@ import { playCommand } from './play.js';
 import { rowsCommand } from './rows.js';
 import { serveCommand } from './serve.js';
 
-export const SUBCOMMANDS: readonly Subcommand[] = [serveCommand, initCommand, checkCommand, packCommand, importCommand, playCommand, evalCommand, rowsCommand];
+export const SUBCOMMANDS: readonly Subcommand[] = [
+  serveCommand,
+  initCommand,
+  checkCommand,
+  packCommand,
+  buildCommand,
+  importCommand,
+  playCommand,
+  evalCommand,
+  rowsCommand,
+];

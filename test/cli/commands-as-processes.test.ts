@@ -58,6 +58,7 @@ const PROVEN: Record<string, string> = {
   init: 'init',
   check: 'check',
   pack: 'pack',
+  build: 'test/cli/build-command.docker.test.ts, "openenv-bundle build, run as a process" (and test/cli/build.test.ts: no engine)',
   import: 'test/harbor/import.test.ts, "openenv-bundle import harbor, the built binary"',
   play: 'play',
   eval: 'eval',

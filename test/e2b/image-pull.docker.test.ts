@@ -8,16 +8,12 @@
  * Two sandboxes asking for it at once share one pull; its progress is in the server's log and in
  * each waiting sandbox's console transcript.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Sandbox } from 'e2b';
-import { freePort } from '../../scripts/lib/free-port.js';
 import { describeDocker, waitFor } from '../support/docker.js';
+import { startLocalRegistry, type LocalRegistry } from '../support/local-registry.js';
 import { ensureDebianBase, LOCAL_DEBIAN_IMAGE, startE2bServer, TEMPLATE, type E2bServer } from './helpers.js';
 
 const hasImage = (ref: string) => {
@@ -29,36 +25,18 @@ const hasImage = (ref: string) => {
   }
 };
 
-const listens = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const c = connect({ host: '127.0.0.1', port });
-    c.once('connect', () => {
-      c.destroy();
-      resolve(true);
-    });
-    c.once('error', () => resolve(false));
-  });
-
 describeDocker('an image pulled for a sandbox', () => {
-  let registry: ChildProcess;
-  let dir: string;
+  let registry: LocalRegistry;
   let image: string;
   let s: E2bServer;
 
   beforeAll(async () => {
     ensureDebianBase();
-    dir = mkdtempSync(path.join(tmpdir(), 'openenv-e2b-registry-'));
-    const port = await freePort();
-    writeFileSync(
-      path.join(dir, 'config.yml'),
-      `version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/storage\nhttp:\n  addr: 127.0.0.1:${port}\n`,
-    );
-    registry = spawn('docker-registry', ['serve', path.join(dir, 'config.yml')], { stdio: 'ignore' });
-    await waitFor(() => listens(port), 30_000, 'the registry listens');
+    registry = await startLocalRegistry('openenv-e2b-registry-');
 
     // an image of its own: the Debian base and a layer no other image has, so the pull downloads it
     const nonce = randomBytes(6).toString('hex');
-    image = `127.0.0.1:${port}/openenv-e2b-pull/debian:${nonce}`;
+    image = `${registry.address}/openenv-e2b-pull/debian:${nonce}`;
     execFileSync('docker', ['build', '-q', '-t', image, '-'], {
       input: `FROM ${LOCAL_DEBIAN_IMAGE}\nRUN head -c 6000000 /dev/urandom > /opt/blob && echo ${nonce} > /opt/nonce\n`,
       stdio: ['pipe', 'ignore', 'pipe'],
@@ -67,7 +45,7 @@ describeDocker('an image pulled for a sandbox', () => {
     execFileSync('docker', ['rmi', image], { stdio: 'ignore' });
     expect(hasImage(image)).toBe(false);
 
-    s = await startE2bServer(['--e2b-image-key', 'image', '--e2b-images', `127.0.0.1:${port}/openenv-e2b-pull/*`]);
+    s = await startE2bServer(['--e2b-image-key', 'image', '--e2b-images', `${registry.address}/openenv-e2b-pull/*`]);
   }, 300_000);
 
   afterAll(async () => {
@@ -76,8 +54,7 @@ describeDocker('an image pulled for a sandbox', () => {
       expect((await s.proc.exited).code).toBe(0);
     }
     if (image && hasImage(image)) execFileSync('docker', ['rmi', '-f', image], { stdio: 'ignore' });
-    registry?.kill('SIGTERM');
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    registry?.stop();
   });
 
   it('is pulled from its registry once for two sandboxes asking at once, its progress in the log and the console; both run it', async () => {
