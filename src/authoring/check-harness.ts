@@ -17,7 +17,7 @@ import { harnessOf } from '../episodes/harness-task.js';
 import type { HarnessProgress } from '../protocol/harness.js';
 import { WAIT_TOOL_NAME } from '../protocol/harness.js';
 import type { Upstream } from '../protocol/model.js';
-import type { CallObservation, Ending, Failure } from '../protocol/observations.js';
+import type { CallObservation, Ending, Failure, Scores } from '../protocol/observations.js';
 import { BASH_TOOL, READ_FILE_TOOL, WRITE_FILE_TOOL } from '../tools/shell/index.js';
 import { SCRIPTED_MODEL_NAME, ScriptedModel, type ModelScript } from './scripted-model.js';
 
@@ -100,7 +100,7 @@ export function harnessRunNote(h: HarnessProgress): string | null {
 export interface HarnessPlayEnd {
   done: boolean;
   reward: number | null;
-  scores: Record<string, number> | null;
+  scores: Scores | null;
   end_reason: string | null;
   failure: Failure | null;
   harness: HarnessProgress | null;

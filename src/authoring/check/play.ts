@@ -6,7 +6,7 @@ import { DeployFailedError } from '../../errors.js';
 import type { LoadedBundle, Task } from '../../bundle/index.js';
 import type { GoldenStep } from '../../bundle/schema.js';
 import type { Episode } from '../../episodes/episode.js';
-import type { CallObservation, Ending, Failure } from '../../protocol/observations.js';
+import type { CallObservation, Ending, Failure, Scores } from '../../protocol/observations.js';
 import type { HarnessProgress } from '../../protocol/harness.js';
 import type { OpenEnvRuntime } from '../../runtime.js';
 import type { Findings } from '../findings.js';
@@ -27,7 +27,7 @@ export interface Play {
   steps: PlayedStep[];
   done: boolean;
   reward: number | null;
-  scores: Record<string, number> | null;
+  scores: Scores | null;
   end_reason: string | null;
   failure: Failure | null;
   /** the reset's deploy time (container, readiness, /reset), seconds */

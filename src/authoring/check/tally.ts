@@ -1,6 +1,7 @@
 /** What check counts and compares plays against: the sample of tasks, the declared score ranges, the tallies of golden and empty plays. */
 import type { LoadedBundle, Task } from '../../bundle/index.js';
 import type { ScoreDeclaration } from '../../bundle/schema.js';
+import type { Scores } from '../../protocol/observations.js';
 import type { Play } from './play.js';
 
 /** How the plays of one kind (golden, empty) went: passed of played, and the means of the scored ones. */
@@ -10,7 +11,7 @@ export interface PlayTally {
   /** the mean reward of the plays that were scored; null when none was */
   reward: number | null;
   /** each score's mean over the plays that reported it */
-  scores: Record<string, number>;
+  scores: Scores;
 }
 
 /** Counts plays and their rewards and scores; `tally()` gives the means. */
