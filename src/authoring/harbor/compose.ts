@@ -11,7 +11,7 @@
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { SIDECAR_NAME_PATTERN } from '../../bundle/schema.js';
-import type { Finding, HealthcheckSpec } from './task-config.js';
+import type { TaskNote, HealthcheckSpec } from './task-config.js';
 
 /** what a main-only compose file gives the env */
 export interface ComposeMain {
@@ -38,8 +38,8 @@ export interface ComposeSidecar {
 export interface ComposeRead {
   main: ComposeMain;
   sidecars: ComposeSidecar[];
-  refusals: Finding[];
-  notes: Finding[];
+  refusals: TaskNote[];
+  notes: TaskNote[];
 }
 
 type Table = Record<string, unknown>;
@@ -304,8 +304,8 @@ function readSidecar(name: string, svc: unknown, services: readonly string[], re
 
 /** Reads a compose file's text; `file` names it in findings (`environment/docker-compose.yaml`). */
 export function readCompose(text: string, file: string): ComposeRead {
-  const refusals: Finding[] = [];
-  const notes: Finding[] = [];
+  const refusals: TaskNote[] = [];
+  const notes: TaskNote[] = [];
   const main: ComposeMain = { environment: {} };
   const sidecars: ComposeSidecar[] = [];
   const refuse = (where: string, message: string) => refusals.push({ field: `${file} ${where}`.trim(), message });

@@ -13,7 +13,7 @@ import type {
   TurnSpecSchema,
   VerifierSchema,
 } from '../../bundle/schema.js';
-import type { AggregatedFinding, ImportedTask } from './options.js';
+import type { AggregatedNote, ImportedTask } from './options.js';
 
 /** the bundle format's schemas of what the import writes, by the part they declare */
 interface DraftSchemas {
@@ -56,5 +56,5 @@ export interface ImportDraft {
   files: FileDraft[];
   tasks: ImportedTask[];
   /** the notes the map adds to the read ones: a task left without a golden solution, the multi-step caveat */
-  notes: AggregatedFinding[];
+  notes: AggregatedNote[];
 }

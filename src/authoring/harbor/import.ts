@@ -13,7 +13,7 @@ import { ImportError, type ImportOptions, type ImportResult } from './options.js
 import { isDir, missingImages, readSolutions, readTasks } from './read.js';
 import { placeBundle, verifyBundle, writeDraft } from './write.js';
 
-export { ImportError, type AggregatedFinding, type ImportOptions, type ImportResult } from './options.js';
+export { ImportError, type AggregatedNote, type ImportOptions, type ImportResult } from './options.js';
 
 /** DIR must be new, empty, or (--force) a bundle to replace */
 async function checkOut(out: string, given: string, force: boolean): Promise<void> {

@@ -11,10 +11,10 @@ import { BASH_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, WRITE_FILE_TOOL } from '
 import { REWARD_TXT_SCORE } from '../../verifier/reward-files.js';
 import { ARTIFACTS_DIR } from '../../verifier/layout.js';
 import type { Draft, FileDraft, FolderCopy, ImportDraft } from './draft.js';
-import { ImportError, type AggregatedFinding, type ImportedTask, type ImportOptions } from './options.js';
+import { ImportError, type AggregatedNote, type ImportedTask, type ImportOptions } from './options.js';
 import type { ReadTask, SolutionRead } from './read.js';
 import type { HarborTask } from './read-task.js';
-import type { Finding } from './task-config.js';
+import type { TaskNote } from './task-config.js';
 
 /** the defaults an imported shell env gets where its task.toml says nothing */
 const IMPORTED_ENV = { memoryMb: 2048, cpus: 1, pids: 1024 } as const;
@@ -89,8 +89,8 @@ function systemPrompt(turns: number): string {
 }
 
 /** the tasks' notes, one per (field, message), with the tasks that have it */
-export function aggregate(tasks: readonly { id: string; notes: readonly Finding[] }[]): AggregatedFinding[] {
-  const by = new Map<string, AggregatedFinding>();
+export function aggregate(tasks: readonly { id: string; notes: readonly TaskNote[] }[]): AggregatedNote[] {
+  const by = new Map<string, AggregatedNote>();
   for (const t of tasks) {
     for (const n of t.notes) {
       const key = `${n.field}\0${n.message}`;
@@ -179,7 +179,7 @@ function rowOf(
   envName: string,
   groupsUsed: ReadonlySet<string>,
   copies: FolderCopy[],
-  notes: AggregatedFinding[],
+  notes: AggregatedNote[],
 ): { row: Draft<'row'>; golden: boolean } {
   const c = t.config;
   const multi = c.steps !== null;
@@ -273,7 +273,7 @@ export function mapTasks(read: readonly ReadTask[], opts: MapOptions): ImportDra
   const rows: ImportDraft['rows'] = { train: [], eval: [] };
   const copies: FolderCopy[] = [];
   const files: FileDraft[] = [];
-  const notes: AggregatedFinding[] = [];
+  const notes: AggregatedNote[] = [];
   const summary: ImportedTask[] = [];
   const groupsUsed = new Set<string>();
   for (const t of tasks) for (const k of GROUP_KEYS) if (t.config.metadata[k] !== undefined) groupsUsed.add(k);

@@ -1,7 +1,7 @@
 /** What `import harbor` is asked (ImportOptions) and answers (ImportResult), and the error of a command line or source to fix. */
 import type { BaseImageRule } from './dockerfile.js';
 import type { ImagesChoice } from './read-task.js';
-import type { Finding } from './task-config.js';
+import type { TaskNote } from './task-config.js';
 
 /** A command line or source to fix: nothing was written. */
 export class ImportError extends Error {
@@ -34,7 +34,7 @@ export interface ImportOptions {
   hasImages?: (refs: string[]) => Promise<Set<string> | null>;
 }
 
-export interface AggregatedFinding {
+export interface AggregatedNote {
   field: string;
   message: string;
   tasks: string[];
@@ -61,8 +61,8 @@ export interface ImportResult {
   out: string;
   bundle: string;
   tasks: ImportedTask[];
-  refused: { id: string; findings: Finding[] }[];
-  notes: AggregatedFinding[];
+  refused: { id: string; findings: TaskNote[] }[];
+  notes: AggregatedNote[];
   /** images the envs need that the engine does not have; null: not checked (no engine) */
   missingImages: MissingImage[] | null;
   written: boolean;

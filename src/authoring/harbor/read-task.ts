@@ -10,7 +10,7 @@ import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-bu
 import { readCompose, type ComposeSidecar } from './compose.js';
 import { downloadsIn, installsIn, mapDockerfileImages, startCommands, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';
-import { readTaskConfig, type Finding, type HarborConfig } from './task-config.js';
+import { readTaskConfig, type TaskNote, type HarborConfig } from './task-config.js';
 
 export interface HarborTurn {
   /** the step's name (schema 1.1), null for a task of one step */
@@ -42,8 +42,8 @@ export interface HarborTask {
   image: string | null;
   /** the services beside main in its compose file: the env's sidecars, their Dockerfiles or images mapped */
   sidecars: HarborSidecar[];
-  refusals: Finding[];
-  notes: Finding[];
+  refusals: TaskNote[];
+  notes: TaskNote[];
 }
 
 /**
@@ -117,8 +117,8 @@ export interface ReadTaskOptions {
 
 export async function readHarborTask(dir: string, opts: ReadTaskOptions): Promise<HarborTask> {
   const id = path.basename(dir);
-  const refusals: Finding[] = [];
-  const notes: Finding[] = [];
+  const refusals: TaskNote[] = [];
+  const notes: TaskNote[] = [];
   const refuse = (field: string, message: string) => refusals.push({ field, message });
   if (opts.linkedTo !== undefined) {
     refuse('the task folder', `a symbolic link to ${opts.linkedTo}: the import reads no folder a dataset links to; import that folder by its own path`);

@@ -7,13 +7,9 @@
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { TOOLCHAIN_PATHS } from '../../verifier/toolchain.js';
-import { isTable, Reader, type Table } from './toml-reader.js';
+import { isTable, Reader, type Table, type TaskNote } from './toml-reader.js';
 
-export interface Finding {
-  /** where in task.toml: `[environment] gpus`, `[[steps]] 2 (implement) artifacts` */
-  field: string;
-  message: string;
-}
+export type { TaskNote } from './toml-reader.js';
 
 export interface HealthcheckSpec {
   command: string;
@@ -196,8 +192,8 @@ function minReward(r: Reader): number | Record<string, number> | undefined {
   return undefined;
 }
 
-export function readTaskConfig(text: string, opts: ReadOptions): { config: HarborConfig | null; refusals: Finding[]; notes: Finding[] } {
-  const out = { refusals: [] as Finding[], notes: [] as Finding[] };
+export function readTaskConfig(text: string, opts: ReadOptions): { config: HarborConfig | null; refusals: TaskNote[]; notes: TaskNote[] } {
+  const out = { refusals: [] as TaskNote[], notes: [] as TaskNote[] };
   let doc: Table;
   try {
     doc = parseToml(text) as Table;

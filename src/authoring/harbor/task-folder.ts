@@ -11,7 +11,7 @@ import { constants } from 'node:fs';
 import { lstat, open, readdir, readlink, realpath } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
 import path from 'node:path';
-import type { Finding } from './task-config.js';
+import type { TaskNote } from './task-config.js';
 
 /** what a path of the task is: `refused` when it, or a folder on its way, is none of the task's own files or folders */
 export type EntryKind = 'file' | 'dir' | 'missing' | 'refused';
@@ -50,7 +50,7 @@ export async function readRegular(file: string): Promise<Buffer | null> {
 
 export class TaskFolder {
   /** every path refused, in the order found, each once */
-  readonly refusals: Finding[] = [];
+  readonly refusals: TaskNote[] = [];
   private readonly refused = new Set<string>();
 
   private constructor(

@@ -8,14 +8,14 @@
 import path from 'node:path';
 import { TEST_SCRIPT_NAME, fetchesIn } from '../../verifier/index.js';
 import { readRegular } from './task-folder.js';
-import type { Finding } from './task-config.js';
+import type { TaskNote } from './task-config.js';
 
 /**
  * The note for a task whose tests fetch: each turn's test.sh (the step's over the task's, as the
  * import merges them: the last folder holding one wins) read and scanned. `tests` are a task's
  * turns' test folders, in the import's order.
  */
-export async function testsFetchNotes(turns: readonly { step: string | null; tests: readonly string[] }[]): Promise<Finding[]> {
+export async function testsFetchNotes(turns: readonly { step: string | null; tests: readonly string[] }[]): Promise<TaskNote[]> {
   const found = new Set<string>();
   const fields = new Set<string>();
   for (const turn of turns) {

@@ -2,7 +2,12 @@
  * A TOML table read key by key (task.toml's tables, read by task-config.ts): each read in the
  * type it must have, a value of another type a refusal, and what was never read named at the end.
  */
-import type { Finding } from './task-config.js';
+/** what the import says of one field of a task (a refusal, or a note): not a check's finding (protocol/findings.ts) */
+export interface TaskNote {
+  /** where in task.toml: `[environment] gpus`, `[[steps]] 2 (implement) artifacts` */
+  field: string;
+  message: string;
+}
 
 export type Table = Record<string, unknown>;
 
@@ -15,7 +20,7 @@ export class Reader {
   constructor(
     readonly table: Table,
     readonly where: string,
-    private readonly out: { refusals: Finding[]; notes: Finding[] },
+    private readonly out: { refusals: TaskNote[]; notes: TaskNote[] },
   ) {}
 
   has(key: string): boolean {
