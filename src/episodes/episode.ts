@@ -10,87 +10,30 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from '../abort.js';
-import { END_TURN, type LoadedBundle, type Task } from '../bundle/index.js';
+import type { Task } from '../bundle/index.js';
 import { maxStepsFor } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
 import { makeFailure, type CallEvidence, type FailureExtra } from '../failures.js';
-import type { Metrics } from '../metrics.js';
 import type { Action } from '../protocol/frames.js';
 import { DEFAULT_LANE, type Lane } from '../protocol/lanes.js';
-import type {
-  CallObservation,
-  EndReason,
-  Ending,
-  EpisodeCost,
-  EpisodeState,
-  Failure,
-  FailurePhase,
-  FailureReason,
-  Phase,
-  ResetObservation,
-  StepOutcome,
-  Timings,
-  ToolsObservation,
-  Transport,
-} from '../protocol/observations.js';
-import type { EnvHandle, Sandbox } from '../sandbox/sandbox.js';
-import { fmtS, seconds3 } from '../time.js';
-import { EnvLease, type EnvLeaseDeps } from './capacity/env-lease.js';
+import type { CallObservation, EndReason, EpisodeCost, EpisodeState, Failure, FailurePhase, FailureReason } from '../protocol/observations.js';
+import type { Phase, ResetObservation, StepOutcome, Timings, ToolsObservation, Transport } from '../protocol/observations.js';
+import type { EnvHandle } from '../sandbox/sandbox.js';
+import { fmtS } from '../time.js';
+import { EnvLease } from './capacity/env-lease.js';
 import { EnvInspector } from './diagnosis.js';
-import type { EnvCaller } from './env-client.js';
+import type { EpisodeDeps, EpisodeObserver } from './episode-deps.js';
 import { EpisodeCostMeter } from './episode-cost.js';
-import type { HarnessRun } from './harness-task.js';
-import type { ModelAccess } from './model-access.js';
-import { resetObservation, toolError } from './outcomes.js';
-import { choosePlay, httpEnvClient, playEnv, TurnSetupError, type EpisodePlay, type PlayHost } from './plays/index.js';
-import { argumentsProblem, endedOutcome, nextTurnOutcome, scoredOutcome, withEnding, type EndedOutcome } from './replies.js';
-import type { RewardFn, Scores } from './reward.js';
+import { deployedLine, toolCallFields } from './episode-log.js';
+import { resetObservation } from './outcomes.js';
+import { choosePlay, httpEnvClient, playCall, playEnv, type EpisodePlay, type PlayHost } from './plays/index.js';
+import { endedOutcome, nextTurnOutcome, scoredOutcome, timingsOf, withEnding, type EndedOutcome } from './replies.js';
+import type { Scores } from './reward.js';
 import { scoreOf } from './scoring.js';
 import { TurnClock } from './turn-clock.js';
-import type { TurnEnd, VerifierRecord } from './verified-task.js';
+import type { TurnEnd } from './verified-task.js';
 
-export interface EpisodeSettings {
-  /** --reset-timeout: the longest a reset waits in the queue for a slot (a reset may ask for less) */
-  resetTimeoutMs: number;
-  /** --split-priority: the lane a split's resets wait in (a reset may name its own; others: normal) */
-  splitLanes: ReadonlyMap<string, Lane>;
-  toolTimeoutMs: number;
-  episodeTimeoutMs: number;
-  /** --max-steps; undefined: derived per task from its time budget (maxStepsFor, src/defaults.ts) */
-  maxSteps: number | undefined;
-}
-
-/** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
-export interface EpisodeDeps extends EnvLeaseDeps {
-  /** besides the lease's deploy and teardown: a look at an env that failed a call, and the reconciler's list */
-  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds' | 'shell' | 'usage'>;
-  bundle: LoadedBundle;
-  settings: EpisodeSettings;
-  reward: RewardFn;
-  log: Logger;
-  metrics: Metrics;
-  /** sees each episode's life (the web console's history, --record); it can never fail an episode */
-  observer?: EpisodeObserver;
-  /** how the episode calls its env (default: an EnvClient over HTTP to the env's baseUrl) */
-  connect?: (handle: EnvHandle) => EnvCaller;
-  /** the model gateway's side of episodes (a credential per env, issued at deploy, revoked before teardown) */
-  modelAccess?: ModelAccess;
-}
-
-/** Callbacks at the points of an episode's life; a throwing callback is logged and ignored. */
-export interface EpisodeObserver {
-  onCreated?(ep: Episode): void;
-  /** the reset succeeded: `outcome` is what the client receives */
-  onReset?(ep: Episode, outcome: StepOutcome): void;
-  /** a step answered (`startedAt` in the episode's clock); a step that throws is not reported */
-  onStep?(ep: Episode, action: Action, outcome: StepOutcome, startedAt: number): void;
-  /** the episode ended (it may still be tearing down); reason, reward, scores, failure are set */
-  onEnded?(ep: Episode): void;
-  /** a verifier ran (its output is the transcript's, never the model's) */
-  onVerifier?(ep: Episode, record: VerifierRecord): void;
-  /** a harness episode's harness run ended (its exit and output) */
-  onHarness?(ep: Episode, run: HarnessRun): void;
-}
+export type { EpisodeDeps, EpisodeObserver, EpisodeSettings } from './episode-deps.js';
 
 export class Episode {
   readonly id: string;
@@ -152,14 +95,8 @@ export class Episode {
     this.log = deps.log.child({ episode_id: this.id, task_id: task.task_id, ...(clientLabel ? { client_episode_id: clientLabel } : {}) });
     this.lease = new EnvLease(deps, this.id, deps.bundle.envOf(task).name, this.log);
     this.inspector = new EnvInspector(deps.sandbox, () => this.lease.handle, this.ids, this.log);
-    this.meter = new EpisodeCostMeter({
-      usage: deps.sandbox.usage,
-      env: () => ({ handle: this.lease.handle, since: this.lease.envSince }),
-      now: this.now,
-      log: this.log,
-      metrics: deps.metrics,
-      split: task.split,
-    });
+    const env = () => ({ handle: this.lease.handle, since: this.lease.envSince });
+    this.meter = new EpisodeCostMeter({ usage: deps.sandbox.usage, env, now: this.now, log: this.log, metrics: deps.metrics, split: task.split });
     this.clock = new TurnClock(task, this.now, (how) => this.onBudget(how));
     this.play = choosePlay(this.host());
     this.tornDown = new Promise((r) => (this.resolveTornDown = r));
@@ -168,31 +105,19 @@ export class Episode {
 
   /** what its play may see and do of it (plays/play.ts) */
   private host(): PlayHost {
-    const ep = this;
-    const { deps } = this;
     return {
+      ...this.deps,
       id: this.id,
       task: this.task,
       seed: this.seed,
-      bundle: deps.bundle,
       log: this.log,
-      metrics: deps.metrics,
-      reward: deps.reward,
-      modelAccess: deps.modelAccess,
-      toolTimeoutMs: deps.settings.toolTimeoutMs,
-      get turn() {
-        return ep.turn;
-      },
-      get done() {
-        return ep.done;
-      },
+      turn: () => this.turn,
+      ended: () => this.done,
       signal: this.abort.signal,
-      get callSignal() {
-        return ep.callSignal;
-      },
+      callSignal: () => this.callSignal,
       inspector: this.inspector,
       now: () => this.now(),
-      connect: (handle) => (deps.connect ?? httpEnvClient)(handle),
+      connect: (handle) => (this.deps.connect ?? httpEnvClient)(handle),
       envResetCallMs: () => this.envResetCallMs(),
       nextTurn: (toolName) => this.nextTurn(toolName),
       settleScores: (raw, reason, phase) => this.settleScores(raw, reason, phase),
@@ -207,7 +132,7 @@ export class Episode {
         this.endReported = true;
         return this.meter.onto(build());
       },
-      verifierRan: (r) => this.onVerifierRun(r),
+      verifierRan: (r) => this.notify((o) => o.onVerifier?.(this, r)),
       harnessRan: (run) => this.notify((o) => o.onHarness?.(this, run)),
     };
   }
@@ -249,19 +174,7 @@ export class Episode {
   }
 
   timings(): Timings {
-    const s = (a?: number, b?: number) => (a === undefined ? 0 : seconds3((b ?? this.now()) - a));
-    const t: Timings = {
-      queued_s: s(this.createdAt, this.t.queued),
-      deploy_s: s(this.t.queued, this.t.running ?? this.t.ended),
-      running_s: s(this.t.running, this.t.ended),
-    };
-    // only a server with a warm pool says where the env came from
-    if (this.lease.withPool) {
-      const pooled = this.lease.pooled;
-      t.pooled = pooled !== null;
-      if (pooled) t.pool_wait_s = seconds3(pooled.waitedMs);
-    }
-    return t;
+    return timingsOf(this.createdAt, this.t, this.now(), this.lease.withPool ? this.lease.pooled : undefined);
   }
 
   /**
@@ -272,39 +185,31 @@ export class Episode {
   async start(): Promise<StepOutcome<ResetObservation>> {
     const { admission, settings, metrics } = this.deps;
     this.log.info({ event: 'queued', lane: this.lane, waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
-    try {
-      await this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal, lane: this.lane });
-    } catch (e) {
-      this.t.queued = this.now();
-      metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
-      this.endWith('closed');
-      void this.teardown();
-      throw e;
-    }
+    const slot = this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal, lane: this.lane });
+    const refused = await slot.then(() => null).catch((e: unknown) => ({ e }));
     this.t.queued = this.now();
     metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
+    if (refused) {
+      this.end('closed');
+      throw refused.e;
+    }
     this.phase = 'deploying';
     try {
       await this.resetEnv(await this.lease.env(this.abort.signal, this.deps.modelAccess?.doorFor(this.id))).catch(async (e: unknown) => {
-        // a pooled env that died before the first observation: a fresh one, once
-        if (!(await this.pooledEnvDied(e))) throw e;
+        // a pooled env whose /reset got no answer because it died before the first observation: a fresh one, once
+        if (!this.lease.pooled || this.abort.signal.aborted || !(await this.inspector.pooledEnvDied(e))) throw e;
         await this.resetEnv(await this.lease.replaceDeadPooledEnv(this.abort.signal));
       });
     } catch (e) {
       if (isAbortError(e) || this.abort.signal.aborted) {
-        this.endWith('closed');
-        void this.teardown();
+        this.end('closed');
         throw abortError('episode closed while deploying');
       }
-      const failure =
-        e instanceof TurnSetupError
-          ? makeFailure('setup_failed', 'reset', e.message, this.ids, { log_tail: e.output })
-          : await this.inspector.deployFailure(e, this.envResetCallMs());
+      const failure = await this.inspector.deployFailure(e, this.envResetCallMs());
       this.failure = failure;
       metrics.envFailures.inc({ reason: failure.reason });
       this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
-      this.endWith('env_failed');
-      void this.teardown();
+      this.end('env_failed');
       throw new DeployFailedError(failure);
     }
     this.phase = 'running';
@@ -329,68 +234,26 @@ export class Episode {
   private async resetEnv(handle: EnvHandle): Promise<void> {
     const gone = handle.gone;
     this.callSignal = gone ? AbortSignal.any([this.abort.signal, gone]) : this.abort.signal;
-    if (gone) {
-      // A death during a step is that step's to report: its call is cut short (callSignal) and
-      // fails with the call's name, so the transcript keeps the call. The check runs after the
-      // step in flight, through the step queue; if no step claimed the death, it happened
-      // between calls and ends the episode now.
-      gone.addEventListener(
-        'abort',
-        () => {
-          this.queue = this.queue.then(async () => {
-            if (this.phase === 'running' && !this.done && this.lease.handle === handle)
-              await this.failFromEnv('tool', `the env died between calls: ${(gone.reason as Error)?.message}`, null);
-          });
-        },
-        { once: true },
-      );
-    }
+    // A death during a step is that step's to report: its call is cut short (callSignal) and fails
+    // with the call's name, so the transcript keeps the call. The check runs after the step in
+    // flight, through the step queue; if no step claimed the death, it happened between calls and
+    // ends the episode now.
+    gone?.addEventListener('abort', () => this.afterStep(() => this.diedBetweenCalls(handle, (gone.reason as Error)?.message)), { once: true });
     this.t.deployed = this.now();
     const pooled = this.lease.pooled;
-    if (pooled) {
-      this.log.info(
-        {
-          event: 'deployed',
-          deploy_s: seconds3(this.t.deployed - this.t.queued!),
-          pooled: true,
-          env_id: this.envId,
-          pool_wait_s: seconds3(pooled.waitedMs),
-        },
-        'env taken from the warm pool',
-      );
-    } else {
-      this.log.info({ event: 'deployed', deploy_s: seconds3(this.t.deployed - this.t.queued!) }, 'env deployed');
-    }
-    const shell = this.deps.sandbox.shell ?? null;
-    const deployed = this.lease.spec;
-    const companion = () => {
-      if (!deployed) throw new Error("the env's spec is not known: no clean verifier can be made");
-      return shell!.companion(handle, deployed, this.abort.signal);
-    };
-    await this.play.attach(playEnv(this.deps.bundle, this.task, handle, shell, () => this.inspector.gone(), companion));
+    this.log.info(...deployedLine(this.t.deployed - this.t.queued!, pooled && { envId: this.envId, waitedMs: pooled.waitedMs }));
+    const env = playEnv(this.deps.bundle, this.task, handle, this.deps.sandbox.shell ?? null, this.lease.spec, this.abort.signal, () => this.inspector.gone());
+    await this.play.attach(env);
   }
 
-  private onVerifierRun(r: VerifierRecord): void {
-    this.log.info(
-      {
-        event: 'verified',
-        turn: r.turn,
-        scope: r.scope,
-        status: r.status,
-        scores: r.scores,
-        exit_code: r.exit_code,
-        duration_s: r.duration_s,
-        killed: r.agent_processes_killed,
-      },
-      `verifier ${r.status}`,
-    );
-    this.notify((o) => o.onVerifier?.(this, r));
+  /** the env died between calls (no step claimed its death): the episode fails */
+  private async diedBetweenCalls(handle: EnvHandle, why: string): Promise<void> {
+    if (this.phase === 'running' && !this.done && this.lease.handle === handle) await this.failFromEnv('tool', `the env died between calls: ${why}`, null);
   }
 
-  /** the /reset of an env taken from the pool got no answer because the env is gone */
-  private async pooledEnvDied(e: unknown): Promise<boolean> {
-    if (!this.lease.pooled || this.abort.signal.aborted) return false;
-    return this.inspector.pooledEnvDied(e);
+  /** runs `then` after the step in flight, in the step queue */
+  private afterStep(then: () => Promise<void>): void {
+    this.queue = this.queue.then(then);
   }
 
   /** the env's own /reset call may take as long as a tool call or its deploy, whichever is longer */
@@ -419,7 +282,8 @@ export class Episode {
       // the reply that ends the episode says what it cost (read before the env's removal, bounded)
       if (out.done) out = await this.meter.onto(out);
       if (out.done) this.endReported = true;
-      if (action.type === 'call_tool' && this.log.isLevelEnabled('debug')) this.logToolCall(action, out, startedAt);
+      if (action.type === 'call_tool' && this.log.isLevelEnabled('debug'))
+        this.log.debug(toolCallFields(action, out, this.now() - startedAt, this.steps), `tool ${action.tool_name}`);
       this.stepsUnanswered--;
       this.notify((o) => o.onStep?.(this, action, out, startedAt));
       return out;
@@ -430,36 +294,9 @@ export class Episode {
     return run;
   }
 
-  /** One debug line per tool call: which, how many argument bytes, how long, whether it failed. */
-  private logToolCall(action: Action & { type: 'call_tool' }, out: StepOutcome, startedAt: number): void {
-    const obs = out.observation as Partial<CallObservation>;
-    const args = action.arguments === undefined ? {} : action.arguments;
-    let argBytes: number | null;
-    try {
-      argBytes = Buffer.byteLength(JSON.stringify(args) ?? '');
-    } catch {
-      argBytes = null; // nested too deep to serialise: refused as invalid_args anyway
-    }
-    const isError = obs.error != null || obs.result?.is_error === true;
-    this.log.debug(
-      {
-        event: 'tool_call',
-        tool: action.tool_name,
-        arg_bytes: argBytes,
-        ms: this.now() - startedAt,
-        is_error: isError,
-        ...(obs.error ? { error_type: obs.error.error_type } : {}),
-        step: this.steps,
-        done: out.done,
-      },
-      `tool ${action.tool_name}`,
-    );
-  }
-
   private refuseUntilRunning(): void {
-    if (this.phase === 'waiting' || this.phase === 'deploying') {
+    if (this.phase === 'waiting' || this.phase === 'deploying')
       throw new EpisodeStateError('no_episode', 'the episode is not running yet; wait for the reset reply');
-    }
   }
 
   private doneError(): EpisodeStateError {
@@ -474,27 +311,12 @@ export class Episode {
     }
     if (this.done) throw this.doneError();
     this.deps.metrics.steps.inc();
-    if (action.type === 'list_tools') {
-      return { observation: { tools: this.play.tools }, reward: null, done: false };
-    }
+    if (action.type === 'list_tools') return { observation: { tools: this.play.tools }, reward: null, done: false };
     const toolName = action.tool_name;
-    const args = action.arguments === undefined ? {} : action.arguments;
     const notice = this.clock.takeNotice(toolName, this.turn);
     if (notice) return notice;
     this.steps++;
-    const problem = argumentsProblem(args);
-    const tools = this.play.tools;
-    let outcome: StepOutcome<CallObservation | Ending>;
-    if (problem !== null) {
-      outcome = toolError(toolName, 'invalid_args', problem);
-    } else if (toolName === END_TURN) {
-      const answer = (args as Record<string, unknown>).answer;
-      outcome = await this.play.endTurn(typeof answer === 'string' ? answer : null);
-    } else if (!tools.some((t) => t.name === toolName)) {
-      outcome = toolError(toolName, 'tool_not_found', `no tool "${toolName}" in toolset "${this.task.toolset}"; tools: ${tools.map((t) => t.name).join(', ')}`);
-    } else {
-      outcome = await this.play.call(toolName, args as Record<string, unknown>);
-    }
+    const outcome = await playCall(this.play, toolName, action.arguments, this.task.toolset);
     if (!outcome.done && this.steps >= maxStepsFor(this.task, this.deps.settings.maxSteps)) {
       return withEnding(outcome, await this.play.finish('max_steps'));
     }
@@ -511,7 +333,7 @@ export class Episode {
   /** A time budget passed: after the step in flight (a shell command in flight is stopped), the turn (or the episode) ends as end_turn would end it. */
   private onBudget(how: TurnEnd): void {
     this.play.interrupt(`the ${how === 'episode_end' ? "task's" : "turn's"} time budget passed while it ran`);
-    this.queue = this.queue.then(async () => {
+    this.afterStep(async () => {
       if (this.done || this.phase !== 'running') return;
       const endsEpisode = how === 'episode_end' || this.turn === this.task.turns.length;
       this.log.info({ event: 'time_budget', turn: this.turn, ends: endsEpisode ? 'episode' : 'turn' }, 'a time budget passed');
@@ -545,8 +367,7 @@ export class Episode {
       this.failure = makeFailure(reason, phase, message, this.ids, extra);
       this.deps.metrics.envFailures.inc({ reason });
       this.log.warn({ event: 'env_failed', reason, phase, message }, 'env failed');
-      this.endWith('env_failed');
-      void this.teardown();
+      this.end('env_failed');
     }
     return this.endedOutcome(toolName);
   }
@@ -573,18 +394,15 @@ export class Episode {
     if (this.episodeTimer) clearTimeout(this.episodeTimer);
     this.clock.stop();
     if (reason !== 'closed' || this.t.running !== undefined) this.deps.metrics.episodesEnded.inc({ end_reason: reason });
-    this.log.info(
-      {
-        event: 'ended',
-        end_reason: reason,
-        reward: this.reward,
-        steps: this.steps,
-        ...this.timings(),
-        ...(this.failure ? { failure_reason: this.failure.reason } : {}),
-      },
-      'episode ended',
-    );
+    const failed = this.failure ? { failure_reason: this.failure.reason } : {};
+    this.log.info({ event: 'ended', end_reason: reason, reward: this.reward, steps: this.steps, ...this.timings(), ...failed }, 'episode ended');
     this.notify((o) => o.onEnded?.(this));
+  }
+
+  /** Ends the episode (if it runs) and starts its teardown. */
+  private end(reason: EndReason): void {
+    this.endWith(reason);
+    void this.teardown();
   }
 
   /** Ends the episode (if it runs) and tears it down. Idempotent. */

@@ -9,6 +9,7 @@ import { toolErrorType } from '../failures.js';
 import { jsonDepthExceeds } from '../json.js';
 import type { HarnessProgress } from '../protocol/harness.js';
 import type { CallObservation, EndReason, Ending, Failure, StepOutcome, Timings } from '../protocol/observations.js';
+import { seconds3 } from '../time.js';
 import type { Scores } from './reward.js';
 import { textResult } from './outcomes.js';
 
@@ -80,4 +81,25 @@ export function argumentsProblem(args: unknown): string | null {
   }
   if (jsonDepthExceeds(args, MAX_ARGUMENT_DEPTH)) return `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; no tool takes that`;
   return null;
+}
+
+/** the moments of an episode's life, in its clock */
+export interface LifeMarks {
+  queued?: number;
+  running?: number;
+  ended?: number;
+}
+
+/**
+ * Its timings: queued (from its creation), deploying, running, each to `now` while it lasts. With
+ * a warm pool (`pooled` not undefined): whether its env came from it, and how long it waited there.
+ */
+export function timingsOf(createdAt: number, t: LifeMarks, now: number, pooled?: { waitedMs: number } | null): Timings {
+  const s = (a?: number, b?: number) => (a === undefined ? 0 : seconds3((b ?? now) - a));
+  const timings: Timings = { queued_s: s(createdAt, t.queued), deploy_s: s(t.queued, t.running ?? t.ended), running_s: s(t.running, t.ended) };
+  if (pooled !== undefined) {
+    timings.pooled = pooled !== null;
+    if (pooled) timings.pool_wait_s = seconds3(pooled.waitedMs);
+  }
+  return timings;
 }

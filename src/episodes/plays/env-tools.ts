@@ -32,7 +32,7 @@ export class EnvToolsPlay implements EpisodePlay {
     this.client = h.bundle.envOf(h.task).spec.kind === 'shell' ? null : h.connect(env.handle);
     if (!this.client) return;
     const body: EnvResetRequest = { task_id: h.task.task_id, data: h.task.data, seed: h.seed };
-    const res = await this.client.request('POST', '/reset', body, h.envResetCallMs(), h.callSignal);
+    const res = await this.client.request('POST', '/reset', body, h.envResetCallMs(), h.callSignal());
     if (res.status !== 200) {
       throw new EnvCallError('bad_response', `the env answered /reset with HTTP ${res.status}: ${JSON.stringify(res.body)?.slice(0, 300)}`, res.status);
     }
@@ -45,13 +45,13 @@ export class EnvToolsPlay implements EpisodePlay {
   async call(name: string, args: Record<string, unknown>): Promise<StepOutcome<CallObservation | Ending>> {
     const h = this.host;
     const started = h.now();
-    const timeoutMs = h.toolTimeoutMs;
+    const timeoutMs = h.settings.toolTimeoutMs;
     let res;
     try {
-      res = await this.client!.request('POST', '/tools/call', { name, arguments: args } satisfies EnvToolCallRequest, timeoutMs, h.callSignal);
+      res = await this.client!.request('POST', '/tools/call', { name, arguments: args } satisfies EnvToolCallRequest, timeoutMs, h.callSignal());
     } catch (e) {
       h.metrics.toolCall.observe({ outcome: 'failed' }, (h.now() - started) / 1000);
-      if (h.done) return h.endedOutcome(name); // the episode timed out or closed meanwhile
+      if (h.ended()) return h.endedOutcome(name); // the episode timed out or closed meanwhile
       const verdict = await h.inspector.judgeCall(e);
       if (verdict === 'ask_env') return h.failFromEnv('tool', `tool \`${name}\` failed: ${(e as Error).message}`, name);
       // an answer too large to read is the tool's failure, not the env's end: the episode goes on
@@ -83,7 +83,7 @@ export class EnvToolsPlay implements EpisodePlay {
 
   /** The next turn's prompt, or after the last turn the env's scores. */
   async endTurn(answer: string | null): Promise<StepOutcome<CallObservation | Ending>> {
-    if (this.host.turn < this.host.task.turns.length) return this.host.nextTurn(END_TURN);
+    if (this.host.turn() < this.host.task.turns.length) return this.host.nextTurn(END_TURN);
     const ended = await this.finish('turns_ended');
     return {
       observation: { tool_name: END_TURN, result: textResult('The last turn ended; the episode is scored.', { answer }), error: null, ...ended.observation },
@@ -95,12 +95,12 @@ export class EnvToolsPlay implements EpisodePlay {
   /** Asks the env for its scores and ends the episode. */
   async finish(reason: FinishReason): Promise<EndedOutcome> {
     const h = this.host;
-    const timeoutMs = h.toolTimeoutMs;
+    const timeoutMs = h.settings.toolTimeoutMs;
     let res;
     try {
-      res = await this.client!.request('POST', '/finish', {}, timeoutMs, h.callSignal);
+      res = await this.client!.request('POST', '/finish', {}, timeoutMs, h.callSignal());
     } catch (e) {
-      if (h.done) return h.endedOutcome(END_TURN);
+      if (h.ended()) return h.endedOutcome(END_TURN);
       const verdict = await h.inspector.judgeCall(e);
       if (verdict === 'ask_env' || 'tool_error' in verdict) {
         return h.failFromEnv('finish', `the env failed to score the episode: ${(e as Error).message}`, END_TURN);
@@ -116,7 +116,7 @@ export class EnvToolsPlay implements EpisodePlay {
 
   /** The turn ends (its prompt the next call's answer), or after the task's budget or the last turn, the episode. */
   budgetPassed(how: TurnEnd): Promise<StepOutcome<CallObservation | Ending>> {
-    const endsEpisode = how === 'episode_end' || this.host.turn === this.host.task.turns.length;
+    const endsEpisode = how === 'episode_end' || this.host.turn() === this.host.task.turns.length;
     return endsEpisode ? this.finish('turns_ended') : Promise.resolve(this.host.nextTurn(END_TURN));
   }
 

@@ -68,9 +68,9 @@ export class HarnessRunPlay implements EpisodePlay {
     }
     const args = WaitArgsSchema.safeParse(action.arguments ?? {});
     if (!args.success) return toolError(name, 'invalid_args', args.error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; '));
-    if (!h.done) await abortableSleep((args.data.timeout_s ?? HARNESS.waitDefaultS) * 1000, h.signal);
+    if (!h.ended()) await abortableSleep((args.data.timeout_s ?? HARNESS.waitDefaultS) * 1000, h.signal);
     const progress = this.progress();
-    if (!h.done) {
+    if (!h.ended()) {
       return {
         observation: { tool_name: name, result: textResult(progress ? progressText(progress, false) : 'The harness has not started.', progress), error: null },
         reward: null,
@@ -89,9 +89,9 @@ export class HarnessRunPlay implements EpisodePlay {
   private async drive(harness: HarnessTask): Promise<void> {
     const h = this.host;
     try {
-      while (!h.done) {
-        const run = await harness.runTurn(h.turn - 1);
-        if (h.done) return;
+      while (!h.ended()) {
+        const run = await harness.runTurn(h.turn() - 1);
+        if (h.ended()) return;
         h.log.info(
           { event: 'harness_ended', turn: run.turn, ended: run.ended, exit_code: run.exitCode, duration_s: seconds3(run.durationMs) },
           'the harness ended',
@@ -101,7 +101,7 @@ export class HarnessRunPlay implements EpisodePlay {
         if (out.done) return;
       }
     } catch (e) {
-      if (!h.done) await h.failFromEnv('tool', `the harness could not run in the env's container: ${(e as Error).message}`, null);
+      if (!h.ended()) await h.failFromEnv('tool', `the harness could not run in the env's container: ${(e as Error).message}`, null);
     }
   }
 

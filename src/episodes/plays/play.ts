@@ -44,18 +44,20 @@ export interface PlayHost {
   readonly task: Task;
   readonly seed: number | null;
   readonly bundle: LoadedBundle;
+  /** the episode's log */
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly reward: RewardFn;
-  readonly modelAccess: ModelAccess | undefined;
-  readonly toolTimeoutMs: number;
+  readonly modelAccess?: ModelAccess | undefined;
+  readonly settings: { readonly toolTimeoutMs: number };
   /** the turn it is in (1-based) */
-  readonly turn: number;
-  readonly done: boolean;
+  turn(): number;
+  /** it has ended */
+  ended(): boolean;
   /** aborts when the episode closes */
   readonly signal: AbortSignal;
   /** aborts env calls: the episode closing, or the env's container dying */
-  readonly callSignal: AbortSignal;
+  callSignal(): AbortSignal;
   /** looks at the env when a call to it went wrong */
   readonly inspector: EnvInspector;
   now(): number;

@@ -32,7 +32,7 @@ export class ShellToolsetPlay extends EnvToolsPlay {
       return out;
     } catch (e) {
       h.metrics.toolCall.observe({ outcome: 'failed' }, (h.now() - started) / 1000);
-      if (h.done) return h.endedOutcome(name);
+      if (h.ended()) return h.endedOutcome(name);
       const said = e instanceof ShellStartError ? { outOfProcesses: e.outOfProcesses, shellBroken: e.brokenAfterRunning ? e.message : null } : {};
       return h.failFromEnv('tool', `tool \`${name}\` failed in the env's container: ${(e as Error).message}`, name, said);
     }

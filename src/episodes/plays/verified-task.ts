@@ -9,7 +9,7 @@ import { END_TURN, type ToolSpec } from '../../bundle/index.js';
 import type { CallObservation, Ending, ResetObservation, StepOutcome } from '../../protocol/observations.js';
 import { TrajectoryLog } from '../../verifier/trajectory.js';
 import { textResult } from '../outcomes.js';
-import { TaskVerification, type TurnEnd, type TurnEndOutcome } from '../verified-task.js';
+import { TaskVerification, type TurnEnd, type TurnEndOutcome, type VerifierRecord } from '../verified-task.js';
 import { TurnSetupError, type EpisodePlay, type FinishReason, type PlayEnv, type PlayHost } from './play.js';
 
 export class VerifiedTaskPlay implements EpisodePlay {
@@ -35,10 +35,17 @@ export class VerifiedTaskPlay implements EpisodePlay {
     if (!exec || !shell || !agentUser) throw new Error(`task ${h.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
     const venv = { exec, agentUser, companion: env.companion, trajectory: () => this.trajectory?.build({ id: h.id }) };
     this.trajectory = new TrajectoryLog();
-    this.verification = new TaskVerification(h.bundle, h.task, venv, env.builtin, h.reward, (r) => h.verifierRan(r));
+    this.verification = new TaskVerification(h.bundle, h.task, venv, env.builtin, h.reward, (r) => this.verified(r));
     const ready = await this.verification.start();
     if (!ready.ok) throw new TurnSetupError(ready.message, ready.output);
     await this.inner.attach(env);
+  }
+
+  /** a verifier ran: its log line, and the observers hear of it */
+  private verified(r: VerifierRecord): void {
+    const fields = { turn: r.turn, scope: r.scope, status: r.status, scores: r.scores, exit_code: r.exit_code, duration_s: r.duration_s };
+    this.host.log.info({ event: 'verified', ...fields, killed: r.agent_processes_killed }, `verifier ${r.status}`);
+    this.host.verifierRan(r);
   }
 
   onReset(outcome: StepOutcome<ResetObservation>): void {
@@ -63,7 +70,7 @@ export class VerifiedTaskPlay implements EpisodePlay {
     const ended = await this.turnEnded('end_turn', END_TURN);
     // the next turn's prompt, or a failure's reply (its error kept)
     if (!ended.done || (ended.observation as Ending).failure) return ended;
-    const early = this.host.turn < this.host.task.turns.length;
+    const early = this.host.turn() < this.host.task.turns.length;
     const text = early ? 'The turn scored under its min_reward: the episode ends here and is scored.' : 'The last turn ended; the episode is scored.';
     return {
       observation: { ...ended.observation, tool_name: END_TURN, result: textResult(text, { answer }), error: null },
@@ -92,12 +99,12 @@ export class VerifiedTaskPlay implements EpisodePlay {
     const h = this.host;
     let r: TurnEndOutcome;
     try {
-      r = await this.verification!.turnEnded(h.turn - 1, how);
+      r = await this.verification!.turnEnded(h.turn() - 1, how);
     } catch (e) {
-      if (h.done) return h.endedOutcome(toolName);
-      return h.failFromEnv('finish', `the end of turn ${h.turn} failed in the env's container: ${(e as Error).message}`, toolName);
+      if (h.ended()) return h.endedOutcome(toolName);
+      return h.failFromEnv('finish', `the end of turn ${h.turn()} failed in the env's container: ${(e as Error).message}`, toolName);
     }
-    if (h.done) return h.endedOutcome(toolName); // the episode timed out or closed meanwhile
+    if (h.ended()) return h.endedOutcome(toolName); // the episode timed out or closed meanwhile
     switch (r.kind) {
       case 'next':
         return h.nextTurn(toolName ?? END_TURN);
