@@ -17,7 +17,11 @@ describe('episode log lines', () => {
       step: 3,
       done: false,
     });
-    const refused = { observation: { tool_name: 'echo', result: null, error: { error_type: 'invalid_args', message: 'no' } }, reward: null, done: false };
+    const refused = {
+      observation: { tool_name: 'echo', result: null, error: { error_type: 'invalid_args' as const, message: 'no' } },
+      reward: null,
+      done: false,
+    };
     expect(toolCallFields({ type: 'call_tool', tool_name: 'echo' }, refused, 0, 1)).toMatchObject({ arg_bytes: 2, is_error: true, error_type: 'invalid_args' });
   });
 

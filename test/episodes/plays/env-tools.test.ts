@@ -52,7 +52,7 @@ describe('EnvToolsPlay', () => {
     const caller = fakeCaller({
       '/reset': ok({}),
       '/tools/call': () => {
-        throw new EnvCallError('connection', 'socket hang up');
+        throw new EnvCallError('unreachable', 'socket hang up');
       },
     });
     const { host, state } = fakeHost(task(), bundle(), caller);

@@ -8,7 +8,7 @@ import type { ResetObservation, StepOutcome } from '../../../src/protocol/observ
 import type { ContainerExec } from '../../../src/sandbox/container-exec.js';
 import { bundle, fakeCaller, fakeHost, playEnvOf, task } from './host.js';
 
-const SPEC = { command: 'run-agent' } as HarnessManifest;
+const SPEC = { command: ['run-agent'], env: {} } as HarnessManifest;
 const container = { exec: {} as ContainerExec, agentUser: { get: async () => '1000:1000' } as unknown as AgentUser };
 const PROGRESS = { turn: 1, running: false, elapsed_s: 2, model_calls: 1, model_tokens: 10, ended: 'exited' as const, exit_code: 0, output_tail: 'ok' };
 

@@ -49,7 +49,10 @@ export function fakeHost(t: Task, b: LoadedBundle, caller: EnvCaller | null = nu
   const state: Recorded = { turn: 1, done: false, failure: null, scores: null, reward: null, endReason: null, verdictReason: 'env_crashed' };
   const abort = new AbortController();
   const ending = (toolName: string | null) =>
-    endedOutcome({ reward: state.reward, endReason: state.endReason, failure: state.failure as never, scores: state.scores, timings: TIMINGS }, toolName);
+    endedOutcome(
+      { reward: state.reward, endReason: state.endReason as never, failure: state.failure as never, scores: state.scores, timings: TIMINGS },
+      toolName,
+    );
   const fail: PlayHost['fail'] = (reason, phase, message, toolName, extra) => {
     if (!state.done) Object.assign(state, { done: true, endReason: 'env_failed', failure: { reason, phase, message, ...(extra ? { extra } : {}) } });
     return ending(toolName);
@@ -64,7 +67,7 @@ export function fakeHost(t: Task, b: LoadedBundle, caller: EnvCaller | null = nu
     seed: 7,
     bundle: b,
     log: pino({ level: 'silent' }),
-    metrics: new Metrics({ running: () => 0, waiting: () => new Map(), capacity: () => 1, networks: () => 0 }, 'openenv_', false),
+    metrics: new Metrics({ running: () => 0, waiting: () => ({ high: 0, normal: 0, low: 0 }), capacity: () => 1, networks: () => 0 }, 'openenv_', false),
     reward: makeReward(undefined),
     settings: { toolTimeoutMs: 1000 },
     turn: () => state.turn,

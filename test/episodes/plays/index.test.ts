@@ -4,6 +4,7 @@ import { HarnessRunPlay } from '../../../src/episodes/plays/harness-run.js';
 import { choosePlay, playCall } from '../../../src/episodes/plays/index.js';
 import { ShellToolsetPlay } from '../../../src/episodes/plays/shell-toolset.js';
 import { VerifiedTaskPlay } from '../../../src/episodes/plays/verified-task.js';
+import type { CallObservation } from '../../../src/protocol/observations.js';
 import { bundle, fakeHost, task } from './host.js';
 
 describe('choosePlay', () => {
@@ -46,8 +47,8 @@ describe('playCall', () => {
 
   it('refuses bad arguments and an unlisted tool, naming the toolset', async () => {
     const { p, seen } = play();
-    expect((await playCall(p, 'echo', 'text', 'main')).observation.error?.error_type).toBe('invalid_args');
-    expect((await playCall(p, 'nope', {}, 'main')).observation.error).toEqual({
+    expect(((await playCall(p, 'echo', 'text', 'main')).observation as CallObservation).error?.error_type).toBe('invalid_args');
+    expect(((await playCall(p, 'nope', {}, 'main')).observation as CallObservation).error).toEqual({
       error_type: 'tool_not_found',
       message: 'no tool "nope" in toolset "main"; tools: echo',
     });
