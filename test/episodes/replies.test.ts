@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { makeFailure } from '../../src/failures.js';
 import { argumentsProblem, endedOutcome, nextTurnOutcome, scoredOutcome, timingsOf, turnNoticeOutcome, withEnding } from '../../src/episodes/replies.js';
 import { MAX_ARGUMENT_DEPTH } from '../../src/defaults.js';
+import { textResult } from '../../src/episodes/outcomes.js';
 
 const timings = { queued_s: 1, deploy_s: 2, running_s: 3 };
 
@@ -47,12 +48,7 @@ describe('replies', () => {
   it('nextTurnOutcome and turnNoticeOutcome: the next turn’s prompt', () => {
     expect(nextTurnOutcome('end_turn', 2, 'second').observation).toEqual({
       tool_name: 'end_turn',
-      result: {
-        content: [{ type: 'text', text: 'second' }],
-        structured_content: { turn: 2, prompt: 'second' },
-        data: { turn: 2, prompt: 'second' },
-        is_error: false,
-      },
+      result: textResult('second', { turn: 2, prompt: 'second' }),
       error: null,
       turn: 2,
     });

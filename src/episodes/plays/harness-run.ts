@@ -22,7 +22,6 @@ export class HarnessRunPlay implements EpisodePlay {
   readonly tools: ToolSpec[] = [WAIT_TOOL];
   /** a harness episode's time budgets are its harness's */
   readonly clocked = false;
-  private harness: HarnessTask | null = null;
 
   constructor(
     private readonly host: PlayHost,
@@ -30,6 +29,9 @@ export class HarnessRunPlay implements EpisodePlay {
     /** who scores a run's end */
     private readonly inner: EpisodePlay,
   ) {}
+
+  /** the task's harness in the env's container, once attached */
+  private harness: HarnessTask | null = null;
 
   /** Makes the harness, run as the agent's user, then the inner play attaches. */
   async attach(env: PlayEnv): Promise<void> {

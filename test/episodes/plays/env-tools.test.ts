@@ -5,6 +5,15 @@ import { bundle, ECHO, fakeCaller, fakeHost, playEnvOf, task } from './host.js';
 
 const ok = (body: unknown) => () => ({ status: 200, body });
 
+/** an attached play over an env answering `answers` (its /reset: 200) */
+async function attached(answers: Parameters<typeof fakeCaller>[0]) {
+  const caller = fakeCaller({ '/reset': ok({}), ...answers });
+  const rig = fakeHost(task(), bundle(), caller);
+  const play = new EnvToolsPlay(rig.host);
+  await play.attach(playEnvOf());
+  return { ...rig, play, caller };
+}
+
 describe('EnvToolsPlay', () => {
   it("lists the toolset's tools and resets an http env with the task's data and seed", async () => {
     const caller = fakeCaller({ '/reset': ok({}) });
@@ -25,8 +34,7 @@ describe('EnvToolsPlay', () => {
   });
 
   it("calls a tool through the env: its text, its refusal, its done reply's scores", async () => {
-    const caller = fakeCaller({
-      '/reset': ok({}),
+    const { play, state } = await attached({
       '/tools/call': (body) => {
         const { arguments: args } = body as { arguments: { mode: string } };
         if (args.mode === 'missing') return { status: 404, body: { message: 'no such tool' } };
@@ -34,9 +42,6 @@ describe('EnvToolsPlay', () => {
         return { status: 200, body: { result: 'hi' } };
       },
     });
-    const { host, state } = fakeHost(task(), bundle(), caller);
-    const play = new EnvToolsPlay(host);
-    await play.attach(playEnvOf());
     expect((await play.call('echo', { mode: 'plain' })).observation).toMatchObject({ tool_name: 'echo', result: { data: 'hi' }, error: null });
     expect((await play.call('echo', { mode: 'missing' })).observation).toEqual({
       tool_name: 'echo',
@@ -49,25 +54,18 @@ describe('EnvToolsPlay', () => {
   });
 
   it("a call the env does not answer fails the episode with the env's verdict", async () => {
-    const caller = fakeCaller({
-      '/reset': ok({}),
+    const { play, state } = await attached({
       '/tools/call': () => {
         throw new EnvCallError('unreachable', 'socket hang up');
       },
     });
-    const { host, state } = fakeHost(task(), bundle(), caller);
-    const play = new EnvToolsPlay(host);
-    await play.attach(playEnvOf());
     const out = await play.call('echo', {});
     expect(out.done).toBe(true);
     expect(state.failure).toMatchObject({ reason: 'env_crashed', phase: 'tool', message: 'tool `echo` failed: socket hang up (the env exited)' });
   });
 
   it("end_turn: the next turn's prompt, then after the last turn the env's scores", async () => {
-    const caller = fakeCaller({ '/reset': ok({}), '/finish': ok({ scores: { score: 1 } }) });
-    const { host, state } = fakeHost(task(), bundle(), caller);
-    const play = new EnvToolsPlay(host);
-    await play.attach(playEnvOf());
+    const { play, state } = await attached({ '/finish': ok({ scores: { score: 1 } }) });
     expect((await play.endTurn('a')).observation).toMatchObject({ tool_name: 'end_turn', turn: 2, result: { data: { turn: 2, prompt: 'second' } } });
     const last = await play.endTurn('b');
     expect(last).toMatchObject({ done: true, reward: 1, observation: { tool_name: 'end_turn', error: null, end_reason: 'turns_ended', scores: { score: 1 } } });
@@ -76,10 +74,7 @@ describe('EnvToolsPlay', () => {
   });
 
   it('a /finish without scores fails invalid_scores; a time budget ends the turn, or on the last turn the episode', async () => {
-    const caller = fakeCaller({ '/reset': ok({}), '/finish': ok({ nothing: true }) });
-    const { host, state } = fakeHost(task(), bundle(), caller);
-    const play = new EnvToolsPlay(host);
-    await play.attach(playEnvOf());
+    const { play, state } = await attached({ '/finish': ok({ nothing: true }) });
     expect((await play.budgetPassed('end_turn')).done).toBe(false);
     expect(state.turn).toBe(2);
     const out = await play.budgetPassed('end_turn');
@@ -88,10 +83,7 @@ describe('EnvToolsPlay', () => {
   });
 
   it('a harness run ended: the env scores the episode', async () => {
-    const caller = fakeCaller({ '/reset': ok({}), '/finish': ok({ scores: { score: 0.25 } }) });
-    const { host, state } = fakeHost(task(), bundle(), caller);
-    const play = new EnvToolsPlay(host);
-    await play.attach(playEnvOf());
+    const { play, state } = await attached({ '/finish': ok({ scores: { score: 0.25 } }) });
     expect(await play.runEnded()).toMatchObject({ done: true, reward: 0.25 });
     expect(state.endReason).toBe('turns_ended');
     expect(play.progress()).toBeNull();

@@ -6,7 +6,7 @@ import { HarnessRunPlay } from '../../../src/episodes/plays/harness-run.js';
 import type { HarnessManifest } from '../../../src/bundle/index.js';
 import type { ResetObservation, StepOutcome } from '../../../src/protocol/observations.js';
 import type { ContainerExec } from '../../../src/sandbox/container-exec.js';
-import { bundle, fakeCaller, fakeHost, playEnvOf, task } from './host.js';
+import { bundle, fakeHost, playEnvOf, scoringEnv, task } from './host.js';
 
 const SPEC = { command: ['run-agent'], env: {} } as HarnessManifest;
 const container = { exec: {} as ContainerExec, agentUser: { get: async () => '1000:1000' } as unknown as AgentUser };
@@ -15,18 +15,17 @@ const PROGRESS = { turn: 1, running: false, elapsed_s: 2, model_calls: 1, model_
 async function harnessPlay(run: Promise<HarnessRun>) {
   vi.spyOn(HarnessTask.prototype, 'runTurn').mockReturnValue(run);
   vi.spyOn(HarnessTask.prototype, 'progress').mockReturnValue(PROGRESS);
-  const caller = fakeCaller({ '/reset': () => ({ status: 200, body: {} }), '/finish': () => ({ status: 200, body: { scores: { score: 1 } } }) });
-  const rig = fakeHost(task({ turns: ['do it'] }), bundle(), caller);
+  const rig = scoringEnv(task({ turns: ['do it'] }), 1);
   const ran: HarnessRun[] = [];
   rig.host.harnessRan = (r) => ran.push(r);
   const play = new HarnessRunPlay(rig.host, SPEC, new EnvToolsPlay(rig.host));
   await play.attach(playEnvOf(container));
-  return { ...rig, play, ran, caller };
+  return { ...rig, play, ran };
 }
 
-describe('HarnessRunPlay', () => {
-  afterEach(() => vi.restoreAllMocks());
+afterEach(() => vi.restoreAllMocks());
 
+describe('HarnessRunPlay', () => {
   it("its one tool is wait; it needs the env's container; its reset says it is a harness episode", async () => {
     const { host } = fakeHost(task(), bundle());
     const play = new HarnessRunPlay(host, SPEC, new EnvToolsPlay(host));

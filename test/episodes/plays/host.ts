@@ -115,6 +115,12 @@ export function fakeCaller(
   } as EnvCaller & { calls: { path: string; body: unknown }[] };
 }
 
+/** a host over an http env whose /reset answers 200 and whose /finish scores `score` */
+export function scoringEnv(t: Task, score: number) {
+  const caller = fakeCaller({ '/reset': () => ({ status: 200, body: {} }), '/finish': () => ({ status: 200, body: { scores: { score } } }) });
+  return { ...fakeHost(t, bundle(), caller), caller };
+}
+
 export function playEnvOf(over: Partial<PlayEnv> = {}): PlayEnv {
   return {
     handle: { baseUrl: 'http://env', secret: 's' } as unknown as EnvHandle,

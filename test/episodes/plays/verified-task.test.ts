@@ -6,7 +6,7 @@ import { VerifiedTaskPlay } from '../../../src/episodes/plays/verified-task.js';
 import { TaskVerification, type TurnEndOutcome } from '../../../src/episodes/verified-task.js';
 import type { ContainerExec } from '../../../src/sandbox/container-exec.js';
 import type { EnvShell } from '../../../src/sandbox/sandbox.js';
-import { bundle, ECHO, fakeCaller, fakeHost, playEnvOf, task } from './host.js';
+import { bundle, ECHO, fakeHost, playEnvOf, scoringEnv, task } from './host.js';
 
 const container = { exec: {} as ContainerExec, shell: {} as EnvShell, agentUser: {} as AgentUser };
 
@@ -15,11 +15,10 @@ async function verified(ends: TurnEndOutcome[]) {
   vi.spyOn(TaskVerification.prototype, 'start').mockResolvedValue({ ok: true });
   const turnEnded = vi.spyOn(TaskVerification.prototype, 'turnEnded');
   for (const e of ends) turnEnded.mockResolvedValueOnce(e);
-  const caller = fakeCaller({ '/reset': () => ({ status: 200, body: {} }), '/finish': () => ({ status: 200, body: { scores: { score: 0.75 } } }) });
-  const rig = fakeHost(task({ verifier: { tests: 'tests' } } as never), bundle(), caller);
+  const rig = scoringEnv(task({ verifier: { tests: 'tests' } } as never), 0.75);
   const play = new VerifiedTaskPlay(rig.host, new EnvToolsPlay(rig.host));
   await play.attach(playEnvOf(container));
-  return { ...rig, play, turnEnded, caller };
+  return { ...rig, play, turnEnded };
 }
 
 describe('VerifiedTaskPlay', () => {
