@@ -66,7 +66,7 @@ export class EnvInspector {
     return envGone(await this.look());
   }
 
-  /** Why getting or resetting the env failed: the sandbox's reason, or the /reset call's (`resetCallMs`: its budget). */
+  /** Why getting or resetting the env failed: a turn's setup, the sandbox's reason, or the /reset call's (`resetCallMs`: its budget). */
   async deployFailure(e: unknown, resetCallMs: number): Promise<Failure> {
     if (e instanceof TurnSetupError) return makeFailure('setup_failed', 'reset', e.message, this.ids, { log_tail: e.output });
     if (e instanceof SandboxError) {
