@@ -10,6 +10,7 @@ import type { Failure } from '../protocol/observations.js';
 import { SandboxError, type EnvDiagnosis, type EnvHandle, type Sandbox } from '../sandbox/sandbox.js';
 import { fmtS } from '../time.js';
 import { EnvCallError } from './env-client.js';
+import { TurnSetupError } from './plays/play.js';
 
 export class EnvInspector {
   constructor(
@@ -65,8 +66,9 @@ export class EnvInspector {
     return envGone(await this.look());
   }
 
-  /** Why getting or resetting the env failed: the sandbox's reason, or the /reset call's (`resetCallMs`: its budget). */
+  /** Why getting or resetting the env failed: a turn's setup, the sandbox's reason, or the /reset call's (`resetCallMs`: its budget). */
   async deployFailure(e: unknown, resetCallMs: number): Promise<Failure> {
+    if (e instanceof TurnSetupError) return makeFailure('setup_failed', 'reset', e.message, this.ids, { log_tail: e.output });
     if (e instanceof SandboxError) {
       return makeFailure(e.reason, 'deploy', e.message, this.ids, { exit_code: e.details.exitCode, log_tail: e.details.logTail });
     }

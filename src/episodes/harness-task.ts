@@ -6,8 +6,8 @@
  * runs with OPENENV_INSTRUCTION_FILE, OPENENV_INSTRUCTION (the text, when it is short enough for a
  * variable), OPENENV_TURN and the harness's own `env`, besides the container's environment (where
  * the gateway's OPENAI_BASE_URL etc. are). A run ends when the process exits or its time budget
- * passes (its process group is then killed; a verifier kills what is left); the episode
- * (episode.ts) then scores the turn. Progress for a client's `wait` comes from here.
+ * passes (its process group is then killed; a verifier kills what is left); the harness-run play
+ * (plays/harness-run.ts) then scores the turn. Progress for a client's `wait` comes from here.
  */
 import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -16,7 +16,7 @@
  * A turn's tests and reward files are removed before the next turn starts. Per-turn scores combine
  * by the task's turn_reward; a turn under its min_reward ends the episode there. What the verifier
  * printed goes to the episode's observers (transcript, record), never into an observation. The
- * episode (episode.ts) decides what each outcome means for its phase and reply.
+ * verified-task play (plays/verified-task.ts) decides what each outcome means for the episode.
  */
 import path from 'node:path';
 import type { LoadedBundle, Task, VerifierManifest } from '../bundle/index.js';
