@@ -388,7 +388,7 @@ export class WarmPool {
     void (async () => {
       try {
         const spec = await envSpec(envName);
-        const handle = await deploys.run(() => sandbox.deploy({ episodeId: e.id, env: spec, signal: e.controller.signal }), {
+        const handle = await deploys.run(() => sandbox.deploy({ envId: e.id, env: spec, signal: e.controller.signal }), {
           priority: e.promisedTo ? 'reset' : 'refill',
           signal: e.controller.signal,
           ticket: (t) => (e.ticket = t),

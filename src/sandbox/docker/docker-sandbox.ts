@@ -123,11 +123,11 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     }
   }
 
-  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
-    this.storage.forget(episodeId);
-    await super.removeEpisode(episodeId, onEnvRemoved, recycle);
+  protected override async removeEnv(envId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    this.storage.forget(envId);
+    await super.removeEnv(envId, onEnvRemoved, recycle);
     // once its container is gone: nothing of it sends through them any more
-    await this.egressRules.close(episodeId);
+    await this.egressRules.close(envId);
   }
 
   override async close(): Promise<void> {
@@ -159,13 +159,13 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     return this.pool.inUse - this.networks.held;
   }
 
-  protected holdsNetwork(episodeId: string): boolean {
-    return this.pool.holds(episodeId);
+  protected holdsNetwork(envId: string): boolean {
+    return this.pool.holds(envId);
   }
 
   /** each subnet goes back once no network of its holder is left */
-  protected released(episodeId: string): void {
-    this.pool.release(episodeId);
+  protected released(envId: string): void {
+    this.pool.release(envId);
   }
 
   protected makeStockedNetwork(owner: Owner): Promise<EpisodeNetwork> {
@@ -218,7 +218,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     modelDoor?: ModelDoorHook,
     egress?: readonly EgressDestination[],
   ): Promise<EnvHandle> {
-    const episodeId = owner.episode;
+    const envId = owner.episode;
     const startedAt = Date.now();
     throwIfAborted(signal);
     // The server never reaches a shell env over its network (it acts through the engine's exec
@@ -235,7 +235,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     // container the door is the container's own address on a hostless network: no host to close
     const rules = routed || (egress !== undefined && modelDoor !== undefined && !this.attach);
     const hostless = shell && !modelDoor && !routed;
-    const stocked = hostless || routed ? null : this.networks.take(episodeId);
+    const stocked = hostless || routed ? null : this.networks.take(envId);
     const network = stocked?.net ?? (await this.makeNetwork(owner, routed ? { forShell: shell, routed: true } : { forShell: hostless }));
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
@@ -247,7 +247,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       door = opened.door;
     }
     throwIfAborted(signal);
-    if (rules) await this.egressRules.open(episodeId, network.subnet.cidr, [...(egress ?? []), ...(door ? [door] : [])]);
+    if (rules) await this.egressRules.open(envId, network.subnet.cidr, [...(egress ?? []), ...(door ? [door] : [])]);
     throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
@@ -268,7 +268,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     throwIfAborted(signal);
     const container = await this.createContainer(owner, env, network, secret, toolbox, routed);
     const toolboxAt = toolbox ? toolboxBinary(toolbox.dir) : null;
-    const gone = this.watcher.watch(episodeId, container.id, network.id);
+    const gone = this.watcher.watch(envId, container.id, network.id);
     throwIfAborted(signal);
     const startAt = Date.now();
     try {
@@ -277,7 +277,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       throw toSandboxError(err, `starting the container of env \`${env.name}\``);
     }
     // the bytes where the engine does not limit them; the entries always (no engine limits those)
-    this.storage.watch(episodeId, container.id, {
+    this.storage.watch(envId, container.id, {
       storageMb: env.resources.storageMb !== undefined && !this.storageLimits ? env.resources.storageMb : null,
       maxFiles: env.resources.maxFiles ?? null,
       ...(env.resources.defaulted ? { defaulted: env.resources.defaulted } : {}),
@@ -326,7 +326,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
         };
         this.log.info(
           {
-            episode: episodeId,
+            episode: envId,
             env: env.name,
             container: container.id.slice(0, 12),
             subnet: network.subnet.cidr,
@@ -337,7 +337,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           'env ready',
         );
         return {
-          episodeId,
+          envId,
           baseUrl,
           containerId: container.id,
           networkId: network.id,
@@ -382,7 +382,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   private async companion(handle: EnvHandle, env: EnvSpec, signal?: AbortSignal): Promise<Companion> {
     const spec: EnvSpec = { ...env, kind: 'shell' };
     const toolbox = (await this.toolboxMount(spec))!;
-    const container = await createEnvContainer(this.docker, this.ownerOf(handle.episodeId, `${env.name}-verifier`), spec, null, undefined, { toolbox });
+    const container = await createEnvContainer(this.docker, this.ownerOf(handle.envId, `${env.name}-verifier`), spec, null, undefined, { toolbox });
     const remove = () => removeContainer(this.docker, container.id);
     try {
       await container.start();

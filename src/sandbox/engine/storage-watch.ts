@@ -108,7 +108,7 @@ export async function countLayerEntries(docker: Dockerode, containerId: string):
 }
 
 export class StorageWatch {
-  private readonly byEpisode = new Map<string, Watched>();
+  private readonly byEnv = new Map<string, Watched>();
   /** container id → why it was killed */
   private readonly ended = new Map<string, string>();
   private closed = false;
@@ -125,10 +125,10 @@ export class StorageWatch {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** watches the container's writable layer until forget(episodeId), its removal, or its end for its storage; nothing to watch: nothing */
-  watch(episodeId: string, containerId: string, bounds: LayerWatch): void {
+  /** watches the container's writable layer until forget(envId), its removal, or its end for its storage; nothing to watch: nothing */
+  watch(envId: string, containerId: string, bounds: LayerWatch): void {
     if (this.closed) return;
-    this.forget(episodeId);
+    this.forget(envId);
     if (bounds.storageMb === null && bounds.maxFiles === null) return;
     const w: Watched = {
       containerId,
@@ -141,8 +141,8 @@ export class StorageWatch {
       counted: null,
       countRunning: false,
     };
-    this.byEpisode.set(episodeId, w);
-    this.schedule(episodeId, w, this.settings.firstLookMs);
+    this.byEnv.set(envId, w);
+    this.schedule(envId, w, this.settings.firstLookMs);
   }
 
   /** why the container was killed for what it wrote, or null */
@@ -150,38 +150,38 @@ export class StorageWatch {
     return this.ended.get(containerId) ?? null;
   }
 
-  forget(episodeId: string): void {
-    const w = this.byEpisode.get(episodeId);
+  forget(envId: string): void {
+    const w = this.byEnv.get(envId);
     if (!w) return;
     w.stopped = true;
     if (w.timer) clearTimeout(w.timer);
-    this.byEpisode.delete(episodeId);
+    this.byEnv.delete(envId);
   }
 
   close(): void {
     this.closed = true;
-    for (const id of [...this.byEpisode.keys()]) this.forget(id);
+    for (const id of [...this.byEnv.keys()]) this.forget(id);
   }
 
-  private schedule(episodeId: string, w: Watched, delayMs: number): void {
+  private schedule(envId: string, w: Watched, delayMs: number): void {
     if (w.stopped) return;
-    w.timer = setTimeout(() => void this.look(episodeId, w), delayMs);
+    w.timer = setTimeout(() => void this.look(envId, w), delayMs);
     w.timer.unref?.();
   }
 
-  private async look(episodeId: string, w: Watched): Promise<void> {
+  private async look(envId: string, w: Watched): Promise<void> {
     const t0 = this.now();
     let sizeRw: number;
     try {
       const c = this.docker.getContainer(w.containerId);
       // the engine's `size` query (dockerode passes it on; its types do not know it)
       const info = (await (c.inspect as (o: object) => Promise<unknown>).call(c, { size: true })) as { SizeRw?: number; State?: { Running?: boolean } };
-      if (info.State?.Running === false) return this.forget(episodeId);
+      if (info.State?.Running === false) return this.forget(envId);
       sizeRw = info.SizeRw ?? 0;
     } catch (err) {
-      if (isNotFound(err)) return this.forget(episodeId);
-      this.log.warn({ episode: episodeId, err: (err as Error).message }, 'could not read the size of an env container; trying again');
-      return this.schedule(episodeId, w, this.settings.maxIntervalMs);
+      if (isNotFound(err)) return this.forget(envId);
+      this.log.warn({ episode: envId, err: (err as Error).message }, 'could not read the size of an env container; trying again');
+      return this.schedule(envId, w, this.settings.maxIntervalMs);
     }
     if (w.stopped) return;
     const costMs = this.now() - t0;
@@ -191,7 +191,7 @@ export class StorageWatch {
         ? `the server's default storage bound (${mb(w.limitBytes)} MB, --default-storage-mb; its bundle gives no storage_mb)`
         : `its storage_mb (${mb(w.limitBytes)} MB)`;
       const why = `the env wrote ${mb(sizeRw)} MB to its container's writable layer, past ${bound}, and was stopped`;
-      return this.stop(episodeId, w, why, { size_rw: sizeRw, limit: w.limitBytes });
+      return this.stop(envId, w, why, { size_rw: sizeRw, limit: w.limitBytes });
     }
     let entries: number | null = null;
     let countIn: number | null = null;
@@ -200,13 +200,13 @@ export class StorageWatch {
       if (entries >= w.maxFiles && !w.countRunning) {
         const waitMs = this.countWaitMs();
         // in the background: the size looks go on meanwhile (a count takes the engine far longer)
-        if (waitMs === 0) void this.count(episodeId, w, costMs);
+        if (waitMs === 0) void this.count(envId, w, costMs);
         else countIn = waitMs;
       }
     }
     const next = this.nextLook(w, sizeRw, entries, costMs);
     // a count the engine cannot take yet is asked for again once it can (after a size look: the env may have shrunk)
-    this.schedule(episodeId, w, countIn === null ? next : Math.min(next, Math.max(countIn, costMs * this.settings.costFactor)));
+    this.schedule(envId, w, countIn === null ? next : Math.min(next, Math.max(countIn, costMs * this.settings.costFactor)));
   }
 
   /** the most entries the layer can hold, by how long the engine took to walk it for SizeRw */
@@ -228,7 +228,7 @@ export class StorageWatch {
    * stopped; else the count and the size look `lookMs` that asked for it are what later looks are
    * measured from. A failed count is asked for again by a later look.
    */
-  private async count(episodeId: string, w: Watched, lookMs: number): Promise<void> {
+  private async count(envId: string, w: Watched, lookMs: number): Promise<void> {
     this.counting = true;
     w.countRunning = true;
     const t0 = this.now();
@@ -236,9 +236,9 @@ export class StorageWatch {
     try {
       entries = await countLayerEntries(this.docker, w.containerId);
     } catch (err) {
-      if (isNotFound(err)) this.forget(episodeId);
+      if (isNotFound(err)) this.forget(envId);
       else if (!w.stopped)
-        this.log.warn({ episode: episodeId, err: (err as Error).message }, "could not count the entries of an env container's writable layer; trying again");
+        this.log.warn({ episode: envId, err: (err as Error).message }, "could not count the entries of an env container's writable layer; trying again");
       return;
     } finally {
       const now = this.now();
@@ -247,7 +247,7 @@ export class StorageWatch {
       w.countRunning = false;
     }
     this.log.debug(
-      { episode: episodeId, container: w.containerId.slice(0, 12), entries, ms: Math.round(this.now() - t0) },
+      { episode: envId, container: w.containerId.slice(0, 12), entries, ms: Math.round(this.now() - t0) },
       "counted the entries of an env container's writable layer",
     );
     if (w.stopped || w.maxFiles === null) return;
@@ -256,21 +256,21 @@ export class StorageWatch {
         ? `the server's default file bound (${thousands(w.maxFiles)}, --default-max-files; its bundle gives no max_files)`
         : `its max_files (${thousands(w.maxFiles)})`;
       const why = `the env made ${thousands(entries)} entries (files and directories created, changed or deleted) in its container's writable layer, past ${bound}, and was stopped`;
-      return this.stop(episodeId, w, why, { entries, max_files: w.maxFiles });
+      return this.stop(envId, w, why, { entries, max_files: w.maxFiles });
     }
     w.counted = { entries, baseMs: lookMs };
   }
 
   /** kills the env at once (it is still writing), keeping why for its diagnosis */
-  private async stop(episodeId: string, w: Watched, why: string, fields: Record<string, number>): Promise<void> {
+  private async stop(envId: string, w: Watched, why: string, fields: Record<string, number>): Promise<void> {
     this.remember(w.containerId, why);
-    this.forget(episodeId);
-    this.log.warn({ episode: episodeId, container: w.containerId.slice(0, 12), ...fields }, why);
+    this.forget(envId);
+    this.log.warn({ episode: envId, container: w.containerId.slice(0, 12), ...fields }, why);
     await this.docker
       .getContainer(w.containerId)
       .kill()
       .catch((err) => {
-        if (!isNotFound(err)) this.log.warn({ episode: episodeId, err: (err as Error).message }, 'could not kill an env past its storage bound');
+        if (!isNotFound(err)) this.log.warn({ episode: envId, err: (err as Error).message }, 'could not kill an env past its storage bound');
       });
   }
 
