@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { abortError, isAbortError } from './abort.js';
 import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, layerDefaults, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
-import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
+import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD } from './defaults.js';
 import { Admission } from './episodes/capacity/admission.js';
 import { DeployLimiter } from './episodes/capacity/deploy-limiter.js';
 import { WarmPool } from './episodes/capacity/pool.js';
@@ -26,6 +26,15 @@ import type { EnvGrant } from './protocol/bundle.js';
 import { Sessions } from './sessions/sessions.js';
 import { E2bSandboxes } from './e2b/sandboxes.js';
 import { resolveEgressAllow } from './e2b/egress.js';
+
+/** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
+const DEPLOY_JITTER_MS = 20;
+
+/** How often the reconciler compares the engine's labelled resources with the live episodes. */
+const RECONCILE_INTERVAL_MS = 60_000;
+
+/** /health asks the engine at most this often. */
+const HEALTH_ENGINE_CHECK_MS = 2000;
 
 export interface RuntimeOptions {
   options: ServerOptions;

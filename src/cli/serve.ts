@@ -12,7 +12,7 @@ import { buildApp } from '../app.js';
 import { loadBundle, type LoadedBundle } from '../bundle/index.js';
 import { checkServerOptions, isLoopback, SERVER_OPTIONS, serverOptionEnv, type ServerOptions } from '../config.js';
 import { checkRecordDir } from '../console/recorder.js';
-import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
+import { CLOSE_GRACE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
 import { tokenProblem } from '../plugins/auth.js';
 import { startReaper, type Reaper } from '../sandbox/docker/reaper.js';
@@ -21,6 +21,9 @@ import { UsageError } from './options.js';
 import { progressBar } from './progress.js';
 import { exitWith } from './process-entry.js';
 import { visible } from './terminal-text.js';
+
+/** The longest an exit waits for the instance name to be given back (one engine call or two). */
+const SHUTDOWN_RELEASE_MS = 3000;
 
 /**
  * The bearer token: from --token-file (a mounted secret; surrounding whitespace trimmed), else from

@@ -23,7 +23,7 @@ import { createEnvContainer, inspectState, isStorageOptRefusal, logTail, removeC
 import { findToolboxBinary, removeToolboxVolumes, ToolboxVolume } from '../engine/toolbox-volume.js';
 import { newToolboxDir, toolboxBinary } from '../toolbox.js';
 import { StorageWatch } from '../engine/storage-watch.js';
-import { EPISODE_SUBNET_PREFIX, PIDS_AT_LIMIT_SHARE, SUBNET_POOL } from '../../defaults.js';
+import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { EnvWatcher } from './env-watch.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
@@ -42,6 +42,14 @@ import { EgressRules } from './egress-rules.js';
 import { listContainers, removeOwned } from './removal.js';
 import { notHealthyMessage, waitForHealthy } from './health.js';
 import { addSidecarUsage, checkSidecarsRunning, startSidecars } from './sidecars.js';
+
+/**
+ * A running env whose cgroup holds at least this share of its pids limit, when a call into it
+ * failed, has its processes at the limit: a fork bomb's forks fail, exit and fork again, so its
+ * count hovers under the limit (113 of 128 was read between its forks). Its episode ends
+ * env_pids_exhausted (src/failures.ts), the model's doing, not the env's.
+ */
+const PIDS_AT_LIMIT_SHARE = 0.85;
 
 export interface DockerSandboxOptions extends EngineSandboxOptions {
   /** CIDR the episode subnets are carved from (default SUBNET_POOL) */

@@ -7,7 +7,7 @@
  * network and env are made and looked at, and how what it owns is listed and removed.
  */
 import Dockerode from 'dockerode';
-import { ENV_LAYER_DEFAULTS, REMOVAL_RETRY } from '../../defaults.js';
+import { ENV_LAYER_DEFAULTS } from '../../defaults.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import {
   SandboxError,
@@ -39,6 +39,9 @@ import { NetworkStock } from './network-stock.js';
 import { connectToNetwork } from './networks.js';
 import { listOwned, type ListEnvs, type Owned, type RemovalFailure, type RemovalSettings, type RemoveResult } from './owned.js';
 import { retry } from './retry.js';
+
+/** A container or network removal is retried this many times, the delay doubling from the base. */
+const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;
 
 export interface EngineSandboxOptions {
   /** the engine (a swarm's manager); defaults to the local one (DOCKER_HOST or /var/run/docker.sock) */

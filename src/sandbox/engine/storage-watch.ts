@@ -29,10 +29,39 @@
  * holding them (its bytes stay watched while its entries are counted).
  */
 import type Dockerode from 'dockerode';
-import { STORAGE_WATCH } from '../../defaults.js';
 import { isNotFound } from '../engine/errors.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { LayerBound } from '../sandbox.js';
+
+/**
+ * The bounds of an env's writable layer the server keeps by watching it
+ * (src/sandbox/engine/storage-watch.ts). Bytes, where the engine cannot limit the layer: the env's layer is first looked at (SizeRw) `firstLookMs`
+ * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
+ * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
+ * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
+ * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.3 to 0.8 s a look).
+ * The file bound: the engine names no count but walks every entry of the layer for SizeRw, so a
+ * look's own time says how many entries the layer may hold at most, at `walkMsPerFile` (0.5 µs:
+ * five times faster than the 2.5 to 3.5 µs measured here; after a count, what it found plus the
+ * growth over the cheapest look since). Only when that reaches the bound are the entries counted
+ * (`GET /containers/{id}/changes`: 0.25 s of the engine's CPU on an empty layer, 3.2 s at 300,000,
+ * and the container's lock held meanwhile); a count starts no sooner than `countCostFactor` times
+ * as long as the engine's last count took (one at a time per engine), so counts take at most a
+ * sixth of one engine thread while a count takes under 6 s (none is put off past
+ * `maxIntervalMs`). `filesPerMs`: the fastest an env makes files (twice the 25 a ms seen here),
+ * for the soonest a file bound can be reached.
+ */
+const STORAGE_WATCH = {
+  firstLookMs: 100,
+  intervalMs: 500,
+  nearMs: 50,
+  maxIntervalMs: 30_000,
+  costFactor: 20,
+  writeBytesPerMs: 1_000_000,
+  walkMsPerFile: 0.0005,
+  filesPerMs: 50,
+  countCostFactor: 5,
+} as const;
 
 /** what is watched of an env's layer; null: not watched (no bound, or the engine keeps it) */
 export interface LayerWatch {
