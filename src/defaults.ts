@@ -13,6 +13,17 @@ export const SUBNET_POOL = '10.213.0.0/16';
 /** One episode network: a /28 holds 14 addresses (the env, the server's container, spares). */
 export const EPISODE_SUBNET_PREFIX = 28;
 
+/**
+ * The local base images docker/make-local-*.sh make from what a host has, for a host that reaches
+ * no registry, by the build argument the project's Dockerfiles choose their base with (`init`'s
+ * templates, the shipped bundles, an imported Harbor task mapped with --base-image).
+ */
+export const LOCAL_BASE_IMAGES: Readonly<Record<string, { image: string; script: string }>> = {
+  NODE_IMAGE: { image: 'openenv-local/node:20', script: 'docker/make-local-node-base.sh' },
+  PYTHON_IMAGE: { image: 'openenv-local/python:3', script: 'docker/make-local-python-base.sh' },
+  DEBIAN_IMAGE: { image: 'openenv-local/debian:bookworm', script: 'docker/make-local-debian-base.sh' },
+};
+
 /** The largest WebSocket frame or HTTP body a client may send (4 MiB). */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
