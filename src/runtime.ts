@@ -259,6 +259,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const granted: Record<string, EnvGrant> = {};
   /** aborted by the drain: a start-up still building images stops there (the builds cancelled on the engine) */
   const startup = new AbortController();
+  // an env image that failed is logged by the catalog, with its reason (unless a progress bar shows it)
+  let imagesFailed = false;
   const ready = (async () => {
     await sandbox.ping();
     // every runtime an env is to run under, on the engine before anything runs (--runtime, an env's own ask)
@@ -318,7 +320,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // --max-concurrent-deploys: resets go first, so a burst larger than the stock is not slowed
     // by its refills
     if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
-    await catalog.buildAll(startup.signal);
+    await catalog.buildAll(startup.signal).catch((e: unknown) => {
+      imagesFailed = !isAbortError(e);
+      throw e;
+    });
     if (sandbox.lockdown) {
       for (const name of Object.keys(bundle.manifest.envs)) granted[name] = await sandbox.lockdown.granted(catalog.specOf(name));
       log.info({ event: 'lockdown', envs: granted }, 'envs locked down');
@@ -339,6 +344,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     (e: Error) => {
       readyError = e;
       if (startup.signal.aborted && isAbortError(e)) log.info({ event: 'startup_stopped', err: e.message }, 'start-up stopped by the drain');
+      // the failure once, where it is known: an image's by the catalog, any other here
+      else if (imagesFailed && !ro.imageProgress?.quiet) log.error('the server cannot serve episodes: an env image could not be made (logged above)');
       else log.error({ err: e.message }, 'the server cannot serve episodes');
     },
   );

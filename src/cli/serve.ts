@@ -164,8 +164,11 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
     { bundle: bundle.manifest.name, address: shown, instance: o.instance, max_concurrent_envs: o.maxConcurrentEnvs, auth: token ? 'bearer' : 'none' },
     `listening on ${shown}`,
   );
+  // a failed start-up is logged once, by its owner (the runtime: "the server cannot serve episodes")
+  let startedUp = false;
   try {
     await app.openenv.ready;
+    startedUp = true;
     if (o.sandbox === 'docker' && !o.noReaper) {
       reaper = startReaper(o.instance);
       if (reaper) log.info({ event: 'reaper', pid: reaper.pid }, 'a watcher removes what this server leaves should it be killed and never restarted');
@@ -180,7 +183,7 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
   } catch (e) {
     // a signal that came during the start-up stopped it: that drain exits (0 when it drained)
     if (!stopping) {
-      log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
+      log.fatal(startedUp ? { err: (e as Error).message } : {}, 'cannot serve episodes; stopping');
       await stop('startup-failure', 1);
     }
   }

@@ -363,7 +363,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
       } catch (cleanupErr) {
         this.log.error({ episode: envId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
       }
-      if (!signal.aborted) this.log.warn({ episode: envId, env: env.name, reason: (cause as SandboxError).reason, msg: cause.message }, 'deploy failed');
+      // not logged here: whoever asked for the deploy (an episode, a pool refill) logs its failure once
       throw cause;
     }
   }
