@@ -2,6 +2,10 @@
  * The episode machinery of one server, without HTTP: the sandbox, the env images, admission,
  * the episodes, the sessions that hold them, metrics, start-up (engine check, sweep, image
  * builds), health and the drain. `buildApp` puts routes in front of it.
+ *
+ * Long because it wires the whole machinery once, in the order a start needs (sandbox, images,
+ * admission, pool, episodes, sessions, health, the drain); every part it wires lives in a room of
+ * its own.
  */
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from './abort.js';

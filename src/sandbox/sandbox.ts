@@ -3,6 +3,9 @@
  * capabilities) and the shapes it speaks. Its implementations: the engine backends (docker/,
  * swarm/, on the skeleton in engine/, the only code that knows dockerode) and, for the Docker-free
  * test layer, child processes (test/support/process-sandbox.ts).
+ *
+ * Long because it is the contract: every shape the sandbox speaks, each declared once with what it
+ * means; the code in it is a few lines.
  */
 import { sandboxReason, type SandboxFact, type SandboxFailureReason } from '../failures.js';
 import type { ContainerExec } from './container-exec.js';

@@ -20,6 +20,10 @@
  * - Failing refills: counted as they happen, fewer at once after one, stopped after several in a
  *   row and resumed after a backoff (refill-backoff.ts). When refilling stops, the refills still
  *   deploying that no reset waits for stop too; the pool says why (log, /health, /metrics).
+ *
+ * Long because the pool's fill, hand-out, promises and eviction share one set of entries and
+ * waiters under one invariant (the cap stays hard); its backoff and its split by demand are in
+ * files of their own.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';

@@ -5,6 +5,10 @@
  * `healthy` (health.ts), the env's sidecars before it on its network (sidecars.ts), deaths seen in the engine's events, exec and archive
  * access to env containers for the shell toolset (`shell`), what an env used (`usage`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
+ *
+ * Long because a Docker deploy is one walk (network, egress rules, model door, sidecars, container,
+ * readiness, watches) whose clean-up on failure must see every step; each step's own work is in the
+ * files beside it.
  */
 import {
   LABELS,

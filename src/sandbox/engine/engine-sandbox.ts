@@ -5,6 +5,10 @@
  * the start sweep, the reconciler's listing and close(). A backend (docker/docker-sandbox.ts,
  * swarm/swarm-sandbox.ts) says only what differs: how the engine answers a ping, how an episode's
  * network and env are made and looked at, and how what it owns is listed and removed.
+ *
+ * Long because it is the one skeleton both engine backends share (deploys and their clean-up,
+ * teardown, the sweep, the instance claim, the stock): each step is short, and their order is the
+ * point; the steps' own work is in the files beside it.
  */
 import Dockerode from 'dockerode';
 import { ENV_LAYER_DEFAULTS } from '../../defaults.js';

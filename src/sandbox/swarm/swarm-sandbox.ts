@@ -7,6 +7,10 @@
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
  * What only the node running an env can tell (what it used, its writable layer, an OOM kill) is
  * asked of that node's engine when the server reaches it (node-engines.ts).
+ *
+ * Long because a swarm deploy is one walk of many steps (overlay, service, the task's placement,
+ * its node's engine), each undone on failure by the same walk; what is not that walk is in files of
+ * its own (tasks.ts, services.ts, node-engines.ts, removal.ts).
  */
 import {
   SandboxError,
