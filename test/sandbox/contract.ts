@@ -173,9 +173,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     });
 
     it('an env over its memory limit: env_oom, exit 137', async () => {
-      const err = (await rejection(
-        sandbox.deploy({ envId: 'ct-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }),
-      )) as SandboxError;
+      const err = (await rejection(sandbox.deploy({ envId: 'ct-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }))) as SandboxError;
       expect(err.details.exitCode).toBe(137);
       if (h.oomMayBeUnseen && err.reason === 'env_crashed') {
         console.info(`[${name}] the engine did not see the OOM kill: ${err.message}`);
