@@ -117,6 +117,45 @@ const floorsPlugin = {
   },
 };
 
+/**
+ * A file of src/ over MAX_LINES lines opens with the reason it is long: its first comment (before
+ * any code) says "Long because" and why (one shape that reads best whole, a table, a protocol
+ * followed step by step). Without a reason, split it where it parts naturally.
+ */
+export const MAX_LINES = 450;
+const LONG_BECAUSE = /\bLong because\b\s*(.*)/is;
+
+export const sizePlugin = {
+  rules: {
+    'long-file-reason': {
+      meta: { type: 'suggestion', schema: [], messages: {} },
+      create(context) {
+        return {
+          Program(node) {
+            const source = context.sourceCode;
+            const lines = source.lines.length - (source.lines.at(-1) === '' ? 1 : 0);
+            if (lines <= MAX_LINES) return;
+            const first = source.getAllComments()[0];
+            const opens = first && (!node.body[0] || first.range[1] <= node.body[0].range[0]);
+            const reason = opens
+              ? LONG_BECAUSE.exec(first.value)?.[1]
+                  .replace(/[\s*]+/g, ' ')
+                  .trim()
+              : undefined;
+            if (reason && reason.length >= 20) return;
+            const rel = path.relative(ROOT, context.filename).split(path.sep).join('/');
+            context.report({
+              node,
+              loc: { line: 1, column: 0 },
+              message: `${rel} has ${lines} lines (over ${MAX_LINES}): split it where it parts naturally, or open it with a comment that says "Long because" and why`,
+            });
+          },
+        };
+      },
+    },
+  },
+};
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench-results/**', 'test-artifacts/**', 'bundles/**/app/**', 'docker/prebuilt/**'] },
   js.configs.recommended,
@@ -154,6 +193,11 @@ export default tseslint.config(
     files: ['src/**/*.ts', 'test/**/*.ts', 'scripts/**/*.ts', 'web/**/*.{ts,tsx}'],
     plugins: { floors: floorsPlugin },
     rules: { 'floors/no-upward-imports': 'error' },
+  },
+  {
+    files: ['src/**/*.ts'],
+    plugins: { size: sizePlugin },
+    rules: { 'size/long-file-reason': 'error' },
   },
   // The sandbox's layers: what both backends use lives in engine/, and no backend reaches into
   // the other (nor the engine layer into either).

@@ -4,6 +4,9 @@
  * (the server's here, the other subcommands' in src/cli/) is an OptionSpec: its type and default
  * (a zod schema), its help, and how it is spelled; src/cli/options.ts parses a command line from
  * them and prints their --help lines.
+ *
+ * Long because every server option is declared here once (a table of about sixty, each with its
+ * help), with the checks across options that only the whole table can make.
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';

@@ -1,6 +1,7 @@
 /**
- * Operational constants, each declared once. Most are not options. Some are the defaults of options
- * that other modules need too (SUBNET_POOL for --subnet-pool, DEFAULT_MAX_CONCURRENT_DEPLOYS for
+ * What an operator may tune and the bounds more than one room shares, each declared once. A
+ * constant only one file uses is declared in that file. Some are the defaults of options that
+ * other modules need too (SUBNET_POOL for --subnet-pool, DEFAULT_MAX_CONCURRENT_DEPLOYS for
  * --max-concurrent-deploys, DEFAULT_IMAGE_BUILD_CONCURRENCY for --image-build-concurrency,
  * ENV_LAYER_DEFAULTS for --default-storage-mb and --default-max-files): config.ts's schema takes them from here; DEFAULT_REWARD applies when
  * neither --reward nor the bundle says. Every other option's default is declared in that schema
@@ -11,8 +12,17 @@
 export const SUBNET_POOL = '10.213.0.0/16';
 /** One episode network: a /28 holds 14 addresses (the env, the server's container, spares). */
 export const EPISODE_SUBNET_PREFIX = 28;
-/** A subnet the engine reports in use by someone else is retried after this long. */
-export const FOREIGN_SUBNET_RETRY_MS = 60_000;
+
+/**
+ * The local base images docker/make-local-*.sh make from what a host has, for a host that reaches
+ * no registry, by the build argument the project's Dockerfiles choose their base with (`init`'s
+ * templates, the shipped bundles, an imported Harbor task mapped with --base-image).
+ */
+export const LOCAL_BASE_IMAGES: Readonly<Record<string, { image: string; script: string }>> = {
+  NODE_IMAGE: { image: 'openenv-local/node:20', script: 'docker/make-local-node-base.sh' },
+  PYTHON_IMAGE: { image: 'openenv-local/python:3', script: 'docker/make-local-python-base.sh' },
+  DEBIAN_IMAGE: { image: 'openenv-local/debian:bookworm', script: 'docker/make-local-debian-base.sh' },
+};
 
 /** The largest WebSocket frame or HTTP body a client may send (4 MiB). */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -20,21 +30,10 @@ export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 /** How scores become the reward when neither the server nor the bundle says. */
 export const DEFAULT_REWARD = 'mean';
 
-/** Readiness: the first probes come fast (most envs are up within a second), then back off. */
-export const READINESS = { firstDelayMs: 15, fastPhaseMs: 1000, maxDelayMs: 250, probeTimeoutMs: 2000 } as const;
-/** How often a deploy reads the engine's health status of an env whose image has a HEALTHCHECK (sandbox/docker/health.ts). */
-export const HEALTH_POLL_MS = 200;
-
-/** A container or network removal is retried this many times, the delay doubling from the base. */
-export const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;
-
 /** Lines of an env's log kept to explain its failure. */
 export const LOG_TAIL_LINES = 20;
 /** ...and at most this many bytes of them (the last ones): a log tail rides in observations. */
 export const LOG_TAIL_BYTES = 8 * 1024;
-
-/** The largest answer the server reads from an env (a tool result, scores); past it the call fails. */
-export const ENV_REPLY_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * An episode's connection to its env is kept between its calls this long (src/episodes/env-client.ts);
@@ -49,35 +48,8 @@ export const ENV_CONNECTION_IDLE_MS = 5000;
  */
 export const DIAGNOSE_RETRY = { attempts: 10, delayMs: 100 } as const;
 
-/**
- * A running env whose cgroup holds at least this share of its pids limit, when a call into it
- * failed, has its processes at the limit: a fork bomb's forks fail, exit and fork again, so its
- * count hovers under the limit (113 of 128 was read between its forks). Its episode ends
- * env_pids_exhausted (src/failures.ts), the model's doing, not the env's.
- */
-export const PIDS_AT_LIMIT_SHARE = 0.85;
-
-/** How often the reconciler compares the engine's labelled resources with the live episodes. */
-export const RECONCILE_INTERVAL_MS = 60_000;
-
-/** /health asks the engine at most this often. */
-export const HEALTH_ENGINE_CHECK_MS = 2000;
-
 /** Ended request-held episodes kept answerable (state, "episode_done") for idle_timeout. */
 export const ENDED_EPISODES_KEPT = 4096;
-
-/** Recent slot hold times the admission queue keeps to estimate Retry-After. */
-export const HOLD_TIMES_KEPT = 50;
-
-/**
- * What one WebSocket session may have waiting to be handled (frames arrive while a step runs):
- * past either bound the session is closed with 1008, its episode torn down, and no other session
- * notices. Generous for any real client (one frame in flight at a time is the protocol).
- */
-export const WS_PENDING_LIMIT = { frames: 64, bytes: 16 * 1024 * 1024 } as const;
-
-/** Requests one HTTP-held episode may have in flight at once (/episodes, /mcp); past it: 429. */
-export const REQUESTS_IN_FLIGHT_PER_EPISODE = 16;
 
 /** Nesting depth allowed in tool arguments; deeper is the model's mistake (invalid_args). */
 export const MAX_ARGUMENT_DEPTH = 64;
@@ -124,9 +96,6 @@ export const DEFAULT_IMAGE_BUILD_CONCURRENCY = 2;
  */
 export const NETWORK_STOCK = { defaultMax: 64, parallel: 1, backoffBaseMs: 1000, backoffMaxMs: 60_000 } as const;
 
-/** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
-export const DEPLOY_JITTER_MS = 20;
-
 /** The warm pool: how a pooled env is checked at hand-out, and how refill failures back off. */
 export const WARM_POOL = {
   /** GET <ready_path> of a pooled env before it is handed out; no answer within it: discarded */
@@ -143,15 +112,6 @@ export const WARM_POOL = {
 } as const;
 
 /**
- * The console's time series (src/console/series.ts): one-minute buckets kept for a day; in each,
- * at most samplesPerMinute values of each kind (rewards per split, deploy, queue wait) for the
- * percentiles (counts, sums and means stay exact beyond it). Worst case about 12 MB at sustained
- * rates above 200 episodes a minute per split. A chart gets at most maxPoints buckets (long
- * windows fold minutes together).
- */
-export const SERIES = { minutesKept: 24 * 60, samplesPerMinute: 200, maxPoints: 120 } as const;
-
-/**
  * Idle bound of an episode started from the console's playground (POST /console/playground):
  * tighter than --idle-timeout, since a closed tab cannot say it left. The page pings while it is
  * open, so only a page that is gone (or asleep this long) loses its episode.
@@ -162,7 +122,7 @@ export const CONSOLE_EPISODE_PING_S = 20;
 
 /**
  * What the console's history (and --record) keeps of one episode, whatever the env answers (a
- * reply may be up to ENV_REPLY_MAX_BYTES): a payload field (a tool's arguments, result or error,
+ * reply may be up to ENV_REPLY_MAX_BYTES of src/episodes/env-client.ts): a payload field (a tool's arguments, result or error,
  * the reset prompt, the scores) of more than `fieldBytes` of JSON is replaced by a truncation
  * mark with its original size and the first `headChars` of its JSON; once a transcript holds
  * `transcriptBytes`, every later payload is a mark without a head. The model's own observation
@@ -171,21 +131,11 @@ export const CONSOLE_EPISODE_PING_S = 20;
 export const TRANSCRIPT_BOUNDS = { fieldBytes: 256 * 1024, transcriptBytes: 8 * 1024 * 1024, headChars: 2048 } as const;
 
 /**
- * --max-connections 0 (auto): the process's soft open-file limit, less descriptors kept for what
- * the server itself opens (the engine socket's connections, each env's HTTP and log streams, the
- * bundle's files): `base` and `perEnv` for each of --max-concurrent-envs. Never below `min`.
- * Without a readable limit (not Linux), `fallbackLimit` is assumed.
- */
-export const CONNECTION_RESERVE = { base: 128, perEnv: 8, min: 16, fallbackLimit: 1024 } as const;
-
-/**
  * Shutdown: once every episode is drained, requests still being answered (a console stream, a
  * slow download) get this long before their connections are closed, so the server always closes.
  */
 export const CLOSE_GRACE_MS = 2000;
 
-/** The longest an exit waits for the instance name to be given back (one engine call or two). */
-export const SHUTDOWN_RELEASE_MS = 3000;
 /** `openenv-bundle check`: the seed of every play, and tasks played per (split, toolset) unless `--tasks` says otherwise. */
 export const CHECK_SEED = 1234;
 export const CHECK_TASKS_PER_GROUP = 3;
@@ -213,13 +163,6 @@ export const SCORE_TOLERANCE = 1e-9;
 // --- security ---
 
 /**
- * The shortest bearer token the server takes: shorter ones are guessed, and a token of a few
- * characters would make the log redaction (logging.ts) blank out those characters in every word.
- */
-export const MIN_TOKEN_CHARS = 16;
-/** Nesting depth allowed in what an env answers (a tool result, scores), as MAX_ARGUMENT_DEPTH for what a model sends. */
-export const ENV_REPLY_MAX_DEPTH = 64;
-/**
  * Env lock-down (src/sandbox/engine/hardening.ts): every env's open-file limit (soft and hard; far
  * above what an env serving one client and a model's commands open, and kernel memory per file is
  * under the memory limit anyway), the tmpfs at /tmp of an env with a read-only root, and under
@@ -228,8 +171,6 @@ export const ENV_REPLY_MAX_DEPTH = 64;
  * `runscPidsBase + runscPidsPerProcess * pids` leaves the env its `pids`.
  */
 export const ENV_LOCKDOWN = { nofile: 8192, readOnlyTmpMb: 64, runscPidsBase: 64, runscPidsPerProcess: 6 } as const;
-/** `eval`: the largest chat-completion reply it reads from a model endpoint (a reply of the longest context is far smaller); past it the model's reply is bad. */
-export const MODEL_REPLY_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * The model gateway (src/gateway/): the port its doors listen on (one door per episode, bound to
@@ -334,45 +275,6 @@ export const HARNESS = {
 } as const;
 
 /**
- * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
- * looks whether the server's process is gone once the pipe closed, and its removals' retries.
- * After its first removal it looks again every `settleMs` (the engine may still be finishing
- * creations the dead server asked for: a loaded engine was seen taking seconds) until
- * `quietPasses` looks in a row find nothing, for at most `lateForMs`.
- */
-export const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200, settleMs: 2_000, quietPasses: 2, lateForMs: 60_000 } as const;
-
-/**
- * The bounds of an env's writable layer the server keeps by watching it
- * (src/sandbox/engine/storage-watch.ts). Bytes, where the engine cannot limit the layer: the env's layer is first looked at (SizeRw) `firstLookMs`
- * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
- * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
- * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
- * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.3 to 0.8 s a look).
- * The file bound: the engine names no count but walks every entry of the layer for SizeRw, so a
- * look's own time says how many entries the layer may hold at most, at `walkMsPerFile` (0.5 µs:
- * five times faster than the 2.5 to 3.5 µs measured here; after a count, what it found plus the
- * growth over the cheapest look since). Only when that reaches the bound are the entries counted
- * (`GET /containers/{id}/changes`: 0.25 s of the engine's CPU on an empty layer, 3.2 s at 300,000,
- * and the container's lock held meanwhile); a count starts no sooner than `countCostFactor` times
- * as long as the engine's last count took (one at a time per engine), so counts take at most a
- * sixth of one engine thread while a count takes under 6 s (none is put off past
- * `maxIntervalMs`). `filesPerMs`: the fastest an env makes files (twice the 25 a ms seen here),
- * for the soonest a file bound can be reached.
- */
-export const STORAGE_WATCH = {
-  firstLookMs: 100,
-  intervalMs: 500,
-  nearMs: 50,
-  maxIntervalMs: 30_000,
-  costFactor: 20,
-  writeBytesPerMs: 1_000_000,
-  walkMsPerFile: 0.0005,
-  filesPerMs: 50,
-  countCostFactor: 5,
-} as const;
-
-/**
  * What an env may leave in its container's writable layer when its bundle says nothing
  * (--default-storage-mb and --default-max-files; bundle.json's `resources.storage_mb` and
  * `max_files` win; 0 turns a default off). `storageMb`: what the shipped Harbor dataset's tasks
@@ -386,13 +288,6 @@ export const STORAGE_WATCH = {
  * 1.4 to 2.3 times it: docs/security.md).
  */
 export const ENV_LAYER_DEFAULTS = { storageMb: 2048, maxFiles: 100_000 } as const;
-
-/**
- * The console's task search (src/console/task-search.ts): ids scanned `chunk` at a time, the event
- * loop served between chunks; the last `cachedQueries` answers kept, those of at most
- * `cachedMatchesMax` tasks (a million ids scan in tens of milliseconds, in chunks of a fraction of one).
- */
-export const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 65_536 } as const;
 
 /**
  * How long an ended episode's cost reading (src/episodes/episode-cost.ts: the env's CPU, peak

@@ -14,7 +14,14 @@ import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { CONNECTION_RESERVE } from './defaults.js';
+
+/**
+ * --max-connections 0 (auto): the process's soft open-file limit, less descriptors kept for what
+ * the server itself opens (the engine socket's connections, each env's HTTP and log streams, the
+ * bundle's files): `base` and `perEnv` for each of --max-concurrent-envs. Never below `min`.
+ * Without a readable limit (not Linux), `fallbackLimit` is assumed.
+ */
+const CONNECTION_RESERVE = { base: 128, perEnv: 8, min: 16, fallbackLimit: 1024 } as const;
 
 /** the soft "Max open files" of this process, when the system says (Linux) */
 export function openFileLimit(): number | null {

@@ -2,12 +2,16 @@
  * The episode machinery of one server, without HTTP: the sandbox, the env images, admission,
  * the episodes, the sessions that hold them, metrics, start-up (engine check, sweep, image
  * builds), health and the drain. `buildApp` puts routes in front of it.
+ *
+ * Long because it wires the whole machinery once, in the order a start needs (sandbox, images,
+ * admission, pool, episodes, sessions, health, the drain); every part it wires lives in a room of
+ * its own.
  */
 import type { Logger } from 'pino';
 import { abortError, isAbortError } from './abort.js';
 import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, layerDefaults, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
-import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD, DEPLOY_JITTER_MS, HEALTH_ENGINE_CHECK_MS, RECONCILE_INTERVAL_MS } from './defaults.js';
+import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD } from './defaults.js';
 import { Admission } from './episodes/capacity/admission.js';
 import { DeployLimiter } from './episodes/capacity/deploy-limiter.js';
 import { WarmPool } from './episodes/capacity/pool.js';
@@ -26,6 +30,15 @@ import type { EnvGrant } from './protocol/bundle.js';
 import { Sessions } from './sessions/sessions.js';
 import { E2bSandboxes } from './e2b/sandboxes.js';
 import { resolveEgressAllow } from './e2b/egress.js';
+
+/** A deploy that gets its turn starts after a random 0..this delay, so a burst does not hit the engine in lockstep. */
+const DEPLOY_JITTER_MS = 20;
+
+/** How often the reconciler compares the engine's labelled resources with the live episodes. */
+const RECONCILE_INTERVAL_MS = 60_000;
+
+/** /health asks the engine at most this often. */
+const HEALTH_ENGINE_CHECK_MS = 2000;
 
 export interface RuntimeOptions {
   options: ServerOptions;
@@ -250,6 +263,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const granted: Record<string, EnvGrant> = {};
   /** aborted by the drain: a start-up still building images stops there (the builds cancelled on the engine) */
   const startup = new AbortController();
+  // an env image that failed is logged by the catalog, with its reason (unless a progress bar shows it)
+  let imagesFailed = false;
   const ready = (async () => {
     await sandbox.ping();
     // every runtime an env is to run under, on the engine before anything runs (--runtime, an env's own ask)
@@ -309,7 +324,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // --max-concurrent-deploys: resets go first, so a burst larger than the stock is not slowed
     // by its refills
     if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
-    await catalog.buildAll(startup.signal);
+    await catalog.buildAll(startup.signal).catch((e: unknown) => {
+      imagesFailed = !isAbortError(e);
+      throw e;
+    });
     if (sandbox.lockdown) {
       for (const name of Object.keys(bundle.manifest.envs)) granted[name] = await sandbox.lockdown.granted(catalog.specOf(name));
       log.info({ event: 'lockdown', envs: granted }, 'envs locked down');
@@ -330,6 +348,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     (e: Error) => {
       readyError = e;
       if (startup.signal.aborted && isAbortError(e)) log.info({ event: 'startup_stopped', err: e.message }, 'start-up stopped by the drain');
+      // the failure once, where it is known: an image's by the catalog, any other here
+      else if (imagesFailed && !ro.imageProgress?.quiet) log.error('the server cannot serve episodes: an env image could not be made (logged above)');
       else log.error({ err: e.message }, 'the server cannot serve episodes');
     },
   );

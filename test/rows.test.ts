@@ -94,7 +94,9 @@ async function checkRows(
         index,
         task_id: task.task_id,
         toolset: task.toolset,
-        tools: tools.map((t: { name: string }) => t.name),
+        // the task's groups, as GET /tasks serves them; the tools' definitions, as in `tools`
+        groups: task.groups,
+        tools: row.tools.map((t: any) => t.function),
         server: {
           url: opts.url,
           max_turns: opts.maxTurns,
@@ -184,8 +186,32 @@ describe('rows: arguments, rows, progress, atomic writes', () => {
         { type: 'function', function: { name: 'a', description: 'does a', parameters: { type: 'object' } } },
         { type: 'function', function: { name: 'end_turn', description: expect.any(String), parameters: expect.objectContaining({ type: 'object' }) } },
       ],
-      metadata: { split: 'train', index: 3, task_id: 't1', toolset: 'ts', tools: ['a', 'end_turn'], server },
+      metadata: {
+        split: 'train',
+        index: 3,
+        task_id: 't1',
+        toolset: 'ts',
+        groups: {},
+        tools: [
+          { name: 'a', description: 'does a', parameters: { type: 'object' } },
+          { name: 'end_turn', description: expect.any(String), parameters: expect.objectContaining({ type: 'object' }) },
+        ],
+        server,
+      },
     });
+  });
+
+  it("carries the task's groups into its row's metadata, for slime's per-group logging", () => {
+    const server = { url: 'http://h', max_turns: 4, tool_timeout: 60, reset_timeout: 600, model_timeout: 600, token_var: null };
+    const messages = [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'u' },
+    ] as [{ role: 'system'; content: string }, { role: 'user'; content: string }];
+    const task = { task_id: 't2', split: 'eval', index: 0, toolset: 'ts', messages, turns: 1, max_turns: 1, groups: { season: 'winter', point: 'p3' } };
+    const row = promptRow(task, [], server);
+    expect(row.metadata.groups).toEqual({ season: 'winter', point: 'p3' });
+    expect(row.metadata.tools.map((t) => t.name)).toEqual(['end_turn']);
+    expect(row.metadata.tools[0]).toEqual(row.tools[0]!.function);
   });
 
   it('a write that fails leaves the folder as it was, without temporary files', async () => {
@@ -408,7 +434,7 @@ describe('rows against gridsim-v1', () => {
     expect(r.stdout).toBe(`wrote ${files.join(', ')} to ${o}\n`);
     expect(bundle.splits).toMatchObject({ train: 2000, eval: 200 });
     expect(allRows).toHaveLength(Object.values(bundle.splits as Record<string, number>).reduce((a, b) => a + b, 0));
-    const names = allRows[0].metadata.tools;
+    const names = allRows[0].metadata.tools.map((t: { name: string }) => t.name);
     expect(names).toEqual(['get_situation', 'check_schedule', 'submit_schedule', 'end_turn']);
     for (const f of await readdir(o)) expect(await readFile(path.join(o, f), 'utf8')).not.toContain('unused-on-an-open-server');
     expect(s.sandbox.spawned).toBe(0);

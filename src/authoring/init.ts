@@ -7,6 +7,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NAME_PATTERN } from '../bundle/schema.js';
+import { LOCAL_BASE_IMAGES } from '../defaults.js';
 
 export const ENV_LANGUAGES = ['node', 'python'] as const;
 export type EnvLanguage = (typeof ENV_LANGUAGES)[number];
@@ -19,8 +20,8 @@ export const TEMPLATES_DIR = path.join(PACKAGE_ROOT, 'templates');
 
 /** The base image build argument each language's Dockerfile declares, and the offline image for it. */
 export const BASE_IMAGE_ARG: Record<EnvLanguage, { arg: string; local: string; script: string }> = {
-  node: { arg: 'NODE_IMAGE', local: 'openenv-local/node:20', script: 'docker/make-local-node-base.sh' },
-  python: { arg: 'PYTHON_IMAGE', local: 'openenv-local/python:3', script: 'docker/make-local-python-base.sh' },
+  node: { arg: 'NODE_IMAGE', local: LOCAL_BASE_IMAGES.NODE_IMAGE!.image, script: LOCAL_BASE_IMAGES.NODE_IMAGE!.script },
+  python: { arg: 'PYTHON_IMAGE', local: LOCAL_BASE_IMAGES.PYTHON_IMAGE!.image, script: LOCAL_BASE_IMAGES.PYTHON_IMAGE!.script },
 };
 
 export class InitError extends Error {

@@ -81,7 +81,7 @@ export class ReusedEnvs implements Sandbox {
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     const name = req.env.name;
     const reusable = this.reusable.has(name) && req.env.kind !== 'shell' && !req.modelDoor && !this.released;
-    if (!reusable || this.toDeployFresh.delete(req.episodeId)) {
+    if (!reusable || this.toDeployFresh.delete(req.envId)) {
       const handle = await this.inner.deploy(req);
       this.count(name).deployed++;
       return handle;
@@ -94,16 +94,16 @@ export class ReusedEnvs implements Sandbox {
       this.deploying.add(id);
       let handle: EnvHandle;
       try {
-        handle = await this.inner.deploy({ ...req, episodeId: id });
+        handle = await this.inner.deploy({ ...req, envId: id });
       } finally {
         this.deploying.delete(id);
       }
       this.count(name).deployed++;
       kept = { id, envName: name, handle, served: 0 };
     }
-    this.servedBefore.set(req.episodeId, kept.served);
+    this.servedBefore.set(req.envId, kept.served);
     kept.served++;
-    return this.lend(req.episodeId, kept);
+    return this.lend(req.envId, kept);
   }
 
   /** an idle container of the env that the engine has not reported dead (dead ones are removed) */

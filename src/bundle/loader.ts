@@ -2,6 +2,9 @@
  * Loads a bundle (a folder, or a .tar.gz of one) and validates all of it up front: the manifest,
  * every task row, and the cross-references between them. The server refuses to start on an
  * invalid bundle rather than failing an episode later (docs/bundle-format.md).
+ *
+ * Long because it makes every check that needs the disk or the whole bundle (paths inside it,
+ * files, task lines, cross-references), in the order a load makes them; the shapes are schema.ts's.
  */
 import { createReadStream } from 'node:fs';
 import { constants } from 'node:fs';

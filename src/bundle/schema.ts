@@ -3,6 +3,9 @@
  * shapes a bundle is served as, ToolSpec and TaskRow, are declared in src/protocol/bundle.ts).
  * Every type is inferred from these schemas. Checks that need the file system (does a build folder
  * exist and stay inside the bundle?) or the whole bundle (is a task_id unique?) live in loader.ts.
+ *
+ * Long because it declares every shape of bundle.json and of a task line once, each field with its
+ * message; nothing in it is code but the schemas and their small helpers.
  */
 import path from 'node:path';
 import { z } from 'zod';

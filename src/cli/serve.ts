@@ -12,7 +12,7 @@ import { buildApp } from '../app.js';
 import { loadBundle, type LoadedBundle } from '../bundle/index.js';
 import { checkServerOptions, isLoopback, SERVER_OPTIONS, serverOptionEnv, type ServerOptions } from '../config.js';
 import { checkRecordDir } from '../console/recorder.js';
-import { CLOSE_GRACE_MS, SHUTDOWN_RELEASE_MS } from '../defaults.js';
+import { CLOSE_GRACE_MS } from '../defaults.js';
 import { loggerHygiene } from '../logging.js';
 import { tokenProblem } from '../plugins/auth.js';
 import { startReaper, type Reaper } from '../sandbox/docker/reaper.js';
@@ -21,6 +21,9 @@ import { UsageError } from './options.js';
 import { progressBar } from './progress.js';
 import { exitWith } from './process-entry.js';
 import { visible } from './terminal-text.js';
+
+/** The longest an exit waits for the instance name to be given back (one engine call or two). */
+const SHUTDOWN_RELEASE_MS = 3000;
 
 /**
  * The bearer token: from --token-file (a mounted secret; surrounding whitespace trimmed), else from
@@ -161,8 +164,11 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
     { bundle: bundle.manifest.name, address: shown, instance: o.instance, max_concurrent_envs: o.maxConcurrentEnvs, auth: token ? 'bearer' : 'none' },
     `listening on ${shown}`,
   );
+  // a failed start-up is logged once, by its owner (the runtime: "the server cannot serve episodes")
+  let startedUp = false;
   try {
     await app.openenv.ready;
+    startedUp = true;
     if (o.sandbox === 'docker' && !o.noReaper) {
       reaper = startReaper(o.instance);
       if (reaper) log.info({ event: 'reaper', pid: reaper.pid }, 'a watcher removes what this server leaves should it be killed and never restarted');
@@ -177,7 +183,7 @@ async function serve(bundlePath: string, o: ServerOptions, io: CliIo): Promise<n
   } catch (e) {
     // a signal that came during the start-up stopped it: that drain exits (0 when it drained)
     if (!stopping) {
-      log.fatal({ err: (e as Error).message }, 'cannot serve episodes; stopping');
+      log.fatal(startedUp ? { err: (e as Error).message } : {}, 'cannot serve episodes; stopping');
       await stop('startup-failure', 1);
     }
   }

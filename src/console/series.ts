@@ -1,5 +1,5 @@
 /**
- * The console's time series, kept in memory in one-minute buckets (SERIES in defaults.ts bounds
+ * The console's time series, kept in memory in one-minute buckets (SERIES below bounds
  * how many minutes and how many values per minute): episodes ended, end reasons, failures by
  * reason, deploy latency and queue wait (in all and per lane), and per split the rewards, failures, steps and turns,
  * and per split and task group the counts, rewards and what the episodes cost (by the minute their
@@ -10,12 +10,20 @@
  * `view(window)` answers the buckets from the window's start or the first data kept, whichever
  * is later, to now: a few minutes of data fill the chart instead of hugging its right edge.
  */
-import { SERIES } from '../defaults.js';
 import type { Distribution, GroupStats, Series, SeriesWindow } from '../protocol/console.js';
 import { LANES, type Lane } from '../protocol/lanes.js';
 import { CostSums } from './cost-means.js';
 import { ScoreSums } from './score-means.js';
 import type { EpisodeCost, Scores } from '../protocol/observations.js';
+
+/**
+ * The console's time series (src/console/series.ts): one-minute buckets kept for a day; in each,
+ * at most samplesPerMinute values of each kind (rewards per split, deploy, queue wait) for the
+ * percentiles (counts, sums and means stay exact beyond it). Worst case about 12 MB at sustained
+ * rates above 200 episodes a minute per split. A chart gets at most maxPoints buckets (long
+ * windows fold minutes together).
+ */
+const SERIES = { minutesKept: 24 * 60, samplesPerMinute: 200, maxPoints: 120 } as const;
 
 /** reward histogram: below 0, ten bins over [0, 1] (1 itself in the last), above 1 */
 export const REWARD_BIN_EDGES = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];

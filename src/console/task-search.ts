@@ -7,7 +7,13 @@
  * twenty at once held /health for seconds.
  */
 import type { Task } from '../bundle/index.js';
-import { TASK_SEARCH } from '../defaults.js';
+
+/**
+ * The console's task search (src/console/task-search.ts): ids scanned `chunk` at a time, the event
+ * loop served between chunks; the last `cachedQueries` answers kept, those of at most
+ * `cachedMatchesMax` tasks (a million ids scan in tens of milliseconds, in chunks of a fraction of one).
+ */
+const TASK_SEARCH = { chunk: 8_192, cachedQueries: 32, cachedMatchesMax: 65_536 } as const;
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

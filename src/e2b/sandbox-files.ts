@@ -17,6 +17,10 @@
  * against 252 ms; the bare putArchive 124 ms), but it writes while the body arrives instead of
  * after, holds nothing on the host, and costs the server less CPU (a 50 MB upload: about 130 ms
  * against 300 ms, docs/e2b.md, Measured).
+ *
+ * Long because envd's transfer both ways is one protocol over one container: the scripts run in it,
+ * the tar that carries a file and the streamed write must agree on paths, owners and modes; the
+ * file system calls are filesystem.ts's.
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';

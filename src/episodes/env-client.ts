@@ -5,10 +5,16 @@
  * network gives a later env the same address.
  */
 import http from 'node:http';
-import { ENV_CONNECTION_IDLE_MS, ENV_REPLY_MAX_BYTES, ENV_REPLY_MAX_DEPTH } from '../defaults.js';
+import { ENV_CONNECTION_IDLE_MS } from '../defaults.js';
 import { jsonDepthExceeds } from '../json.js';
 import { deadline, headerOf, requestBounded, type RawReply } from '../http-request.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
+
+/** The largest answer the server reads from an env (a tool result, scores); past it the call fails. */
+const ENV_REPLY_MAX_BYTES = 16 * 1024 * 1024;
+
+/** Nesting depth allowed in what an env answers (a tool result, scores), as MAX_ARGUMENT_DEPTH for what a model sends. */
+export const ENV_REPLY_MAX_DEPTH = 64;
 
 export class EnvCallError extends Error {
   override readonly name = 'EnvCallError';

@@ -6,9 +6,11 @@
  */
 import { z } from 'zod';
 import { readBoundedText } from '../bounded-body.js';
-import { MODEL_REPLY_MAX_BYTES } from '../defaults.js';
 import type { FunctionTool } from '../rows/build.js';
 import { describeIssue } from '../protocol/zod-issues.js';
+
+/** `eval`: the largest chat-completion reply it reads from a model endpoint (a reply of the longest context is far smaller); past it the model's reply is bad. */
+export const MODEL_REPLY_MAX_BYTES = 16 * 1024 * 1024;
 
 export const ToolCallSchema = z.object({
   id: z.string().default(''),

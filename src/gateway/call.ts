@@ -5,6 +5,10 @@
  * it arrives (watched, reassembled, bounded in size and silence; read on for a while after the
  * harness hangs up, so that its usage is known); and one record with the call's count, whatever
  * happened.
+ *
+ * Long because one call is one story told in order (credential, budget, body, upstream, whole or
+ * streamed reply, record), and every exit of it must reach its one record; the APIs, the counting
+ * and the bounded JSON are in files of their own.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { APIS, apiOf, errorBody, isStreamRequest, modelList, type ApiSpec, type ReplyCap } from './apis.js';

@@ -1,6 +1,8 @@
 /**
  * One slime prompt row per task: the chat messages a rollout starts from, the task's tools as
- * OpenAI function tools, and metadata telling the generate function which episode to play where.
+ * OpenAI function tools, and metadata telling the generate function which episode to play where,
+ * with the task's groups (for per-group logging) and its tools' definitions under `tools`, where
+ * slime's loader looks for them (its --tool-key default).
  */
 import { END_TURN_TOOL } from '../bundle/index.js';
 import type { TaskRow as ServerTaskRow, ToolSpec as ServerToolSpec } from '../protocol/bundle.js';
@@ -44,9 +46,16 @@ export function serverSettings(url: string, r: RolloutSettings): ServerSettings 
   };
 }
 
+/** A tool's definition as a chat template takes it: its name, description and arguments' JSON Schema. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
 export interface FunctionTool {
   type: 'function';
-  function: { name: string; description: string; parameters: Record<string, unknown> };
+  function: ToolDefinition;
 }
 
 export interface PromptRow {
@@ -57,7 +66,10 @@ export interface PromptRow {
     index: number;
     task_id: string;
     toolset: string;
-    tools: string[];
+    /** group name → this task's value (GET /tasks' `groups`; {} when the bundle declares none) */
+    groups: Record<string, string>;
+    /** the tools' definitions (those of `tools`, unwrapped), under the key slime's loader reads them from */
+    tools: ToolDefinition[];
     /**
      * a harness episode (docs/gateway.md): the server runs the task's harness, which calls the
      * model through the gateway; the client only waits (tool `wait`). Absent: an ordinary task
@@ -67,8 +79,12 @@ export interface PromptRow {
   };
 }
 
+export function toolDefinition(t: ServerToolSpec): ToolDefinition {
+  return { name: t.name, description: t.description, parameters: t.input_schema };
+}
+
 export function functionTool(t: ServerToolSpec): FunctionTool {
-  return { type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } };
+  return { type: 'function', function: toolDefinition(t) };
 }
 
 /** A toolset's tools with end_turn, which every task offers, last and once. */
@@ -93,7 +109,8 @@ export function promptRow(task: ServerTaskRow, toolsetTools: readonly ServerTool
       index: task.index,
       task_id: task.task_id,
       toolset: task.toolset,
-      tools: tools.map((t) => t.name),
+      groups: task.groups,
+      tools: tools.map(toolDefinition),
       ...(task.harness ? { harness: true as const } : {}),
       server,
     },

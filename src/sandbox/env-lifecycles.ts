@@ -32,22 +32,22 @@ export class EnvLifecycles {
   }
 
   /**
-   * Runs `run` as the deploy of `req.episodeId`. `holds` says whether the sandbox still has an env
+   * Runs `run` as the deploy of `req.envId`. `holds` says whether the sandbox still has an env
    * for that id (deploying twice without a teardown is a bug of the caller's).
    */
-  async deploy(req: DeployRequest, holds: (episodeId: string) => boolean, run: (signal: AbortSignal) => Promise<EnvHandle>): Promise<EnvHandle> {
+  async deploy(req: DeployRequest, holds: (envId: string) => boolean, run: (signal: AbortSignal) => Promise<EnvHandle>): Promise<EnvHandle> {
     throwIfAborted(req.signal);
-    const { episodeId } = req;
-    await this.teardowns.get(episodeId)?.catch(() => {});
-    if (this.deploys.has(episodeId) || holds(episodeId)) {
-      throw new Error(`episode ${episodeId} already has an env on this sandbox: tear it down before deploying again`);
+    const { envId } = req;
+    await this.teardowns.get(envId)?.catch(() => {});
+    if (this.deploys.has(envId) || holds(envId)) {
+      throw new Error(`episode ${envId} already has an env on this sandbox: tear it down before deploying again`);
     }
     const controller = new AbortController();
     const forward = () => controller.abort(req.signal?.reason ?? this.lifetime.signal.reason);
     req.signal?.addEventListener('abort', forward, { once: true });
     this.lifetime.signal.addEventListener('abort', forward, { once: true });
     const running = run(controller.signal);
-    this.deploys.set(episodeId, {
+    this.deploys.set(envId, {
       controller,
       settled: running.then(
         () => {},
@@ -57,7 +57,7 @@ export class EnvLifecycles {
     try {
       return await running;
     } finally {
-      this.deploys.delete(episodeId);
+      this.deploys.delete(envId);
       req.signal?.removeEventListener('abort', forward);
       this.lifetime.signal.removeEventListener('abort', forward);
     }
@@ -68,20 +68,20 @@ export class EnvLifecycles {
    * id at a time. A caller who joins a teardown already running has its `onEnvRemoved` called when
    * that teardown is done.
    */
-  teardown(episodeId: string, remove: () => Promise<void>, onEnvRemoved?: () => void): Promise<void> {
-    const running = this.teardowns.get(episodeId);
+  teardown(envId: string, remove: () => Promise<void>, onEnvRemoved?: () => void): Promise<void> {
+    const running = this.teardowns.get(envId);
     if (running) return onEnvRemoved ? running.then(() => onEnvRemoved()) : running;
     const p = (async () => {
-      const deploying = this.deploys.get(episodeId);
+      const deploying = this.deploys.get(envId);
       if (deploying) {
-        deploying.controller.abort(new Error(`episode ${episodeId} was torn down while its env was deploying`));
+        deploying.controller.abort(new Error(`episode ${envId} was torn down while its env was deploying`));
         await deploying.settled;
       }
       await remove();
     })();
-    this.teardowns.set(episodeId, p);
+    this.teardowns.set(envId, p);
     const forget = () => {
-      if (this.teardowns.get(episodeId) === p) this.teardowns.delete(episodeId);
+      if (this.teardowns.get(envId) === p) this.teardowns.delete(envId);
     };
     p.then(forget, forget);
     return p;

@@ -3,6 +3,9 @@
  * capabilities) and the shapes it speaks. Its implementations: the engine backends (docker/,
  * swarm/, on the skeleton in engine/, the only code that knows dockerode) and, for the Docker-free
  * test layer, child processes (test/support/process-sandbox.ts).
+ *
+ * Long because it is the contract: every shape the sandbox speaks, each declared once with what it
+ * means; the code in it is a few lines.
  */
 import { sandboxReason, type SandboxFact, type SandboxFailureReason } from '../failures.js';
 import type { ContainerExec } from './container-exec.js';
@@ -81,10 +84,10 @@ export interface SidecarSpec {
 
 export interface DeployRequest {
   /**
-   * The env's id, labelled on everything deployed for it: an episode's own id, or a pooled env's
-   * `pool-…` id (the name predates the warm pool; every `episodeId` of this interface is an env id).
+   * The env's id, labelled on everything deployed for it (as `openenv.episode`, a label older than
+   * the warm pool): an episode's own id, or a pooled env's `pool-…` id.
    */
-  episodeId: string;
+  envId: string;
   env: EnvSpec;
   /** aborting stops the deploy, removes what it created, and rejects with an AbortError */
   signal?: AbortSignal;
@@ -138,7 +141,7 @@ export interface ModelDoorOpened {
 export type ModelDoorHook = (place: NetworkPlace) => Promise<ModelDoorOpened>;
 
 export interface EnvHandle {
-  episodeId: string;
+  envId: string;
   /** where the server reaches the env, e.g. http://10.213.0.2:8000 ('' for a shell env: it is reached by exec) */
   baseUrl: string;
   /** what runs the env: a container id (docker, process: `process-<pid>-<id>`), a service id (swarm) */
@@ -276,7 +279,7 @@ export interface Sandbox {
    * Removes every container and network labelled with the episode (containers first).
    * Idempotent: "not found" and "already in progress" are success. Safe to call concurrently.
    */
-  teardown(episodeId: string, opts?: TeardownOptions): Promise<void>;
+  teardown(envId: string, opts?: TeardownOptions): Promise<void>;
   /** removes every container and network labelled with this server instance */
   sweep(): Promise<SweepResult>;
   /** episode ids that still own labelled resources on the engine (for the reconciler) */

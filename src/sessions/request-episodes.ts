@@ -5,7 +5,7 @@
  * "episode_done") instead of vanishing into a bare 404.
  */
 import type { Logger } from 'pino';
-import { ENDED_EPISODES_KEPT, REQUESTS_IN_FLIGHT_PER_EPISODE } from '../defaults.js';
+import { ENDED_EPISODES_KEPT } from '../defaults.js';
 import { EpisodeStateError, ShuttingDownError, TooManyRequestsError } from '../errors.js';
 import { isAbortError } from '../abort.js';
 import type { Episode } from '../episodes/episode.js';
@@ -13,6 +13,9 @@ import type { ResetObservation, StepOutcome } from '../protocol/observations.js'
 import type { EpisodeManager } from '../episodes/manager.js';
 import type { ResetData } from '../protocol/frames.js';
 import { IdleClock } from './idle-clock.js';
+
+/** Requests one HTTP-held episode may have in flight at once (/episodes, /mcp); past it: 429. */
+export const REQUESTS_IN_FLIGHT_PER_EPISODE = 16;
 
 /** Who drives a live episode: a request client (through this registry) or a WebSocket session. */
 export type Holder = 'request' | 'socket';

@@ -7,7 +7,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import { isAbortError } from '../abort.js';
-import { WS_PENDING_LIMIT } from '../defaults.js';
 import { BadInputError, EpisodeStateError, ServerError, ShuttingDownError, toWsError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { EpisodeManager } from '../episodes/manager.js';
@@ -16,6 +15,13 @@ import { IDLE_STATE } from '../protocol/observations.js';
 import { parseClientFrame } from './client-input.js';
 import { IdleClock } from './idle-clock.js';
 import type { McpService } from './mcp-service.js';
+
+/**
+ * What one WebSocket session may have waiting to be handled (frames arrive while a step runs):
+ * past either bound the session is closed with 1008, its episode torn down, and no other session
+ * notices. Generous for any real client (one frame in flight at a time is the protocol).
+ */
+export const WS_PENDING_LIMIT = { frames: 64, bytes: 16 * 1024 * 1024 } as const;
 
 /** WebSocket close reasons must stay under 123 bytes or `ws` throws. */
 export function closeReason(text: string): string {

@@ -161,9 +161,9 @@ describe("a harness task's row", () => {
     const r = promptRow(row, [bash], settings);
     expect(r.messages).toEqual([{ role: 'user', content: 'Fix the median.' }]);
     expect(r.tools.map((t) => t.function.name)).toEqual(['wait']);
-    expect(r.metadata).toMatchObject({ harness: true, tools: ['wait'] });
+    expect(r.metadata).toMatchObject({ harness: true, tools: [r.tools[0]!.function] });
     const plain = promptRow({ ...row, harness: undefined }, [bash], settings);
-    expect(plain.metadata.tools).toEqual(['bash', 'end_turn']);
+    expect(plain.metadata.tools.map((t) => t.name)).toEqual(['bash', 'end_turn']);
     expect(plain.messages).toHaveLength(2);
     expect(plain.metadata).not.toHaveProperty('harness');
   });

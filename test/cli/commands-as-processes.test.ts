@@ -124,6 +124,22 @@ describe('the openenv-bundle command line, run as a process', { timeout: 120_000
       expect(noEngine.stdout + noEngine.stderr).toContain('cannot serve episodes; stopping');
       expect(noEngine.stderr).not.toContain('exited without a result');
     });
+
+    it('a failed start-up logs its reason once (the runtime), and the exit does not repeat it', async () => {
+      const noEngine = await openenvBundle(['serve', FIXTURE_BUNDLE, '--port', '0', '--instance', 'once-no-engine'], {
+        env: { DOCKER_HOST: 'unix:///nonexistent/once-no-engine.sock', LOG_LEVEL: 'info' },
+      });
+      expect(noEngine.code).toBe(1);
+      const lines = (noEngine.stdout + noEngine.stderr)
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      const telling = lines.filter((l) => JSON.stringify(l).includes('the Docker engine is unreachable'));
+      expect(telling).toEqual([expect.objectContaining({ level: 50, msg: 'the server cannot serve episodes' })]);
+      const fatal = lines.filter((l) => l.level === 60);
+      expect(fatal).toEqual([expect.objectContaining({ msg: 'cannot serve episodes; stopping' })]);
+      expect(fatal[0]).not.toHaveProperty('err');
+    });
   });
 
   describe('init', () => {

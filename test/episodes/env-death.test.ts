@@ -27,11 +27,11 @@ class RaceSandbox extends DelegatingSandbox<ProcessSandbox> {
   override async deploy(req: DeployRequest): Promise<EnvHandle> {
     const handle = await this.inner.deploy(req);
     const gone = new AbortController();
-    this.gone.set(req.episodeId, gone);
+    this.gone.set(req.envId, gone);
     return { ...handle, gone: gone.signal };
   }
   override async diagnose(h: EnvHandle) {
-    const gone = this.gone.get(h.episodeId);
+    const gone = this.gone.get(h.envId);
     if (this.holdDiagnosis && gone) {
       this.holdDiagnosis = false;
       if (!gone.signal.aborted) await new Promise((r) => gone.signal.addEventListener('abort', r, { once: true }));

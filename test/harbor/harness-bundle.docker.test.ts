@@ -154,7 +154,7 @@ describeDocker('a bundle imported with --agent: check, rows and eval', () => {
       expect(rows).toHaveLength(1);
       const row = rows[0]!;
       expect(row.metadata.harness).toBe(true);
-      expect(row.metadata.tools).toEqual(['wait']);
+      expect(row.metadata.tools).toEqual([row.tools[0]!.function]);
       expect(row.tools.map((t) => t.function.name)).toEqual(['wait']);
       expect(row.messages).toEqual([{ role: 'user', content: instruction }]);
     }, 120_000);

@@ -193,7 +193,7 @@ describeDocker('DockerSandbox: an image HEALTHCHECK is readiness', () => {
         'HEALTHCHECK --interval=300ms --timeout=2s --retries=3 --start-period=20s CMD test -f /tmp/up || { touch /tmp/up; exit 1; }',
       );
       const t0 = Date.now();
-      const handle = await sandbox.deploy({ episodeId: 'ep-slow', env: shellSpec(img, 20_000) });
+      const handle = await sandbox.deploy({ envId: 'ep-slow', env: shellSpec(img, 20_000) });
       const waited = Date.now() - t0;
       const state = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .State.Health}}', handle.containerId], { encoding: 'utf8' })) as {
         Status: string;
@@ -214,7 +214,7 @@ describeDocker('DockerSandbox: an image HEALTHCHECK is readiness', () => {
         'HEALTHCHECK --interval=300ms --timeout=2s --retries=2 CMD echo "nothing listens on 8080" >&2; exit 1',
       );
       const t0 = Date.now();
-      const err = await rejection(sandbox.deploy({ episodeId: 'ep-unhealthy', env: shellSpec(img, 30_000) }));
+      const err = await rejection(sandbox.deploy({ envId: 'ep-unhealthy', env: shellSpec(img, 30_000) }));
       const took = Date.now() - t0;
       expect(err).toBeInstanceOf(SandboxError);
       expect((err as SandboxError).reason).toBe('deploy_timeout');
@@ -233,7 +233,7 @@ describeDocker('DockerSandbox: an image HEALTHCHECK is readiness', () => {
         'HEALTHCHECK --interval=300ms --timeout=2s --retries=1 --start-period=600s CMD echo "still warming up" >&2; exit 1',
       );
       const t0 = Date.now();
-      const err = await rejection(sandbox.deploy({ episodeId: 'ep-starting', env: shellSpec(img, 4_000) }));
+      const err = await rejection(sandbox.deploy({ envId: 'ep-starting', env: shellSpec(img, 4_000) }));
       const took = Date.now() - t0;
       expect((err as SandboxError).reason).toBe('deploy_timeout');
       expect(err.message).toMatch(
@@ -254,7 +254,7 @@ describeDocker('DockerSandbox: an image HEALTHCHECK is readiness', () => {
     it('ready on its path and healthy: deployed; ready on its path but never healthy: refused', async () => {
       // the echo image has no shell: the checks are exec-form node one-liners
       const good = await image('echo-good', echo, 'HEALTHCHECK --interval=300ms --timeout=2s --retries=2 CMD ["node", "-e", "process.exit(0)"]');
-      const handle = await sandbox.deploy({ episodeId: 'ep-echo-good', env: echoSpec(good) });
+      const handle = await sandbox.deploy({ envId: 'ep-echo-good', env: echoSpec(good) });
       expect(execFileSync('docker', ['inspect', '--format', '{{.State.Health.Status}}', handle.containerId], { encoding: 'utf8' }).trim()).toBe('healthy');
       await sandbox.teardown('ep-echo-good');
 
@@ -263,7 +263,7 @@ describeDocker('DockerSandbox: an image HEALTHCHECK is readiness', () => {
         echo,
         'HEALTHCHECK --interval=300ms --timeout=2s --retries=2 CMD ["node", "-e", "console.log(\'db not migrated\'); process.exit(1)"]',
       );
-      const err = await rejection(sandbox.deploy({ episodeId: 'ep-echo-bad', env: echoSpec(bad) }));
+      const err = await rejection(sandbox.deploy({ envId: 'ep-echo-bad', env: echoSpec(bad) }));
       expect((err as SandboxError).reason).toBe('deploy_timeout');
       expect(err.message).toMatch(/HEALTHCHECK \(node -e .*\) did not pass \(the engine marked it unhealthy\); its last run: exit code 1: db not migrated$/);
       nothingLeft();

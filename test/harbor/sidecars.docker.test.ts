@@ -125,8 +125,8 @@ describeDocker('DockerSandbox: sidecars on the episode network, locked down, tor
   });
 
   it('main reaches db by name; another episode does not; the sidecar reaches nothing outside; lock-down, labels, usage; teardown leaves nothing', async () => {
-    const a = await sandbox.deploy({ episodeId: 'ep-a', env: envSpec([kv()]) });
-    const b = await sandbox.deploy({ episodeId: 'ep-b', env: envSpec([kv()]) });
+    const a = await sandbox.deploy({ envId: 'ep-a', env: envSpec([kv()]) });
+    const b = await sandbox.deploy({ envId: 'ep-b', env: envSpec([kv()]) });
     try {
       expect(a.sidecars).toHaveLength(1);
       // the deploy's time: the sidecars' stage (made, started, healthy) before the env's container was made
@@ -206,7 +206,7 @@ describeDocker('DockerSandbox: sidecars on the episode network, locked down, tor
     // no healthcheck: seen exited once the env is up; with one: seen while waiting for it
     for (const sc of [kv({ environment: { KV_PORT: 'not-a-port' }, healthcheck: undefined }), kv({ environment: { KV_PORT: 'not-a-port' } })]) {
       const { healthcheck: _unused, ...noCheck } = sc;
-      const err = await rejection(sandbox.deploy({ episodeId: 'ep-fail', env: envSpec([sc.healthcheck ? sc : noCheck]) }));
+      const err = await rejection(sandbox.deploy({ envId: 'ep-fail', env: envSpec([sc.healthcheck ? sc : noCheck]) }));
       expect(err).toBeInstanceOf(SandboxError);
       expect((err as SandboxError).reason, err.message).toBe('env_crashed');
       expect(err.message).toMatch(

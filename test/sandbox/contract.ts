@@ -109,8 +109,8 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     });
 
     it('deploys an env that answers the env contract at its base URL; teardown removes it, telling onEnvRemoved once', async () => {
-      const handle = await sandbox.deploy({ episodeId: 'ct-ok', env: echoSpec(image) });
-      expect(handle.episodeId).toBe('ct-ok');
+      const handle = await sandbox.deploy({ envId: 'ct-ok', env: echoSpec(image) });
+      expect(handle.envId).toBe('ct-ok');
       expect((await fetch(`${handle.baseUrl}/health`, { signal: AbortSignal.timeout(10_000) })).status).toBe(200);
       expect((await post(handle.baseUrl, '/reset', { task_id: 'fx-echo-0', data: { finish_score: 0.5 }, seed: 1 })).status).toBe(200);
       expect((await post(handle.baseUrl, '/tools/call', { name: 'echo', arguments: { text: 'hello' } })).json).toMatchObject({ text: 'hello' });
@@ -129,7 +129,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     });
 
     it('waits for an env that takes a while to get ready', async () => {
-      const h1 = await sandbox.deploy({ episodeId: 'ct-slow', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '1500' } }) });
+      const h1 = await sandbox.deploy({ envId: 'ct-slow', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '1500' } }) });
       expect((await fetch(`${h1.baseUrl}/health`)).status).toBe(200);
       // the env answers 503 for its first 1.5 s: a deploy that returned has seen it ready
       expect(await sandbox.diagnose(h1)).toMatchObject({ running: true });
@@ -140,7 +140,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
 
     it('an env that never listens: deploy_timeout once its deploy timeout passes, with its log tail, and nothing left', async () => {
       const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ct-deaf', env: echoSpec(image, { deployTimeoutMs: deafMs, environment: { ECHO_NO_LISTEN: '1' } }) }),
+        sandbox.deploy({ envId: 'ct-deaf', env: echoSpec(image, { deployTimeoutMs: deafMs, environment: { ECHO_NO_LISTEN: '1' } }) }),
       )) as SandboxError;
       expect(err).toBeInstanceOf(SandboxError);
       expect(err.reason).toBe('deploy_timeout');
@@ -151,7 +151,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
 
     it('a ready path that answers 404: deploy_timeout, saying so', async () => {
       const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ct-404', env: echoSpec(image, { deployTimeoutMs: notFoundMs, readyPath: '/ready-nowhere' }) }),
+        sandbox.deploy({ envId: 'ct-404', env: echoSpec(image, { deployTimeoutMs: notFoundMs, readyPath: '/ready-nowhere' }) }),
       )) as SandboxError;
       expect(err.reason).toBe('deploy_timeout');
       expect(err.message).toContain(`(${fmtS(notFoundMs)}): GET /ready-nowhere on port `);
@@ -163,7 +163,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     it('an env that exits during deploy: env_crashed with its exit code and log, noticed before the deadline', async () => {
       // a deadline far past the test's own timeout: a crash reported at all was noticed at once
       const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ct-crash', env: echoSpec(image, { deployTimeoutMs: 600_000, environment: { ECHO_EXIT_AT_START: '7' } }) }),
+        sandbox.deploy({ envId: 'ct-crash', env: echoSpec(image, { deployTimeoutMs: 600_000, environment: { ECHO_EXIT_AT_START: '7' } }) }),
       )) as SandboxError;
       expect(err.reason).toBe('env_crashed');
       expect(err.details.exitCode).toBe(7);
@@ -173,9 +173,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     });
 
     it('an env over its memory limit: env_oom, exit 137', async () => {
-      const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ct-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }),
-      )) as SandboxError;
+      const err = (await rejection(sandbox.deploy({ envId: 'ct-oom', env: echoSpec(image, { environment: { ECHO_ALLOCATE_MB: '400' } }) }))) as SandboxError;
       expect(err.details.exitCode).toBe(137);
       if (h.oomMayBeUnseen && err.reason === 'env_crashed') {
         console.info(`[${name}] the engine did not see the OOM kill: ${err.message}`);
@@ -188,7 +186,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     });
 
     it('diagnoses an env that crashed after deploy: not running, its exit code and last log lines', async () => {
-      const h1 = await sandbox.deploy({ episodeId: 'ct-diag', env: echoSpec(image) });
+      const h1 = await sandbox.deploy({ envId: 'ct-diag', env: echoSpec(image) });
       await post(h1.baseUrl, '/reset', { task_id: 'fx-echo-0', data: {} });
       await expect(post(h1.baseUrl, '/tools/call', { name: 'crash', arguments: { code: 5 } })).rejects.toThrow();
       await waitFor(async () => !(await sandbox.diagnose(h1)).running, 10_000, 'the crash seen');
@@ -203,7 +201,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
 
     describe('abort', () => {
       it('rejects at once, creating nothing, when the signal is already aborted', async () => {
-        const err = await rejection(sandbox.deploy({ episodeId: 'ct-abort0', env: echoSpec(image), signal: AbortSignal.abort() }));
+        const err = await rejection(sandbox.deploy({ envId: 'ct-abort0', env: echoSpec(image), signal: AbortSignal.abort() }));
         expect(err.name).toBe('AbortError');
         await nothingLeft();
       });
@@ -211,7 +209,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       it('stops a deploy waiting for readiness and removes what it created', async () => {
         const ac = new AbortController();
         const p = rejection(
-          sandbox.deploy({ episodeId: 'ct-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '600000' } }), signal: ac.signal }),
+          sandbox.deploy({ envId: 'ct-abort1', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '600000' } }), signal: ac.signal }),
         );
         await waitFor(() => h.started(sandbox, 'ct-abort1'), 30_000, 'the env started');
         ac.abort();
@@ -223,7 +221,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
         const outcomes = await Promise.all(
           [0, 2, 5, 10, 20, 40, 80, 150, 250, 400].map(async (delay, i) => {
             const ac = new AbortController();
-            const p = sandbox.deploy({ episodeId: `ct-abort-at-${i}`, env: echoSpec(image), signal: ac.signal });
+            const p = sandbox.deploy({ envId: `ct-abort-at-${i}`, env: echoSpec(image), signal: ac.signal });
             setTimeout(() => ac.abort(), delay);
             try {
               await p;
@@ -240,7 +238,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       });
 
       it('is what a teardown during the deploy does', async () => {
-        const p = rejection(sandbox.deploy({ episodeId: 'ct-torn', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '600000' } }) }));
+        const p = rejection(sandbox.deploy({ envId: 'ct-torn', env: echoSpec(image, { environment: { ECHO_READY_AFTER_MS: '600000' } }) }));
         await waitFor(() => h.started(sandbox, 'ct-torn'), 30_000, 'the env started');
         await sandbox.teardown('ct-torn');
         expect((await p).name).toBe('AbortError');
@@ -250,7 +248,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
 
     describe('teardown', () => {
       it('is idempotent and shares one removal between concurrent calls, each caller told once', async () => {
-        await sandbox.deploy({ episodeId: 'ct-td', env: echoSpec(image) });
+        await sandbox.deploy({ envId: 'ct-td', env: echoSpec(image) });
         const told: string[] = [];
         const a = sandbox.teardown('ct-td', { onEnvRemoved: () => told.push('a') });
         const b = sandbox.teardown('ct-td', { onEnvRemoved: () => told.push('b') });
@@ -264,10 +262,10 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       });
 
       it('lets the id be deployed again afterwards, and not before', async () => {
-        await sandbox.deploy({ episodeId: 'ct-again', env: echoSpec(image) });
-        await expect(sandbox.deploy({ episodeId: 'ct-again', env: echoSpec(image) })).rejects.toThrow(/already has an env/);
+        await sandbox.deploy({ envId: 'ct-again', env: echoSpec(image) });
+        await expect(sandbox.deploy({ envId: 'ct-again', env: echoSpec(image) })).rejects.toThrow(/already has an env/);
         await sandbox.teardown('ct-again');
-        const h1 = await sandbox.deploy({ episodeId: 'ct-again', env: echoSpec(image) });
+        const h1 = await sandbox.deploy({ envId: 'ct-again', env: echoSpec(image) });
         expect((await fetch(`${h1.baseUrl}/health`)).status).toBe(200);
         await sandbox.teardown('ct-again');
         await nothingLeft();
@@ -277,13 +275,13 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
     it('close() stops the deploys in flight, which remove what they created; later calls are refused', async () => {
       const closing = h.make();
       const img = await h.image(closing);
-      const p = rejection(closing.deploy({ episodeId: 'ct-close', env: echoSpec(img, { environment: { ECHO_READY_AFTER_MS: '600000' } }) }));
+      const p = rejection(closing.deploy({ envId: 'ct-close', env: echoSpec(img, { environment: { ECHO_READY_AFTER_MS: '600000' } }) }));
       await waitFor(() => h.started(closing, 'ct-close'), 30_000, 'the env started');
       await closing.close();
       expect((await p).name).toBe('AbortError');
       await settled(settleMs, 'nothing left', () => h.nothingLeft(closing));
       await expect(closing.ping()).rejects.toThrow(/closed/);
-      await expect(closing.deploy({ episodeId: 'ct-late', env: echoSpec(img) })).rejects.toMatchObject({ reason: 'engine_error' });
+      await expect(closing.deploy({ envId: 'ct-late', env: echoSpec(img) })).rejects.toMatchObject({ reason: 'engine_error' });
     });
   });
 }

@@ -94,11 +94,11 @@ describe('NetworkStock', () => {
     expect(stock.holds(b.key)).toBe(false);
     expect([stock.keyTakenBy('ep-a'), stock.keyTakenBy('ep-b'), stock.keyTakenBy('ep-c')]).toEqual([a.key, b.key, undefined]);
     const readyKey = engine.created.find((k) => stock.holds(k));
-    expect(stock.episodeIdsOf([a.key, b.key, 'stray', ...(readyKey ? [readyKey] : []), ''])).toEqual(['ep-a', 'ep-b', 'stray']);
+    expect(stock.envIdsOf([a.key, b.key, 'stray', ...(readyKey ? [readyKey] : []), ''])).toEqual(['ep-a', 'ep-b', 'stray']);
     // once the episode's removal is done, the key is nobody's any more
     stock.forget('ep-a');
     expect(stock.keyTakenBy('ep-a')).toBeUndefined();
-    expect(stock.episodeIdsOf([a.key])).toEqual([a.key]);
+    expect(stock.envIdsOf([a.key])).toEqual([a.key]);
     await waitFor(() => stock.ready === 2, 5000, 'the stock refilled');
     const refilled = engine.created.slice(2);
     expect(refilled).toHaveLength(2);
@@ -126,7 +126,7 @@ describe('NetworkStock', () => {
     expect(stock.stats()).toMatchObject({ ready: 2, out: 0 });
     expect(stock.keyTakenBy('ep-a')).toBeUndefined();
     expect(stock.holds(a.key)).toBe(true);
-    expect(stock.episodeIdsOf([a.key])).toEqual([]);
+    expect(stock.envIdsOf([a.key])).toEqual([]);
     // a hundred episodes one after the other, on the same two networks
     for (let i = 0; i < 100; i++) {
       const got = stock.take(`ep-${i}`)!;

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENV_REPLY_MAX_DEPTH } from '../../src/defaults.js';
+import { ENV_REPLY_MAX_DEPTH } from '../../src/episodes/env-client.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { http as call } from '../routes/http.js';

@@ -15,7 +15,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MODEL_REPLY_MAX_BYTES } from '../../src/defaults.js';
+import { MODEL_REPLY_MAX_BYTES } from '../../src/eval/model.js';
 import type { EpisodeRecord } from '../../src/eval/play.js';
 import { fixtureGolden } from '../support/fixture-policy.js';
 import { processSuiteServer } from '../support/process-server.js';

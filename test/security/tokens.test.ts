@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { MIN_TOKEN_CHARS } from '../../src/defaults.js';
+import { MIN_TOKEN_CHARS } from '../../src/plugins/auth.js';
 import { loggerHygiene } from '../../src/logging.js';
 import { FIXTURE_BUNDLE } from '../support/app.js';
 import { ProcessSandbox } from '../support/process-sandbox.js';

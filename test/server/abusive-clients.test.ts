@@ -6,7 +6,9 @@
  */
 import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
-import { MAX_ARGUMENT_DEPTH, REQUESTS_IN_FLIGHT_PER_EPISODE, WS_PENDING_LIMIT } from '../../src/defaults.js';
+import { MAX_ARGUMENT_DEPTH } from '../../src/defaults.js';
+import { REQUESTS_IN_FLIGHT_PER_EPISODE } from '../../src/sessions/request-episodes.js';
+import { WS_PENDING_LIMIT } from '../../src/sessions/ws-session.js';
 import { processSuiteServer } from '../support/process-server.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';

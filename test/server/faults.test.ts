@@ -245,7 +245,7 @@ describe('an env that writes or answers without end', () => {
     await new Promise((res) => setTimeout(res, 2000));
     const id = r.data.observation.episode_id as string;
     const diag = await s.sandbox.diagnose({
-      episodeId: id,
+      envId: id,
       containerId: (s.sandbox as unknown as { envs: Map<string, { containerId: string }> }).envs.get(id)!.containerId,
       baseUrl: '',
       networkId: '',

@@ -101,14 +101,14 @@ export class FakeSandbox implements Sandbox {
     if (req.signal?.aborted) throw abortError('aborted');
     const gone = new AbortController();
     const handle: EnvHandle = {
-      episodeId: req.episodeId,
-      baseUrl: `fake://${req.episodeId}`,
-      containerId: `fake-${req.episodeId}`,
-      networkId: `net-${req.episodeId}`,
+      envId: req.envId,
+      baseUrl: `fake://${req.envId}`,
+      containerId: `fake-${req.envId}`,
+      networkId: `net-${req.envId}`,
       gone: gone.signal,
     };
-    this.envs.set(req.episodeId, { handle, gone, state: { running: true, exitCode: null, oomKilled: false, logTail: '' } });
-    this.deployed.push(req.episodeId);
+    this.envs.set(req.envId, { handle, gone, state: { running: true, exitCode: null, oomKilled: false, logTail: '' } });
+    this.deployed.push(req.envId);
     return handle;
   }
 
@@ -131,8 +131,8 @@ export class FakeSandbox implements Sandbox {
 
   async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
     this.diagnoses++;
-    const env = this.envs.get(handle.episodeId);
-    if (!env) throw new Error(`no env ${handle.episodeId}`);
+    const env = this.envs.get(handle.envId);
+    if (!env) throw new Error(`no env ${handle.envId}`);
     return { ...env.state };
   }
 
@@ -151,9 +151,9 @@ export class FakeSandbox implements Sandbox {
   /** How the episode reaches an env: its calls go to `behaviour`, and fail as a dead env's would once it is gone. */
   connect = (handle: EnvHandle): EnvCaller => ({
     request: async (_method, path, body, _timeoutMs, signal) => {
-      const call = { envId: handle.episodeId, path, body, signal };
+      const call = { envId: handle.envId, path, body, signal };
       this.calls.push(call);
-      if (!this.envs.get(handle.episodeId)?.state.running) throw new EnvCallError('unreachable', `env unreachable on ${path}: ECONNREFUSED`);
+      if (!this.envs.get(handle.envId)?.state.running) throw new EnvCallError('unreachable', `env unreachable on ${path}: ECONNREFUSED`);
       return this.behaviour(call);
     },
   });

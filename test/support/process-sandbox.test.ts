@@ -67,7 +67,7 @@ describe('ProcessSandbox', () => {
         await rm(empty, { recursive: true, force: true });
       }
       await expect(sandbox.images.check('ghcr.io/someone/env:1')).rejects.toMatchObject({ name: 'SandboxError', reason: 'image_unavailable' });
-      const err = (await rejection(sandbox.deploy({ episodeId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
+      const err = (await rejection(sandbox.deploy({ envId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
       expect(err.reason).toBe('image_unavailable');
       expect(err.message).toContain('openenv-bundle/not-built:000000000000');
       nothingLeft();
@@ -76,8 +76,8 @@ describe('ProcessSandbox', () => {
 
   describe('a healthy env', () => {
     it('deploys on a loopback port, serves the env contract, and is gone after teardown', async () => {
-      const h = await sandbox.deploy({ episodeId: 'ep-ok', env: echoSpec(image) });
-      expect(h.episodeId).toBe('ep-ok');
+      const h = await sandbox.deploy({ envId: 'ep-ok', env: echoSpec(image) });
+      expect(h.envId).toBe('ep-ok');
       expect(h.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(sandbox.live()).toEqual(['ep-ok']);
       expect(sandbox.networksInUse()).toBe(1);
@@ -103,7 +103,7 @@ describe('ProcessSandbox', () => {
             'http.createServer((q, s) => s.end(JSON.stringify({ port: process.env.PORT, mine: process.env.MINE ?? null, leaked: process.env.VITEST ?? null }))).listen(Number(process.env.PORT));\n',
         );
         const img = await sandbox.images.build({ bundleName: 'b', envName: 'env', contextDir: dir, buildArgs: {} });
-        const h = await sandbox.deploy({ episodeId: 'ep-env', env: echoSpec(img, { readyPath: '/', environment: { MINE: 'yes' } }) });
+        const h = await sandbox.deploy({ envId: 'ep-env', env: echoSpec(img, { readyPath: '/', environment: { MINE: 'yes' } }) });
         const body = (await (await fetch(h.baseUrl)).json()) as Record<string, unknown>;
         expect(body).toEqual({ port: new URL(h.baseUrl).port, mine: 'yes', leaked: null });
         await sandbox.teardown('ep-env');
@@ -121,7 +121,7 @@ describe('ProcessSandbox', () => {
       await writeFile(path.join(dir, 'server.mjs'), 'const keep = [];\nfor (;;) keep.push({ n: keep.length, s: `x${keep.length}` });\n');
       const img = await sandbox.images.build({ bundleName: 'b', envName: 'heap', contextDir: dir, buildArgs: {} });
       const err = (await rejection(
-        sandbox.deploy({ episodeId: 'ep-heap', env: echoSpec(img, { resources: { memoryMb: 64, cpus: 1, pids: 64 } }) }),
+        sandbox.deploy({ envId: 'ep-heap', env: echoSpec(img, { resources: { memoryMb: 64, cpus: 1, pids: 64 } }) }),
       )) as SandboxError;
       expect(err.reason).toBe('env_oom');
       expect(err.message).toContain('64 MB');
@@ -140,7 +140,7 @@ describe('ProcessSandbox', () => {
           "http.createServer((q, s) => { if (q.url === '/grow') { for (let i = 0; i < 300; i++) hold.push(Buffer.alloc(1 << 20, 1)); } s.end('ok'); }).listen(Number(process.env.PORT));\n",
       );
       const img = await sandbox.images.build({ bundleName: 'b', envName: 'grow', contextDir: dir, buildArgs: {} });
-      const h = await sandbox.deploy({ episodeId: 'ep-grow', env: echoSpec(img, { readyPath: '/' }) });
+      const h = await sandbox.deploy({ envId: 'ep-grow', env: echoSpec(img, { readyPath: '/' }) });
       await fetch(`${h.baseUrl}/grow`).catch(() => null);
       await waitFor(async () => !(await sandbox.diagnose(h)).running, 10_000, 'the env killed');
       expect(await sandbox.diagnose(h)).toMatchObject({ running: false, exitCode: 137, oomKilled: true });
@@ -152,7 +152,7 @@ describe('ProcessSandbox', () => {
   });
 
   it("one env's crash leaves another running beside it untouched", async () => {
-    const [a, b] = await Promise.all(['ep-a', 'ep-b'].map((id) => sandbox.deploy({ episodeId: id, env: echoSpec(image) })));
+    const [a, b] = await Promise.all(['ep-a', 'ep-b'].map((id) => sandbox.deploy({ envId: id, env: echoSpec(image) })));
     await post(a!.baseUrl, '/reset', { data: {} });
     await post(b!.baseUrl, '/reset', { data: {} });
     await post(a!.baseUrl, '/tools/call', { name: 'crash', arguments: {} }).catch(() => null);
@@ -164,7 +164,7 @@ describe('ProcessSandbox', () => {
   });
 
   it('sweep kills everything it holds and says what; listEpisodeIds follows', async () => {
-    const hs = await Promise.all(['ep-s1', 'ep-s2'].map((id) => sandbox.deploy({ episodeId: id, env: echoSpec(image) })));
+    const hs = await Promise.all(['ep-s1', 'ep-s2'].map((id) => sandbox.deploy({ envId: id, env: echoSpec(image) })));
     expect((await sandbox.listEpisodeIds()).sort()).toEqual(['ep-s1', 'ep-s2']);
     // no test of this file holds more than two envs at once
     expect(sandbox.peak).toBe(2);

@@ -319,7 +319,7 @@ export class ProcessSandbox implements Sandbox {
 
   async deploy(req: DeployRequest): Promise<EnvHandle> {
     this.assertOpen();
-    const fault = this.deployFault?.(req.episodeId);
+    const fault = this.deployFault?.(req.envId);
     if (fault) throw new SandboxError('engine_failed', fault);
     return this.lifecycles.deploy(
       req,
@@ -330,7 +330,7 @@ export class ProcessSandbox implements Sandbox {
         try {
           const doorEnv = req.modelDoor ? (await req.modelDoor({ address: '127.0.0.1', subnet: '127.0.0.0/8' })).env : {};
           throwIfAborted(signal);
-          return await this.runDeploy(req.episodeId, { ...req.env, environment: { ...req.env.environment, ...doorEnv } }, signal);
+          return await this.runDeploy(req.envId, { ...req.env, environment: { ...req.env.environment, ...doorEnv } }, signal);
         } finally {
           this.deploying--;
         }
@@ -367,7 +367,7 @@ export class ProcessSandbox implements Sandbox {
           throwIfAborted(signal);
         }
         if (outcome.kind === 'ready') {
-          return { episodeId, baseUrl: `http://127.0.0.1:${port}`, containerId: proc.containerId, networkId: proc.networkId };
+          return { envId: episodeId, baseUrl: `http://127.0.0.1:${port}`, containerId: proc.containerId, networkId: proc.networkId };
         }
         if (outcome.kind === 'exited') await proc.closed;
         const logTail = tailOf(proc);
@@ -473,7 +473,7 @@ export class ProcessSandbox implements Sandbox {
   /** what an env process used, from /proc (processUsage); an env that exited reports nothing */
   readonly usage: EnvUsage = {
     read: async (handle) => {
-      const proc = this.envs.get(handle.episodeId);
+      const proc = this.envs.get(handle.envId);
       if (!proc || proc.containerId !== handle.containerId || proc.exitCode !== null) return { cpuS: null, peakMemoryBytes: null, bytesWritten: null };
       this.usageReads++;
       return processUsage(proc.child.pid);
@@ -484,7 +484,7 @@ export class ProcessSandbox implements Sandbox {
 
   async diagnose(handle: EnvHandle): Promise<EnvDiagnosis> {
     this.assertOpen();
-    const proc = this.envs.get(handle.episodeId);
+    const proc = this.envs.get(handle.envId);
     if (!proc || proc.containerId !== handle.containerId) return { running: false, exitCode: null, oomKilled: false, logTail: '' };
     return { running: proc.exitCode === null, exitCode: proc.exitCode, oomKilled: proc.oomKilled, logTail: tailOf(proc) };
   }

@@ -6,11 +6,13 @@
  * exactly one outcome.
  */
 import { abortError } from '../../abort.js';
-import { HOLD_TIMES_KEPT } from '../../defaults.js';
 import { CapacityError, ShuttingDownError } from '../../errors.js';
 import { DEFAULT_LANE, type Lane, type LaneCounts } from '../../protocol/lanes.js';
 import { fmtS, seconds3 } from '../../time.js';
 import { LaneQueue } from './lanes.js';
+
+/** Recent slot hold times the admission queue keeps to estimate Retry-After. */
+const HOLD_TIMES_KEPT = 50;
 
 export interface Slot {
   /** idempotent: the first call frees the slot, later calls do nothing */

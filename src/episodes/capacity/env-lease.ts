@@ -143,7 +143,7 @@ export class EnvLease {
     let turnMs = 0;
     const deploy = () => {
       turnMs = this.now() - asked;
-      return sandbox.deploy({ episodeId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}), ...(egress ? { egress } : {}) });
+      return sandbox.deploy({ envId: this.envId, env: spec, signal, ...(modelDoor ? { modelDoor } : {}), ...(egress ? { egress } : {}) });
     };
     this.handle = await (deploys ? deploys.run(deploy, { priority: 'reset', signal }) : deploy());
     // where this deploy's time went: its wait for a turn, then the sandbox's own stages

@@ -20,6 +20,10 @@
  * - Failing refills: counted as they happen, fewer at once after one, stopped after several in a
  *   row and resumed after a backoff (refill-backoff.ts). When refilling stops, the refills still
  *   deploying that no reset waits for stop too; the pool says why (log, /health, /metrics).
+ *
+ * Long because the pool's fill, hand-out, promises and eviction share one set of entries and
+ * waiters under one invariant (the cap stays hard); its backoff and its split by demand are in
+ * files of their own.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -388,7 +392,7 @@ export class WarmPool {
     void (async () => {
       try {
         const spec = await envSpec(envName);
-        const handle = await deploys.run(() => sandbox.deploy({ episodeId: e.id, env: spec, signal: e.controller.signal }), {
+        const handle = await deploys.run(() => sandbox.deploy({ envId: e.id, env: spec, signal: e.controller.signal }), {
           priority: e.promisedTo ? 'reset' : 'refill',
           signal: e.controller.signal,
           ticket: (t) => (e.ticket = t),

@@ -5,6 +5,10 @@
  * `healthy` (health.ts), the env's sidecars before it on its network (sidecars.ts), deaths seen in the engine's events, exec and archive
  * access to env containers for the shell toolset (`shell`), what an env used (`usage`). What every engine backend does alike (images, the instance
  * claim, the stock, deploy clean-up, teardown, sweep) is the skeleton's (engine/engine-sandbox.ts).
+ *
+ * Long because a Docker deploy is one walk (network, egress rules, model door, sidecars, container,
+ * readiness, watches) whose clean-up on failure must see every step; each step's own work is in the
+ * files beside it.
  */
 import {
   LABELS,
@@ -23,7 +27,7 @@ import { createEnvContainer, inspectState, isStorageOptRefusal, logTail, removeC
 import { findToolboxBinary, removeToolboxVolumes, ToolboxVolume } from '../engine/toolbox-volume.js';
 import { newToolboxDir, toolboxBinary } from '../toolbox.js';
 import { StorageWatch } from '../engine/storage-watch.js';
-import { EPISODE_SUBNET_PREFIX, PIDS_AT_LIMIT_SHARE, SUBNET_POOL } from '../../defaults.js';
+import { EPISODE_SUBNET_PREFIX, SUBNET_POOL } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
 import { EnvWatcher } from './env-watch.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
@@ -42,6 +46,14 @@ import { EgressRules } from './egress-rules.js';
 import { listContainers, removeOwned } from './removal.js';
 import { notHealthyMessage, waitForHealthy } from './health.js';
 import { addSidecarUsage, checkSidecarsRunning, startSidecars } from './sidecars.js';
+
+/**
+ * A running env whose cgroup holds at least this share of its pids limit, when a call into it
+ * failed, has its processes at the limit: a fork bomb's forks fail, exit and fork again, so its
+ * count hovers under the limit (113 of 128 was read between its forks). Its episode ends
+ * env_pids_exhausted (src/failures.ts), the model's doing, not the env's.
+ */
+const PIDS_AT_LIMIT_SHARE = 0.85;
 
 export interface DockerSandboxOptions extends EngineSandboxOptions {
   /** CIDR the episode subnets are carved from (default SUBNET_POOL) */
@@ -123,11 +135,11 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     }
   }
 
-  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
-    this.storage.forget(episodeId);
-    await super.removeEpisode(episodeId, onEnvRemoved, recycle);
+  protected override async removeEnv(envId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    this.storage.forget(envId);
+    await super.removeEnv(envId, onEnvRemoved, recycle);
     // once its container is gone: nothing of it sends through them any more
-    await this.egressRules.close(episodeId);
+    await this.egressRules.close(envId);
   }
 
   override async close(): Promise<void> {
@@ -159,13 +171,13 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     return this.pool.inUse - this.networks.held;
   }
 
-  protected holdsNetwork(episodeId: string): boolean {
-    return this.pool.holds(episodeId);
+  protected holdsNetwork(envId: string): boolean {
+    return this.pool.holds(envId);
   }
 
   /** each subnet goes back once no network of its holder is left */
-  protected released(episodeId: string): void {
-    this.pool.release(episodeId);
+  protected released(envId: string): void {
+    this.pool.release(envId);
   }
 
   protected makeStockedNetwork(owner: Owner): Promise<EpisodeNetwork> {
@@ -218,7 +230,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     modelDoor?: ModelDoorHook,
     egress?: readonly EgressDestination[],
   ): Promise<EnvHandle> {
-    const episodeId = owner.episode;
+    const envId = owner.episode;
     const startedAt = Date.now();
     throwIfAborted(signal);
     // The server never reaches a shell env over its network (it acts through the engine's exec
@@ -235,7 +247,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     // container the door is the container's own address on a hostless network: no host to close
     const rules = routed || (egress !== undefined && modelDoor !== undefined && !this.attach);
     const hostless = shell && !modelDoor && !routed;
-    const stocked = hostless || routed ? null : this.networks.take(episodeId);
+    const stocked = hostless || routed ? null : this.networks.take(envId);
     const network = stocked?.net ?? (await this.makeNetwork(owner, routed ? { forShell: shell, routed: true } : { forShell: hostless }));
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container
@@ -247,7 +259,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       door = opened.door;
     }
     throwIfAborted(signal);
-    if (rules) await this.egressRules.open(episodeId, network.subnet.cidr, [...(egress ?? []), ...(door ? [door] : [])]);
+    if (rules) await this.egressRules.open(envId, network.subnet.cidr, [...(egress ?? []), ...(door ? [door] : [])]);
     throwIfAborted(signal);
     // listening before the container exists, so no death of it goes unseen
     await this.watcher.start();
@@ -268,7 +280,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     throwIfAborted(signal);
     const container = await this.createContainer(owner, env, network, secret, toolbox, routed);
     const toolboxAt = toolbox ? toolboxBinary(toolbox.dir) : null;
-    const gone = this.watcher.watch(episodeId, container.id, network.id);
+    const gone = this.watcher.watch(envId, container.id, network.id);
     throwIfAborted(signal);
     const startAt = Date.now();
     try {
@@ -277,7 +289,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
       throw toSandboxError(err, `starting the container of env \`${env.name}\``);
     }
     // the bytes where the engine does not limit them; the entries always (no engine limits those)
-    this.storage.watch(episodeId, container.id, {
+    this.storage.watch(envId, container.id, {
       storageMb: env.resources.storageMb !== undefined && !this.storageLimits ? env.resources.storageMb : null,
       maxFiles: env.resources.maxFiles ?? null,
       ...(env.resources.defaulted ? { defaulted: env.resources.defaulted } : {}),
@@ -326,7 +338,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
         };
         this.log.info(
           {
-            episode: episodeId,
+            episode: envId,
             env: env.name,
             container: container.id.slice(0, 12),
             subnet: network.subnet.cidr,
@@ -337,7 +349,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
           'env ready',
         );
         return {
-          episodeId,
+          envId,
           baseUrl,
           containerId: container.id,
           networkId: network.id,
@@ -382,7 +394,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   private async companion(handle: EnvHandle, env: EnvSpec, signal?: AbortSignal): Promise<Companion> {
     const spec: EnvSpec = { ...env, kind: 'shell' };
     const toolbox = (await this.toolboxMount(spec))!;
-    const container = await createEnvContainer(this.docker, this.ownerOf(handle.episodeId, `${env.name}-verifier`), spec, null, undefined, { toolbox });
+    const container = await createEnvContainer(this.docker, this.ownerOf(handle.envId, `${env.name}-verifier`), spec, null, undefined, { toolbox });
     const remove = () => removeContainer(this.docker, container.id);
     try {
       await container.start();

@@ -16,7 +16,7 @@ import type { SandboxLogger } from '../engine/logger.js';
 import { sleep } from '../engine/retry.js';
 
 interface Watched {
-  episodeId: string;
+  envId: string;
   containerId: string;
   networkId: string;
   controller: AbortController;
@@ -82,9 +82,9 @@ export class EnvWatcher {
   }
 
   /** aborts (with an EnvGoneError) when the container dies, is removed or leaves the network */
-  watch(episodeId: string, containerId: string, networkId: string): AbortSignal {
+  watch(envId: string, containerId: string, networkId: string): AbortSignal {
     const w: Watched = {
-      episodeId,
+      envId,
       containerId,
       networkId,
       controller: new AbortController(),
@@ -98,9 +98,9 @@ export class EnvWatcher {
   }
 
   /** stops watching an episode's env (before its own teardown removes it) */
-  forget(episodeId: string): void {
+  forget(envId: string): void {
     for (const [id, w] of this.byContainer) {
-      if (w.episodeId !== episodeId) continue;
+      if (w.envId !== envId) continue;
       this.keepKills(w);
       this.byContainer.delete(id);
       if (this.byNetwork.get(w.networkId) === w) this.byNetwork.delete(w.networkId);
@@ -227,7 +227,7 @@ export class EnvWatcher {
 
   private fire(w: Watched, reason: EnvGoneError): void {
     if (w.controller.signal.aborted) return;
-    this.log.warn({ episode: w.episodeId, container: w.containerId.slice(0, 12), event: reason.event, exitCode: reason.exitCode }, reason.message);
+    this.log.warn({ episode: w.envId, container: w.containerId.slice(0, 12), event: reason.event, exitCode: reason.exitCode }, reason.message);
     w.controller.abort(reason);
   }
 

@@ -8,7 +8,9 @@
 import type Dockerode from 'dockerode';
 import { abortError } from '../engine/errors.js';
 import { sleep } from '../engine/retry.js';
-import { HEALTH_POLL_MS } from '../../defaults.js';
+
+/** How often a deploy reads the engine's health status of an env whose image has a HEALTHCHECK (sandbox/docker/health.ts). */
+const HEALTH_POLL_MS = 200;
 
 export type HealthOutcome =
   /** no healthcheck: nothing to wait for */

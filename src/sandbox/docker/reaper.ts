@@ -28,7 +28,6 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import Dockerode from 'dockerode';
-import { REAPER } from '../../defaults.js';
 import { LABELS } from '../sandbox.js';
 import { abandonedInstances, removeLockMarkers } from '../engine/instance-lock.js';
 import { labelFilters } from '../engine/labels.js';
@@ -37,6 +36,15 @@ import type { Owned } from '../engine/owned.js';
 import { removeOwned } from './removal.js';
 import { EgressRules } from './egress-rules.js';
 import { removeToolboxVolumes } from '../engine/toolbox-volume.js';
+
+/**
+ * The reaper (src/sandbox/docker/reaper.ts), the watcher `serve` starts beside itself: how often it
+ * looks whether the server's process is gone once the pipe closed, and its removals' retries.
+ * After its first removal it looks again every `settleMs` (the engine may still be finishing
+ * creations the dead server asked for: a loaded engine was seen taking seconds) until
+ * `quietPasses` looks in a row find nothing, for at most `lateForMs`.
+ */
+const REAPER = { pollMs: 100, removeAttempts: 5, removeBaseDelayMs: 200, settleMs: 2_000, quietPasses: 2, lateForMs: 60_000 } as const;
 
 /** what the server writes on the pipe when it ended cleanly */
 const STOP = 'stop\n';

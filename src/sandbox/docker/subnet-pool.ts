@@ -5,8 +5,10 @@
  * that subnet is set aside for a while instead of being tried again by every deploy.
  */
 import { formatIPv4, parseCidr } from '../../cidr.js';
-import { FOREIGN_SUBNET_RETRY_MS } from '../../defaults.js';
 import { SandboxError } from '../sandbox.js';
+
+/** A subnet the engine reports in use by someone else is retried after this long. */
+const FOREIGN_SUBNET_RETRY_MS = 60_000;
 
 export interface Subnet {
   index: number;

@@ -5,9 +5,13 @@
  * the start sweep, the reconciler's listing and close(). A backend (docker/docker-sandbox.ts,
  * swarm/swarm-sandbox.ts) says only what differs: how the engine answers a ping, how an episode's
  * network and env are made and looked at, and how what it owns is listed and removed.
+ *
+ * Long because it is the one skeleton both engine backends share (deploys and their clean-up,
+ * teardown, the sweep, the instance claim, the stock): each step is short, and their order is the
+ * point; the steps' own work is in the files beside it.
  */
 import Dockerode from 'dockerode';
-import { ENV_LAYER_DEFAULTS, REMOVAL_RETRY } from '../../defaults.js';
+import { ENV_LAYER_DEFAULTS } from '../../defaults.js';
 import { EnvLifecycles } from '../env-lifecycles.js';
 import {
   SandboxError,
@@ -39,6 +43,9 @@ import { NetworkStock } from './network-stock.js';
 import { connectToNetwork } from './networks.js';
 import { listOwned, type ListEnvs, type Owned, type RemovalFailure, type RemovalSettings, type RemoveResult } from './owned.js';
 import { retry } from './retry.js';
+
+/** A container or network removal is retried this many times, the delay doubling from the base. */
+const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;
 
 export interface EngineSandboxOptions {
   /** the engine (a swarm's manager); defaults to the local one (DOCKER_HOST or /var/run/docker.sock) */
@@ -83,7 +90,7 @@ export interface BackendNames {
 
 /** what watches a backend's deployed envs; an env's own removal is no death to report */
 export interface EnvWatch {
-  forget(episodeId: string): void;
+  forget(envId: string): void;
   close(): void;
 }
 
@@ -138,11 +145,11 @@ export abstract class EngineSandbox<N> implements Sandbox {
           return await this.makeStockedNetwork(this.ownerOf(key, ''));
         } catch (err) {
           // labelled with the key: removed now, or by the start sweep or the reconciler if this fails too
-          await this.removeEpisode(key).catch(() => undefined);
+          await this.removeEnv(key).catch(() => undefined);
           throw err;
         }
       },
-      remove: (key) => this.removeEpisode(key),
+      remove: (key) => this.removeEnv(key),
     });
     // the instance claim is a labelled volume on the engine (a swarm's manager), as on one host
     this.lock = new InstanceLock(this.docker, {
@@ -165,7 +172,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
   protected abstract makeStockedNetwork(owner: Owner): Promise<N>;
   /**
    * Makes the episode's network (or takes one from `this.networks`) and env, and waits for it to
-   * be ready; whatever it throws, what it made is removed by the caller (removeEpisode).
+   * be ready; whatever it throws, what it made is removed by the caller (removeEnv).
    */
   protected abstract deployEnv(
     owner: Owner,
@@ -179,9 +186,9 @@ export abstract class EngineSandbox<N> implements Sandbox {
   /** the state of a deployed env, to explain a failure */
   protected abstract inspectEnv(handle: EnvHandle): Promise<EnvDiagnosis>;
   /** whether an episode network of the id may exist on the engine (made, or its creation in doubt) */
-  protected abstract holdsNetwork(episodeId: string): boolean;
-  /** every network of `episodeId` (an episode id or a stock key) is gone from the engine */
-  protected abstract released(episodeId: string): void;
+  protected abstract holdsNetwork(envId: string): boolean;
+  /** every network of `envId` (an episode id or a stock key) is gone from the engine */
+  protected abstract released(envId: string): void;
   /** lists the backend's envs (containers, services) by label */
   protected abstract readonly listEnvs: ListEnvs;
   /** removes what was listed, envs first; `onEnvRemoved` once no env of it runs any more */
@@ -248,8 +255,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
     return Date.now() - t;
   }
 
-  protected ownerOf(episodeId: string, envName: string): Owner {
-    return { instance: this.instance, bundle: this.bundleName, episode: episodeId, env: envName };
+  protected ownerOf(envId: string, envName: string): Owner {
+    return { instance: this.instance, bundle: this.bundleName, episode: envId, env: envName };
   }
 
   /** removals that still failed after every retry (their resources stay labelled for the reconciler) */
@@ -334,7 +341,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
     return this.lifecycles.deploy(
       req,
       (id) => this.holdsNetwork(id) || this.networks.keyTakenBy(id) !== undefined,
-      (signal) => this.deployOrCleanUp(req.episodeId, this.asRun(req.env), signal, req.modelDoor, req.egress),
+      (signal) => this.deployOrCleanUp(req.envId, this.asRun(req.env), signal, req.modelDoor, req.egress),
     );
   }
 
@@ -342,7 +349,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
   readonly egress?: EnvEgress;
 
   private async deployOrCleanUp(
-    episodeId: string,
+    envId: string,
     env: EnvSpec,
     signal: AbortSignal,
     modelDoor?: ModelDoorHook,
@@ -351,16 +358,16 @@ export abstract class EngineSandbox<N> implements Sandbox {
     try {
       // Creation steps are not interrupted mid-call: an engine call cut off may still complete
       // on the engine's side, and its resource would then escape this cleanup.
-      return await this.deployEnv(this.ownerOf(episodeId, env.name), env, signal, modelDoor, egress);
+      return await this.deployEnv(this.ownerOf(envId, env.name), env, signal, modelDoor, egress);
     } catch (err) {
       const cause = signal.aborted ? abortError(signal.reason) : toSandboxError(err, `deploying env \`${env.name}\``);
       try {
         // a network a failed deploy used is not trusted to the next one: removed, never recycled
-        await this.removeEpisode(episodeId, undefined, false);
+        await this.removeEnv(envId, undefined, false);
       } catch (cleanupErr) {
-        this.log.error({ episode: episodeId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
+        this.log.error({ episode: envId, err: cleanupErr }, 'could not remove what a failed deploy created; the reconciler will retry');
       }
-      if (!signal.aborted) this.log.warn({ episode: episodeId, env: env.name, reason: (cause as SandboxError).reason, msg: cause.message }, 'deploy failed');
+      // not logged here: whoever asked for the deploy (an episode, a pool refill) logs its failure once
       throw cause;
     }
   }
@@ -370,8 +377,8 @@ export abstract class EngineSandbox<N> implements Sandbox {
     return this.inspectEnv(handle);
   }
 
-  teardown(episodeId: string, opts: TeardownOptions = {}): Promise<void> {
-    return this.lifecycles.teardown(episodeId, () => this.removeEpisode(episodeId, opts.onEnvRemoved), opts.onEnvRemoved);
+  teardown(envId: string, opts: TeardownOptions = {}): Promise<void> {
+    return this.lifecycles.teardown(envId, () => this.removeEnv(envId, opts.onEnvRemoved), opts.onEnvRemoved);
   }
 
   /**
@@ -380,25 +387,25 @@ export abstract class EngineSandbox<N> implements Sandbox {
    * that network goes back to the stock: its env removed, found empty on the engine, and the stock
    * wanting it (engine/network-stock.ts). `recycle` false: removed in any case.
    */
-  protected async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
-    this.watcher.forget(episodeId);
-    const stocked = this.networks.takenBy(episodeId);
-    const owned = await this.list(episodeId);
-    const stockedNetworks = async () => (stocked ? (await this.list(stocked.key)).networks.map((n) => ({ ...n, episode: episodeId })) : []);
+  protected async removeEnv(envId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    this.watcher.forget(envId);
+    const stocked = this.networks.takenBy(envId);
+    const owned = await this.list(envId);
+    const stockedNetworks = async () => (stocked ? (await this.list(stocked.key)).networks.map((n) => ({ ...n, episode: envId })) : []);
     const mayGoBack = recycle && stocked !== undefined && this.networks.wantsBack();
     if (!mayGoBack) owned.networks.push(...(await stockedNetworks()));
     const result = await this.removeOwned(owned, onEnvRemoved);
-    if (result.failed.length > 0) throw this.removalError(result.failed, `episode ${episodeId}`);
-    this.released(episodeId);
+    if (result.failed.length > 0) throw this.removalError(result.failed, `episode ${envId}`);
+    this.released(envId);
     if (!stocked) return;
     if (mayGoBack) {
-      if ((await this.networkIsEmpty(stocked.net).catch(() => false)) && this.networks.giveBack(episodeId)) return;
+      if ((await this.networkIsEmpty(stocked.net).catch(() => false)) && this.networks.giveBack(envId)) return;
       // not empty, or the stock full or closing meanwhile: removed as any other
       const rest = await this.removeOwned({ envs: [], networks: await stockedNetworks() });
-      if (rest.failed.length > 0) throw this.removalError(rest.failed, `episode ${episodeId}`);
+      if (rest.failed.length > 0) throw this.removalError(rest.failed, `episode ${envId}`);
     }
     this.released(stocked.key);
-    this.networks.forget(episodeId);
+    this.networks.forget(envId);
   }
 
   async sweep(): Promise<SweepResult> {
@@ -416,16 +423,16 @@ export abstract class EngineSandbox<N> implements Sandbox {
   async listEpisodeIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
-    return this.networks.episodeIdsOf([...owned.envs, ...owned.networks].map((r) => r.episode));
+    return this.networks.envIdsOf([...owned.envs, ...owned.networks].map((r) => r.episode));
   }
 
   /** what this instance (or another: a dead one's) has on the engine, by label, optionally one episode's */
-  protected async list(episodeId?: string, instance = this.instance): Promise<Owned> {
+  protected async list(envId?: string, instance = this.instance): Promise<Owned> {
     try {
       // no abort signal: cleanups started by close() must still get to finish
-      return await retry(() => listOwned(this.docker, this.listEnvs, instance, episodeId), { attempts: 3, baseDelayMs: this.removal.baseDelayMs });
+      return await retry(() => listOwned(this.docker, this.listEnvs, instance, envId), { attempts: 3, baseDelayMs: this.removal.baseDelayMs });
     } catch (err) {
-      throw toSandboxError(err, `listing the resources of ${episodeId ? `episode ${episodeId}` : `instance ${instance}`}`);
+      throw toSandboxError(err, `listing the resources of ${envId ? `episode ${envId}` : `instance ${instance}`}`);
     }
   }
 

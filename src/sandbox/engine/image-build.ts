@@ -13,6 +13,7 @@ import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
 import { throwIfAborted } from '../../abort.js';
+import { LOCAL_BASE_IMAGES } from '../../defaults.js';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
 import { engineMessage, isNotFound, toSandboxError } from './errors.js';
 import { forEachProgressLine, progressFailure, type ProgressLine } from './progress.js';
@@ -246,10 +247,12 @@ export function pullHint(failure: string, dockerfile: string, buildArgs: Record<
     return " (the engine could not pull the base image named in the Dockerfile's FROM: make it reachable, or load it into the engine first)";
   }
   const given = args.filter((a) => Object.hasOwn(buildArgs, a)).map((a) => `${a}=${buildArgs[a]}`);
+  const local = args.filter((a) => Object.hasOwn(LOCAL_BASE_IMAGES, a)).map((a) => ({ arg: a, ...LOCAL_BASE_IMAGES[a]! }));
   return (
     ` (the engine could not pull the base image: choose one it has or can reach with the build argument ` +
     args.map((a) => `${a}=<image>`).join(', ') +
-    ` — \`--build-arg ${args[0]}=<image>\`, or OPENENV_BUILD_ARG=${args[0]}=<image> under compose, e.g. ${args[0]}=openenv-local/node:20 offline` +
+    ` — \`--build-arg ${args[0]}=<image>\`, or OPENENV_BUILD_ARG=${args[0]}=<image> under compose` +
+    local.map((l, i) => `${i === 0 ? ', e.g. ' : '; '}${l.arg}=${l.image} offline (${l.script} makes it)`).join('') +
     (given.length ? `; given: ${given.join(', ')}` : '') +
     ')'
   );

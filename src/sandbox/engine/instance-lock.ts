@@ -25,6 +25,10 @@
  *
  * Times are the writers' clocks: servers sharing an engine are expected to agree on the time to
  * within a heartbeat.
+ *
+ * Long because the claim is one protocol: the markers, their heartbeat, who counts as dead, the
+ * takeover and the sweep of abandoned names read the same labels and must agree on them; apart,
+ * each half would restate the other's rules.
  */
 import { randomBytes } from 'node:crypto';
 import { readlinkSync } from 'node:fs';

@@ -101,31 +101,31 @@ export class NetworkStock<N> {
     this.fill();
   }
 
-  /** a ready network, handed to `episodeId` for good (recorded until `forget`), or null: the deploy makes its own */
-  take(episodeId: string): Stocked<N> | null {
+  /** a ready network, handed to `envId` for good (recorded until `forget`), or null: the deploy makes its own */
+  take(envId: string): Stocked<N> | null {
     if (this.closed) return null;
     const got = this.readyNets.shift() ?? null;
     if (got) {
       this.takenCount++;
-      this.taken.set(episodeId, got);
+      this.taken.set(envId, got);
     } else if (this.size > 0) this.missedCount++;
     this.fill();
     return got;
   }
 
-  /** the key of the network `episodeId` took, if it took one whose removal is not done */
-  keyTakenBy(episodeId: string): string | undefined {
-    return this.taken.get(episodeId)?.key;
+  /** the key of the network `envId` took, if it took one whose removal is not done */
+  keyTakenBy(envId: string): string | undefined {
+    return this.taken.get(envId)?.key;
   }
 
-  /** the network `episodeId` took, if it took one whose removal is not done */
-  takenBy(episodeId: string): Stocked<N> | undefined {
-    return this.taken.get(episodeId);
+  /** the network `envId` took, if it took one whose removal is not done */
+  takenBy(envId: string): Stocked<N> | undefined {
+    return this.taken.get(envId);
   }
 
   /** the episode's removal is done, its taken network with it */
-  forget(episodeId: string): void {
-    if (this.taken.delete(episodeId) && this.recycle) this.fill();
+  forget(envId: string): void {
+    if (this.taken.delete(envId) && this.recycle) this.fill();
   }
 
   /** whether a network coming back now would be taken back (recycling on, open, not full) */
@@ -138,10 +138,10 @@ export class NetworkStock<N> {
    * the caller: the network is ready for the next deploy. False when the stock does not take it
    * back (see wantsBack): the caller removes it, then calls forget.
    */
-  giveBack(episodeId: string): boolean {
-    const got = this.taken.get(episodeId);
+  giveBack(envId: string): boolean {
+    const got = this.taken.get(envId);
     if (!got || !this.wantsBack()) return false;
-    this.taken.delete(episodeId);
+    this.taken.delete(envId);
     this.readyNets.push(got);
     this.recycledCount++;
     return true;
@@ -151,7 +151,7 @@ export class NetworkStock<N> {
    * The episode ids behind the episode labels of a sandbox's resources: a stocked key nobody took
    * is no episode's, one an episode took is reported as that episode's.
    */
-  episodeIdsOf(labels: string[]): string[] {
+  envIdsOf(labels: string[]): string[] {
     const takenBy = new Map([...this.taken].map(([episode, s]) => [s.key, episode]));
     const ids = labels.filter((id) => id && !this.holds(id)).map((id) => takenBy.get(id) ?? id);
     return [...new Set(ids)];

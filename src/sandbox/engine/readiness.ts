@@ -7,7 +7,9 @@
 import http from 'node:http';
 import { abortError } from './errors.js';
 import { sleep } from './retry.js';
-import { READINESS } from '../../defaults.js';
+
+/** Readiness: the first probes come fast (most envs are up within a second), then back off. */
+const READINESS = { firstDelayMs: 15, fastPhaseMs: 1000, maxDelayMs: 250, probeTimeoutMs: 2000 } as const;
 
 export type ReadyOutcome = { kind: 'ready'; probes: number } | { kind: 'exited'; exitCode: number } | { kind: 'timeout'; lastAnswer: string | null };
 

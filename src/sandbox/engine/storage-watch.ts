@@ -29,10 +29,39 @@
  * holding them (its bytes stay watched while its entries are counted).
  */
 import type Dockerode from 'dockerode';
-import { STORAGE_WATCH } from '../../defaults.js';
 import { isNotFound } from '../engine/errors.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { LayerBound } from '../sandbox.js';
+
+/**
+ * The bounds of an env's writable layer the server keeps by watching it
+ * (src/sandbox/engine/storage-watch.ts). Bytes, where the engine cannot limit the layer: the env's layer is first looked at (SizeRw) `firstLookMs`
+ * after its start, then after `intervalMs` or, sooner, the time it would take to fill what is left
+ * of its bound at `writeBytesPerMs` (1 GB/s: above the 844 MB/s measured into a writable layer
+ * here), at least `nearMs`; never sooner than `costFactor` times as long as the last look took
+ * nor later than `maxIntervalMs` (a layer of 100,000 files costs the engine about 0.3 to 0.8 s a look).
+ * The file bound: the engine names no count but walks every entry of the layer for SizeRw, so a
+ * look's own time says how many entries the layer may hold at most, at `walkMsPerFile` (0.5 µs:
+ * five times faster than the 2.5 to 3.5 µs measured here; after a count, what it found plus the
+ * growth over the cheapest look since). Only when that reaches the bound are the entries counted
+ * (`GET /containers/{id}/changes`: 0.25 s of the engine's CPU on an empty layer, 3.2 s at 300,000,
+ * and the container's lock held meanwhile); a count starts no sooner than `countCostFactor` times
+ * as long as the engine's last count took (one at a time per engine), so counts take at most a
+ * sixth of one engine thread while a count takes under 6 s (none is put off past
+ * `maxIntervalMs`). `filesPerMs`: the fastest an env makes files (twice the 25 a ms seen here),
+ * for the soonest a file bound can be reached.
+ */
+const STORAGE_WATCH = {
+  firstLookMs: 100,
+  intervalMs: 500,
+  nearMs: 50,
+  maxIntervalMs: 30_000,
+  costFactor: 20,
+  writeBytesPerMs: 1_000_000,
+  walkMsPerFile: 0.0005,
+  filesPerMs: 50,
+  countCostFactor: 5,
+} as const;
 
 /** what is watched of an env's layer; null: not watched (no bound, or the engine keeps it) */
 export interface LayerWatch {
@@ -108,7 +137,7 @@ export async function countLayerEntries(docker: Dockerode, containerId: string):
 }
 
 export class StorageWatch {
-  private readonly byEpisode = new Map<string, Watched>();
+  private readonly byEnv = new Map<string, Watched>();
   /** container id → why it was killed */
   private readonly ended = new Map<string, string>();
   private closed = false;
@@ -125,10 +154,10 @@ export class StorageWatch {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** watches the container's writable layer until forget(episodeId), its removal, or its end for its storage; nothing to watch: nothing */
-  watch(episodeId: string, containerId: string, bounds: LayerWatch): void {
+  /** watches the container's writable layer until forget(envId), its removal, or its end for its storage; nothing to watch: nothing */
+  watch(envId: string, containerId: string, bounds: LayerWatch): void {
     if (this.closed) return;
-    this.forget(episodeId);
+    this.forget(envId);
     if (bounds.storageMb === null && bounds.maxFiles === null) return;
     const w: Watched = {
       containerId,
@@ -141,8 +170,8 @@ export class StorageWatch {
       counted: null,
       countRunning: false,
     };
-    this.byEpisode.set(episodeId, w);
-    this.schedule(episodeId, w, this.settings.firstLookMs);
+    this.byEnv.set(envId, w);
+    this.schedule(envId, w, this.settings.firstLookMs);
   }
 
   /** why the container was killed for what it wrote, or null */
@@ -150,38 +179,38 @@ export class StorageWatch {
     return this.ended.get(containerId) ?? null;
   }
 
-  forget(episodeId: string): void {
-    const w = this.byEpisode.get(episodeId);
+  forget(envId: string): void {
+    const w = this.byEnv.get(envId);
     if (!w) return;
     w.stopped = true;
     if (w.timer) clearTimeout(w.timer);
-    this.byEpisode.delete(episodeId);
+    this.byEnv.delete(envId);
   }
 
   close(): void {
     this.closed = true;
-    for (const id of [...this.byEpisode.keys()]) this.forget(id);
+    for (const id of [...this.byEnv.keys()]) this.forget(id);
   }
 
-  private schedule(episodeId: string, w: Watched, delayMs: number): void {
+  private schedule(envId: string, w: Watched, delayMs: number): void {
     if (w.stopped) return;
-    w.timer = setTimeout(() => void this.look(episodeId, w), delayMs);
+    w.timer = setTimeout(() => void this.look(envId, w), delayMs);
     w.timer.unref?.();
   }
 
-  private async look(episodeId: string, w: Watched): Promise<void> {
+  private async look(envId: string, w: Watched): Promise<void> {
     const t0 = this.now();
     let sizeRw: number;
     try {
       const c = this.docker.getContainer(w.containerId);
       // the engine's `size` query (dockerode passes it on; its types do not know it)
       const info = (await (c.inspect as (o: object) => Promise<unknown>).call(c, { size: true })) as { SizeRw?: number; State?: { Running?: boolean } };
-      if (info.State?.Running === false) return this.forget(episodeId);
+      if (info.State?.Running === false) return this.forget(envId);
       sizeRw = info.SizeRw ?? 0;
     } catch (err) {
-      if (isNotFound(err)) return this.forget(episodeId);
-      this.log.warn({ episode: episodeId, err: (err as Error).message }, 'could not read the size of an env container; trying again');
-      return this.schedule(episodeId, w, this.settings.maxIntervalMs);
+      if (isNotFound(err)) return this.forget(envId);
+      this.log.warn({ episode: envId, err: (err as Error).message }, 'could not read the size of an env container; trying again');
+      return this.schedule(envId, w, this.settings.maxIntervalMs);
     }
     if (w.stopped) return;
     const costMs = this.now() - t0;
@@ -191,7 +220,7 @@ export class StorageWatch {
         ? `the server's default storage bound (${mb(w.limitBytes)} MB, --default-storage-mb; its bundle gives no storage_mb)`
         : `its storage_mb (${mb(w.limitBytes)} MB)`;
       const why = `the env wrote ${mb(sizeRw)} MB to its container's writable layer, past ${bound}, and was stopped`;
-      return this.stop(episodeId, w, why, { size_rw: sizeRw, limit: w.limitBytes });
+      return this.stop(envId, w, why, { size_rw: sizeRw, limit: w.limitBytes });
     }
     let entries: number | null = null;
     let countIn: number | null = null;
@@ -200,13 +229,13 @@ export class StorageWatch {
       if (entries >= w.maxFiles && !w.countRunning) {
         const waitMs = this.countWaitMs();
         // in the background: the size looks go on meanwhile (a count takes the engine far longer)
-        if (waitMs === 0) void this.count(episodeId, w, costMs);
+        if (waitMs === 0) void this.count(envId, w, costMs);
         else countIn = waitMs;
       }
     }
     const next = this.nextLook(w, sizeRw, entries, costMs);
     // a count the engine cannot take yet is asked for again once it can (after a size look: the env may have shrunk)
-    this.schedule(episodeId, w, countIn === null ? next : Math.min(next, Math.max(countIn, costMs * this.settings.costFactor)));
+    this.schedule(envId, w, countIn === null ? next : Math.min(next, Math.max(countIn, costMs * this.settings.costFactor)));
   }
 
   /** the most entries the layer can hold, by how long the engine took to walk it for SizeRw */
@@ -228,7 +257,7 @@ export class StorageWatch {
    * stopped; else the count and the size look `lookMs` that asked for it are what later looks are
    * measured from. A failed count is asked for again by a later look.
    */
-  private async count(episodeId: string, w: Watched, lookMs: number): Promise<void> {
+  private async count(envId: string, w: Watched, lookMs: number): Promise<void> {
     this.counting = true;
     w.countRunning = true;
     const t0 = this.now();
@@ -236,9 +265,9 @@ export class StorageWatch {
     try {
       entries = await countLayerEntries(this.docker, w.containerId);
     } catch (err) {
-      if (isNotFound(err)) this.forget(episodeId);
+      if (isNotFound(err)) this.forget(envId);
       else if (!w.stopped)
-        this.log.warn({ episode: episodeId, err: (err as Error).message }, "could not count the entries of an env container's writable layer; trying again");
+        this.log.warn({ episode: envId, err: (err as Error).message }, "could not count the entries of an env container's writable layer; trying again");
       return;
     } finally {
       const now = this.now();
@@ -247,7 +276,7 @@ export class StorageWatch {
       w.countRunning = false;
     }
     this.log.debug(
-      { episode: episodeId, container: w.containerId.slice(0, 12), entries, ms: Math.round(this.now() - t0) },
+      { episode: envId, container: w.containerId.slice(0, 12), entries, ms: Math.round(this.now() - t0) },
       "counted the entries of an env container's writable layer",
     );
     if (w.stopped || w.maxFiles === null) return;
@@ -256,21 +285,21 @@ export class StorageWatch {
         ? `the server's default file bound (${thousands(w.maxFiles)}, --default-max-files; its bundle gives no max_files)`
         : `its max_files (${thousands(w.maxFiles)})`;
       const why = `the env made ${thousands(entries)} entries (files and directories created, changed or deleted) in its container's writable layer, past ${bound}, and was stopped`;
-      return this.stop(episodeId, w, why, { entries, max_files: w.maxFiles });
+      return this.stop(envId, w, why, { entries, max_files: w.maxFiles });
     }
     w.counted = { entries, baseMs: lookMs };
   }
 
   /** kills the env at once (it is still writing), keeping why for its diagnosis */
-  private async stop(episodeId: string, w: Watched, why: string, fields: Record<string, number>): Promise<void> {
+  private async stop(envId: string, w: Watched, why: string, fields: Record<string, number>): Promise<void> {
     this.remember(w.containerId, why);
-    this.forget(episodeId);
-    this.log.warn({ episode: episodeId, container: w.containerId.slice(0, 12), ...fields }, why);
+    this.forget(envId);
+    this.log.warn({ episode: envId, container: w.containerId.slice(0, 12), ...fields }, why);
     await this.docker
       .getContainer(w.containerId)
       .kill()
       .catch((err) => {
-        if (!isNotFound(err)) this.log.warn({ episode: episodeId, err: (err as Error).message }, 'could not kill an env past its storage bound');
+        if (!isNotFound(err)) this.log.warn({ episode: envId, err: (err as Error).message }, 'could not kill an env past its storage bound');
       });
   }
 

@@ -7,6 +7,10 @@
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
  * What only the node running an env can tell (what it used, its writable layer, an OOM kill) is
  * asked of that node's engine when the server reaches it (node-engines.ts).
+ *
+ * Long because a swarm deploy is one walk of many steps (overlay, service, the task's placement,
+ * its node's engine), each undone on failure by the same walk; what is not that walk is in files of
+ * its own (tasks.ts, services.ts, node-engines.ts, removal.ts).
  */
 import {
   SandboxError,
@@ -172,12 +176,12 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     return this.overlays.size;
   }
 
-  protected holdsNetwork(episodeId: string): boolean {
-    return this.overlays.has(episodeId);
+  protected holdsNetwork(envId: string): boolean {
+    return this.overlays.has(envId);
   }
 
-  protected released(episodeId: string): void {
-    this.overlays.delete(episodeId);
+  protected released(envId: string): void {
+    this.overlays.delete(envId);
   }
 
   /**
@@ -198,7 +202,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         'engine_failed',
         `the swarm sandbox runs no sidecars (env \`${env.name}\`: ${env.sidecars.map((s) => s.name).join(', ')}): serve it with --sandbox docker`,
       );
-    const episodeId = owner.episode;
+    const envId = owner.episode;
     const startedAt = Date.now();
     // where the deploy's time goes, stage by stage (the `env ready` line carries them)
     const stages = new DeployStages(startedAt);
@@ -213,8 +217,8 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       const impossible = whyUnschedulable(nodes, env.resources.memoryMb, env.resources.cpus);
       if (impossible) throw new SandboxError('unplaceable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
       throwIfAborted(signal);
-      this.overlays.add(episodeId);
-      const stocked = this.networks.take(episodeId);
+      this.overlays.add(envId);
+      const stocked = this.networks.take(envId);
       const network = stocked?.net ?? (await createEpisodeOverlay(this.docker, owner, swarmName(owner)));
       stages.mark('overlay');
       throwIfAborted(signal);
@@ -228,10 +232,10 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       const secret = newEnvSecret();
       const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret, await this.engine());
       stages.mark('service');
-      const gone = this.watcher.watch(episodeId, serviceId);
+      const gone = this.watcher.watch(envId, serviceId);
       throwIfAborted(signal);
       const { task, ip, polls, pulledMs } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
-      await this.place(episodeId, task, env);
+      await this.place(envId, task, env);
       const connectMs = await joined;
       stages.mark('attach');
       throwIfAborted(signal);
@@ -247,7 +251,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         stages.mark('ready');
         this.log.info(
           {
-            episode: episodeId,
+            episode: envId,
             env: env.name,
             service: serviceId.slice(0, 12),
             task: task.ID.slice(0, 12),
@@ -261,10 +265,10 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
           },
           'env ready',
         );
-        return { episodeId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone, stagesMs: stages.byStage() };
+        return { envId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone, stagesMs: stages.byStage() };
       }
       if (outcome.kind === 'exited') {
-        const storageEnd = this.storageEnd(episodeId);
+        const storageEnd = this.storageEnd(envId);
         if (storageEnd)
           throw new SandboxError('storage_exceeded', `env \`${env.name}\`: ${storageEnd} before it was ready`, {
             logTail: await serviceLogTail(this.docker, serviceId),
@@ -284,13 +288,13 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
    * Notes the node engine and container of the env's running task, when the server reaches that
    * node, and watches its writable layer there if the env has a bound of it (bytes, entries).
    */
-  private async place(episodeId: string, task: SwarmTask, env: EnvSpec): Promise<void> {
+  private async place(envId: string, task: SwarmTask, env: EnvSpec): Promise<void> {
     // (asked at start already: a failure now costs this env its watch, not its deploy)
     const engine = (await this.nodeEngines().catch(() => null))?.of(task.NodeID) ?? null;
     const containerId = task.Status?.ContainerStatus?.ContainerID;
     if (engine && containerId) {
-      this.placed.set(episodeId, { engine, containerId });
-      engine.storage.watch(episodeId, containerId, {
+      this.placed.set(envId, { engine, containerId });
+      engine.storage.watch(envId, containerId, {
         storageMb: env.resources.storageMb ?? null,
         maxFiles: env.resources.maxFiles ?? null,
         ...(env.resources.defaulted ? { defaulted: env.resources.defaulted } : {}),
@@ -298,31 +302,31 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     } else if (layerBoundNames(env) && task.NodeID && !this.unwatchedNodes.has(task.NodeID)) {
       this.unwatchedNodes.add(task.NodeID);
       this.log.warn(
-        { episode: episodeId, env: env.name, node: task.NodeID.slice(0, 12) },
+        { episode: envId, env: env.name, node: task.NodeID.slice(0, 12) },
         `an env with ${layerBoundNames(env)} runs on a node whose engine the server cannot ask (--swarm-node-engine): its writable layer is not watched`,
       );
     }
   }
 
   /** why the sandbox stopped the episode's env for what it wrote, or null */
-  private storageEnd(episodeId: string): string | null {
-    const p = this.placed.get(episodeId);
+  private storageEnd(envId: string): string | null {
+    const p = this.placed.get(envId);
     return p ? p.engine.storage.exceeded(p.containerId) : null;
   }
 
   /** what an env used, read from its node's engine (its stats and writable layer); nothing when the server cannot reach that node */
   readonly usage: EnvUsage = {
     read: (handle, signal) => {
-      const p = this.placed.get(handle.episodeId);
+      const p = this.placed.get(handle.envId);
       return p ? readContainerUsage(p.engine.docker, p.containerId, signal, { hostFiles: false }) : Promise.resolve(NOT_READ);
     },
   };
 
-  protected override async removeEpisode(episodeId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
-    const p = this.placed.get(episodeId);
-    p?.engine.storage.forget(episodeId);
-    this.placed.delete(episodeId);
-    return super.removeEpisode(episodeId, onEnvRemoved, recycle);
+  protected override async removeEnv(envId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    const p = this.placed.get(envId);
+    p?.engine.storage.forget(envId);
+    this.placed.delete(envId);
+    return super.removeEnv(envId, onEnvRemoved, recycle);
   }
 
   override async close(): Promise<void> {
@@ -446,7 +450,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     const running = state === 'running';
     const exitCode = running ? null : (task.Status?.ContainerStatus?.ExitCode ?? null);
     const oomKilled = !running && (await this.oomKilledHere(task)) === true;
-    const storageExceeded = this.storageEnd(handle.episodeId);
+    const storageExceeded = this.storageEnd(handle.envId);
     return { running, exitCode, oomKilled, logTail: await serviceLogTail(this.docker, serviceId), ...(storageExceeded ? { storageExceeded } : {}) };
   }
 

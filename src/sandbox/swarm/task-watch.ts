@@ -11,7 +11,7 @@ import type { SandboxLogger } from '../engine/logger.js';
 import { latestTask, listNodes, listTasks, LOST_NODE_STATES, TERMINAL_STATES } from './tasks.js';
 
 interface Watched {
-  episodeId: string;
+  envId: string;
   serviceId: string;
   controller: AbortController;
 }
@@ -28,15 +28,15 @@ export class TaskWatcher {
     private readonly intervalMs: number,
   ) {}
 
-  watch(episodeId: string, serviceId: string): AbortSignal {
-    const w: Watched = { episodeId, serviceId, controller: new AbortController() };
-    this.watched.set(episodeId, w);
+  watch(envId: string, serviceId: string): AbortSignal {
+    const w: Watched = { envId, serviceId, controller: new AbortController() };
+    this.watched.set(envId, w);
     this.schedule();
     return w.controller.signal;
   }
 
-  forget(episodeId: string): void {
-    this.watched.delete(episodeId);
+  forget(envId: string): void {
+    this.watched.delete(envId);
   }
 
   close(): void {
@@ -68,7 +68,7 @@ export class TaskWatcher {
       ]);
       const nodeById = new Map(nodes.map((n) => [n.id, n]));
       for (const w of batch) {
-        if (this.watched.get(w.episodeId) !== w) continue;
+        if (this.watched.get(w.envId) !== w) continue;
         const task = latestTask(tasks, w.serviceId);
         if (!task) {
           this.fire(w, new EnvGoneError('service_gone', "the env's service has no task any more (it was removed)"));
@@ -100,8 +100,8 @@ export class TaskWatcher {
   }
 
   private fire(w: Watched, reason: EnvGoneError): void {
-    this.watched.delete(w.episodeId);
-    this.log.warn({ episode: w.episodeId, service: w.serviceId.slice(0, 12), event: reason.event }, reason.message);
+    this.watched.delete(w.envId);
+    this.log.warn({ episode: w.envId, service: w.serviceId.slice(0, 12), event: reason.event }, reason.message);
     w.controller.abort(reason);
   }
 }

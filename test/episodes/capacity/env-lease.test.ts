@@ -24,7 +24,7 @@ describe('EnvLease', () => {
     const lease = leaseOf(rig);
     await lease.takeSlot({ queueTimeoutMs: 1000, signal: signal() });
     const handle = await lease.env(signal());
-    expect(handle.episodeId).toBe('ep-1');
+    expect(handle.envId).toBe('ep-1');
     expect(rig.admission.activeCount).toBe(1);
     const next = rig.admission.acquire({ timeoutMs: 60_000 });
     const networkGone = gate();
@@ -110,7 +110,7 @@ describe('EnvLease', () => {
     const blocker = gate();
     const busy = rig.deploys.run(() => blocker.promise, { priority: 'refill' });
     const refill = rig.deploys.run(async () => order.push('refill'), { priority: 'refill' });
-    rig.sandbox.beforeDeploy = async (req) => void order.push(req.episodeId);
+    rig.sandbox.beforeDeploy = async (req) => void order.push(req.envId);
     const lease = leaseOf(rig);
     await lease.takeSlot({ queueTimeoutMs: 1000, signal: signal() });
     const env = lease.env(signal());
@@ -155,7 +155,7 @@ describe('EnvLease', () => {
       expect(lease.pooled).toEqual({ waitedMs: 1500 });
       expect(pool.holds(pooledId!)).toBe(false);
       const handle = await lease.env(signal());
-      expect(handle.episodeId).toBe(pooledId);
+      expect(handle.envId).toBe(pooledId);
       // the pool refills its own slot; the lease deployed nothing
       expect(rig.sandbox.deployed.filter((id) => !id.startsWith('pool-'))).toEqual([]);
       await lease.release();
@@ -170,7 +170,7 @@ describe('EnvLease', () => {
       const dead = lease.envId;
       await lease.env(signal());
       const fresh = await lease.replaceDeadPooledEnv(signal());
-      expect(fresh.episodeId).toBe('ep-7');
+      expect(fresh.envId).toBe('ep-7');
       expect(lease.envId).toBe('ep-7');
       expect(lease.pooled).toBeNull();
       expect(rig.sandbox.tornDown).toEqual([dead]);

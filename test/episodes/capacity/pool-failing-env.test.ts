@@ -68,9 +68,9 @@ class KillAtFirstReset {
   sandbox(): Sandbox {
     const deploy = async (req: DeployRequest): Promise<EnvHandle> => {
       const handle = await this.inner.deploy(req);
-      if (!req.episodeId.startsWith('pool-')) return handle;
-      this.targets.set(req.episodeId, handle.baseUrl);
-      return { ...handle, baseUrl: `${this.url}/${req.episodeId}` };
+      if (!req.envId.startsWith('pool-')) return handle;
+      this.targets.set(req.envId, handle.baseUrl);
+      return { ...handle, baseUrl: `${this.url}/${req.envId}` };
     };
     return new Proxy(this.inner, {
       get: (target, prop) => {

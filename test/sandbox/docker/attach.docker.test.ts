@@ -134,7 +134,7 @@ describeDocker('DockerSandbox attached to the server container', () => {
   it('for comparison: without attachment the host keeps an address on the bridge, which the env reaches', async () => {
     const hostMode = new DockerSandbox({ instance, bundleName: 'fixture-v1' });
     try {
-      const h = await hostMode.deploy({ episodeId: 'host-0', env: echoSpec(image) });
+      const h = await hostMode.deploy({ envId: 'host-0', env: echoSpec(image) });
       // nothing listens on port 1 of the host: refused, i.e. the packet got there
       expect(execNode(h.containerId, connectScript(gatewayOf(h.networkId), 1))).toBe('ECONNREFUSED');
       await hostMode.teardown('host-0');

@@ -57,7 +57,7 @@ describeDocker('DockerSandbox under load', () => {
   it(`deploys ${N} envs at once, each answering a tool call, and tears them all down`, async () => {
     const t0 = Date.now();
     const handles: EnvHandle[] = await Promise.all(
-      Array.from({ length: N }, (_, i) => sandbox.deploy({ episodeId: `load-${i}`, env: echoSpec(image, { deployTimeoutMs: 90_000 }) })),
+      Array.from({ length: N }, (_, i) => sandbox.deploy({ envId: `load-${i}`, env: echoSpec(image, { deployTimeoutMs: 90_000 }) })),
     );
     const deployWall = Date.now() - t0;
     expect(sandbox.networksInUse()).toBe(N);
@@ -74,7 +74,7 @@ describeDocker('DockerSandbox under load', () => {
     answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, json: { text: `env ${i}` } }));
 
     const t1 = Date.now();
-    await Promise.all(handles.map((h) => sandbox.teardown(h.episodeId)));
+    await Promise.all(handles.map((h) => sandbox.teardown(h.envId)));
     const teardownWall = Date.now() - t1;
     console.log(`[measure] ${N} concurrent deploys ready in ${deployWall} ms (wall); ${N} concurrent teardowns in ${teardownWall} ms`);
     expect(sandbox.networksInUse()).toBe(0);

@@ -66,13 +66,13 @@ describeDocker('DockerSandbox deploy', () => {
 
     beforeAll(async () => {
       const t0 = Date.now();
-      handle = await sandbox.deploy({ episodeId: 'ep-ok', env: echoSpec(image, { environment: { LOG_LEVEL: 'debug' } }) });
+      handle = await sandbox.deploy({ envId: 'ep-ok', env: echoSpec(image, { environment: { LOG_LEVEL: 'debug' } }) });
       deployMs = Date.now() - t0;
       console.log(`[measure] deploy-to-ready of the echo env: ${deployMs} ms`);
     });
 
     it('is ready and answers the env contract at its base URL, from the host', async () => {
-      expect(handle.episodeId).toBe('ep-ok');
+      expect(handle.envId).toBe('ep-ok');
       expect(handle.baseUrl).toMatch(/^http:\/\/10\.213\.\d+\.\d+:8000$/);
       expect(sandbox.networksInUse()).toBe(1);
       const health = await fetch(`${handle.baseUrl}/health`);
@@ -134,7 +134,7 @@ describeDocker('DockerSandbox deploy', () => {
     });
 
     it("reaches neither the outside nor another episode's env", async () => {
-      const other = await sandbox.deploy({ episodeId: 'ep-other', env: echoSpec(image) });
+      const other = await sandbox.deploy({ envId: 'ep-other', env: echoSpec(image) });
       try {
         const connect = (host: string, port: number) =>
           execNode(
@@ -182,7 +182,7 @@ describeDocker('DockerSandbox deploy', () => {
   });
 
   it('reports a missing image as image_unavailable and leaves nothing', async () => {
-    const err = (await rejection(sandbox.deploy({ episodeId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
+    const err = (await rejection(sandbox.deploy({ envId: 'ep-noimage', env: echoSpec('openenv-bundle/not-built:000000000000') }))) as SandboxError;
     expect(err.reason).toBe('image_unavailable');
     expect(err.message).toContain('openenv-bundle/not-built:000000000000');
     nothingLeft();
@@ -191,7 +191,7 @@ describeDocker('DockerSandbox deploy', () => {
 
   describe('teardown', () => {
     it('succeeds when the engine already lost the container and network', async () => {
-      const h = await sandbox.deploy({ episodeId: 'ep-gone', env: echoSpec(image) });
+      const h = await sandbox.deploy({ envId: 'ep-gone', env: echoSpec(image) });
       execFileSync('docker', ['rm', '-f', h.containerId], { stdio: 'ignore' });
       execFileSync('docker', ['network', 'rm', h.networkId], { stdio: 'ignore' });
       expect(sandbox.networksInUse()).toBe(1);
@@ -201,7 +201,7 @@ describeDocker('DockerSandbox deploy', () => {
     });
 
     it('succeeds while the engine is already removing the container', async () => {
-      const h = await sandbox.deploy({ episodeId: 'ep-racing', env: echoSpec(image) });
+      const h = await sandbox.deploy({ envId: 'ep-racing', env: echoSpec(image) });
       const external = new Promise<void>((resolve) => {
         // `docker rm -f` runs beside our removal: one of the two gets 404 or 409
         import('node:child_process').then(({ execFile }) => execFile('docker', ['rm', '-f', h.containerId], () => resolve()));

@@ -108,8 +108,8 @@ describeDocker('env identity on real Docker', () => {
   it("another episode's env refuses a call meant for this one, does nothing, and the client says wrong_env", async () => {
     const image = await buildEcho(sandbox);
     const [one, two] = await Promise.all([
-      sandbox.deploy({ episodeId: 'ident-one', env: echoSpec(image) }),
-      sandbox.deploy({ episodeId: 'ident-two', env: echoSpec(image) }),
+      sandbox.deploy({ envId: 'ident-one', env: echoSpec(image) }),
+      sandbox.deploy({ envId: 'ident-two', env: echoSpec(image) }),
     ]);
     expect(one.secret).toMatch(/^[0-9a-f]{64}$/);
     expect(two.secret).not.toBe(one.secret);

@@ -79,7 +79,7 @@ describe('DockerSandbox against a refusing engine', () => {
     const engine = new FakeEngine();
     const sandbox = sandboxOn(engine);
     engine.refuseNetworkRemovals = Infinity;
-    const err = await sandbox.deploy({ episodeId: 'e1', env: echoSpec('img') }).catch((e: unknown) => e);
+    const err = await sandbox.deploy({ envId: 'e1', env: echoSpec('img') }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SandboxError);
     expect((err as SandboxError).reason).toBe('engine_error');
     expect((err as SandboxError).message).toMatch(/boom/);
@@ -135,7 +135,7 @@ describe('DockerSandbox against a refusing engine', () => {
   it('refuses calls once closed', async () => {
     const sandbox = sandboxOn(new FakeEngine());
     await sandbox.close();
-    await expect(sandbox.deploy({ episodeId: 'x', env: echoSpec('img') })).rejects.toThrow(/closed/);
+    await expect(sandbox.deploy({ envId: 'x', env: echoSpec('img') })).rejects.toThrow(/closed/);
     await expect(sandbox.sweep()).rejects.toThrow(/closed/);
   });
 });

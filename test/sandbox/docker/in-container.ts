@@ -15,13 +15,13 @@ const sandbox = new DockerSandbox({ instance: instance ?? 'none', bundleName: 'f
 const out: Record<string, unknown> = { own };
 try {
   if (cmd === 'deploy') {
-    const handle = await sandbox.deploy({ episodeId: episode!, env: echoSpec(image!) });
+    const handle = await sandbox.deploy({ envId: episode!, env: echoSpec(image!) });
     out.handle = handle;
     out.health = (await fetch(`${handle.baseUrl}/health`)).status;
     await post(handle.baseUrl, '/reset', { task_id: 'fx-echo-0', data: {} });
     out.echo = (await post(handle.baseUrl, '/tools/call', { name: 'echo', arguments: { text: 'from inside' } })).json;
   } else if (cmd === 'crash') {
-    const err = await sandbox.deploy({ episodeId: episode!, env: echoSpec(image!, { environment: { ECHO_EXIT_AT_START: '4' } }) }).catch((e: unknown) => e);
+    const err = await sandbox.deploy({ envId: episode!, env: echoSpec(image!, { environment: { ECHO_EXIT_AT_START: '4' } }) }).catch((e: unknown) => e);
     out.reason = err instanceof SandboxError ? err.reason : String(err);
     out.networksInUse = sandbox.networksInUse();
   } else if (cmd === 'teardown') {

@@ -54,7 +54,7 @@ describeDocker('DockerSandbox network stock', () => {
     expect(await sandbox.listEpisodeIds()).toEqual([]);
     expect(sandbox.networksInUse()).toBe(0);
 
-    const handle = await sandbox.deploy({ episodeId: 'ep-a', env: echoSpec(image) });
+    const handle = await sandbox.deploy({ envId: 'ep-a', env: echoSpec(image) });
     expect(before).toContain(handle.networkId);
     expect((await fetch(`${handle.baseUrl}/health`)).status).toBe(200);
     expect(await sandbox.listEpisodeIds()).toEqual(['ep-a']);
@@ -64,7 +64,7 @@ describeDocker('DockerSandbox network stock', () => {
     const after = await stockedIds();
     // labelled with its key still, but the episode's now: never handed out again
     expect(after).toHaveLength(3);
-    const b = await sandbox.deploy({ episodeId: 'ep-b', env: echoSpec(image) });
+    const b = await sandbox.deploy({ envId: 'ep-b', env: echoSpec(image) });
     expect(b.networkId).not.toBe(handle.networkId);
     expect(after).toContain(b.networkId);
 
@@ -89,10 +89,10 @@ describeDocker('DockerSandbox network stock', () => {
     const [stocked] = await stockedIds();
     const endpoints = async (id: string) => Object.keys(((await docker.getNetwork(id).inspect()) as { Containers?: object }).Containers ?? {});
 
-    const a = await sandbox.deploy({ episodeId: 'ep-a', env: echoSpec(image) });
+    const a = await sandbox.deploy({ envId: 'ep-a', env: echoSpec(image) });
     expect(a.networkId).toBe(stocked);
     // the one network is out with ep-a: nothing is made behind it, and a second deploy makes its own
-    const other = await sandbox.deploy({ episodeId: 'ep-other', env: echoSpec(image) });
+    const other = await sandbox.deploy({ envId: 'ep-other', env: echoSpec(image) });
     expect(other.networkId).not.toBe(stocked);
     expect(await stockedIds()).toEqual([stocked]);
     expect(await endpoints(stocked!)).toEqual([a.containerId]);
@@ -106,7 +106,7 @@ describeDocker('DockerSandbox network stock', () => {
     expect(await sandbox.listEpisodeIds()).toEqual(['ep-other']);
     expect(sandbox.networksInUse()).toBe(1);
 
-    const b = await sandbox.deploy({ episodeId: 'ep-b', env: echoSpec(image) });
+    const b = await sandbox.deploy({ envId: 'ep-b', env: echoSpec(image) });
     expect(b.networkId).toBe(stocked);
     expect(await endpoints(stocked!)).toEqual([b.containerId]);
     expect((await fetch(`${b.baseUrl}/health`)).status).toBe(200);
@@ -126,7 +126,7 @@ describeDocker('DockerSandbox network stock', () => {
     await waitFor(() => sandbox.stock.stats().ready === 1, 30_000, 'the stock full');
     const [stocked] = await stockedIds();
     // its ready path never answers 200: the deploy times out and cleans up
-    const err = await rejection(sandbox.deploy({ episodeId: 'ep-bad', env: echoSpec(image, { readyPath: '/never-ready', deployTimeoutMs: 1500 }) }));
+    const err = await rejection(sandbox.deploy({ envId: 'ep-bad', env: echoSpec(image, { readyPath: '/never-ready', deployTimeoutMs: 1500 }) }));
     expect(err).toBeInstanceOf(SandboxError);
     expect((err as SandboxError).reason).toBe('deploy_timeout');
     expect((await networks()).has(stocked!)).toBe(false);

@@ -54,7 +54,7 @@ describeDocker('DockerSandbox sweep', () => {
   it('removes what a killed instance left, a half-created episode included', async () => {
     sweepAfterward(instance);
     const killed = make(instance, killedPool);
-    const left: EnvHandle[] = await Promise.all([0, 1, 2].map((i) => killed.deploy({ episodeId: `left-${i}`, env: echoSpec(image) })));
+    const left: EnvHandle[] = await Promise.all([0, 1, 2].map((i) => killed.deploy({ envId: `left-${i}`, env: echoSpec(image) })));
     // an episode whose deploy was cut off after its network was created
     const half = await docker.createNetwork({
       Name: `${instance}-half`,
@@ -75,7 +75,7 @@ describeDocker('DockerSandbox sweep', () => {
 
     // Its subnet pool starts empty, but the killed instance's networks still hold their subnets:
     // the engine refuses those ("pool overlaps") and the deploy moves on to a free one.
-    const fresh = await restarted.deploy({ episodeId: 'fresh-0', env: echoSpec(image) });
+    const fresh = await restarted.deploy({ envId: 'fresh-0', env: echoSpec(image) });
     const leftSubnets = left.map((h) => subnetOf(h.networkId));
     expect(leftSubnets).not.toContain(subnetOf(fresh.networkId));
     expect(skipped.length).toBeGreaterThan(0);
@@ -93,7 +93,7 @@ describeDocker('DockerSandbox sweep', () => {
 
   it('leaves other instances alone', async () => {
     const bystander = make(otherInstance);
-    const h = await bystander.deploy({ episodeId: 'b-0', env: echoSpec(image) });
+    const h = await bystander.deploy({ envId: 'b-0', env: echoSpec(image) });
     // a sweep by an instance of its own, so that what the first test may have left cannot count
     const sweeper = make(sweeperInstance);
     expect(await sweeper.sweep()).toEqual({ containers: [], networks: [] });
@@ -108,13 +108,13 @@ describeDocker('DockerSandbox sweep', () => {
       stdio: 'ignore',
     });
     const sb = make(instance, { subnetPool: '10.214.7.0/26', subnetPrefix: 28 });
-    const h = await sb.deploy({ episodeId: 'skip-0', env: echoSpec(image) });
+    const h = await sb.deploy({ envId: 'skip-0', env: echoSpec(image) });
     expect(subnetOf(h.networkId)).toBe('10.214.7.16/28');
     expect(h.baseUrl).toMatch(/^http:\/\/10\.214\.7\.(1[89]|2\d|30):8000$/);
     await sb.teardown('skip-0');
 
     const tiny = make(instance, { subnetPool: '10.214.7.0/28', subnetPrefix: 28 });
-    const err = await tiny.deploy({ episodeId: 'no-room', env: echoSpec(image) }).catch((e: unknown) => e);
+    const err = await tiny.deploy({ envId: 'no-room', env: echoSpec(image) }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SandboxError);
     expect((err as SandboxError).reason).toBe('engine_error');
     expect((err as SandboxError).message).toMatch(/no free subnet/);

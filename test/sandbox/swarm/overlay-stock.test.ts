@@ -97,7 +97,7 @@ describe('the swarm overlay stock', () => {
     await m.docker.createNetwork({ Name: 'stray', Labels: { ...first[0]!.Labels, [LABELS.episode]: 'old-episode' } });
     expect(await s.listEpisodeIds()).toEqual(['old-episode']);
 
-    await expect(s.deploy({ episodeId: 'ep-1', env: ENV })).rejects.toMatchObject({ reason: 'engine_error' });
+    await expect(s.deploy({ envId: 'ep-1', env: ENV })).rejects.toMatchObject({ reason: 'engine_error' });
     const taken = first[0]!.Id;
     // removed with the deploy's cleanup, and the stock made a fresh one in its place
     expect(m.networks.has(taken)).toBe(false);
@@ -118,7 +118,7 @@ describe('the swarm overlay stock', () => {
     const m = fakeManager();
     const s = sandbox(m.docker, 0);
     s.stock.start();
-    await expect(s.deploy({ episodeId: 'ep-2', env: ENV })).rejects.toMatchObject({ reason: 'engine_error' });
+    await expect(s.deploy({ envId: 'ep-2', env: ENV })).rejects.toMatchObject({ reason: 'engine_error' });
     expect(s.stock.stats()).toMatchObject({ size: 0, made: 0, taken: 0 });
     expect(m.networks.size).toBe(0);
     await s.close();
