@@ -159,8 +159,8 @@ export class ReusedEnvs implements Sandbox {
   }
 
   /** kept containers are ours, not strays: the reconciler does not see them */
-  async listEpisodeIds(): Promise<string[]> {
-    const onEngine = await this.inner.listEpisodeIds();
+  async listEnvIds(): Promise<string[]> {
+    const onEngine = await this.inner.listEnvIds();
     // after the listing: a container deployed meanwhile is in one of these by now
     const ours = new Set([...[...this.idle.values()].flat(), ...[...this.lent.values()].map((l) => l.kept)].map((k) => k.id));
     for (const id of this.deploying) ours.add(id);

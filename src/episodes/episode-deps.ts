@@ -32,7 +32,7 @@ export interface EpisodeSettings {
 /** what an episode needs: its lease's dependencies (slot, pool, deploys) and its own */
 export interface EpisodeDeps extends EnvLeaseDeps {
   /** besides the lease's deploy and teardown: a look at an env that failed a call, and the reconciler's list */
-  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEpisodeIds' | 'shell' | 'usage'>;
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'diagnose' | 'listEnvIds' | 'shell' | 'usage'>;
   bundle: LoadedBundle;
   settings: EpisodeSettings;
   reward: RewardFn;

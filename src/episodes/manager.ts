@@ -168,7 +168,7 @@ export class EpisodeManager {
     if (this.reconciling || this.draining) return [];
     this.reconciling = true;
     try {
-      const onEngine = await this.deps.sandbox.listEpisodeIds();
+      const onEngine = await this.deps.sandbox.listEnvIds();
       // an id is live while an episode's env carries it (its own id, or a pooled env's) or the
       // warm pool holds it
       const envIds = new Set([...this.live.values()].map((e) => e.envId));

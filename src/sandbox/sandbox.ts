@@ -282,8 +282,8 @@ export interface Sandbox {
   teardown(envId: string, opts?: TeardownOptions): Promise<void>;
   /** removes every container and network labelled with this server instance */
   sweep(): Promise<SweepResult>;
-  /** episode ids that still own labelled resources on the engine (for the reconciler) */
-  listEpisodeIds(): Promise<string[]>;
+  /** env ids that still own labelled resources on the engine (for the reconciler; a pooled env's is `pool-…`) */
+  listEnvIds(): Promise<string[]>;
   /** episode networks this sandbox currently holds for episodes (not those made ahead of demand) */
   networksInUse(): number;
   /** releases the client (no engine calls after this) */

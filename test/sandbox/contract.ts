@@ -115,7 +115,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       expect((await post(handle.baseUrl, '/reset', { task_id: 'fx-echo-0', data: { finish_score: 0.5 }, seed: 1 })).status).toBe(200);
       expect((await post(handle.baseUrl, '/tools/call', { name: 'echo', arguments: { text: 'hello' } })).json).toMatchObject({ text: 'hello' });
       expect(await post(handle.baseUrl, '/finish', {})).toEqual({ status: 200, json: { scores: { quality: 0.5 } } });
-      expect(await sandbox.listEpisodeIds()).toContain('ct-ok');
+      expect(await sandbox.listEnvIds()).toContain('ct-ok');
       expect(sandbox.networksInUse()).toBe(1);
       const d = await sandbox.diagnose(handle);
       expect(d).toMatchObject({ running: true, exitCode: null, oomKilled: false });
@@ -123,7 +123,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       let removed = 0;
       await sandbox.teardown('ct-ok', { onEnvRemoved: () => removed++ });
       expect(removed).toBe(1);
-      await settled(settleMs, 'the episode no longer listed', async () => expect(await sandbox.listEpisodeIds()).not.toContain('ct-ok'));
+      await settled(settleMs, 'the episode no longer listed', async () => expect(await sandbox.listEnvIds()).not.toContain('ct-ok'));
       await expect(sandbox.diagnose(handle)).resolves.toMatchObject({ running: false, exitCode: null });
       await nothingLeft();
     });
@@ -194,7 +194,7 @@ export function sandboxContract<S extends Sandbox>(name: string, h: ContractHarn
       expect(d).toMatchObject({ running: false, exitCode: 5, oomKilled: false });
       expect(d.logTail).toMatch(/crash requested: exiting with code 5$/);
       // an exited env still has its resources until its teardown
-      expect(await sandbox.listEpisodeIds()).toContain('ct-diag');
+      expect(await sandbox.listEnvIds()).toContain('ct-diag');
       await sandbox.teardown('ct-diag');
       await nothingLeft();
     });

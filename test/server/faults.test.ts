@@ -175,9 +175,9 @@ class EngineRestartSandbox implements Sandbox {
     this.check();
     return this.inner.sweep();
   }
-  async listEpisodeIds() {
+  async listEnvIds() {
     this.check();
-    return this.inner.listEpisodeIds();
+    return this.inner.listEnvIds();
   }
   networksInUse() {
     return this.inner.networksInUse();

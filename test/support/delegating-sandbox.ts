@@ -42,8 +42,8 @@ export class DelegatingSandbox<S extends Sandbox = Sandbox> implements Sandbox {
   sweep() {
     return this.inner.sweep();
   }
-  listEpisodeIds() {
-    return this.inner.listEpisodeIds();
+  listEnvIds() {
+    return this.inner.listEnvIds();
   }
   networksInUse() {
     return this.inner.networksInUse();

@@ -136,7 +136,7 @@ export class FakeSandbox implements Sandbox {
     return { ...env.state };
   }
 
-  async listEpisodeIds(): Promise<string[]> {
+  async listEnvIds(): Promise<string[]> {
     return [...this.envs.keys(), ...this.strays];
   }
 

@@ -84,7 +84,7 @@ describe('ProcessSandbox', () => {
       expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
       expect((await post(h.baseUrl, '/reset', { task_id: 't', data: {} })).status).toBe(200);
       expect((await post(h.baseUrl, '/tools/call', { name: 'echo', arguments: { text: 'hi' } })).json).toMatchObject({ text: 'hi' });
-      expect(await sandbox.listEpisodeIds()).toEqual(['ep-ok']);
+      expect(await sandbox.listEnvIds()).toEqual(['ep-ok']);
       const d = await sandbox.diagnose(h);
       expect(d).toMatchObject({ running: true, exitCode: null, oomKilled: false });
       expect(d.logTail).toContain('listening on');
@@ -163,15 +163,15 @@ describe('ProcessSandbox', () => {
     nothingLeft();
   });
 
-  it('sweep kills everything it holds and says what; listEpisodeIds follows', async () => {
+  it('sweep kills everything it holds and says what; listEnvIds follows', async () => {
     const hs = await Promise.all(['ep-s1', 'ep-s2'].map((id) => sandbox.deploy({ envId: id, env: echoSpec(image) })));
-    expect((await sandbox.listEpisodeIds()).sort()).toEqual(['ep-s1', 'ep-s2']);
+    expect((await sandbox.listEnvIds()).sort()).toEqual(['ep-s1', 'ep-s2']);
     // no test of this file holds more than two envs at once
     expect(sandbox.peak).toBe(2);
     const swept = await sandbox.sweep();
     expect(swept.containers.sort()).toEqual(hs.map((h) => h.containerId).sort());
     expect(swept.networks.sort()).toEqual(hs.map((h) => h.networkId).sort());
-    expect(await sandbox.listEpisodeIds()).toEqual([]);
+    expect(await sandbox.listEnvIds()).toEqual([]);
     for (const h of hs) expect(await answers(`${h.baseUrl}/health`)).toBe(false);
     expect(await sandbox.sweep()).toEqual({ containers: [], networks: [] });
     nothingLeft();

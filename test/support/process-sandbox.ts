@@ -514,7 +514,7 @@ export class ProcessSandbox implements Sandbox {
     return { containers: procs.map((p) => p.containerId), networks: procs.map((p) => p.networkId) };
   }
 
-  async listEpisodeIds(): Promise<string[]> {
+  async listEnvIds(): Promise<string[]> {
     this.assertOpen();
     return this.held();
   }

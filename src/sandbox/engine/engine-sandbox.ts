@@ -50,7 +50,7 @@ const REMOVAL_RETRY = { attempts: 6, baseDelayMs: 100 } as const;
 export interface EngineSandboxOptions {
   /** the engine (a swarm's manager); defaults to the local one (DOCKER_HOST or /var/run/docker.sock) */
   docker?: Dockerode;
-  /** this server instance: labels every resource, scopes sweep and listEpisodeIds */
+  /** this server instance: labels every resource, scopes sweep and listEnvIds */
   instance: string;
   bundleName: string;
   logger?: SandboxLogger;
@@ -420,7 +420,7 @@ export abstract class EngineSandbox<N> implements Sandbox {
   }
 
   /** a stocked network nobody took is no episode's; one an episode took is reported as that episode's */
-  async listEpisodeIds(): Promise<string[]> {
+  async listEnvIds(): Promise<string[]> {
     this.assertOpen();
     const owned = await this.list();
     return this.networks.envIdsOf([...owned.envs, ...owned.networks].map((r) => r.episode));

@@ -89,7 +89,7 @@ describe('DockerSandbox against a refusing engine', () => {
     expect(engine.networkRemoveCalls).toBe(3);
     expect(sandbox.networksInUse()).toBe(1);
     expect(sandbox.removalFailures).toBe(1);
-    expect(await sandbox.listEpisodeIds()).toEqual(['e1']);
+    expect(await sandbox.listEnvIds()).toEqual(['e1']);
 
     // a teardown that still fails says so
     const tdErr = await sandbox.teardown('e1').catch((e: unknown) => e);

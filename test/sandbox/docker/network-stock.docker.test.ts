@@ -51,13 +51,13 @@ describeDocker('DockerSandbox network stock', () => {
     const before = await stockedIds();
     expect(before).toHaveLength(2);
     // the stock is nobody's episode and no network in use
-    expect(await sandbox.listEpisodeIds()).toEqual([]);
+    expect(await sandbox.listEnvIds()).toEqual([]);
     expect(sandbox.networksInUse()).toBe(0);
 
     const handle = await sandbox.deploy({ envId: 'ep-a', env: echoSpec(image) });
     expect(before).toContain(handle.networkId);
     expect((await fetch(`${handle.baseUrl}/health`)).status).toBe(200);
-    expect(await sandbox.listEpisodeIds()).toEqual(['ep-a']);
+    expect(await sandbox.listEnvIds()).toEqual(['ep-a']);
     expect(sandbox.networksInUse()).toBe(1);
 
     await waitFor(() => sandbox.stock.stats().ready === 2, 30_000, 'the stock refilled');
@@ -71,7 +71,7 @@ describeDocker('DockerSandbox network stock', () => {
     await sandbox.teardown('ep-a');
     expect((await networks()).has(handle.networkId)).toBe(false);
     expect(labelledResources(`${LABELS.episode}=ep-a`)).toEqual({ containers: [], networks: [] });
-    expect(await sandbox.listEpisodeIds()).toEqual(['ep-b']);
+    expect(await sandbox.listEnvIds()).toEqual(['ep-b']);
     await sandbox.teardown('ep-b');
     expect((await networks()).has(b.networkId)).toBe(false);
     expect(sandbox.networksInUse()).toBe(0);
@@ -103,7 +103,7 @@ describeDocker('DockerSandbox network stock', () => {
     expect(await endpoints(stocked!)).toEqual([]);
     expect(labelledResources(`${LABELS.episode}=ep-a`)).toEqual({ containers: [], networks: [] });
     expect(sandbox.stock.stats()).toMatchObject({ ready: 1, recycled: 1, made: 1 });
-    expect(await sandbox.listEpisodeIds()).toEqual(['ep-other']);
+    expect(await sandbox.listEnvIds()).toEqual(['ep-other']);
     expect(sandbox.networksInUse()).toBe(1);
 
     const b = await sandbox.deploy({ envId: 'ep-b', env: echoSpec(image) });
@@ -115,7 +115,7 @@ describeDocker('DockerSandbox network stock', () => {
     expect((await networks()).has(other.networkId)).toBe(false);
     await sandbox.teardown('ep-b');
     expect(sandbox.stock.stats()).toMatchObject({ ready: 1, recycled: 2, made: 1 });
-    expect(await sandbox.listEpisodeIds()).toEqual([]);
+    expect(await sandbox.listEnvIds()).toEqual([]);
     await sandbox.close();
     expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
   });
@@ -143,7 +143,7 @@ describeDocker('DockerSandbox network stock', () => {
     const left = await stockedIds();
     // a new process with the same instance id and no memory of that stock
     const restarted = make(0);
-    const ids = await restarted.listEpisodeIds();
+    const ids = await restarted.listEnvIds();
     expect(ids).toHaveLength(2);
     for (const id of ids) expect(id.startsWith(STOCK_KEY_PREFIX)).toBe(true);
     // the reconciler tears a stray down by its id

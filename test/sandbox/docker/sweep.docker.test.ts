@@ -71,7 +71,7 @@ describeDocker('DockerSandbox sweep', () => {
       debug: (o: object, msg?: string) => msg?.includes('another network') && skipped.push((o as { subnet: string }).subnet),
     };
     const restarted = make(instance, { ...killedPool, logger });
-    expect((await restarted.listEpisodeIds()).sort()).toEqual(['left-0', 'left-1', 'left-2', 'left-half']);
+    expect((await restarted.listEnvIds()).sort()).toEqual(['left-0', 'left-1', 'left-2', 'left-half']);
 
     // Its subnet pool starts empty, but the killed instance's networks still hold their subnets:
     // the engine refuses those ("pool overlaps") and the deploy moves on to a free one.
@@ -87,7 +87,7 @@ describeDocker('DockerSandbox sweep', () => {
     expect(swept.networks.sort()).toEqual([...left.map((h) => h.networkId), half.id, fresh.networkId].sort());
     expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
     expect(restarted.networksInUse()).toBe(0);
-    expect(await restarted.listEpisodeIds()).toEqual([]);
+    expect(await restarted.listEnvIds()).toEqual([]);
     expect(await restarted.sweep()).toEqual({ containers: [], networks: [] });
   });
 
@@ -98,7 +98,7 @@ describeDocker('DockerSandbox sweep', () => {
     const sweeper = make(sweeperInstance);
     expect(await sweeper.sweep()).toEqual({ containers: [], networks: [] });
     expect((await fetch(`${h.baseUrl}/health`)).status).toBe(200);
-    expect(await bystander.listEpisodeIds()).toEqual(['b-0']);
+    expect(await bystander.listEnvIds()).toEqual(['b-0']);
     await bystander.teardown('b-0');
     expect(labelledResources(`${LABELS.instance}=${otherInstance}`)).toEqual({ containers: [], networks: [] });
   });

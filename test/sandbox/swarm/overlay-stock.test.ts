@@ -93,9 +93,9 @@ describe('the swarm overlay stock', () => {
     // joined before any deploy waits on them
     for (const n of first) expect([...n.connected]).toEqual(['server-ctr']);
     // the reconciler sees no episode in the stock, and still sees a stray
-    expect(await s.listEpisodeIds()).toEqual([]);
+    expect(await s.listEnvIds()).toEqual([]);
     await m.docker.createNetwork({ Name: 'stray', Labels: { ...first[0]!.Labels, [LABELS.episode]: 'old-episode' } });
-    expect(await s.listEpisodeIds()).toEqual(['old-episode']);
+    expect(await s.listEnvIds()).toEqual(['old-episode']);
 
     await expect(s.deploy({ envId: 'ep-1', env: ENV })).rejects.toMatchObject({ reason: 'engine_error' });
     const taken = first[0]!.Id;
@@ -104,7 +104,7 @@ describe('the swarm overlay stock', () => {
     await waitFor(async () => s.stock.stats().ready === 2, 5000, 'the stock refilled');
     expect(s.stock.stats()).toMatchObject({ taken: 1, made: 3 });
     expect(s.networksInUse()).toBe(0);
-    expect((await s.listEpisodeIds()).sort()).toEqual(['old-episode']);
+    expect((await s.listEnvIds()).sort()).toEqual(['old-episode']);
 
     // the drain removes the stock (close() waits for that same removal); what is no stock's stays for the sweep
     await s.stock.stop();
