@@ -42,12 +42,6 @@ export const LOG_TAIL_BYTES = 8 * 1024;
  */
 export const ENV_CONNECTION_IDLE_MS = 5000;
 
-/**
- * A dropped connection usually comes a moment before the engine marks the container exited: look
- * this many times, this far apart, before calling the env merely unreachable.
- */
-export const DIAGNOSE_RETRY = { attempts: 10, delayMs: 100 } as const;
-
 /** Ended request-held episodes kept answerable (state, "episode_done") for idle_timeout. */
 export const ENDED_EPISODES_KEPT = 4096;
 
@@ -151,12 +145,6 @@ export const CHECK_INSTANCE_PREFIX = 'check-';
  * with fresh envs it played 1.7 episodes/s against 0.8 at 2 (8: 2.0, at twice the memory).
  */
 export const CHECK_CONCURRENCY = 4;
-/**
- * `check` on an env whose bundle.json says `clean_reset`: of the plays that ran on a reused env,
- * this many (at least `least`, else `share` of them) are played again on a fresh env, and must give
- * the same results.
- */
-export const CHECK_FRESH_REPLAYS = { least: 3, share: 0.01 } as const;
 /** `check`: how far a score may be from its declared max or floor and still count as reaching it (float noise). */
 export const SCORE_TOLERANCE = 1e-9;
 
@@ -256,8 +244,6 @@ export const LANE_SHARE = { oldestEvery: 4 } as const;
 
 // ---- verified tasks served through episodes (src/episodes/verified-task.ts; docs/harbor.md) ----
 
-/** How long a turn's setup.sh may run before its turn starts (Harbor gives it no timeout of its own). */
-export const TURN_SETUP_TIMEOUT_MS = 120_000;
 /**
  * Harness episodes (src/episodes/harness-task.ts; docs/gateway.md): where the server puts the
  * turn's instruction and its shipped harness in the env's container, how much of the harness's

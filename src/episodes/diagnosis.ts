@@ -4,13 +4,18 @@
  * episode, looking at whatever env its lease holds now.
  */
 import type { Logger } from 'pino';
-import { DIAGNOSE_RETRY } from '../defaults.js';
 import { callVerdict, envGone, envVerdict, type CallEvidence, makeFailure, resetCallVerdict, unexplainedDeployFailure, type EnvVerdict } from '../failures.js';
 import type { Failure } from '../protocol/observations.js';
 import { SandboxError, type EnvDiagnosis, type EnvHandle, type Sandbox } from '../sandbox/sandbox.js';
 import { fmtS } from '../time.js';
 import { EnvCallError } from './env-client.js';
 import { TurnSetupError } from './plays/play.js';
+
+/**
+ * A dropped connection usually comes a moment before the engine marks the container exited: look
+ * this many times, this far apart, before calling the env merely unreachable.
+ */
+export const DIAGNOSE_RETRY = { attempts: 10, delayMs: 100 } as const;
 
 export class EnvInspector {
   constructor(

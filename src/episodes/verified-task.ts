@@ -20,7 +20,6 @@
  */
 import path from 'node:path';
 import type { LoadedBundle, Task, VerifierManifest } from '../bundle/index.js';
-import { TURN_SETUP_TIMEOUT_MS } from '../defaults.js';
 import { AgentIntervals, containerClock, runTrusted, stopAgentProcesses, type AgentUser, type ClockMark } from '../container/index.js';
 import type { VerifierEvent } from '../protocol/console.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
@@ -41,6 +40,9 @@ import {
   type VerifierOutcome,
 } from '../verifier/index.js';
 import type { BuiltinTools } from './builtin-tools.js';
+
+/** How long a turn's setup.sh may run before its turn starts (Harbor gives it no timeout of its own). */
+const TURN_SETUP_TIMEOUT_MS = 120_000;
 
 /** What a verifier run leaves for the transcript (its event there, without kind and time): never shown to the model. */
 export type VerifierRecord = Omit<VerifierEvent, 'kind' | 'at' | 'output'> & { output: string };

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { isAbortError } from '../../src/abort.js';
-import { DIAGNOSE_RETRY } from '../../src/defaults.js';
+import { DIAGNOSE_RETRY } from '../../src/episodes/diagnosis.js';
 import { DeployFailedError, EpisodeStateError } from '../../src/errors.js';
 import { EnvCallError } from '../../src/episodes/env-client.js';
 import { Episode, type EpisodeObserver } from '../../src/episodes/episode.js';

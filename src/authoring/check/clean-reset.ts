@@ -7,10 +7,17 @@
  */
 import type { Task } from '../../bundle/index.js';
 import type { GoldenStep } from '../../bundle/schema.js';
-import { CHECK_FRESH_REPLAYS, CHECK_SEED } from '../../defaults.js';
+import { CHECK_SEED } from '../../defaults.js';
 import { taskWhere } from '../check-static.js';
 import { describeFailure, firstDifference, play, type CheckRun, type Play } from './play.js';
 import { spread } from './tally.js';
+
+/**
+ * `check` on an env whose bundle.json says `clean_reset`: of the plays that ran on a reused env,
+ * this many (at least `least`, else `share` of them) are played again on a fresh env, and must give
+ * the same results.
+ */
+const CHECK_FRESH_REPLAYS = { least: 3, share: 0.01 } as const;
 
 /** a play to compare with one on a fresh container: its steps, what it gave, and which solution it was */
 export interface PlayedSolution {
