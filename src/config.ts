@@ -10,7 +10,7 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { parseCidr } from './cidr.js';
+import { parseCidr } from './util/cidr.js';
 import {
   MAX_STEPS,
   DEFAULT_IMAGE_BUILD_CONCURRENCY,
@@ -23,7 +23,7 @@ import {
   SUBNET_POOL,
 } from './defaults.js';
 import { LANES, type Lane } from './protocol/lanes.js';
-import { parseEngineAddress } from './engine-address.js';
+import { parseEngineAddress } from './util/engine-address.js';
 
 /** One option of a command, declared once: type and default, help, spelling. */
 export interface OptionSpec {

@@ -9,7 +9,7 @@
  * A ground-floor module: it imports the wire shapes and nothing of the sandbox, which imports it.
  */
 import { FailureReasonSchema, type Failure, type FailurePhase, type FailureReason, type ToolErrorType } from './protocol/observations.js';
-import { fmtS } from './time.js';
+import { fmtS } from './util/time.js';
 
 export interface ReasonMapping {
   /** a new episode of the same task may succeed (the env's or the server's trouble, not the task's) */

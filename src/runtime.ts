@@ -8,7 +8,7 @@
  * its own.
  */
 import type { Logger } from 'pino';
-import { abortError, isAbortError } from './abort.js';
+import { abortError, isAbortError } from './util/abort.js';
 import { EnvCatalog, type ImageProgress, type LoadedBundle } from './bundle/index.js';
 import { buildArgRecord, layerDefaults, networkStockSize, schemaDefault, SERVER_OPTIONS, splitLanes, type ServerOptions } from './config.js';
 import { CHECK_INSTANCE_PREFIX, DEFAULT_REWARD } from './defaults.js';

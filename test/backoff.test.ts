@@ -1,6 +1,6 @@
 /** The one doubling backoff: base, twice the last, capped; a reset starts over. */
 import { describe, expect, it } from 'vitest';
-import { Backoff } from '../src/backoff.js';
+import { Backoff } from '../src/util/backoff.js';
 
 describe('Backoff', () => {
   it('doubles from the base up to the cap, and starts over after a reset', () => {

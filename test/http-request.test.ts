@@ -1,5 +1,5 @@
 /**
- * An env's kept connection (src/http-request.ts keptConnection): the warm pool's hand-out check and
+ * An env's kept connection (src/util/http-request.ts keptConnection): the warm pool's hand-out check and
  * the episode's client speak to a pooled env over one TCP connection, so a warm reset opens one
  * connection, not two; another env (another handle) never gets it. Against a real HTTP server on
  * 127.0.0.1 that counts the connections it accepts.
@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deadline, keptConnection, statusOf } from '../src/http-request.js';
+import { deadline, keptConnection, statusOf } from '../src/util/http-request.js';
 import { EnvClient } from '../src/episodes/env-client.js';
 
 let server: Server;

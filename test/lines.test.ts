@@ -1,7 +1,7 @@
-/** src/lines.ts: lines cut anywhere, UTF-8 characters cut anywhere, "\r\n", an unterminated last line. */
+/** src/util/lines.ts: lines cut anywhere, UTF-8 characters cut anywhere, "\r\n", an unterminated last line. */
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { forEachLine, lineSplitter } from '../src/lines.js';
+import { forEachLine, lineSplitter } from '../src/util/lines.js';
 
 function splitAll(chunks: (Buffer | string)[]): string[] {
   const out: string[] = [];

@@ -1,6 +1,6 @@
 /** The one worker pool: at most N jobs at once, in order; an abort or a failure starts no more, and those running are waited for (or, settling, every job runs). */
 import { describe, expect, it } from 'vitest';
-import { forEachAtMost, settleEachAtMost } from '../src/work-pool.js';
+import { forEachAtMost, settleEachAtMost } from '../src/util/work-pool.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 5));
 

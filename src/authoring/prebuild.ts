@@ -6,14 +6,14 @@
  * swarm/registry.ts). A bounded number at once; one failure stops none of the others.
  */
 import type Dockerode from 'dockerode';
-import { isAbortError, throwIfAborted } from '../abort.js';
+import { isAbortError, throwIfAborted } from '../util/abort.js';
 import { bundleImages, type BundleImage } from '../bundle/env-images.js';
 import type { LoadedBundle } from '../bundle/loader.js';
 import { buildEnvImage, contextDigest, imageExists, imageTag, listContext } from '../sandbox/engine/image-build.js';
 import { pullImage } from '../sandbox/engine/image-pull.js';
 import type { ImageBuildRequest } from '../sandbox/sandbox.js';
 import { pushToRegistry, splitTag } from '../sandbox/swarm/registry.js';
-import { settleEachAtMost } from '../work-pool.js';
+import { settleEachAtMost } from '../util/work-pool.js';
 
 /** lines of a failed build's output kept to show with its error */
 export const BUILD_TAIL_LINES = 12;

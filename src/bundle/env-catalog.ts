@@ -9,8 +9,8 @@ import { sidecarBuildName } from './env-images.js';
 import path from 'node:path';
 import { SandboxError, type EnvSpec, type Sandbox, type SidecarSpec } from '../sandbox/sandbox.js';
 import { DEFAULT_IMAGE_BUILD_CONCURRENCY } from '../defaults.js';
-import { settleEachAtMost } from '../work-pool.js';
-import { abortError, isAbortError, throwIfAborted } from '../abort.js';
+import { settleEachAtMost } from '../util/work-pool.js';
+import { abortError, isAbortError, throwIfAborted } from '../util/abort.js';
 import type { EnvManifest } from './schema.js';
 
 /** What of an env's manifest the lock-down reads: its limits, its asks by name, the runtime it asks for (engine/hardening.ts). */

@@ -10,7 +10,7 @@ import { createReadStream } from 'node:fs';
 import { constants } from 'node:fs';
 import { open, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { forEachLine } from '../lines.js';
+import { forEachLine } from '../util/lines.js';
 import { extractBundleArchive, looksLikeGzip, type ExtractOptions } from './archive.js';
 import { BundleError, IssueCollector } from './errors.js';
 import {

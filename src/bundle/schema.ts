@@ -9,7 +9,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 import { ToolSpecSchema } from '../protocol/bundle.js';
 import { VERIFIER } from '../defaults.js';
 import { EnvSecuritySchema, USER_PATTERN } from '../sandbox/engine/hardening.js';

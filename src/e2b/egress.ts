@@ -9,7 +9,7 @@
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { parseIPv4 } from '../cidr.js';
+import { parseIPv4 } from '../util/cidr.js';
 import type { EgressDestination } from '../sandbox/sandbox.js';
 import { E2bApiError } from './errors.js';
 

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { isAbortError } from '../abort.js';
+import { isAbortError } from '../util/abort.js';
 import { CapacityError, ShuttingDownError } from '../errors.js';
 import { makeFailure } from '../failures.js';
 import type { Metrics } from '../metrics.js';
@@ -23,7 +23,7 @@ import { DEFAULT_LANE } from '../protocol/lanes.js';
 import type { EndReason, EpisodeCost, Failure, Phase, StepOutcome, Timings } from '../protocol/observations.js';
 import type { ContainerExec } from '../sandbox/container-exec.js';
 import type { EgressDestination, EnvHandle, EnvPausing, EnvShell, EnvSpec, EnvUsage } from '../sandbox/sandbox.js';
-import { seconds3 } from '../time.js';
+import { seconds3 } from '../util/time.js';
 import { E2bApiError } from './errors.js';
 import { ProcessTable, type ProcessRecord } from './processes.js';
 import type { ModelAccess } from '../episodes/model-access.js';

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { callVerdict, envGone, envVerdict, type CallEvidence, makeFailure, resetCallVerdict, unexplainedDeployFailure, type EnvVerdict } from '../failures.js';
 import type { Failure } from '../protocol/observations.js';
 import { SandboxError, type EnvDiagnosis, type EnvHandle, type Sandbox } from '../sandbox/sandbox.js';
-import { fmtS } from '../time.js';
+import { fmtS } from '../util/time.js';
 import { EnvCallError } from './env-client.js';
 import { TurnSetupError } from './plays/play.js';
 

@@ -1,13 +1,13 @@
 /**
  * HTTP calls to one env inside its episode network, each with a deadline (the env contract's
- * shapes: src/protocol/env-contract.ts), over src/http-request.ts (node:http, not fetch). Each
+ * shapes: src/protocol/env-contract.ts), over src/util/http-request.ts (node:http, not fetch). Each
  * client keeps its own keep-alive connection, never shared with another episode's: a recycled
  * network gives a later env the same address.
  */
 import http from 'node:http';
 import { ENV_CONNECTION_IDLE_MS } from '../defaults.js';
-import { jsonDepthExceeds } from '../json.js';
-import { deadline, headerOf, requestBounded, type RawReply } from '../http-request.js';
+import { jsonDepthExceeds } from '../util/json.js';
+import { deadline, headerOf, requestBounded, type RawReply } from '../util/http-request.js';
 import { AUTH_HEADER, envProof, newNonce, NONCE_HEADER, PROOF_HEADER, proofMatches } from '../sandbox/env-identity.js';
 
 /** The largest answer the server reads from an env (a tool result, scores); past it the call fails. */

@@ -12,7 +12,7 @@ import { EPISODE_COST_READ_MS } from '../defaults.js';
 import type { Metrics } from '../metrics.js';
 import type { EpisodeCost, Observation, StepOutcome } from '../protocol/observations.js';
 import type { EnvHandle, EnvUsage, EnvUsageReading } from '../sandbox/sandbox.js';
-import { seconds3 } from '../time.js';
+import { seconds3 } from '../util/time.js';
 
 const NOTHING: EnvUsageReading = { cpuS: null, peakMemoryBytes: null, bytesWritten: null };
 /** past the reading's bound, how long a sandbox that does not heed the abort is still waited for */

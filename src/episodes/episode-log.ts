@@ -4,7 +4,7 @@
  */
 import type { Action } from '../protocol/frames.js';
 import type { CallObservation, StepOutcome } from '../protocol/observations.js';
-import { seconds3 } from '../time.js';
+import { seconds3 } from '../util/time.js';
 
 /** One debug line per tool call: which, how many argument bytes, how long, whether it failed. */
 export function toolCallFields(action: Action & { type: 'call_tool' }, out: StepOutcome, ms: number, step: number): Record<string, unknown> {

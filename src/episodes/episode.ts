@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { abortError, isAbortError } from '../abort.js';
+import { abortError, isAbortError } from '../util/abort.js';
 import type { Task } from '../bundle/index.js';
 import { maxStepsFor } from '../defaults.js';
 import { DeployFailedError, EpisodeStateError } from '../errors.js';
@@ -19,7 +19,7 @@ import { DEFAULT_LANE, type Lane } from '../protocol/lanes.js';
 import type { CallObservation, EndReason, EpisodeCost, EpisodeState, Failure, FailurePhase, FailureReason } from '../protocol/observations.js';
 import type { Phase, ResetObservation, StepOutcome, Timings, ToolsObservation, Transport } from '../protocol/observations.js';
 import type { EnvHandle } from '../sandbox/sandbox.js';
-import { fmtS } from '../time.js';
+import { fmtS } from '../util/time.js';
 import { EnvLease } from './capacity/env-lease.js';
 import { EnvInspector } from './diagnosis.js';
 import type { EpisodeDeps, EpisodeObserver } from './episode-deps.js';

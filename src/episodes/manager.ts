@@ -8,7 +8,7 @@ import type { Task } from '../bundle/index.js';
 import { BadInputError, CapacityError, DeployFailedError, NotFoundError, ShuttingDownError } from '../errors.js';
 import type { ResetData } from '../protocol/frames.js';
 import { DEFAULT_LANE } from '../protocol/lanes.js';
-import { isAbortError } from '../abort.js';
+import { isAbortError } from '../util/abort.js';
 import type { ResetObservation, StepOutcome, Transport } from '../protocol/observations.js';
 import { Episode, type EpisodeDeps } from './episode.js';
 import { modelAsk } from './model-access.js';

@@ -4,7 +4,7 @@
  * episode goes on).
  */
 import { taskRow, type Task, type ToolSpec } from '../bundle/index.js';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 import type { CallObservation, ResetObservation, StepOutcome, Timings, ToolErrorType, ToolResult } from '../protocol/observations.js';
 
 /** The reply to a reset: the task's prompt as its served row has it (system, first turn), the tools, the turns. */

@@ -6,10 +6,10 @@
  */
 import { MAX_ARGUMENT_DEPTH } from '../defaults.js';
 import { toolErrorType } from '../failures.js';
-import { jsonDepthExceeds } from '../json.js';
+import { jsonDepthExceeds } from '../util/json.js';
 import type { HarnessProgress } from '../protocol/harness.js';
 import type { CallObservation, EndReason, Ending, Failure, StepOutcome, Timings } from '../protocol/observations.js';
-import { seconds3 } from '../time.js';
+import { seconds3 } from '../util/time.js';
 import type { Scores } from './reward.js';
 import { textResult } from './outcomes.js';
 

@@ -5,7 +5,7 @@
  * never as the env's and never as a score.
  */
 import { z } from 'zod';
-import { readBoundedText } from '../bounded-body.js';
+import { readBoundedText } from '../util/bounded-body.js';
 import type { FunctionTool } from '../rows/build.js';
 import { describeIssue } from '../protocol/zod-issues.js';
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { BundleServerClient } from '../client/http.js';
 import { promptRow, serverSettings, type RolloutSettings } from '../rows/build.js';
 import { prepareOut, writeAtomically } from '../rows/write.js';
-import { forEachAtMost } from '../work-pool.js';
+import { forEachAtMost } from '../util/work-pool.js';
 import { ChatModel, ModelError } from './model.js';
 import { playEpisode, type EpisodeRecord } from './play.js';
 import { summarize, type EvalSummary } from './summary.js';

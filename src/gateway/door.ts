@@ -10,7 +10,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { parseCidr, parseIPv4, type Cidr } from '../cidr.js';
+import { parseCidr, parseIPv4, type Cidr } from '../util/cidr.js';
 
 /** where an episode's env reaches the gateway, and the sources it may come from */
 export interface DoorSpec {

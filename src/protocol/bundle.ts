@@ -5,7 +5,7 @@
  * strictly than a reader needs, and read here as plain maps.
  */
 import { z } from 'zod';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 
 /** What model APIs accept as a function name (OpenAI, Anthropic: ^[a-zA-Z0-9_-]{1,64}$). */
 const TOOL_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;

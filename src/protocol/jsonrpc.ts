@@ -4,7 +4,7 @@
  * OpenEnv's dialect on `/mcp` (RFC 003): its methods and the results they answer with.
  */
 import { z } from 'zod';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 import { EndingSchema, StepOutcomeSchema, ToolErrorSchema, ToolResultSchema } from './observations.js';
 import { ToolSpecSchema } from './bundle.js';
 

@@ -4,7 +4,7 @@
  * the bound is replaced by a truncation mark (protocol/console.ts) saying its original size.
  */
 import { TRANSCRIPT_BOUNDS } from '../defaults.js';
-import { jsonBytes } from '../json.js';
+import { jsonBytes } from '../util/json.js';
 import type { Transcript, TranscriptEvent, TruncationMark } from './console.js';
 
 export interface TranscriptBounds {

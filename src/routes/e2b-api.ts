@@ -27,7 +27,7 @@ import {
 } from '../protocol/e2b.js';
 import type { OpenEnvRuntime } from '../runtime.js';
 import { dropReply, withClientGone } from './client-gone.js';
-import { isAbortError } from '../abort.js';
+import { isAbortError } from '../util/abort.js';
 
 const IdParams = z.object({ sandboxID: z.string().min(1).max(100) });
 const MIB = 1024 * 1024;

@@ -6,7 +6,7 @@
  * deploy stopped and every teardown waited for.
  */
 import { setMaxListeners } from 'node:events';
-import { throwIfAborted } from '../abort.js';
+import { throwIfAborted } from '../util/abort.js';
 import type { DeployRequest, EnvHandle } from './sandbox.js';
 
 interface InflightDeploy {

@@ -4,7 +4,7 @@
  * BadInputError with OpenEnv's code; the shapes themselves are src/protocol/frames.ts's.
  */
 import { BadInputError } from '../errors.js';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 import { ActionSchema, CLIENT_FRAME_DATA, ResetDataSchema, type ClientFrame, type ResetData } from '../protocol/frames.js';
 import { describeZod } from '../protocol/zod-issues.js';
 

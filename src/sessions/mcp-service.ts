@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { LoadedBundle } from '../bundle/index.js';
 import { isExpected, RpcFailure, toRpcError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 import type { ToolSpec } from '../protocol/bundle.js';
 import {
   MCP_METHODS,

@@ -14,7 +14,7 @@ import type { LoadedBundle } from '../bundle/index.js';
 import { ENDED_EPISODES_KEPT } from '../defaults.js';
 import { isExpected, RpcFailure, toRpcError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
-import { isPlainObject } from '../json.js';
+import { isPlainObject } from '../util/json.js';
 import type { ToolSpec } from '../protocol/bundle.js';
 import { isInitialize, RpcCode, rpcError, type RpcId, type RpcMessage, type RpcRequest, type RpcResponse } from '../protocol/jsonrpc.js';
 import {

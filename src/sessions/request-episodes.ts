@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { ENDED_EPISODES_KEPT } from '../defaults.js';
 import { EpisodeStateError, ShuttingDownError, TooManyRequestsError } from '../errors.js';
-import { isAbortError } from '../abort.js';
+import { isAbortError } from '../util/abort.js';
 import type { Episode } from '../episodes/episode.js';
 import type { ResetObservation, StepOutcome } from '../protocol/observations.js';
 import type { EpisodeManager } from '../episodes/manager.js';

@@ -6,7 +6,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
-import { isAbortError } from '../abort.js';
+import { isAbortError } from '../util/abort.js';
 import { BadInputError, EpisodeStateError, ServerError, ShuttingDownError, toWsError } from '../errors.js';
 import type { Episode } from '../episodes/episode.js';
 import type { EpisodeManager } from '../episodes/manager.js';

@@ -4,7 +4,7 @@
  * sees of each (observations, failures, timings) is asserted exactly.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { isAbortError } from '../../src/abort.js';
+import { isAbortError } from '../../src/util/abort.js';
 import { DIAGNOSE_RETRY } from '../../src/episodes/diagnosis.js';
 import { DeployFailedError, EpisodeStateError } from '../../src/errors.js';
 import { EnvCallError } from '../../src/episodes/env-client.js';

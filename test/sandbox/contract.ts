@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxError, type EnvSpec, type Sandbox } from '../../src/sandbox/sandbox.js';
-import { fmtS } from '../../src/time.js';
+import { fmtS } from '../../src/util/time.js';
 import { waitFor } from '../../scripts/lib/wait.js';
 
 export interface ContractHarness<S extends Sandbox = Sandbox> {

@@ -7,7 +7,7 @@
  */
 import { afterEach, beforeAll, beforeEach, vi } from 'vitest';
 import { loadBundle, type LoadedBundle } from '../../src/bundle/index.js';
-import { abortError } from '../../src/abort.js';
+import { abortError } from '../../src/util/abort.js';
 import { Admission } from '../../src/episodes/capacity/admission.js';
 import { DeployLimiter } from '../../src/episodes/capacity/deploy-limiter.js';
 import type { WarmPool } from '../../src/episodes/capacity/pool.js';

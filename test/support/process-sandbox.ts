@@ -37,7 +37,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { freePort } from '../../scripts/lib/free-port.js';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
-import { abortError, throwIfAborted } from '../../src/abort.js';
+import { abortError, throwIfAborted } from '../../src/util/abort.js';
 import { lastLines } from '../../src/sandbox/engine/logs.js';
 import { notReadyVerdict } from '../../src/failures.js';
 import { waitForHttp } from '../../src/sandbox/engine/readiness.js';

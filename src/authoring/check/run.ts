@@ -17,7 +17,7 @@ import { CHECK_CONCURRENCY, CHECK_INSTANCE_PREFIX } from '../../defaults.js';
 import { harnessOf } from '../../episodes/harness-task.js';
 import { createRuntime, type OpenEnvRuntime } from '../../runtime.js';
 import type { Sandbox } from '../../sandbox/sandbox.js';
-import { forEachAtMost } from '../../work-pool.js';
+import { forEachAtMost } from '../../util/work-pool.js';
 import { Findings } from '../findings.js';
 import { ReusedEnvs } from '../reused-envs.js';
 import { taskWhere } from '../check-static.js';

@@ -5,10 +5,10 @@
  * queue names next, so a newcomer can never take a slot while anyone waits. Every waiter gets
  * exactly one outcome.
  */
-import { abortError } from '../../abort.js';
+import { abortError } from '../../util/abort.js';
 import { CapacityError, ShuttingDownError } from '../../errors.js';
 import { DEFAULT_LANE, type Lane, type LaneCounts } from '../../protocol/lanes.js';
-import { fmtS, seconds3 } from '../../time.js';
+import { fmtS, seconds3 } from '../../util/time.js';
 import { LaneQueue } from './lanes.js';
 
 /** Recent slot hold times the admission queue keeps to estimate Retry-After. */

@@ -5,7 +5,7 @@
  * been promised is promoted to a reset's priority. A turn taken while others were running starts
  * after a small random delay (jitter), so a burst does not reach the engine in lockstep.
  */
-import { abortError } from '../../abort.js';
+import { abortError } from '../../util/abort.js';
 
 export type DeployPriority = 'reset' | 'refill';
 

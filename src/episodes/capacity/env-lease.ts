@@ -6,11 +6,11 @@
  * leaks. The warm pool's own refills hold their slots in pool.ts until a lease takes one over.
  */
 import type { Logger } from 'pino';
-import { throwIfAborted } from '../../abort.js';
+import { throwIfAborted } from '../../util/abort.js';
 import type { Metrics } from '../../metrics.js';
 import type { Lane } from '../../protocol/lanes.js';
 import type { EgressDestination, EnvHandle, EnvSpec, ModelDoorHook, Sandbox } from '../../sandbox/sandbox.js';
-import { seconds3 } from '../../time.js';
+import { seconds3 } from '../../util/time.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter } from './deploy-limiter.js';
 import type { WarmPool } from './pool.js';

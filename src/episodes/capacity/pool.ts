@@ -27,10 +27,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { abortError } from '../../abort.js';
+import { abortError } from '../../util/abort.js';
 import type { LoadedBundle } from '../../bundle/index.js';
 import { WARM_POOL } from '../../defaults.js';
-import { keptConnection, statusOf } from '../../http-request.js';
+import { keptConnection, statusOf } from '../../util/http-request.js';
 import type { Metrics } from '../../metrics.js';
 import { DEFAULT_LANE, laneRank, type Lane } from '../../protocol/lanes.js';
 import type { PoolStatus } from '../../protocol/pool.js';

@@ -4,7 +4,7 @@
  * WARM_POOL.maxConsecutiveFailures in a row refilling stops, and resumes after a backoff that
  * doubles from WARM_POOL.backoffBaseMs up to WARM_POOL.backoffMaxMs (a success resets it).
  */
-import { Backoff } from '../../backoff.js';
+import { Backoff } from '../../util/backoff.js';
 import { WARM_POOL } from '../../defaults.js';
 
 export class RefillBackoff {

@@ -6,10 +6,10 @@
  */
 import { END_TURN, type ToolSpec } from '../../bundle/index.js';
 import { invalidScoresMessage } from '../../failures.js';
-import { keptConnection } from '../../http-request.js';
+import { keptConnection } from '../../util/http-request.js';
 import { FinishReplySchema, ToolCallReplySchema, type EnvResetRequest, type EnvToolCallRequest } from '../../protocol/env-contract.js';
 import type { CallObservation, Ending, StepOutcome } from '../../protocol/observations.js';
-import { fmtS } from '../../time.js';
+import { fmtS } from '../../util/time.js';
 import { EnvCallError, EnvClient, type EnvCaller } from '../env-client.js';
 import { textResult, toolError } from '../outcomes.js';
 import { withEnding, type EndedOutcome } from '../replies.js';

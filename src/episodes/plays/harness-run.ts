@@ -12,7 +12,7 @@ import { toolErrorType } from '../../failures.js';
 import type { Action } from '../../protocol/frames.js';
 import { WAIT_TOOL, WAIT_TOOL_NAME, WaitArgsSchema, type HarnessProgress } from '../../protocol/harness.js';
 import type { CallObservation, Ending, ResetObservation, StepOutcome } from '../../protocol/observations.js';
-import { seconds3 } from '../../time.js';
+import { seconds3 } from '../../util/time.js';
 import { HarnessTask, progressText } from '../harness-task.js';
 import { textResult, toolError } from '../outcomes.js';
 import type { TurnEnd } from '../verified-task.js';

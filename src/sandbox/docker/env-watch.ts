@@ -9,8 +9,8 @@
  * here against the containers and networks being watched (die, destroy and disconnect are rare).
  */
 import type Dockerode from 'dockerode';
-import { Backoff } from '../../backoff.js';
-import { lineSplitter } from '../../lines.js';
+import { Backoff } from '../../util/backoff.js';
+import { lineSplitter } from '../../util/lines.js';
 import { EnvGoneError } from '../engine/env-gone.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import { sleep } from '../engine/retry.js';

@@ -4,7 +4,7 @@
  * instance) may already use part of the range: the engine then refuses with "pool overlaps", and
  * that subnet is set aside for a while instead of being tried again by every deploy.
  */
-import { formatIPv4, parseCidr } from '../../cidr.js';
+import { formatIPv4, parseCidr } from '../../util/cidr.js';
 import { SandboxError } from '../sandbox.js';
 
 /** A subnet the engine reports in use by someone else is retried after this long. */

@@ -50,7 +50,7 @@ export function isPoolOverlap(err: unknown): boolean {
   return /pool overlaps/i.test(engineMessage(err));
 }
 
-export { abortError, isAbortError, throwIfAborted } from '../../abort.js';
+export { abortError, isAbortError, throwIfAborted } from '../../util/abort.js';
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH']);
 

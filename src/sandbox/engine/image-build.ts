@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import dockerignore from '@balena/dockerignore';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
-import { throwIfAborted } from '../../abort.js';
+import { throwIfAborted } from '../../util/abort.js';
 import { LOCAL_BASE_IMAGES } from '../../defaults.js';
 import { LABELS, SandboxError, type ImageBuildRequest } from '../sandbox.js';
 import { engineMessage, isNotFound, toSandboxError } from './errors.js';

@@ -23,7 +23,7 @@
  * - close(): no refill starts after it; creations in flight finish and, like every ready network,
  *   are removed; a second close() waits for the same removal.
  */
-import { Backoff } from '../../backoff.js';
+import { Backoff } from '../../util/backoff.js';
 import { randomUUID } from 'node:crypto';
 import { NETWORK_STOCK } from '../../defaults.js';
 import type { StockStats, StockTurn } from '../sandbox.js';

@@ -1,5 +1,5 @@
 /** The engine's progress streams (an image build, a push): JSON objects, one a line. */
-import { forEachLine } from '../../lines.js';
+import { forEachLine } from '../../util/lines.js';
 
 export interface ProgressLine {
   stream?: string;

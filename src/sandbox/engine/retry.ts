@@ -1,4 +1,4 @@
-import { Backoff } from '../../backoff.js';
+import { Backoff } from '../../util/backoff.js';
 import { abortError } from './errors.js';
 
 /** resolves after `ms`, or rejects with an AbortError as soon as `signal` aborts */

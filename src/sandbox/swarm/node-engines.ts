@@ -20,7 +20,7 @@
  * tasks are created by the same engine, with the same default.
  */
 import Dockerode from 'dockerode';
-import { parseEngineAddress } from '../../engine-address.js';
+import { parseEngineAddress } from '../../util/engine-address.js';
 import { SandboxError } from '../sandbox.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import { StorageWatch } from '../engine/storage-watch.js';

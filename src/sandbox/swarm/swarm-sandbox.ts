@@ -25,7 +25,7 @@ import {
 import { newEnvSecret } from '../env-identity.js';
 import { SWARM } from '../../defaults.js';
 import { notReadyVerdict } from '../../failures.js';
-import { fmtS } from '../../time.js';
+import { fmtS } from '../../util/time.js';
 import { EngineSandbox, type EngineSandboxOptions } from '../engine/engine-sandbox.js';
 import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js';
 import { apiAtLeast, SWARM_NO_NEW_PRIVILEGES_API, swarmLockdown, type SwarmEngine } from '../engine/hardening.js';

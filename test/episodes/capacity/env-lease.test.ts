@@ -5,7 +5,7 @@
  * limiter at a reset's priority).
  */
 import { describe, expect, it, vi } from 'vitest';
-import { isAbortError } from '../../../src/abort.js';
+import { isAbortError } from '../../../src/util/abort.js';
 import { EnvLease } from '../../../src/episodes/capacity/env-lease.js';
 import { WarmPool } from '../../../src/episodes/capacity/pool.js';
 import { gate, makeRig, metricValue, onRigClock, type Rig } from '../../support/fake-sandbox.js';

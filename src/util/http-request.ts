@@ -5,7 +5,7 @@
  * warm pool's hand-out check.
  */
 import http, { type IncomingHttpHeaders } from 'node:http';
-import { ENV_CONNECTION_IDLE_MS } from './defaults.js';
+import { ENV_CONNECTION_IDLE_MS } from '../defaults.js';
 
 /** each env's own keep-alive connection, by its handle (collected with it) */
 const keptConnections = new WeakMap<object, http.Agent>();
