@@ -67,7 +67,7 @@ function roomOf(rel) {
   return best;
 }
 
-const floorsPlugin = {
+export const floorsPlugin = {
   rules: {
     'no-upward-imports': {
       meta: { type: 'problem', schema: [], messages: {} },
@@ -87,6 +87,15 @@ const floorsPlugin = {
             .relative(ROOT, path.resolve(path.dirname(context.filename), source))
             .split(path.sep)
             .join('/');
+          // the engine machinery both backends share is the sandbox's own: the rest of src/ goes
+          // through the Sandbox interface or a backend's door (src/sandbox/docker/index.ts)
+          if (rel.startsWith('src/') && !rel.startsWith('src/sandbox/') && target.startsWith('src/sandbox/engine/')) {
+            context.report({
+              node,
+              message: `${rel} imports ${target}: outside src/sandbox/ use the Sandbox interface or the Docker backend's door (src/sandbox/docker/index.ts)`,
+            });
+            return;
+          }
           const to = roomOf(target);
           if (!to || to.floor >= own.floor) return;
           context.report({

@@ -10,7 +10,7 @@ import { BUILTIN_TOOLSETS, BundleError, END_TURN, formatIssue, loadBundle, toolS
 import { REWARD_RULES } from '../episodes/reward.js';
 import { ENV_LAYER_DEFAULTS } from '../defaults.js';
 import { envLimits } from '../bundle/env-catalog.js';
-import { granted, withLayerDefaults, type Granted } from '../sandbox/engine/hardening.js';
+import { granted, withLayerDefaults, type Granted } from '../sandbox/lockdown.js';
 import { compileSchema, describeErrors, newValidator } from './json-schema.js';
 import { Findings } from './findings.js';
 

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { isPlainObject } from '../util/json.js';
 import { ToolSpecSchema } from '../protocol/bundle.js';
 import { VERIFIER } from '../defaults.js';
-import { EnvSecuritySchema, USER_PATTERN } from '../sandbox/engine/hardening.js';
+import { EnvSecuritySchema, USER_PATTERN } from '../sandbox/lockdown.js';
 import { SHELL_BUILTIN, SHELL_TOOL_SPECS } from '../tools/shell/specs.js';
 import { TURN_REWARD_RULES } from '../verifier/turns.js';
 import { TOOLCHAIN_PATHS } from '../verifier/toolchain.js';

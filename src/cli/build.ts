@@ -6,7 +6,7 @@ import { prebuildImages, type PrebuildReport, type PrebuiltImage } from '../auth
 import { bundleImages } from '../bundle/env-images.js';
 import { loadBundle } from '../bundle/loader.js';
 import { buildArgRecord, SERVER_OPTIONS } from '../config.js';
-import { engineMessage } from '../sandbox/engine/errors.js';
+import { engineMessage } from '../sandbox/docker/index.js';
 import { defineCommand, EXIT, stopOnInterrupt } from './command.js';
 import { exitWith } from './process-entry.js';
 import { progressBar } from './progress.js';

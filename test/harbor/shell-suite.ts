@@ -15,7 +15,7 @@ import { runToEnd } from '../../src/container/index.js';
 import { keeperCommand } from '../../src/sandbox/toolbox.js';
 import { describeDocker, LOCAL_PYTHON_IMAGE, waitFor } from '../support/docker.js';
 import { SHELL_TEST_LABEL, startShellContainer } from '../support/shell-container.js';
-import { EnvSecuritySchema } from '../../src/sandbox/engine/hardening.js';
+import { EnvSecuritySchema } from '../../src/sandbox/lockdown.js';
 import { LOCAL_DEBIAN_IMAGE, ensureDebianBase, shellBox } from './helpers.js';
 
 function reply(o: ShellToolOutcome): ShellToolReply {

@@ -18,7 +18,8 @@
 import { randomBytes } from 'node:crypto';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DEFAULT_CAPABILITIES, dockerLockdown, EnvSecuritySchema, type Capability, type LockdownInput } from '../../src/sandbox/engine/hardening.js';
+import { dockerLockdown } from '../../src/sandbox/engine/hardening.js';
+import { DEFAULT_CAPABILITIES, EnvSecuritySchema, type Capability, type LockdownInput } from '../../src/sandbox/lockdown.js';
 import { ENV_LOCKDOWN } from '../../src/defaults.js';
 import { describeDocker, IN_CI, LOCAL_NODE_IMAGE, LOCAL_PYTHON_IMAGE } from '../support/docker.js';
 

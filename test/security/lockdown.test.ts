@@ -7,17 +7,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ENV_LAYER_DEFAULTS, ENV_LOCKDOWN } from '../../src/defaults.js';
+import { dockerLockdown, swarmLockdown } from '../../src/sandbox/engine/hardening.js';
 import {
   DEFAULT_CAPABILITIES,
-  dockerLockdown,
   EnvSecuritySchema,
   enginePidsLimit,
   granted,
   REFUSED_CAPABILITIES,
-  swarmLockdown,
   withLayerDefaults,
   type LockdownInput,
-} from '../../src/sandbox/engine/hardening.js';
+} from '../../src/sandbox/lockdown.js';
 import { DockerSandbox } from '../../src/sandbox/docker/index.js';
 import { echoSpec } from '../sandbox/contract.js';
 

@@ -6,7 +6,7 @@
 import type Dockerode from 'dockerode';
 import { describe, expect, it } from 'vitest';
 import { ENV_LOCKDOWN } from '../../src/defaults.js';
-import { DEFAULT_CAPABILITIES, EnvSecuritySchema, enginePidsLimit } from '../../src/sandbox/engine/hardening.js';
+import { DEFAULT_CAPABILITIES, EnvSecuritySchema, enginePidsLimit } from '../../src/sandbox/lockdown.js';
 import { createEnvService } from '../../src/sandbox/swarm/services.js';
 import type { EnvSpec } from '../../src/sandbox/sandbox.js';
 import { echoSpec } from '../sandbox/contract.js';

@@ -1,6 +1,6 @@
 /** Which of the images an import's builds need the local Docker engine has (null when no engine answers). */
 import Docker from 'dockerode';
-import { imageExists } from '../../sandbox/engine/image-build.js';
+import { imageExists } from '../../sandbox/docker/index.js';
 
 /** how long the engine may take to answer before the images go unchecked */
 const PING_TIMEOUT_MS = 3000;

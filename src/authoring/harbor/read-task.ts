@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { addedUrls, dockerfileInstructions } from '../../sandbox/engine/image-build.js';
+import { addedUrls, dockerfileInstructions } from '../../sandbox/docker/index.js';
 import { readCompose, type ComposeSidecar } from './compose.js';
 import { downloadsIn, installsIn, mapDockerfileImages, startCommands, type BaseImageRule, type DockerfileImages } from './dockerfile.js';
 import { TaskFolder } from './task-folder.js';

@@ -5,7 +5,7 @@
 import Dockerode from 'dockerode';
 import { DockerSandbox } from './docker-sandbox.js';
 import { detectOwnContainerId } from '../engine/own-container.js';
-import type { LayerDefaults } from '../engine/hardening.js';
+import type { LayerDefaults } from '../lockdown.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { EnvRuntime } from '../sandbox.js';
 

@@ -33,7 +33,7 @@ import {
   type TeardownOptions,
 } from '../sandbox.js';
 import { abortError, engineMessage, toSandboxError } from './errors.js';
-import { granted, withLayerDefaults, type LayerDefaults } from './hardening.js';
+import { granted, withLayerDefaults, type LayerDefaults } from '../lockdown.js';
 import { buildEnvImage, checkImage } from './image-build.js';
 import { pullImage } from './image-pull.js';
 import { InstanceLock, type InstanceLockOptions } from './instance-lock.js';

@@ -4,7 +4,7 @@
  */
 import Dockerode from 'dockerode';
 import { detectOwnContainerId } from '../engine/own-container.js';
-import type { LayerDefaults } from '../engine/hardening.js';
+import type { LayerDefaults } from '../lockdown.js';
 import type { SandboxLogger } from '../engine/logger.js';
 import type { EnvRuntime } from '../sandbox.js';
 import { listNodes } from './tasks.js';

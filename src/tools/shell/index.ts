@@ -9,7 +9,7 @@ export {
   type OutputHandlers,
   type PathStat,
 } from '../../sandbox/container-exec.js';
-export { DockerContainerExec, FrameDemuxer } from '../../sandbox/engine/docker-exec.js';
+export { DockerContainerExec, FrameDemuxer } from '../../sandbox/docker/index.js';
 export { ShellStartError, encodeCommand, type ShellLimits, type ShellSettings, type ShellStartFailure } from './shell-process.js';
 export { ShellSession, type ShellRun } from './shell-session.js';
 export { BASH_TOOL, READ_FILE_TOOL, SHELL_BUILTIN, SHELL_SYSTEM_PROMPT, SHELL_TOOL_NAMES, SHELL_TOOL_SPECS, WRITE_FILE_TOOL } from './specs.js';
