@@ -9,7 +9,7 @@ import type Dockerode from 'dockerode';
 import { isAbortError, throwIfAborted } from '../util/abort.js';
 import { bundleImages, type BundleImage } from '../bundle/env-images.js';
 import type { LoadedBundle } from '../bundle/loader.js';
-import { buildEnvImage, contextDigest, imageExists, imageTag, listContext, pullImage } from '../sandbox/docker/index.js';
+import { buildEnvImage, imageExists, pullImage } from '../sandbox/docker/index.js';
 import type { ImageBuildRequest } from '../sandbox/sandbox.js';
 import { pushToRegistry, splitTag } from '../sandbox/swarm/registry.js';
 import { settleEachAtMost } from '../util/work-pool.js';
@@ -77,6 +77,8 @@ async function makeOne(bundleName: string, img: BundleImage, opts: PrebuildOptio
   try {
     throwIfAborted(opts.signal);
     if (img.build) {
+      // one hash of the context and one look at the engine: the builder says whether it built
+      let built = false;
       const req: ImageBuildRequest = {
         bundleName,
         envName: img.build.name,
@@ -88,14 +90,10 @@ async function makeOne(bundleName: string, img: BundleImage, opts: PrebuildOptio
           tail.push(line);
           if (tail.length > BUILD_TAIL_LINES) tail.shift();
         },
+        onBuilding: () => (built = true),
       };
-      // the tag buildEnvImage makes, to tell "already present" from "built"
-      out.ref = imageTag(bundleName, req.envName, await contextDigest(await listContext(req), req.buildArgs, req.network));
-      if (await imageExists(opts.docker, out.ref)) out.state = 'present';
-      else {
-        out.ref = await buildEnvImage(opts.docker, req, inflight);
-        out.state = 'built';
-      }
+      out.ref = await buildEnvImage(opts.docker, req, inflight);
+      out.state = built ? 'built' : 'present';
       // a failed push fails the image (the catch below), built or not
       if (opts.registry) out.pushed = await pushToRegistry(opts.docker, out.ref, opts.registry);
     } else if (await imageExists(opts.docker, img.image!)) {

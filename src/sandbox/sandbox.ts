@@ -249,6 +249,8 @@ export interface ImageBuildRequest {
   network?: 'none';
   /** one line of build output at a time */
   onProgress?: (line: string) => void;
+  /** the image is not there: this call builds it (not called when it is up to date) */
+  onBuilding?: () => void;
   /** stops the build (the engine cancels it and removes its step's container): rejects with an AbortError */
   signal?: AbortSignal;
 }

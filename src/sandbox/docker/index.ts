@@ -9,7 +9,7 @@
  */
 export { DockerSandbox, type DockerSandboxOptions } from './docker-sandbox.js';
 export { detectOwnContainerId } from '../engine/own-container.js';
-export { addedUrls, buildEnvImage, contextDigest, dockerfileInstructions, imageExists, imageTag, listContext } from '../engine/image-build.js';
+export { addedUrls, buildEnvImage, dockerfileInstructions, imageExists } from '../engine/image-build.js';
 export { pullImage } from '../engine/image-pull.js';
 export { engineMessage } from '../engine/errors.js';
 export { DockerContainerExec, FrameDemuxer } from '../engine/docker-exec.js';

@@ -279,6 +279,7 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
       req.onProgress?.(`image ${tag} is up to date`);
       return tag;
     }
+    req.onBuilding?.();
     req.onProgress?.(`building ${tag} from ${req.contextDir}`);
     const pack = tar.c(
       { cwd: req.contextDir, portable: true, noDirRecurse: true, follow: false },
