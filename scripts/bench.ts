@@ -51,7 +51,14 @@
  *      throughput (--e2b-file-mb MB, --e2b-file-rounds times) against the engine's archive
  *      calls; needs docker/make-local-debian-base.sh's image. Not in the default phases. About two
  *      minutes.
- *   8. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   8. Dataset (--phases dataset, scripts/bench/dataset.ts): a synthetic Harbor dataset of
+ *      --dataset-tasks (200) tasks, an image each, served from an engine without its images:
+ *      start to /health, the first episode (its image not built), every task once at
+ *      --dataset-concurrency (16), --dataset-build-concurrency (4) builds at once, against a bare
+ *      build + run of a dataset of the same shape; --dataset-server-arg passes the server more
+ *      options. Needs docker/make-local-debian-base.sh's image. Not in the default phases. About
+ *      five minutes at 200 tasks.
+ *   9. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -90,6 +97,7 @@ import {
 import { printShell, shellPhase } from './bench/shell.js';
 import { verifyPhase } from './bench/verify.js';
 import { e2bPhase, printE2b } from './bench/e2b.js';
+import { datasetPhase, printDataset } from './bench/dataset.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './bench/harness.js';
@@ -122,6 +130,11 @@ const { values } = parseArgs({
     'e2b-calls': { type: 'string', default: '200' },
     'e2b-file-mb': { type: 'string', default: '50' },
     'e2b-file-rounds': { type: 'string', default: '5' },
+    'dataset-tasks': { type: 'string', default: '200' },
+    'dataset-concurrency': { type: 'string', default: '16' },
+    'dataset-build-concurrency': { type: 'string', default: '4' },
+    'dataset-cold-resets': { type: 'string', default: '10' },
+    'dataset-server-arg': { type: 'string', multiple: true, default: [] },
   },
 });
 function positive(name: string, v: string): number {
@@ -136,8 +149,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify and/or e2b, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b', 'dataset'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify, e2b and/or dataset, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -488,6 +501,17 @@ async function main(): Promise<void> {
       })
     : null;
 
+  const datasetFigures = PHASES.has('dataset')
+    ? await datasetPhase(ctx, {
+        tasks: positive('dataset-tasks', values['dataset-tasks']),
+        concurrency: positive('dataset-concurrency', values['dataset-concurrency']),
+        buildConcurrency: positive('dataset-build-concurrency', values['dataset-build-concurrency']),
+        coldResets: positive('dataset-cold-resets', values['dataset-cold-resets']),
+        debianImage: values['debian-image'],
+        serverArgs: values['dataset-server-arg'],
+      })
+    : null;
+
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
   await removeRunLeftovers(ctx);
@@ -526,6 +550,12 @@ async function main(): Promise<void> {
     targets['e2b files.write time <= 1.2x putArchive of the same bytes'] = e2bFigures.files.write_mb_s.time_ratio <= 1.2;
     targets['e2b files.read time <= 1.2x getArchive of the same bytes'] = e2bFigures.files.read_mb_s.time_ratio <= 1.2;
   }
+  if (datasetFigures) {
+    const d = datasetFigures;
+    targets[`dataset of ${d.tasks}: /health ready within 10 s of start`] = d.targets.health_within_10s;
+    targets[`dataset of ${d.tasks}: first episode within one bare build + 1.2x a cold episode`] = d.targets.first_episode;
+    targets[`dataset of ${d.tasks}: every task once within 1.2x bare build + run`] = d.targets.all_episodes;
+  }
   targets['nothing of the run left on the engine'] = left.containers + left.networks + left.volumes === 0;
   const figures = {
     when: new Date().toISOString(),
@@ -540,6 +570,7 @@ async function main(): Promise<void> {
     shell: shellFigures,
     verify: verifyFigures,
     e2b: e2bFigures,
+    dataset: datasetFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -570,6 +601,7 @@ async function main(): Promise<void> {
     if (f.baseline) console.log(`  baseline  p50 ${f.baseline.p50_ms} ms  p95 ${f.baseline.p95_ms} ms   (in place is ${f.in_place_over_baseline_p50}x it)`);
   }
   if (e2bFigures) printE2b(e2bFigures);
+  if (datasetFigures) printDataset(datasetFigures);
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
