@@ -58,7 +58,10 @@
  *      build + run of a dataset of the same shape; --dataset-server-arg passes the server more
  *      options. Needs docker/make-local-debian-base.sh's image. Not in the default phases. About
  *      five minutes at 200 tasks.
- *   9. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   9. Live (--phases live, --live N, 1024): N episodes live at once, each in its own network,
+ *      against N bare starts each on an internal network made beforehand; memory per live
+ *      episode. Not in the default phases.
+ *  10. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -130,6 +133,7 @@ const { values } = parseArgs({
     'e2b-calls': { type: 'string', default: '200' },
     'e2b-file-mb': { type: 'string', default: '50' },
     'e2b-file-rounds': { type: 'string', default: '5' },
+    live: { type: 'string', default: '1024' },
     'dataset-tasks': { type: 'string', default: '200' },
     'dataset-concurrency': { type: 'string', default: '16' },
     'dataset-build-concurrency': { type: 'string', default: '4' },
@@ -149,8 +153,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b', 'dataset'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify, e2b and/or dataset, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b', 'dataset', 'live'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify, e2b, dataset and/or live, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -281,11 +285,10 @@ function burstFigures(r: ServerBurst, bare: BurstSummary) {
 }
 
 /** a cold burst on a fresh server; `stockOff`: with --network-stock 0 */
-async function coldBurst(picked: number, stockOff: boolean) {
-  const name = stockOff ? 'cold-stock-off' : 'cold';
+async function coldBurst(picked: number, stockOff: boolean, size = BURST, name = stockOff ? 'cold-stock-off' : 'cold') {
   const s = await startServer(ctx, name, [
     '--max-concurrent-envs',
-    String(BURST),
+    String(size),
     '--max-concurrent-deploys',
     String(picked),
     '--max-waiting',
@@ -293,22 +296,49 @@ async function coldBurst(picked: number, stockOff: boolean) {
     ...(stockOff ? STOCK_OFF : []),
   ]);
   try {
-    const stock = stockSize(BURST, stockOff);
+    const stock = stockSize(size, stockOff);
     const stockFillS = await waitNetworkStock(ctx, s, stock);
     // a moment for the server to finish settling after its start (its sweep, the stock's last creation)
     await new Promise((r) => setTimeout(r, 1000));
     progress(
       `burst: cold, ${stockOff ? '--network-stock 0' : `a network stock of ${stock} (the default; made in ${stockFillS.toFixed(1)} s)`}; server RSS idle ${s.rssMb().toFixed(1)} MB`,
     );
-    const r = await burstServer(ctx, s, name, BURST);
+    const r = await burstServer(ctx, s, name, size);
     progress(
-      `  p50 ${r.p50_s} s p95 ${r.p95_s} s all up ${r.last_started_s} s; ${r.live.answered}/${BURST} answered while all live; all torn down in ${r.teardown_all_s} s`,
+      `  p50 ${r.p50_s} s p95 ${r.p95_s} s all up ${r.last_started_s} s; ${r.live.answered}/${size} answered while all live; all torn down in ${r.teardown_all_s} s`,
     );
-    const slot: SlotTime = await slotTime(ctx, s, BURST);
+    const slot: SlotTime = await slotTime(ctx, s, size);
     return { r, slot, stock, stockFillS };
   } finally {
     await s.stop();
   }
+}
+
+/**
+ * --phases live: --live N episodes live at once on this host, each in its own network (the
+ * server's stock), against N bare starts each on an internal network made beforehand (like for
+ * like): all up or the first failure, memory per live episode.
+ */
+async function livePhase(image: string, picked: number, size: number) {
+  progress(`live: ${size} bare container starts + readiness at once, each on an internal network made beforehand`);
+  const bare = await burstBare(ctx, image, size, 'premade');
+  progress(`  bare p95 ${bare.p95_s} s all up ${bare.last_started_s} s; removed in ${bare.remove_s} s`);
+  const { r, stock, stockFillS } = await coldBurst(picked, false, size, 'live');
+  return {
+    size,
+    network_stock: stock,
+    network_stock_fill_s: round(stockFillS, 1),
+    bare_premade: { p95_s: bare.p95_s, all_up_s: bare.last_started_s, remove_all_s: bare.remove_s },
+    server: { p50_s: r.p50_s, p95_s: r.p95_s, all_up_s: r.last_started_s, answered: r.live.answered, teardown_all_s: r.teardown_all_s },
+    ratio_all_up_like_for_like: round(r.last_started_s / bare.last_started_s),
+    ratio_p95_like_for_like: round(r.p95_s / bare.p95_s),
+    memory_per_live_episode_mb: {
+      server: round((r.live.server_rss_mb - r.before.server_rss_mb) / size),
+      env_container: round(r.live.env_containers_mb / size),
+      engine: round((r.live.engine.total_mb - r.before.engine.total_mb) / size),
+    },
+    containers_running: r.live.containers_running,
+  };
 }
 
 async function burstPhase(image: string, picked: number) {
@@ -463,7 +493,7 @@ async function main(): Promise<void> {
   const gatewayFigures = PHASES.has('gateway') ? await gatewayPhase(ctx, GATEWAY_LOAD) : null;
   // the first server builds the image (or finds it), when a phase needs the engine
   let image = '(no engine phase)';
-  if (['sustained', 'burst', 'lanes'].some((p) => PHASES.has(p))) {
+  if (['sustained', 'burst', 'lanes', 'live'].some((p) => PHASES.has(p))) {
     const probe = await startServer(ctx, 'probe', ['--max-concurrent-envs', '1']);
     image = await envImage(ctx, probe).finally(() => probe.stop());
     progress(`image ${image}`);
@@ -474,6 +504,7 @@ async function main(): Promise<void> {
   const picked = sustainedFigures?.picked ?? (DEPLOY_VALUES.length === 1 ? DEPLOY_VALUES[0]! : DEFAULT_MAX_CONCURRENT_DEPLOYS);
   const burstResult = PHASES.has('burst') ? await burstPhase(image, picked) : null;
   const lanesFigures = PHASES.has('lanes') ? await lanesPhase() : null;
+  const liveFigures = PHASES.has('live') ? await livePhase(image, picked, positive('live', values.live)) : null;
   const harnessFigures = PHASES.has('harness')
     ? await harnessBurst({ run: ctx.run, size: positive('harness-burst', values['harness-burst']), image: values['debian-image'], progress })
     : null;
@@ -550,6 +581,9 @@ async function main(): Promise<void> {
     targets['e2b files.write time <= 1.2x putArchive of the same bytes'] = e2bFigures.files.write_mb_s.time_ratio <= 1.2;
     targets['e2b files.read time <= 1.2x getArchive of the same bytes'] = e2bFigures.files.read_mb_s.time_ratio <= 1.2;
   }
+  if (liveFigures)
+    targets[`${liveFigures.size} live episodes on this host, each in its own network: all up and answering`] =
+      liveFigures.server.answered === liveFigures.size && liveFigures.containers_running >= liveFigures.size;
   if (datasetFigures) {
     const d = datasetFigures;
     targets[`dataset of ${d.tasks}: /health ready within 10 s of start`] = d.targets.health_within_10s;
@@ -571,6 +605,7 @@ async function main(): Promise<void> {
     verify: verifyFigures,
     e2b: e2bFigures,
     dataset: datasetFigures,
+    live: liveFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -602,6 +637,20 @@ async function main(): Promise<void> {
   }
   if (e2bFigures) printE2b(e2bFigures);
   if (datasetFigures) printDataset(datasetFigures);
+  if (liveFigures) {
+    const f = liveFigures;
+    console.log(`\n## ${f.size} live episodes, each in its own network\n`);
+    console.log('| | p95 | all up | answered |');
+    console.log('|---|---|---|---|');
+    console.log(`| ${f.size} bare starts, each on an internal network made ahead | ${f.bare_premade.p95_s} s | ${f.bare_premade.all_up_s} s | |`);
+    console.log(
+      `| ${f.size} resets, cold | ${f.server.p95_s} s (${f.ratio_p95_like_for_like}×) | ${f.server.all_up_s} s (${f.ratio_all_up_like_for_like}×) | ${f.server.answered}/${f.size} |`,
+    );
+    const m = f.memory_per_live_episode_mb;
+    console.log(
+      `\nper live episode: server ${m.server} MB, env container ${m.env_container} MB, engine ${m.engine} MB; all torn down in ${f.server.teardown_all_s} s`,
+    );
+  }
   console.log('');
   console.log(`left on the engine afterwards: ${left.containers} containers, ${left.networks} networks, ${left.volumes} volumes`);
   for (const [t, ok] of Object.entries(targets)) console.log(`  target ${ok ? 'met   ' : 'MISSED'} ${t}`);
