@@ -20,7 +20,9 @@
  * Options: --episodes N (2000), --concurrency N (8), --shell-share F (0.25), --drop-share F (0.2),
  * --crash-share F (0.05), --warm-pool N (8), --history N (100: the console's kept episodes, full
  * well before the middle, so the memory bound measures leaks rather than the history filling up),
- * --seed N (1), --node-image REF, --debian-image REF.
+ * --seed N (1), --node-image REF, --debian-image REF, --synthetic N (0: the shipped dataset; N: a
+ * synthetic dataset of N Harbor tasks with an image each, scripts/lib/synthetic-dataset.ts, made and
+ * imported here, its images built by the server as it serves and removed at the end).
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -35,6 +37,7 @@ import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { parsePrometheusText, sumOf } from './lib/prom-text.js';
 import { WsClient } from './lib/ws-client.js';
 import { spawnTiedNode } from './lib/tied-child.js';
+import { writeSyntheticDataset } from './lib/synthetic-dataset.js';
 
 const { values } = parseArgs({
   options: {
@@ -48,8 +51,11 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     'node-image': { type: 'string', default: LOCAL_NODE_IMAGE },
     'debian-image': { type: 'string', default: 'openenv-local/debian:bookworm' },
+    synthetic: { type: 'string', default: '0' },
   },
 });
+const SYNTHETIC = Number(values.synthetic);
+if (!Number.isInteger(SYNTHETIC) || SYNTHETIC < 0) throw new Error(`--synthetic must be a whole number, not ${JSON.stringify(values.synthetic)}`);
 const EPISODES = Number(values.episodes);
 const CONCURRENCY = Number(values.concurrency);
 const SHELL_SHARE = Number(values['shell-share']);
@@ -346,15 +352,20 @@ async function main(): Promise<void> {
     `soak: ${EPISODES} episodes (${gridEpisodes} GridSim, ${shellEpisodes} shell), ${CONCURRENCY} at a time per server, drops ${DROP_SHARE}, crashes ${CRASH_SHARE}, warm pool ${values['warm-pool']}, seed ${values.seed}`,
   );
   const harbor = join(WORK, 'harbor-v1');
+  // the shipped dataset, or a synthetic one of --synthetic tasks with an image each (built FROM the local base)
+  const source = SYNTHETIC > 0 ? join(WORK, 'synthetic') : join(ROOT, 'datasets/openenv-harbor-v1');
+  if (SYNTHETIC > 0) await writeSyntheticDataset({ count: SYNTHETIC, out: source, base: values['debian-image'], seed: Number(values.seed) });
+  const bundleName = SYNTHETIC > 0 ? `soak-synthetic-${SYNTHETIC}-${values.seed}` : 'harbor-v1';
   await sh(process.execPath, [
     CLI,
     'import',
     'harbor',
-    join(ROOT, 'datasets/openenv-harbor-v1'),
+    source,
     '--out',
     harbor,
-    '--base-image',
-    `debian:bookworm=${values['debian-image']}`,
+    '--name',
+    bundleName,
+    ...(SYNTHETIC > 0 ? [] : ['--base-image', `debian:bookworm=${values['debian-image']}`]),
   ]);
   const shellTasks = readJsonl<ShellTask>(join(harbor, 'tasks/train.jsonl'));
   const gridTasks = readJsonl<{ task_id: string }>(join(ROOT, 'bundles/gridsim-v1/tasks/train.jsonl'))
@@ -444,6 +455,12 @@ async function main(): Promise<void> {
     console.log(`[${s.name}] after SIGTERM (exit ${codes[k]}): ${JSON.stringify(left)}; error lines ${s.errors()}`);
   });
   for (const b of belowMax) console.log(`[shell] golden below the maximum: ${b.task}: ${b.ended}`);
+  if (SYNTHETIC > 0) {
+    // the synthetic dataset's images are the soak's own: nothing else builds them
+    const images = (await sh('docker', ['images', '-q', '--filter', `label=${LABELS.bundle}=${bundleName}`])).split('\n').filter(Boolean);
+    if (images.length) await sh('docker', ['rmi', '-f', ...new Set(images)]);
+    console.log(`[shell] removed the synthetic dataset's ${new Set(images).size} image(s)`);
+  }
   rmSync(WORK, { recursive: true, force: true });
   if (bad) process.exitCode = 1;
 }
