@@ -105,7 +105,8 @@ export class ModelAccess {
     return async (place) => {
       // a deploy that runs on after the pool discarded its env opens no door
       if (!this.pooled.has(envId)) throw new Error(`pooled env ${envId} was discarded before its model door opened`);
-      const issued = await this.opts.gateway.issue(envId, { door: place, unbound: true });
+      const upstream = this.opts.defaultUpstream;
+      const issued = await this.opts.gateway.issue(envId, { door: place, unbound: true, ...(upstream ? { upstream } : {}) });
       return { env: { ...issued.env }, door: { ip: issued.address, port: issued.port } };
     };
   }
