@@ -51,7 +51,14 @@
  *      throughput (--e2b-file-mb MB, --e2b-file-rounds times) against the engine's archive
  *      calls; needs docker/make-local-debian-base.sh's image. Not in the default phases. About two
  *      minutes.
- *   8. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *   8. Groups (--phases groups, scripts/bench/groups.ts): a GRPO trainer's groups over a dataset whose
+ *      tasks each have their own env: --groups-tasks (32) tasks of their own env (the fixture's env
+ *      under as many names), a group of --groups-size (8) resets of each, each within
+ *      --groups-stagger ms (1000) of its group's start, a group every --groups-gap ms (500), at
+ *      --warm-pool 2×size and --max-concurrent-envs 4×size; with --warm-pool-group size and again
+ *      off, each beside warm single resets of the same server (p95 against the warm p95). Not in
+ *      the default phases; `--phases groups --groups-tasks 4` runs it small (about a minute).
+ *   9. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -93,6 +100,7 @@ import { e2bPhase, printE2b } from './bench/e2b.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './bench/harness.js';
+import { groupsPhase, printGroups } from './bench/groups.js';
 
 const { values } = parseArgs({
   options: {
@@ -122,6 +130,10 @@ const { values } = parseArgs({
     'e2b-calls': { type: 'string', default: '200' },
     'e2b-file-mb': { type: 'string', default: '50' },
     'e2b-file-rounds': { type: 'string', default: '5' },
+    'groups-tasks': { type: 'string', default: '32' },
+    'groups-size': { type: 'string', default: '8' },
+    'groups-stagger': { type: 'string', default: '1000' },
+    'groups-gap': { type: 'string', default: '500' },
   },
 });
 function positive(name: string, v: string): number {
@@ -136,8 +148,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify and/or e2b, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b', 'groups'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify, e2b and/or groups, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -488,6 +500,19 @@ async function main(): Promise<void> {
       })
     : null;
 
+  const groupSize = positive('groups-size', values['groups-size']);
+  const groupsFigures = PHASES.has('groups')
+    ? await groupsPhase(ctx, {
+        tasks: positive('groups-tasks', values['groups-tasks']),
+        size: groupSize,
+        staggerMs: positive('groups-stagger', values['groups-stagger']),
+        gapMs: positive('groups-gap', values['groups-gap']),
+        pool: 2 * groupSize,
+        cap: 4 * groupSize,
+        warm: SINGLES,
+      })
+    : null;
+
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
   await removeRunLeftovers(ctx);
@@ -540,6 +565,7 @@ async function main(): Promise<void> {
     shell: shellFigures,
     verify: verifyFigures,
     e2b: e2bFigures,
+    groups: groupsFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -561,6 +587,7 @@ async function main(): Promise<void> {
   if (l) printLanes(l);
   if (gatewayFigures) printGateway(gatewayFigures);
   if (harnessFigures) printHarnessBurst(harnessFigures);
+  if (groupsFigures) printGroups(groupsFigures);
   if (shellFigures) printShell(shellFigures);
   if (verifyFigures) {
     const f = verifyFigures;

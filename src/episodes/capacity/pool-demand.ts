@@ -23,6 +23,8 @@ export class PoolDemand {
   private readonly window: string[] = [];
   /** when each env was last asked for (seeded envs: at start) */
   private readonly lastAsked = new Map<string, number>();
+  /** envs a reset asked for (not only seeded) */
+  private readonly asked = new Set<string>();
   /** each env's current group of resets */
   private readonly runs = new Map<string, Run>();
   /** sizes of the last groups that closed (auto) */
@@ -49,6 +51,7 @@ export class PoolDemand {
     if (this.window.length > WARM_POOL.demandWindow) this.window.shift();
     const t = this.now();
     this.lastAsked.set(envName, t);
+    this.asked.add(envName);
     const run = this.runs.get(envName);
     if (run && t - run.last <= WARM_POOL.groupGapMs) {
       run.seen++;
@@ -98,6 +101,19 @@ export class PoolDemand {
   /** when `envName` was last asked for (-Infinity: never) */
   lastAskedAt(envName: string): number {
     return this.lastAsked.get(envName) ?? -Infinity;
+  }
+
+  /**
+   * With groups, which pooled envs give way first to the rest of another env's group (lower first):
+   * 0, those of an env whose own group is over (asked for, not within the gap) or that is stale;
+   * 1, those of an env only the seeding named (a guess at a group still to come); null, those of
+   * an env whose group is still arriving (they never give way to another group).
+   */
+  giveWayRank(envName: string): 0 | 1 | null {
+    if (this.isStale(envName)) return 0;
+    const run = this.runs.get(envName);
+    if (run !== undefined && this.now() - run.last <= WARM_POOL.groupGapMs) return null;
+    return this.asked.has(envName) ? 0 : 1;
   }
 
   /** none asked for it within WARM_POOL.staleAfterMs */

@@ -281,12 +281,15 @@ export class WarmPool {
     if (this.closed || this.demand.groupSize() <= 1) return false;
     const e = this.entries.find((x) => x.state === 'deploying' && !x.promisedTo && x.envName === w.envName);
     if (!e) return false;
-    const timer = setTimeout(() => {
-      if (w.settled) return;
-      w.cleanup();
-      this.unpromise(w);
-      this.enter(w);
-    }, Math.max(0, w.deadline - this.now()));
+    const timer = setTimeout(
+      () => {
+        if (w.settled) return;
+        w.cleanup();
+        this.unpromise(w);
+        this.enter(w);
+      },
+      Math.max(0, w.deadline - this.now()),
+    );
     timer.unref?.();
     const onAbort = () => {
       if (w.settled) return;
@@ -445,8 +448,10 @@ export class WarmPool {
   /**
    * A reset of `envName` arrived: when the pool is full, pooled envs that give way are evicted
    * for it, the stalest env's first: with groups, as many as the rest of its group wants, among
-   * envs whose groups are over; without, one, of an env nobody asked for within
-   * WARM_POOL.staleAfterMs, when the pool holds none of `envName`. Their slots come back to
+   * envs that may give way; without, one, of an env nobody asked for within
+   * WARM_POOL.staleAfterMs, when the pool holds none of `envName`. With groups: those of envs whose
+   * groups are over (or stale) first, then those only the seeding guessed, never those of a group
+   * still arriving (PoolDemand.giveWayRank). Their slots come back to
    * fill(), which deploys the group's envs first. Never while a reset waits (rebalance evicts then).
    */
   private anticipate(envName: string): void {
@@ -458,17 +463,12 @@ export class WarmPool {
     const staying = this.entries.filter((x) => !x.promisedTo).length;
     const available = Math.min(this.size - staying, admission.capacity - admission.activeCount + this.evictingForDemand);
     let over = wanted - available;
-    const open = new Set(this.demand.openGroups());
     while (over > 0) {
-      const victim = this.stalest(
-        this.entries.filter(
-          (x) =>
-            !x.promisedTo &&
-            !x.checking &&
-            x.envName !== envName &&
-            (grouped ? !open.has(x.envName) : this.demand.isStale(x.envName)),
-        ),
-      );
+      const free = this.entries.filter((x) => !x.promisedTo && !x.checking && x.envName !== envName);
+      const victim = grouped
+        ? (this.stalest(free.filter((x) => this.demand.giveWayRank(x.envName) === 0)) ??
+          this.stalest(free.filter((x) => this.demand.giveWayRank(x.envName) === 1)))
+        : this.stalest(free.filter((x) => this.demand.isStale(x.envName)));
       if (!victim) break;
       this.log().info(
         { event: 'pool_evict', env_id: victim.id, env: victim.envName, reason: 'stale', for_env: envName },
@@ -562,7 +562,10 @@ export class WarmPool {
         if (e.anticipated) {
           e.expiry = setTimeout(() => {
             if (!this.entries.includes(e) || e.promisedTo || e.checking) return;
-            this.log().info({ event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'expired' }, 'an env deployed for the rest of a group went untaken: discarded');
+            this.log().info(
+              { event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'expired' },
+              'an env deployed for the rest of a group went untaken: discarded',
+            );
             this.discard(e, 'expired');
             this.fill();
           }, WARM_POOL.anticipationTtlMs);

@@ -181,22 +181,39 @@ describe('stale envs give way first', () => {
 
   it('with the pool full, demand for another env evicts the pooled env of the env asked for least lately', async () => {
     const s = await setUp({ capacity: 8, size: 2, group: 2, seeded: ['e0', 'e1'] });
+    // e0 asked for at 0 s, e1 at 5 s: each a hit, each refilled with its own env for the rest of its group of 2
+    expect((await reset(s, 'e0')).pooled).not.toBeNull();
+    await vi.advanceTimersByTimeAsync(5000);
+    expect((await reset(s, 'e1')).pooled).not.toBeNull();
+    await vi.advanceTimersByTimeAsync(WARM_POOL.groupGapMs + 2000);
     expect(byEnv(s, 'e0').ready).toBe(1);
     expect(byEnv(s, 'e1').ready).toBe(1);
-    // e1 is asked for at 5 s (a hit; its refill is e1 again, for the rest of its group of 2); e0 only by the seeding
-    await vi.advanceTimersByTimeAsync(5000);
-    const hit = await reset(s, 'e1');
-    expect(hit.pooled).not.toBeNull();
-    await vi.advanceTimersByTimeAsync(WARM_POOL.groupGapMs + 2000);
-    expect(byEnv(s, 'e0').ready + byEnv(s, 'e1').ready).toBe(2);
-    const e1Before = byEnv(s, 'e1').ready;
     await reset(s, 'e2');
     await vi.advanceTimersByTimeAsync(0);
     // e0 (asked for least lately) went, e1 stayed, e2 came in its place
     expect(byEnv(s, 'e0').ready).toBe(0);
-    expect(byEnv(s, 'e1').ready).toBe(e1Before);
+    expect(byEnv(s, 'e1').ready).toBe(1);
     expect(byEnv(s, 'e2').ready).toBe(1);
     expect(await metricValue(s.rig.metrics.poolDiscarded, { reason: 'stale' })).toBe(1);
+  });
+
+  it('an env whose group is over gives way before one only the seeding guessed (a group still to come); one whose group is arriving never does', async () => {
+    const s = await setUp({ capacity: 8, size: 2, group: 2, seeded: ['e0', 'e1'] });
+    await vi.advanceTimersByTimeAsync(5000);
+    expect((await reset(s, 'e1')).pooled).not.toBeNull();
+    await vi.advanceTimersByTimeAsync(WARM_POOL.groupGapMs + 2000);
+    await reset(s, 'e2');
+    await vi.advanceTimersByTimeAsync(0);
+    // e1's group is over: it goes, though the seeded e0 was named earlier
+    expect(byEnv(s, 'e0').ready).toBe(1);
+    expect(byEnv(s, 'e1').ready).toBe(0);
+    expect(byEnv(s, 'e2').ready).toBe(1);
+    // e2's group is arriving: a group of e3 finds nothing that may give way but the seeded e0
+    await reset(s, 'e3');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(byEnv(s, 'e0').ready).toBe(0);
+    expect(byEnv(s, 'e2').ready).toBe(1);
+    expect(byEnv(s, 'e3').ready).toBe(1);
   });
 
   it('without groups: a pooled env of an env nobody asked for within the stale time gives way to a reset of another env; refills skip stale envs', async () => {
