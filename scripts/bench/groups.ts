@@ -122,8 +122,18 @@ export async function groupsRun(ctx: BenchContext, bundle: string, load: GroupsL
       hits: all.filter((r) => r.pooled).length,
       reset_p50_s: s3(percentile(ms, 50)),
       reset_p95_s: s3(p95),
-      first_p95_s: s3(percentile(all.filter((r) => r.first).map((r) => r.ms), 95)),
-      later_p95_s: s3(percentile(all.filter((r) => !r.first).map((r) => r.ms), 95)),
+      first_p95_s: s3(
+        percentile(
+          all.filter((r) => r.first).map((r) => r.ms),
+          95,
+        ),
+      ),
+      later_p95_s: s3(
+        percentile(
+          all.filter((r) => !r.first).map((r) => r.ms),
+          95,
+        ),
+      ),
       warm_p50_s: s3(percentile(warm, 50)),
       warm_p95_s: s3(warmP95),
       p95_vs_warm: Number((p95 / warmP95).toFixed(1)),

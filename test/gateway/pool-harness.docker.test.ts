@@ -110,13 +110,17 @@ describeDocker('the model gateway with the warm pool', () => {
   });
 
   it("a pooled env's call before any episode took it is refused; the episode that takes it has its harness's calls in its own transcript", async () => {
-    await waitFor(
-      async () => ((await (await fetch(`${srv.url}/health`)).json()) as any).pool?.ready === 2,
-      180_000,
-      'two pooled envs ready',
-    ).catch((e: Error) => {
-      throw new Error(`${e.message}:\n${srv.lines().filter((l) => String(l.event ?? '').startsWith('pool') || l.level === 50 || l.level === 40).map((l) => JSON.stringify(l)).join('\n')}`);
-    });
+    await waitFor(async () => ((await (await fetch(`${srv.url}/health`)).json()) as any).pool?.ready === 2, 180_000, 'two pooled envs ready').catch(
+      (e: Error) => {
+        throw new Error(
+          `${e.message}:\n${srv
+            .lines()
+            .filter((l) => String(l.event ?? '').startsWith('pool') || l.level === 50 || l.level === 40)
+            .map((l) => JSON.stringify(l))
+            .join('\n')}`,
+        );
+      },
+    );
     const pooled = pooledContainers(instance);
     expect(pooled).toHaveLength(2);
     // from inside each pooled env, with the credential its deploy gave it: refused, and nothing goes upstream

@@ -33,7 +33,10 @@ function threeEnvBundle(): string {
     rows.push({ ...first, task_id: `group-${name}`, toolset: name });
   }
   writeFileSync(path.join(dir, 'bundle.json'), JSON.stringify(manifest, null, 2));
-  writeFileSync(path.join(dir, 'tasks/eval.jsonl'), readFileSync(path.join(dir, 'tasks/eval.jsonl'), 'utf8') + rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(
+    path.join(dir, 'tasks/eval.jsonl'),
+    readFileSync(path.join(dir, 'tasks/eval.jsonl'), 'utf8') + rows.map((r) => JSON.stringify(r)).join('\n') + '\n',
+  );
   return dir;
 }
 

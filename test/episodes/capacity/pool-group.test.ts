@@ -105,7 +105,7 @@ describe('warm pool groups (--warm-pool-group)', () => {
     expect(s.maxActive()).toBeLessThanOrEqual(16);
   });
 
-  it("a group staggered while its envs still deploy: later resets take those deploying (hits), none deploys its own", async () => {
+  it('a group staggered while its envs still deploy: later resets take those deploying (hits), none deploys its own', async () => {
     const s = await setUp({ capacity: 16, size: 8, group: 4, seeded: ['e0', 'e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7'], deployMs: 1000 });
     // a pool with room: 4 of the 8 seeded envs' slots are free once they give way; here the pool holds e0…e7
     const first = await reset(s, 'e9');
@@ -155,7 +155,7 @@ describe('warm pool groups (--warm-pool-group)', () => {
     expect(await startedBy('e2')).toEqual(['e2', 'e2', 'e2']);
   });
 
-  it("the cap holds: with 4 slots and groups of 8, the pool starts only what free slots allow, never ahead of a waiting reset", async () => {
+  it('the cap holds: with 4 slots and groups of 8, the pool starts only what free slots allow, never ahead of a waiting reset', async () => {
     const s = await setUp({ capacity: 4, size: 4, group: 8, seeded: ['e0'], deployMs: 500 });
     const leases: Promise<Lease>[] = [];
     for (let i = 0; i < 8; i++) {
