@@ -9,7 +9,7 @@
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import { followContainerLives } from '../../scripts/lib/container-lives.js';
 import { WsClient } from '../../scripts/lib/ws-client.js';
 import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../support/docker.js';
@@ -45,12 +45,9 @@ async function poolStatus(url: string): Promise<any> {
 }
 
 describeDocker('warm pool groups on Docker', () => {
-  const dirs: string[] = [];
-  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
   it('groups of 4 resets of one env, staggered: the later resets of each group take envs the pool started for it, and the cap holds', async () => {
     const bundle = threeEnvBundle();
-    dirs.push(bundle);
+    onTestFinished(() => rmSync(bundle, { recursive: true, force: true }));
     const instance = uniqueInstance('pool-group');
     const label = `${INSTANCE_LABEL}=${instance}`;
     const lives = followContainerLives(label);

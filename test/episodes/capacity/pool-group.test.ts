@@ -65,6 +65,8 @@ function reset(s: Setup, env: string): Promise<Lease> {
 }
 
 const byEnv = (s: Setup, env: string) => s.pool.status().by_env[env]!;
+/** how many ready pooled envs of each of `envs` */
+const readyOf = (s: Setup, ...envs: string[]) => envs.map((e) => byEnv(s, e).ready);
 
 describe('warm pool groups (--warm-pool-group)', () => {
   onRigClock();
@@ -186,14 +188,11 @@ describe('stale envs give way first', () => {
     await vi.advanceTimersByTimeAsync(5000);
     expect((await reset(s, 'e1')).pooled).not.toBeNull();
     await vi.advanceTimersByTimeAsync(WARM_POOL.groupGapMs + 2000);
-    expect(byEnv(s, 'e0').ready).toBe(1);
-    expect(byEnv(s, 'e1').ready).toBe(1);
+    expect(readyOf(s, 'e0', 'e1')).toEqual([1, 1]);
     await reset(s, 'e2');
     await vi.advanceTimersByTimeAsync(0);
     // e0 (asked for least lately) went, e1 stayed, e2 came in its place
-    expect(byEnv(s, 'e0').ready).toBe(0);
-    expect(byEnv(s, 'e1').ready).toBe(1);
-    expect(byEnv(s, 'e2').ready).toBe(1);
+    expect(readyOf(s, 'e0', 'e1', 'e2')).toEqual([0, 1, 1]);
     expect(await metricValue(s.rig.metrics.poolDiscarded, { reason: 'stale' })).toBe(1);
   });
 
@@ -205,15 +204,11 @@ describe('stale envs give way first', () => {
     await reset(s, 'e2');
     await vi.advanceTimersByTimeAsync(0);
     // e1's group is over: it goes, though the seeded e0 was named earlier
-    expect(byEnv(s, 'e0').ready).toBe(1);
-    expect(byEnv(s, 'e1').ready).toBe(0);
-    expect(byEnv(s, 'e2').ready).toBe(1);
+    expect(readyOf(s, 'e0', 'e1', 'e2')).toEqual([1, 0, 1]);
     // e2's group is arriving: a group of e3 finds nothing that may give way but the seeded e0
     await reset(s, 'e3');
     await vi.advanceTimersByTimeAsync(0);
-    expect(byEnv(s, 'e0').ready).toBe(0);
-    expect(byEnv(s, 'e2').ready).toBe(1);
-    expect(byEnv(s, 'e3').ready).toBe(1);
+    expect(readyOf(s, 'e0', 'e2', 'e3')).toEqual([0, 1, 1]);
   });
 
   it('without groups: a pooled env of an env nobody asked for within the stale time gives way to a reset of another env; refills skip stale envs', async () => {
