@@ -278,7 +278,8 @@ export class WarmPool {
    * own. At its deadline it goes to the queue (which refuses it at once if no slot is free).
    */
   private awaitDeploying(w: Waiter): boolean {
-    if (this.closed || this.demand.groupSize() <= 1) return false;
+    // past its deadline it goes to the queue, which answers at once
+    if (this.closed || this.demand.groupSize() <= 1 || w.deadline <= this.now()) return false;
     const e = this.entries.find((x) => x.state === 'deploying' && !x.promisedTo && x.envName === w.envName);
     if (!e) return false;
     const timer = setTimeout(

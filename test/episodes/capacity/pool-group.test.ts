@@ -125,6 +125,23 @@ describe('warm pool groups (--warm-pool-group)', () => {
     expect(s.pool.counts).toMatchObject({ hits: 3, misses: 1 });
   });
 
+  it("a reset waiting for its group's env still deploying goes to the queue at its reset timeout (a free slot: it deploys its own)", async () => {
+    const s = await setUp({ capacity: 16, size: 8, group: 4, seeded: ['e0'], deployMs: 10_000 });
+    await reset(s, 'e1');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(byEnv(s, 'e1').deploying).toBe(3);
+    let lease: Lease | null = null;
+    void s.pool.acquire('e1', { timeoutMs: 2000, adopt: () => {} }).then((l) => (lease = l));
+    await vi.advanceTimersByTimeAsync(1900);
+    expect(lease).toBeNull();
+    await vi.advanceTimersByTimeAsync(200);
+    expect(lease).not.toBeNull();
+    expect(lease!.pooled).toBeNull();
+    // the env it waited for is back in the pool, unpromised, still deploying
+    expect(byEnv(s, 'e1').deploying).toBe(3);
+    expect(s.pool.counts).toMatchObject({ hits: 0, misses: 2 });
+  });
+
   it('envs started for a group that nobody takes give way after a while (discarded, reason expired)', async () => {
     const s = await setUp({ capacity: 16, size: 8, group: 8, seeded: ['e0'] });
     await reset(s, 'e1');
