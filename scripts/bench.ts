@@ -61,7 +61,14 @@
  *   9. Live (--phases live, --live N, 1024): N episodes live at once, each in its own network,
  *      against N bare starts each on an internal network made beforehand; memory per live
  *      episode. Not in the default phases.
- *  10. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
+ *  10. Groups (--phases groups, scripts/bench/groups.ts): a GRPO trainer's groups over a dataset whose
+ *      tasks each have their own env: --groups-tasks (32) tasks of their own env (the fixture's env
+ *      under as many names), a group of --groups-size (8) resets of each, each within
+ *      --groups-stagger ms (1000) of its group's start, a group every --groups-gap ms (500), at
+ *      --warm-pool 2×size and --max-concurrent-envs 4×size; with --warm-pool-group size and again
+ *      off, each beside warm single resets of the same server (p95 against the warm p95). Not in
+ *      the default phases; `--phases groups --groups-tasks 4` runs it small (about a minute).
+ *  11. Afterwards: what of the run is left on the engine (containers, networks, volumes labelled
  *      by the bench or by its server instances): reported, then removed.
  *
  * Writes bench-results/bench-<time>.json (every figure) and .svg (reset-latency CDFs) and prints
@@ -104,6 +111,7 @@ import { datasetPhase, printDataset } from './bench/dataset.js';
 import { percentile, type BurstSummary } from './bench/stats.js';
 import { LOCAL_NODE_IMAGE } from './lib/local-node-image.js';
 import { harnessBurst, printHarnessBurst } from './bench/harness.js';
+import { groupsPhase, printGroups } from './bench/groups.js';
 
 const { values } = parseArgs({
   options: {
@@ -139,6 +147,10 @@ const { values } = parseArgs({
     'dataset-build-concurrency': { type: 'string', default: '4' },
     'dataset-cold-resets': { type: 'string', default: '10' },
     'dataset-server-arg': { type: 'string', multiple: true, default: [] },
+    'groups-tasks': { type: 'string', default: '32' },
+    'groups-size': { type: 'string', default: '8' },
+    'groups-stagger': { type: 'string', default: '1000' },
+    'groups-gap': { type: 'string', default: '500' },
   },
 });
 function positive(name: string, v: string): number {
@@ -153,8 +165,8 @@ const DEPLOY_VALUES = values.deploys.split(',').map((d) => positive('deploys', d
 const SINGLES = positive('singles', values.singles);
 const PHASES = new Set(values.phases.split(','));
 for (const p of PHASES)
-  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b', 'dataset', 'live'].includes(p))
-    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify, e2b, dataset and/or live, not ${JSON.stringify(p)}`);
+  if (!['sustained', 'burst', 'lanes', 'gateway', 'harness', 'shell', 'verify', 'e2b', 'dataset', 'live', 'groups'].includes(p))
+    throw new Error(`--phases takes sustained, burst, lanes, gateway, harness, shell, verify, e2b, dataset, live and/or groups, not ${JSON.stringify(p)}`);
 const LANES_HOLD_S = Number(values['lanes-hold']);
 if (!(LANES_HOLD_S >= 0)) throw new Error(`--lanes-hold must be a number of seconds, not ${JSON.stringify(values['lanes-hold'])}`);
 const RESULTS = fileURLToPath(new URL('../bench-results', import.meta.url));
@@ -542,6 +554,18 @@ async function main(): Promise<void> {
         serverArgs: values['dataset-server-arg'],
       })
     : null;
+  const groupSize = positive('groups-size', values['groups-size']);
+  const groupsFigures = PHASES.has('groups')
+    ? await groupsPhase(ctx, {
+        tasks: positive('groups-tasks', values['groups-tasks']),
+        size: groupSize,
+        staggerMs: positive('groups-stagger', values['groups-stagger']),
+        gapMs: positive('groups-gap', values['groups-gap']),
+        pool: 2 * groupSize,
+        cap: 4 * groupSize,
+        warm: SINGLES,
+      })
+    : null;
 
   // counted before they are removed: a leftover is the server's (or the bench's) bug, reported
   const left = await countRunLeftovers(ctx);
@@ -606,6 +630,7 @@ async function main(): Promise<void> {
     e2b: e2bFigures,
     dataset: datasetFigures,
     live: liveFigures,
+    groups: groupsFigures,
     left_on_engine: left,
     targets,
     total_s: round((performance.now() - ctx.startedAt) / 1000, 0),
@@ -627,6 +652,7 @@ async function main(): Promise<void> {
   if (l) printLanes(l);
   if (gatewayFigures) printGateway(gatewayFigures);
   if (harnessFigures) printHarnessBurst(harnessFigures);
+  if (groupsFigures) printGroups(groupsFigures);
   if (shellFigures) printShell(shellFigures);
   if (verifyFigures) {
     const f = verifyFigures;

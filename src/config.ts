@@ -154,6 +154,13 @@ export const SERVER_OPTIONS = {
     value: N,
     help: 'envs kept deployed ahead of demand, each fresh and used by one episode only; they hold slots of --max-concurrent-envs (0: every reset deploys its env)',
   },
+  warmPoolGroup: {
+    schema: z
+      .union([z.literal('auto'), z.coerce.number().int().positive()], { errorMap: () => ({ message: 'a whole number of resets (1 or more), or auto' }) })
+      .default(1),
+    value: 'N|auto',
+    help: "with --warm-pool: a reset of an env starts up to N-1 more of that env for the rest of its group (a GRPO trainer's rollouts of one task), counting those pooled or deploying; auto learns N from how resets of one env arrive (1: off)",
+  },
   maxConcurrentDeploys: {
     schema: positiveInt(DEFAULT_MAX_CONCURRENT_DEPLOYS),
     value: N,
@@ -528,10 +535,10 @@ function checkGatewayOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void 
     return;
   }
   if (o.sandbox === 'swarm') issue('sandbox', 'the model gateway opens its doors on Docker bridges: --sandbox swarm does not serve it yet');
-  if (o.warmPool > 0)
+  if (o.warmPool > 0 && o.modelUrl === undefined)
     issue(
       'warmPool',
-      "the model gateway issues each episode's credential at its deploy: a warm pool's envs are deployed before their episode, so the two do not go together yet",
+      "a warm pool's envs open their model doors at their deploy, with the server's upstream: give --model-url (a reset's own upstream, --model-from-reset, then replaces it at the hand-over)",
     );
 }
 

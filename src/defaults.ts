@@ -103,6 +103,17 @@ export const WARM_POOL = {
   backoffMaxMs: 300_000,
   /** recent resets whose env kinds set the pool's split between envs (bundles with several envs) */
   demandWindow: 256,
+  /**
+   * --warm-pool-group: resets of one env each within this of the previous one are one group (a
+   * trainer's rollouts of one task, picked up by its workers over a few seconds)
+   */
+  groupGapMs: 3000,
+  /** --warm-pool-group auto: the group size is the median of the last this many groups' sizes */
+  groupHistory: 32,
+  /** an env deployed ahead of the rest of a group that no reset took within this gives way (discarded, reason expired) */
+  anticipationTtlMs: 30_000,
+  /** an env none of the last resets asked for within this is stale: its pooled envs give way first, refills skip it */
+  staleAfterMs: 60_000,
 } as const;
 
 /**

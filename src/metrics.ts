@@ -242,7 +242,7 @@ export class Metrics {
     this.poolRefillFailures = new Counter({ name: `${prefix}pool_refill_failures_total`, help: 'Warm pool refills whose deploy failed', registers: [r] });
     this.poolDiscarded = new Counter({
       name: `${prefix}pool_discarded_total`,
-      help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted, failed (deploy), stopped (deploying when refilling stopped after repeated failures), closed (drain)',
+      help: 'Pooled envs torn down unused, by reason: dead (at hand-out or in the pool), evicted (for a waiting reset), stale (for an env in demand: its env asked for least lately), expired (deployed for a group, not taken in time), failed (deploy), stopped (deploying when refilling stopped after repeated failures), closed (drain)',
       labelNames: ['reason'],
       registers: [r],
     });

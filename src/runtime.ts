@@ -207,6 +207,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   if (opts.warmPool > 0) {
     pool = new WarmPool({
       size: opts.warmPool,
+      group: opts.warmPoolGroup,
+      ...(modelAccess ? { doors: modelAccess } : {}),
       bundle,
       sandbox,
       admission,

@@ -198,7 +198,7 @@ export class Episode {
       await this.resetEnv(await this.lease.env(this.abort.signal, this.deps.modelAccess?.doorFor(this.id))).catch(async (e: unknown) => {
         // a pooled env whose /reset got no answer because it died before the first observation: a fresh one, once
         if (!this.lease.pooled || this.abort.signal.aborted || !(await this.inspector.pooledEnvDied(e))) throw e;
-        await this.resetEnv(await this.lease.replaceDeadPooledEnv(this.abort.signal));
+        await this.resetEnv(await this.lease.replaceDeadPooledEnv(this.abort.signal, this.deps.modelAccess?.doorFor(this.id)));
       });
     } catch (e) {
       if (isAbortError(e) || this.abort.signal.aborted) {

@@ -6,6 +6,11 @@
  * server has a gateway (--model-url or --model-from-reset); the episode calls doorFor() and
  * revoke(), and the runtime tells an episode when its access ended on its own (a budget, the
  * upstream) through the gateway's observer.
+ *
+ * With a warm pool, a pooled env's door opens at its deploy with a credential bound to no episode
+ * (pooledDoor: the server's upstream, its calls refused); the episode that takes the env binds it
+ * at the hand-over (handOver), and revokes it at its end like its own; the pool revokes those of
+ * envs it discards.
  */
 import { BadInputError } from '../errors.js';
 import type { ModelGateway } from '../gateway/index.js';
@@ -48,6 +53,8 @@ export function modelAsk(access: ModelAccess | undefined, data: ResetData): Mode
 
 export class ModelAccess {
   private readonly asks = new Map<string, ModelAsk>();
+  /** pooled envs' ids whose doors may open or are open, bound to no episode yet */
+  private readonly pooled = new Set<string>();
 
   constructor(private readonly opts: ModelAccessOptions) {}
 
@@ -90,6 +97,34 @@ export class ModelAccess {
   }
 
   /**
+   * The hook a warm-pool env's deploy opens its door with: a credential bound to no episode (its
+   * calls refused until handOver). The server's upstream; budgets come with the episode.
+   */
+  pooledDoor(envId: string): ModelDoorHook {
+    this.pooled.add(envId);
+    return async (place) => {
+      // a deploy that runs on after the pool discarded its env opens no door
+      if (!this.pooled.has(envId)) throw new Error(`pooled env ${envId} was discarded before its model door opened`);
+      const upstream = this.opts.defaultUpstream;
+      const issued = await this.opts.gateway.issue(envId, { door: place, unbound: true, ...(upstream ? { upstream } : {}) });
+      return { env: { ...issued.env }, door: { ip: issued.address, port: issued.port } };
+    };
+  }
+
+  /**
+   * A pooled env was handed to `episodeId` (synchronously with the hand-over): its credential is
+   * the episode's from now on, with the episode's upstream and budgets, or revoked when the
+   * episode has no model access.
+   */
+  handOver(envId: string, episodeId: string): void {
+    if (!this.pooled.delete(envId)) return;
+    const ask = this.asks.get(episodeId);
+    if (!ask || !this.opts.gateway.bind(envId, episodeId, { upstream: ask.upstream, budgets: ask.budgets })) {
+      void this.opts.gateway.revoke(envId).catch(() => undefined);
+    }
+  }
+
+  /**
    * The door of an E2B sandbox (--e2b-model-door, docs/e2b.md): the server's upstream and budgets,
    * as an episode whose reset named neither gets. With `hostName` (--e2b-model-door-host), that
    * name resolves to the door inside the sandbox and the door takes the harness's own key,
@@ -116,9 +151,18 @@ export class ModelAccess {
     };
   }
 
+  /**
+   * Closes the door of a pooled env that died before its episode's first observation, keeping the
+   * episode's ask: the fresh env deployed in its place opens its own (doorFor).
+   */
+  async dropDoor(episodeId: string): Promise<void> {
+    await this.opts.gateway.revoke(episodeId);
+  }
+
   /** ends the episode's model access (calls in flight cut short, each recorded) and closes its door; idempotent */
   async revoke(episodeId: string): Promise<void> {
     this.asks.delete(episodeId);
+    this.pooled.delete(episodeId);
     await this.opts.gateway.revoke(episodeId);
   }
 

@@ -118,6 +118,14 @@ export class Call {
         connection: 'close',
       });
     }
+    if (!gate.bound) {
+      return this.refuse(
+        403,
+        'not_in_episode',
+        "this env's model credential is bound to no episode yet: the env waits in the server's warm pool, and its model calls are refused until an episode takes it",
+        { ...NO_RETRY, connection: 'close' },
+      );
+    }
     if (!api) return this.refuse(404, 'not_found', `the model gateway serves ${SERVED}`, { connection: 'close' });
     if (this.refuseIfEnded({ connection: 'close' })) return;
     let body: Record<string, unknown> | null = null;

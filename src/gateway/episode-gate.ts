@@ -67,14 +67,26 @@ export class EpisodeGate {
   private wallTimer: NodeJS.Timeout | null = null;
 
   constructor(
-    readonly id: string,
+    /** the episode's id; a warm-pool env's own id until an episode takes it (bind) */
+    public id: string,
     readonly credential: Credential,
-    readonly upstream: Upstream,
-    readonly budgets: Budgets,
+    public upstream: Upstream,
+    public budgets: Budgets,
     private readonly observer: GatewayObserver,
     /** the door admits by source alone and sends the harness's own key upstream (IssueRequest.harnessKey) */
     readonly forwardsHarnessKey = false,
+    /** false for a warm-pool env's credential until an episode takes the env: its calls are refused */
+    public bound = true,
   ) {}
+
+  /** a warm-pool env's credential goes to the episode that took the env: its calls are that episode's from now on */
+  bind(episodeId: string, upstream: Upstream, budgets: Budgets): void {
+    this.id = episodeId;
+    this.upstream = upstream;
+    this.budgets = budgets;
+    this.bound = true;
+    this.startClock();
+  }
 
   /** the wall-time budget starts (when the credential is handed out) */
   startClock(): void {

@@ -40,6 +40,11 @@ export interface IssueRequest {
    * after it. Absent: only the episode's credential admits a request, and no key goes upstream.
    */
   harnessKey?: 'forward';
+  /**
+   * A warm-pool env's credential, issued at its deploy before any episode takes it: its calls are
+   * refused (403 `not_in_episode`) until bind() gives it to the episode that took the env.
+   */
+  unbound?: true;
 }
 
 /** the variables a harness reads, pointing at the episode's door with its credential */
@@ -101,6 +106,7 @@ export class ModelGateway {
       parseBudgets(req.budgets ?? {}),
       this.observer,
       req.harnessKey === 'forward',
+      req.unbound !== true,
     );
     this.gates.set(episodeId, gate);
     let door: Door;
@@ -116,7 +122,7 @@ export class ModelGateway {
       throw new GatewayError(`episode ${episodeId}'s model access was revoked while its door opened`);
     }
     gate.door = door;
-    gate.startClock();
+    if (gate.bound) gate.startClock();
     const key = gate.credential.value;
     return {
       credential: key,
@@ -125,6 +131,24 @@ export class ModelGateway {
       port: door.port,
       env: { OPENAI_BASE_URL: `${door.origin}/v1`, OPENAI_API_KEY: key, ANTHROPIC_BASE_URL: door.origin, ANTHROPIC_API_KEY: key },
     };
+  }
+
+  /**
+   * Gives a warm-pool env's credential (issued `unbound` under the env's id) to the episode that
+   * took the env, with that episode's upstream and budgets: from now on its calls are the
+   * episode's (its transcript, usage, budgets; revoke(episodeId) ends them). Synchronous, so no
+   * call lands between the hand-over and the binding. False when the env has no such credential.
+   */
+  bind(envId: string, episodeId: string, grant: { upstream?: UpstreamInput; budgets?: BudgetsInput }): boolean {
+    const gate = this.gates.get(envId);
+    if (!gate || gate.bound || gate.revoked) return false;
+    if (this.gates.has(episodeId)) throw new GatewayError(`episode ${episodeId} already has a model credential`);
+    const upstream = grant.upstream ? parseUpstream(grant.upstream) : this.defaultUpstream;
+    if (!upstream) throw new GatewayError(`episode ${episodeId} names no model upstream and the server has no default (--model-url)`);
+    this.gates.delete(envId);
+    this.gates.set(episodeId, gate);
+    gate.bind(episodeId, upstream, parseBudgets(grant.budgets ?? {}));
+    return true;
   }
 
   /**

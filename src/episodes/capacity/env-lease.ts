@@ -26,6 +26,8 @@ export interface EnvLeaseDeps {
   envSpec: (envName: string) => Promise<EnvSpec>;
   metrics: Metrics;
   now?: () => number;
+  /** with the model gateway and a warm pool: a pooled env's credential bound to the episode at hand-over (ModelAccess) */
+  modelAccess?: { handOver(envId: string, episodeId: string): void; dropDoor(episodeId: string): Promise<void> };
 }
 
 export class EnvLease {
@@ -90,6 +92,8 @@ export class EnvLease {
       adopt: (envId) => {
         this.envId = envId;
         this.envStarted = true;
+        // its model calls are this episode's from the hand-over on
+        this.deps.modelAccess?.handOver(envId, this.episodeId);
       },
     });
     this.slot = grant.slot;
@@ -118,18 +122,20 @@ export class EnvLease {
   /**
    * A pooled env that died before the episode's first observation is the server's loss, not the
    * episode's: it is removed and a fresh env deployed in the same slot, under the episode's own id
-   * (within that deploy's own budget). Only for a pooled env, and at most once.
+   * (within that deploy's own budget), with a door of its own (`modelDoor`) when the episode has
+   * model access. Only for a pooled env, and at most once.
    */
-  async replaceDeadPooledEnv(signal: AbortSignal): Promise<EnvHandle> {
+  async replaceDeadPooledEnv(signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     if (!this.pooled) throw new Error('only an env taken from the warm pool is replaced');
     const deadId = this.envId;
     this.log.warn({ event: 'pooled_env_replaced', env_id: deadId }, 'the pooled env died before the first observation: deploying a fresh one');
     this.deps.metrics.poolDiscarded.inc({ reason: 'dead' });
     this.handle = null;
     await this.deps.sandbox.teardown(deadId);
+    if (modelDoor) await this.deps.modelAccess?.dropDoor(this.episodeId);
     this.pooled = null;
     this.envId = this.episodeId;
-    return this.deployFresh(signal);
+    return this.deployFresh(signal, modelDoor);
   }
 
   private async deployFresh(signal: AbortSignal, modelDoor?: ModelDoorHook, egress?: readonly EgressDestination[]): Promise<EnvHandle> {

@@ -16,7 +16,14 @@
  *   it, so a pooled env is never taken for a stray, and a `pool-` leftover of a killed server is
  *   swept at start like any other labelled resource.
  * - Several envs: the pool holds what recent resets needed, each refill deploying the env
- *   furthest below its share (pool-demand.ts).
+ *   furthest below its share (pool-demand.ts); pooled envs of an env nobody asked for lately
+ *   give way first to envs of one in demand (discarded, reason stale).
+ * - Groups (--warm-pool-group): a reset of an env starts more of that env for the rest of its
+ *   group (pool-demand.ts says how many), ahead of other refills, counting what the pool holds of
+ *   it; a later reset of the group waits for one still deploying rather than deploy its own; one
+ *   nobody took within WARM_POOL.anticipationTtlMs gives way (discarded, reason expired).
+ * - The model gateway: a pooled env's door is opened at its deploy with a credential bound to no
+ *   episode (PoolDoors); the lease binds it at hand-over; a pooled env discarded has it revoked.
  * - Failing refills: counted as they happen, fewer at once after one, stopped after several in a
  *   row and resumed after a backoff (refill-backoff.ts). When refilling stops, the refills still
  *   deploying that no reset waits for stop too; the pool says why (log, /health, /metrics).
@@ -35,10 +42,10 @@ import type { Metrics } from '../../metrics.js';
 import { DEFAULT_LANE, laneRank, type Lane } from '../../protocol/lanes.js';
 import type { PoolStatus } from '../../protocol/pool.js';
 import { probeExec } from '../../sandbox/container-exec.js';
-import type { EnvHandle, EnvShell, EnvSpec, Sandbox } from '../../sandbox/sandbox.js';
+import type { EnvHandle, EnvShell, EnvSpec, ModelDoorHook, Sandbox } from '../../sandbox/sandbox.js';
 import type { Admission, Slot } from './admission.js';
 import type { DeployLimiter, DeployTicket } from './deploy-limiter.js';
-import { PoolDemand } from './pool-demand.js';
+import { PoolDemand, type GroupSize } from './pool-demand.js';
 import { RefillBackoff } from './refill-backoff.js';
 
 /** What a reset gets: a slot, and with it a pooled env (a hit) or nothing (deploy one). */
@@ -68,8 +75,20 @@ export interface PoolAcquireOptions {
   adopt: (envId: string) => void;
 }
 
+/** The model gateway's side of pooled envs (ModelAccess): a door at deploy, revoked when discarded. */
+export interface PoolDoors {
+  /** the hook a pooled env's deploy opens its door with: a credential bound to no episode yet */
+  pooledDoor(envId: string): ModelDoorHook;
+  /** a pooled env left the pool unused: its credential revoked, its door closed */
+  revoke(envId: string): Promise<void>;
+}
+
 export interface WarmPoolDeps {
   size: number;
+  /** --warm-pool-group: envs started for the rest of a reset's group (1: none) */
+  group?: GroupSize;
+  /** with the model gateway on */
+  doors?: PoolDoors;
   bundle: LoadedBundle;
   sandbox: Pick<Sandbox, 'deploy' | 'teardown'>;
   admission: Admission;
@@ -98,6 +117,9 @@ interface Entry {
   promisedTo: Waiter | null;
   /** a hand-out check is running on it */
   checking: boolean;
+  /** deployed for the rest of a reset's group: gives way once ready this long unused */
+  anticipated: boolean;
+  expiry: NodeJS.Timeout | null;
 }
 
 interface Waiter {
@@ -113,6 +135,8 @@ interface Waiter {
   adopt: (envId: string) => void;
   /** stops its admission wait once a pooled env is handed to it */
   stopWaiting: AbortController;
+  /** stops its wait for a pooled env still deploying, outside the admission queue (groups) */
+  cleanup: () => void;
   resolve: (lease: Lease) => void;
   reject: (err: Error) => void;
 }
@@ -128,6 +152,8 @@ export class WarmPool {
   private started = false;
   private closed = false;
   private evicting = 0;
+  /** pooled envs being evicted for a reset's demand (anticipate), their slots not back yet */
+  private evictingForDemand = 0;
   /** admission slots the pool holds: its entries', and those of envs being removed */
   private held = 0;
   private readonly removals = new Set<Promise<void>>();
@@ -139,7 +165,7 @@ export class WarmPool {
     this.size = deps.size;
     this.now = deps.now ?? Date.now;
     this.check = deps.check ?? ((env) => (env.spec.kind === 'shell' ? shellCheck(deps.shell, env) : httpCheck(env)));
-    this.demand = new PoolDemand(deps.bundle);
+    this.demand = new PoolDemand(deps.bundle, deps.group ?? 1, this.now);
     this.backoff = new RefillBackoff(() => {
       this.log().info({ event: 'pool_refill_resumed' }, 'the warm pool tries refilling again');
       this.fill();
@@ -203,10 +229,12 @@ export class WarmPool {
         signal: opts.signal,
         adopt: opts.adopt,
         stopWaiting: new AbortController(),
+        cleanup: () => {},
         resolve,
         reject,
       };
       this.enter(w);
+      this.anticipate(envName);
     });
   }
 
@@ -217,6 +245,7 @@ export class WarmPool {
       this.promise(e, w);
       return;
     }
+    if (this.awaitDeploying(w)) return;
     const admission = this.deps.admission;
     const before = admission.waitingCount;
     const signal = w.signal ? AbortSignal.any([w.signal, w.stopWaiting.signal]) : w.stopWaiting.signal;
@@ -243,8 +272,66 @@ export class WarmPool {
     }
   }
 
+  /**
+   * With groups: a pooled env of its kind still deploying is promised to the reset (promoted to a
+   * reset's deploy turn), which waits for it outside the admission queue rather than deploy its
+   * own. At its deadline it goes to the queue (which refuses it at once if no slot is free).
+   */
+  private awaitDeploying(w: Waiter): boolean {
+    // past its deadline it goes to the queue, which answers at once
+    if (this.closed || this.demand.groupSize() <= 1 || w.deadline <= this.now()) return false;
+    const e = this.entries.find((x) => x.state === 'deploying' && !x.promisedTo && x.envName === w.envName);
+    if (!e) return false;
+    const timer = setTimeout(
+      () => {
+        if (w.settled) return;
+        w.cleanup();
+        this.unpromise(w);
+        this.enter(w);
+      },
+      Math.max(0, w.deadline - this.now()),
+    );
+    timer.unref?.();
+    const onAbort = () => {
+      if (w.settled) return;
+      this.settle(w);
+      w.reject(abortError('aborted'));
+    };
+    w.signal?.addEventListener('abort', onAbort, { once: true });
+    w.cleanup = () => {
+      clearTimeout(timer);
+      w.signal?.removeEventListener('abort', onAbort);
+      w.cleanup = () => {};
+    };
+    this.promise(e, w);
+    return true;
+  }
+
+  /** the waiter's candidate (not being checked) goes back to the pool */
+  private unpromise(w: Waiter): void {
+    const c = w.candidate;
+    w.candidate = null;
+    if (c && !c.checking) {
+      c.promisedTo = null;
+      this.rebalance();
+    }
+  }
+
+  /** the candidate a waiter was promised is gone: it finds another (in the queue, or anew) */
+  private lostCandidate(w: Waiter | null, e: Entry): void {
+    if (!w) return;
+    if (w.candidate === e) w.candidate = null;
+    if (w.settled) return;
+    if (w.queued) this.rebalance();
+    else {
+      w.cleanup();
+      this.enter(w);
+    }
+  }
+
   /** the waiter has its outcome: out of the queue, its candidate (if any) back to the pool */
   private settle(w: Waiter): void {
+    w.cleanup();
     w.settled = true;
     const i = this.waiters.indexOf(w);
     if (i >= 0) this.waiters.splice(i, 1);
@@ -275,11 +362,7 @@ export class WarmPool {
         'a pooled env did not answer at hand-out: discarded, trying the next',
       );
       this.discard(e, 'dead');
-      if (w.candidate === e) w.candidate = null;
-      if (!w.settled) {
-        if (w.queued) this.rebalance();
-        else this.enter(w);
-      }
+      this.lostCandidate(w, e);
       this.fill();
       return;
     }
@@ -294,7 +377,10 @@ export class WarmPool {
       if (this.closed) {
         this.discard(e, 'closed');
         // not in the admission queue yet: there the drain refuses it
-        if (!w.settled && !w.queued) this.enter(w);
+        if (!w.settled && !w.queued) {
+          w.cleanup();
+          this.enter(w);
+        }
       }
       this.rebalance();
       return;
@@ -329,9 +415,9 @@ export class WarmPool {
     }
     let toEvict = unserved - this.evicting;
     while (toEvict > 0) {
-      // the least sunk cost first: refills not yet deploying, then deploying, then ready ones
+      // the least sunk cost first: refills not yet deploying, then deploying, then ready ones, of the env asked for least lately
       const free = this.entries.filter((x) => !x.promisedTo);
-      const victim = free.find((x) => x.state === 'deploying') ?? free[0];
+      const victim = free.find((x) => x.state === 'deploying') ?? this.stalest(free);
       if (!victim) break;
       this.counts.evictions++;
       this.deps.metrics.poolEvictions.inc();
@@ -348,9 +434,60 @@ export class WarmPool {
     }
   }
 
+  /** of `among`, the entry whose env was asked for least lately (the first such) */
+  private stalest(among: Entry[]): Entry | undefined {
+    let best: Entry | undefined;
+    for (const x of among) if (!best || this.demand.lastAskedAt(x.envName) < this.demand.lastAskedAt(best.envName)) best = x;
+    return best;
+  }
+
+  /** unpromised pooled envs of `envName`, ready or deploying */
+  private spareOf(envName: string): number {
+    return this.entries.filter((x) => x.envName === envName && !x.promisedTo).length;
+  }
+
   /**
-   * Deploys pooled envs into free slots, while no reset waits, up to the pool's size; while the
-   * last refill failed, only WARM_POOL.refillsAfterFailure at a time.
+   * A reset of `envName` arrived: when the pool is full, pooled envs that give way are evicted
+   * for it, the stalest env's first: with groups, as many as the rest of its group wants, among
+   * envs that may give way; without, one, of an env nobody asked for within
+   * WARM_POOL.staleAfterMs, when the pool holds none of `envName`. With groups: those of envs whose
+   * groups are over (or stale) first, then those only the seeding guessed, never those of a group
+   * still arriving (PoolDemand.giveWayRank). Their slots come back to
+   * fill(), which deploys the group's envs first. Never while a reset waits (rebalance evicts then).
+   */
+  private anticipate(envName: string): void {
+    if (!this.started || this.closed || !this.backoff.refilling || this.waiters.length > 0) return;
+    const grouped = this.demand.groupSize() > 1;
+    const wanted = grouped ? this.demand.expected(envName) - this.spareOf(envName) : this.spareOf(envName) === 0 ? 1 : 0;
+    const { admission } = this.deps;
+    // envs promised to resets are leaving the pool: their room is the group's once they have
+    const staying = this.entries.filter((x) => !x.promisedTo).length;
+    const available = Math.min(this.size - staying, admission.capacity - admission.activeCount + this.evictingForDemand);
+    let over = wanted - available;
+    while (over > 0) {
+      const free = this.entries.filter((x) => !x.promisedTo && !x.checking && x.envName !== envName);
+      const victim = grouped
+        ? (this.stalest(free.filter((x) => this.demand.giveWayRank(x.envName) === 0)) ??
+          this.stalest(free.filter((x) => this.demand.giveWayRank(x.envName) === 1)))
+        : this.stalest(free.filter((x) => this.demand.isStale(x.envName)));
+      if (!victim) break;
+      this.log().info(
+        { event: 'pool_evict', env_id: victim.id, env: victim.envName, reason: 'stale', for_env: envName },
+        'evicted a pooled env of an env asked for least lately, for an env in demand',
+      );
+      this.evictingForDemand++;
+      this.discard(victim, 'stale', () => {
+        this.evictingForDemand--;
+        this.fill();
+      });
+      over--;
+    }
+    this.fill();
+  }
+
+  /**
+   * Deploys pooled envs into free slots, while no reset waits, up to the pool's size (the rest of
+   * groups first); while the last refill failed, only WARM_POOL.refillsAfterFailure at a time.
    */
   private fill(): void {
     if (!this.started || this.closed || !this.backoff.refilling) return;
@@ -359,7 +496,8 @@ export class WarmPool {
       const slot = this.deps.admission.tryAcquire();
       if (!slot) return;
       this.held++;
-      this.deployEntry(slot, this.pickEnv());
+      const group = this.demand.openGroups().find((name) => this.demand.expected(name) > this.spareOf(name));
+      this.deployEntry(slot, group ?? this.pickEnv(), group !== undefined);
     }
   }
 
@@ -372,7 +510,7 @@ export class WarmPool {
     return this.demand.next(this.size, (name) => this.entries.filter((e) => e.envName === name).length);
   }
 
-  private deployEntry(slot: Slot, envName: string): void {
+  private deployEntry(slot: Slot, envName: string, anticipated: boolean): void {
     const e: Entry = {
       id: `pool-${randomUUID()}`,
       envName,
@@ -385,14 +523,18 @@ export class WarmPool {
       ticket: null,
       promisedTo: null,
       checking: false,
+      anticipated,
+      expiry: null,
     };
     this.entries.push(e);
     this.known.add(e.id);
     const { sandbox, deploys, envSpec } = this.deps;
+    const modelDoor = this.deps.doors?.pooledDoor(e.id);
     void (async () => {
       try {
         const spec = await envSpec(envName);
-        const handle = await deploys.run(() => sandbox.deploy({ envId: e.id, env: spec, signal: e.controller.signal }), {
+        const deploy = () => sandbox.deploy({ envId: e.id, env: spec, signal: e.controller.signal, ...(modelDoor ? { modelDoor } : {}) });
+        const handle = await deploys.run(deploy, {
           priority: e.promisedTo ? 'reset' : 'refill',
           signal: e.controller.signal,
           ticket: (t) => (e.ticket = t),
@@ -418,6 +560,18 @@ export class WarmPool {
           },
           { once: true },
         );
+        if (e.anticipated) {
+          e.expiry = setTimeout(() => {
+            if (!this.entries.includes(e) || e.promisedTo || e.checking) return;
+            this.log().info(
+              { event: 'pool_discard', env_id: e.id, env: e.envName, reason: 'expired' },
+              'an env deployed for the rest of a group went untaken: discarded',
+            );
+            this.discard(e, 'expired');
+            this.fill();
+          }, WARM_POOL.anticipationTtlMs);
+          e.expiry.unref?.();
+        }
         if (e.promisedTo) void this.handOut(e.promisedTo, e);
         else this.rebalance();
         // after a failure refills ran one at a time: this success lets the rest go
@@ -435,7 +589,8 @@ export class WarmPool {
     const w = e.promisedTo;
     // a failed deploy leaves nothing behind (Sandbox.deploy): only the slot goes back
     this.discard(e, 'failed');
-    if (w && w.candidate === e) w.candidate = null;
+    if (w && !w.queued) this.lostCandidate(w, e);
+    else if (w && w.candidate === e) w.candidate = null;
     const delay = this.backoff.failed(err.message);
     const failures = this.backoff.consecutiveFailures;
     if (delay !== null) {
@@ -455,6 +610,8 @@ export class WarmPool {
   private removeEntry(e: Entry): void {
     const i = this.entries.indexOf(e);
     if (i >= 0) this.entries.splice(i, 1);
+    if (e.expiry) clearTimeout(e.expiry);
+    e.expiry = null;
   }
 
   /**
@@ -462,7 +619,7 @@ export class WarmPool {
    * container is gone, before the network is: the network holds no env). `onFreed` runs once the
    * slot is back.
    */
-  private discard(e: Entry, reason: 'dead' | 'evicted' | 'failed' | 'stopped' | 'closed', onFreed?: () => void): void {
+  private discard(e: Entry, reason: 'dead' | 'evicted' | 'stale' | 'expired' | 'failed' | 'stopped' | 'closed', onFreed?: () => void): void {
     this.removeEntry(e);
     this.counts.discarded++;
     this.deps.metrics.poolDiscarded.inc({ reason });
@@ -475,8 +632,9 @@ export class WarmPool {
       e.slot.release();
       onFreed?.();
     };
-    const p = this.deps.sandbox
-      .teardown(e.id, { onEnvRemoved: free })
+    const doors = this.deps.doors;
+    const p = (doors ? doors.revoke(e.id).catch(() => undefined) : Promise.resolve())
+      .then(() => this.deps.sandbox.teardown(e.id, { onEnvRemoved: free }))
       .catch((err: Error) =>
         this.log().error({ event: 'teardown_failed', env_id: e.id, err: err.message }, 'could not remove a pooled env; the reconciler will retry'),
       )
@@ -493,7 +651,11 @@ export class WarmPool {
     this.closed = true;
     this.backoff.close();
     for (const e of [...this.entries]) {
-      if (!e.checking) this.discard(e, 'closed');
+      if (e.checking) continue;
+      const w = e.promisedTo;
+      this.discard(e, 'closed');
+      // a reset waiting for it outside the queue goes there, which the drain refuses
+      if (w && !w.queued) this.lostCandidate(w, e);
     }
     while (this.removals.size > 0 || this.entries.length > 0) {
       await Promise.all([...this.removals]);
