@@ -232,7 +232,11 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     expect(played).toEqual(Array(8).fill(204));
     expect(samples).toBeGreaterThan(0);
     expect(maxServices).toBeLessThanOrEqual(cap);
-    expect(maxContainers).toBeLessThanOrEqual(cap);
+    // over the cap: what the server said of its removals (an env whose task it did not see end)
+    const removals = maxContainers > cap ? (await server.logs()).split('\n').filter((l) => /not all gone in time|teardown_failed/.test(l)) : [];
+    expect(maxContainers, `env containers running at once (cap ${cap}); the server's removal warnings: ${removals.join('\n') || 'none'}`).toBeLessThanOrEqual(
+      cap,
+    );
     expect(maxContainers).toBeGreaterThan(0);
     await dkStop(server);
   });

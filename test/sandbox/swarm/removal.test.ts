@@ -18,7 +18,8 @@ interface FakeTask extends SwarmTask {
 }
 
 /** a manager whose tasks end `endMs` after a scale-down and are reaped `reapMs` after that */
-function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string }) {
+function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string; failedListings?: number }) {
+  let failListings = opts.failedListings ?? 0;
   const services = new Map<string, { replicas: number; version: number }>();
   const tasks = new Map<string, FakeTask>();
   const networks = new Set<string>();
@@ -59,6 +60,7 @@ function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string })
       },
     }),
     listTasks: async ({ filters }: { filters: string }) => {
+      if (failListings-- > 0) throw Object.assign(new Error('context deadline exceeded'), { statusCode: 500 });
       const wanted = (JSON.parse(filters) as { service: string[] }).service;
       return [...tasks.values()].filter((t) => wanted.includes(t.ServiceID)).map((t) => structuredClone(t));
     },
@@ -72,7 +74,8 @@ function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string })
     getNetwork: (id: string) => ({
       remove: async () => {
         const service = id.replace(/^net-/, '');
-        if ([...tasks.values()].some((t) => t.ServiceID === service && t.NodeID !== opts.lostNode))
+        // as swarmkit's removeNetwork: in use by a task still meant to run (scaled down: desired `remove`, whatever runs on its node)
+        if ([...tasks.values()].some((t) => t.ServiceID === service && t.NodeID !== opts.lostNode && t.DesiredState === 'running'))
           throw Object.assign(new Error(`network ${id} is in use by task`), { statusCode: 409 });
         networks.delete(id);
       },
@@ -145,6 +148,39 @@ describe('removing swarm envs', () => {
       await removeOwned(m.docker, owned(['svc-slow']), s.opts);
       expect(m.removals.map((r) => r.service)).toEqual(['svc-slow']);
       expect(s.warned).toContain('the tasks of scaled-down services were not all gone in time; removing the services anyway');
+    } finally {
+      m.stop();
+    }
+  });
+
+  it('waits through listings that fail: a manager that does not answer once says nothing of whether the tasks are gone', async () => {
+    // the first listings fail (the one before the scale-down among them); the tasks end and are reaped meanwhile
+    const m = fakeManager({ endMs: 300, reapMs: 300, failedListings: 4 });
+    m.addEnv('svc-a');
+    const s = settings();
+    try {
+      const result = await removeOwned(m.docker, owned(['svc-a']), s.opts);
+      expect(result.failed).toEqual([]);
+      expect(m.removals).toEqual([{ service: 'svc-a', tasksLeft: [] }]);
+      expect(s.envRemoved()).toBe(1);
+    } finally {
+      m.stop();
+    }
+  });
+
+  it('does not say the env removed while its task still runs at the deadline: the removal is reported failed', async () => {
+    // a node that never stops the container: its task stays running
+    const m = fakeManager({ endMs: 60_000, reapMs: 100 });
+    m.addEnv('svc-stuck');
+    const s = settings(1500);
+    try {
+      const result = await removeOwned(m.docker, owned(['svc-stuck']), s.opts);
+      expect(s.envRemoved()).toBe(0);
+      // the overlay went (swarm lets it: the task is meant to go): only the task, still running, holds the slot
+      expect(m.networks.size).toBe(0);
+      expect(result.failed.map((f) => [f.kind, f.id, String(f.error)])).toEqual([
+        ['service', 'svc-stuck', expect.stringMatching(/task task-svc-stu on node node1 was still running 1.5 s after the service was scaled to nothing/)],
+      ]);
     } finally {
       m.stop();
     }
