@@ -4,7 +4,7 @@
  */
 import { describe, it } from 'vitest';
 import { followContainerLives } from '../../scripts/lib/container-lives.js';
-import { LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
+import { dk, LAB_PROBLEM, sock } from '../../scripts/lib/swarm-lab.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { IN_CI } from './docker.js';
 
@@ -55,4 +55,35 @@ export function watchContainerLives(instance: string, nodes: number): { stop: ()
       return seen.peak;
     },
   };
+}
+
+/**
+ * episode → the lab node its env's container started on, from each node's engine events since
+ * `since` (unix seconds; its service may be gone by now); with `verifiers`, the node of its clean
+ * verifier's container instead (whose env label ends in `-verifier`)
+ */
+export async function startedOn(instance: string, since: number, nodes: number, verifiers = false): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (let n = 1; n <= nodes; n++) {
+    const lines = await dk(n, [
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(Math.ceil(Date.now() / 1000)),
+      '--filter',
+      'type=container',
+      '--filter',
+      'event=start',
+      '--filter',
+      `label=${LABELS.instance}=${instance}`,
+      '--format',
+      `{{index .Actor.Attributes "${LABELS.episode}"}} {{index .Actor.Attributes "${LABELS.env}"}}`,
+    ]);
+    for (const l of lines.split('\n').filter(Boolean)) {
+      const [episode, env] = l.trim().split(' ');
+      if (episode && (env?.endsWith('-verifier') ?? false) === verifiers) out.set(episode, n);
+    }
+  }
+  return out;
 }

@@ -23,7 +23,7 @@ import {
   startServer,
   type LabServer,
 } from '../../../scripts/lib/swarm-lab.js';
-import { describeSwarm, watchContainerLives } from '../../support/swarm-lab.js';
+import { describeSwarm, startedOn, watchContainerLives } from '../../support/swarm-lab.js';
 import { LABELS } from '../../../src/sandbox/sandbox.js';
 
 const NODES = 3;
@@ -178,7 +178,7 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
       );
       const endedS = ((Date.now() - t0) / 1000).toFixed(1);
       // where each env ran, from the nodes' own event logs (its service may be gone by now)
-      const nodeOf = await startedOn(server.instance, since);
+      const nodeOf = await startedOn(server.instance, since, NODES);
       // swarm spreads the three over the nodes: the workers' engines watch theirs
       expect(
         episodes.some((e) => (nodeOf.get(e) ?? 1) !== 1),
@@ -336,30 +336,6 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     await dkStop(again);
   });
 });
-
-/** episode → the lab node its env's container started on, from each node's engine events since `since` (unix seconds) */
-async function startedOn(instance: string, since: number): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (let n = 1; n <= NODES; n++) {
-    const lines = await dk(n, [
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.ceil(Date.now() / 1000)),
-      '--filter',
-      'type=container',
-      '--filter',
-      'event=start',
-      '--filter',
-      `label=${LABELS.instance}=${instance}`,
-      '--format',
-      `{{index .Actor.Attributes "${LABELS.episode}"}}`,
-    ]);
-    for (const e of lines.split('\n').filter(Boolean)) out.set(e.trim(), n);
-  }
-  return out;
-}
 
 function dk1(args: string[]): Promise<string> {
   return dk(1, args);

@@ -153,36 +153,31 @@ describe('removing swarm envs', () => {
     }
   });
 
+  /** removes one env of a fake manager (its fake stopped after), with `networkRemovalMs` */
+  async function removeOne(manager: Parameters<typeof fakeManager>[0], networkRemovalMs?: number) {
+    const m = fakeManager(manager);
+    m.addEnv('svc-one');
+    const s = settings(networkRemovalMs);
+    const result = await removeOwned(m.docker, owned(['svc-one']), s.opts).finally(() => m.stop());
+    return { result, removals: m.removals, networksLeft: m.networks.size, envRemoved: s.envRemoved() };
+  }
+
   it('waits through listings that fail: a manager that does not answer once says nothing of whether the tasks are gone', async () => {
     // the first listings fail (the one before the scale-down among them); the tasks end and are reaped meanwhile
-    const m = fakeManager({ endMs: 300, reapMs: 300, failedListings: 4 });
-    m.addEnv('svc-a');
-    const s = settings();
-    try {
-      const result = await removeOwned(m.docker, owned(['svc-a']), s.opts);
-      expect(result.failed).toEqual([]);
-      expect(m.removals).toEqual([{ service: 'svc-a', tasksLeft: [] }]);
-      expect(s.envRemoved()).toBe(1);
-    } finally {
-      m.stop();
-    }
+    const r = await removeOne({ endMs: 300, reapMs: 300, failedListings: 4 });
+    expect(r.result.failed).toEqual([]);
+    expect(r.removals).toEqual([{ service: 'svc-one', tasksLeft: [] }]);
+    expect(r.envRemoved).toBe(1);
   });
 
   it('does not say the env removed while its task still runs at the deadline: the removal is reported failed', async () => {
     // a node that never stops the container: its task stays running
-    const m = fakeManager({ endMs: 60_000, reapMs: 100 });
-    m.addEnv('svc-stuck');
-    const s = settings(1500);
-    try {
-      const result = await removeOwned(m.docker, owned(['svc-stuck']), s.opts);
-      expect(s.envRemoved()).toBe(0);
-      // the overlay went (swarm lets it: the task is meant to go): only the task, still running, holds the slot
-      expect(m.networks.size).toBe(0);
-      expect(result.failed.map((f) => [f.kind, f.id, String(f.error)])).toEqual([
-        ['service', 'svc-stuck', expect.stringMatching(/task task-svc-stu on node node1 was still running 1.5 s after the service was scaled to nothing/)],
-      ]);
-    } finally {
-      m.stop();
-    }
+    const r = await removeOne({ endMs: 60_000, reapMs: 100 }, 1500);
+    expect(r.envRemoved).toBe(0);
+    // the overlay went (swarm lets it: the task is meant to go): only the task, still running, holds the slot
+    expect(r.networksLeft).toBe(0);
+    expect(r.result.failed.map((f) => [f.kind, f.id, String(f.error)])).toEqual([
+      ['service', 'svc-one', expect.stringMatching(/task task-svc-one on node node1 was still running 1.5 s after the service was scaled to nothing/)],
+    ]);
   });
 });

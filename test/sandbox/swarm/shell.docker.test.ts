@@ -15,26 +15,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { uniqueInstance, waitFor } from '../../support/docker.js';
-import {
-  dk,
-  footprint,
-  lab,
-  nodeIds,
-  prepareServerImage,
-  removeServers,
-  REPO,
-  runningContainers,
-  sock,
-  startServer,
-  type LabServer,
-} from '../../../scripts/lib/swarm-lab.js';
-import { describeSwarm } from '../../support/swarm-lab.js';
+import * as swarmLab from '../../../scripts/lib/swarm-lab.js';
+import { describeSwarm, startedOn } from '../../support/swarm-lab.js';
 import { BASE_IMAGE_RULE, DATASET, ensureDebianBase, LOCAL_DEBIAN_IMAGE } from '../../harbor/helpers.js';
 import { GENERIC_HACKS } from '../../security/reward-hacks.js';
 import { LABELS } from '../../../src/sandbox/sandbox.js';
 
 const NODES = 3;
-const CLI = join(REPO, 'dist/cli/openenv-bundle.js');
+const CLI = join(swarmLab.REPO, 'dist/cli/openenv-bundle.js');
 /** a few of the dataset's tasks (the lab builds each image on the manager and every node pulls it) */
 const TASKS = ['fix-median', 'word-frequency', 'service-config', 'json-merge'];
 /** json-merge again, its verifier in a fresh container beside the env (verifier.mode clean) */
@@ -43,7 +31,7 @@ const CLEAN = 'json-merge-clean';
 type Call = { tool: string; arguments?: Record<string, unknown> };
 type Reply = { observation: any; reward: number | null; done: boolean };
 
-async function play(server: LabServer, taskId: string, calls: Call[]): Promise<{ episode: string; replies: Reply[]; last: Reply }> {
+async function play(server: swarmLab.LabServer, taskId: string, calls: Call[]): Promise<{ episode: string; replies: Reply[]; last: Reply }> {
   const r = await server.call('POST', '/episodes', { task_id: taskId });
   if (r.status !== 201) throw new Error(`reset of ${taskId} failed: ${r.status} ${JSON.stringify(r.body)}`);
   const episode = r.body.episode_id as string;
@@ -59,45 +47,14 @@ async function play(server: LabServer, taskId: string, calls: Call[]): Promise<{
 /** the text of a tool call's result */
 const text = (r: Reply): string => (r.observation?.result?.content ?? []).map((c: { text?: string }) => c.text ?? '').join('');
 
-/**
- * episode → the lab node its env's container started on, from each node's engine events since
- * `since` (unix seconds); with `verifiers`, the node of its clean verifier's container instead
- */
-async function startedOn(instance: string, since: number, verifiers = false): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (let n = 1; n <= NODES; n++) {
-    const lines = await dk(n, [
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.ceil(Date.now() / 1000)),
-      '--filter',
-      'type=container',
-      '--filter',
-      'event=start',
-      '--filter',
-      `label=${LABELS.instance}=${instance}`,
-      '--format',
-      `{{index .Actor.Attributes "${LABELS.episode}"}} {{index .Actor.Attributes "${LABELS.env}"}}`,
-    ]);
-    for (const l of lines.split('\n').filter(Boolean)) {
-      const [episode, env] = l.trim().split(' ');
-      // the env's own container (a clean verifier's env label ends in -verifier)
-      if (episode && env?.endsWith('-verifier') === verifiers) out.set(episode, n);
-    }
-  }
-  return out;
-}
-
 /** everything of the instance on every node, stopped containers and volumes included */
 async function leftOnNodes(instance: string): Promise<string[]> {
-  const f = await footprint(instance, NODES);
+  const f = await swarmLab.footprint(instance, NODES);
   const left = [...f.services.map((s) => `service ${s}`), ...f.networks.map((n) => `network ${n}`), ...f.tasks.map((t) => `task ${t}`)];
   for (let n = 1; n <= NODES; n++) {
     const label = `label=${LABELS.instance}=${instance}`;
-    for (const c of (await dk(n, ['ps', '-aq', '--filter', label])).split('\n').filter(Boolean)) left.push(`n${n} container ${c}`);
-    for (const v of (await dk(n, ['volume', 'ls', '-q', '--filter', label])).split('\n').filter(Boolean)) left.push(`n${n} volume ${v}`);
+    for (const c of (await swarmLab.dk(n, ['ps', '-aq', '--filter', label])).split('\n').filter(Boolean)) left.push(`n${n} container ${c}`);
+    for (const v of (await swarmLab.dk(n, ['volume', 'ls', '-q', '--filter', label])).split('\n').filter(Boolean)) left.push(`n${n} volume ${v}`);
   }
   return left;
 }
@@ -107,16 +64,16 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
   let bundleDir: string;
   let golden: Record<string, Call[]>;
   let ids: Map<string, number>;
-  let server: LabServer;
+  let server: swarmLab.LabServer;
 
   beforeAll(async () => {
-    await lab('down', NODES);
-    await lab('up', NODES);
-    await prepareServerImage();
-    ids = await nodeIds(NODES);
+    await swarmLab.lab('down', NODES);
+    await swarmLab.lab('up', NODES);
+    await swarmLab.prepareServerImage();
+    ids = await swarmLab.nodeIds(NODES);
     // the base the imported tasks build FROM, on the manager where the server builds them
     ensureDebianBase();
-    await promisify(execFile)('sh', ['-c', `docker save ${LOCAL_DEBIAN_IMAGE} | docker -H ${sock(1)} load -q`]);
+    await promisify(execFile)('sh', ['-c', `docker save ${LOCAL_DEBIAN_IMAGE} | docker -H ${swarmLab.sock(1)} load -q`]);
     root = mkdtempSync(join(tmpdir(), 'openenv-swarm-shell-'));
     const src = join(root, 'dataset');
     for (const id of TASKS) cpSync(join(DATASET, id), join(src, id), { recursive: true });
@@ -137,12 +94,12 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
     writeFileSync(split, rows.map((row) => JSON.stringify(row)).join('\n') + '\n');
     golden = Object.fromEntries(rows.map((row) => [row.task_id, row.golden as Call[]]));
     expect(Object.keys(golden).sort()).toEqual([...TASKS, CLEAN].sort());
-    server = await startServer({ instance: uniqueInstance('swarm-shell'), port: 18390, bundleDir, args: ['--max-concurrent-envs', '5'] });
+    server = await swarmLab.startServer({ instance: uniqueInstance('swarm-shell'), port: 18390, bundleDir, args: ['--max-concurrent-envs', '5'] });
   }, 900_000);
 
   afterAll(async () => {
-    await removeServers().catch(() => {});
-    await lab('down', NODES);
+    await swarmLab.removeServers().catch(() => {});
+    await swarmLab.lab('down', NODES);
     if (root) rmSync(root, { recursive: true, force: true });
   }, 300_000);
 
@@ -160,13 +117,13 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
       expect(r.last, shown).toMatchObject({ done: true, reward: r.kind === 'golden' ? 1 : 0, observation: { end_reason: 'turns_ended' } });
       for (const v of Object.values(r.last.observation.scores as Record<string, number>)) expect(v, shown).toBe(r.kind === 'golden' ? 1 : 0);
     }
-    const nodeOf = await startedOn(server.instance, since);
+    const nodeOf = await startedOn(server.instance, since, NODES);
     const used = new Set(runs.map((r) => nodeOf.get(r.episode)));
     expect(used.has(undefined), `every episode's container seen starting: ${JSON.stringify([...nodeOf])}`).toBe(false);
     // swarm spread them: envs ran on workers, exec'd through their own engines
     expect(used.size).toBeGreaterThan(1);
     // the clean verifiers ran beside their envs, on the same node
-    const verifiedOn = await startedOn(server.instance, since, true);
+    const verifiedOn = await startedOn(server.instance, since, NODES, true);
     for (const r of runs.filter((x) => x.id === CLEAN)) expect(verifiedOn.get(r.episode), `${r.kind}'s clean verifier`).toBe(nodeOf.get(r.episode));
     console.log(
       `[swarm shell] ${runs.length} episodes over nodes ${[...used].sort().join(', ')}; clean verifiers on ${runs
@@ -192,7 +149,7 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
     expect(text(p.replies[0]!)).toMatch(/^\/\.openenv-toolbox-[0-9a-f]+\/busybox sh -c [\s\S]* openenv-keeper \/\.openenv-toolbox-[0-9a-f]+\/busybox/);
     expect(text(p.replies[2]!)).toMatch(/from bash on /);
     expect(text(p.replies[3]!)).toMatch(/written by write_file\s+\/app/);
-    const node = (await startedOn(server.instance, since)).get(p.episode);
+    const node = (await startedOn(server.instance, since, NODES)).get(p.episode);
     expect(node, 'where the env ran').toBeDefined();
     console.log(`[swarm shell] the shell tools ran on n${node}`);
     expect((await server.call('DELETE', `/episodes/${p.episode}`)).status).toBe(204);
@@ -214,12 +171,14 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
   it('leaves nothing on any node once the server has stopped: no service, overlay, task, container or toolbox volume', async () => {
     // the toolbox's volume was made on every node while it served
     for (let n = 1; n <= NODES; n++)
-      expect((await dk(n, ['volume', 'ls', '-q', '--filter', `label=${LABELS.instance}=${server.instance}`])).trim(), `n${n}`).toMatch(/openenv-toolbox-/);
+      expect((await swarmLab.dk(n, ['volume', 'ls', '-q', '--filter', `label=${LABELS.instance}=${server.instance}`])).trim(), `n${n}`).toMatch(
+        /openenv-toolbox-/,
+      );
     // the drain ends what is still live
-    await dk(1, ['stop', '--time', '180', server.name]);
-    expect(Number((await dk(1, ['inspect', '--format', '{{.State.ExitCode}}', server.name])).trim())).toBe(0);
+    await swarmLab.dk(1, ['stop', '--time', '180', server.name]);
+    expect(Number((await swarmLab.dk(1, ['inspect', '--format', '{{.State.ExitCode}}', server.name])).trim())).toBe(0);
     await waitFor(async () => (await leftOnNodes(server.instance)).length === 0, 60_000, 'nothing of the instance on any node');
-    expect(runningContainers(await footprint(server.instance, NODES))).toBe(0);
+    expect(swarmLab.runningContainers(await swarmLab.footprint(server.instance, NODES))).toBe(0);
     expect(ids.size).toBe(NODES);
   }, 300_000);
 });
