@@ -93,6 +93,8 @@ export function followContainerLives(
   });
   return {
     async stop() {
+      // the engine lists a container stopped a moment before its die event reaches the stream
+      await new Promise((r) => setTimeout(r, 500));
       for (const s of streams) {
         s.stopping = true;
         s.child.kill('SIGTERM');
