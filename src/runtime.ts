@@ -111,6 +111,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             networkStock: networkStockSize(opts),
             runtime: opts.runtime,
             layerDefaults: layerDefaults(opts),
+            ...(opts.toolbox !== undefined ? { toolbox: opts.toolbox } : {}),
             logger: log.child({ component: 'sandbox' }),
           })
         : await createDockerSandbox({

@@ -6,6 +6,8 @@
 export const DEPLOY_STAGES = [
   /** the node listing (the unschedulable check) */
   'nodes',
+  /** the toolbox's volume on every node checked (an env that gets the toolbox: shell.ts) */
+  'toolbox',
   /** the episode's overlay created (or taken from the stock) */
   'overlay',
   /** the service created */
@@ -18,7 +20,7 @@ export const DEPLOY_STAGES = [
   'address',
   /** what was left to wait, then, for the server's own container to join the overlay (it joins meanwhile) */
   'attach',
-  /** until the env answered its ready path */
+  /** until the env answered its ready path (a shell env: an exec in it, through its node's engine) */
   'ready',
 ] as const;
 export type DeployStage = (typeof DEPLOY_STAGES)[number];

@@ -22,6 +22,8 @@ export interface SwarmSandboxFactoryOptions {
   runtime?: EnvRuntime;
   /** the bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files) */
   layerDefaults?: LayerDefaults;
+  /** the static busybox the server runs in env containers (--toolbox) */
+  toolbox?: string;
   logger: SandboxLogger;
 }
 
@@ -60,6 +62,7 @@ export async function createSwarmSandbox(o: SwarmSandboxFactoryOptions): Promise
     networkStock: o.networkStock,
     runtime: o.runtime,
     ...(o.layerDefaults ? { layerDefaults: o.layerDefaults } : {}),
+    ...(o.toolbox !== undefined ? { toolbox: o.toolbox } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

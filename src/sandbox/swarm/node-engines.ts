@@ -131,6 +131,11 @@ export class NodeEngines {
     return nodeId ? (this.byNode.get(nodeId) ?? null) : null;
   }
 
+  /** every node engine the server reaches */
+  all(): NodeEngine[] {
+    return [...this.byNode.values()];
+  }
+
   /** the nodes (of those given) whose engine the server cannot reach */
   unreached(nodes: readonly SwarmNode[]): SwarmNode[] {
     return nodes.filter((n) => !this.byNode.has(n.id));

@@ -49,7 +49,20 @@ export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveO
   // the container has stopped, so the slot is held until then (the cap holds on the nodes too),
   // except on a node that is down, where nothing stops; then the service goes
   await Promise.all(owned.envs.map((s) => attempt(() => stopService(docker, s.id)).catch(() => undefined)));
-  await waitForTasksToGo(docker, serviceIds, lostNodes, opts);
+  const running = await waitForTasksToGo(docker, serviceIds, lostNodes, opts);
+  // a task not seen ended may still run its env on its node: its removal is reported failed, so
+  // its slot is not said free (onEnvRemoved) while it may hold one (the cap across the cluster)
+  for (const t of running) {
+    const s = owned.envs.find((e) => e.id === t.ServiceID);
+    if (s)
+      result.failed.push({
+        kind: 'service',
+        ...s,
+        error: new Error(
+          `its task ${t.ID.slice(0, 12)} on node ${t.NodeID?.slice(0, 12) ?? '?'} was still ${t.Status?.State ?? 'unknown'} ${opts.networkRemovalMs / 1000} s after the service was scaled to nothing`,
+        ),
+      });
+  }
   await Promise.all(
     owned.envs.map(async (s) => {
       try {
@@ -96,22 +109,38 @@ export async function removeOwned(docker: Dockerode, owned: Owned, opts: RemoveO
  * a nil pointer (swarmkit's SetServiceTasksRemove, moby/swarmkit#3216; later swarmkit checks). A
  * service with no task left has nothing for it to read. Tasks on a node that is down never end and
  * are not waited for (nothing deletes them either); a task that was never placed is deleted by the
- * reaper at once.
+ * reaper at once. A listing that fails is tried again (a manager too busy to answer once says
+ * nothing of whether the tasks are gone). Resolves with the tasks, at the deadline, not seen
+ * ended: those may still run their env (a task ended and not yet reaped runs nothing), and, when
+ * no listing answered at all, every service's first task as last seen is unknown: reported too.
  */
-async function waitForTasksToGo(docker: Dockerode, serviceIds: string[], lostNodes: Set<string>, opts: RemoveOptions): Promise<void> {
-  if (serviceIds.length === 0) return;
+async function waitForTasksToGo(docker: Dockerode, serviceIds: string[], lostNodes: Set<string>, opts: RemoveOptions): Promise<SwarmTask[]> {
+  if (serviceIds.length === 0) return [];
   const until = Date.now() + opts.networkRemovalMs;
-  let left: SwarmTask[] = [];
+  let left: SwarmTask[] | null = null;
+  let listingError = '';
   while (Date.now() < until) {
-    // a manager that does not answer has nothing to wait for that can be seen
-    const tasks = await listTasks(docker, serviceIds).catch(() => null);
-    if (tasks === null) return;
-    left = tasks.filter((t) => !(t.NodeID && lostNodes.has(t.NodeID)));
-    if (left.length === 0) return;
+    const tasks = await listTasks(docker, serviceIds).catch((err: unknown) => {
+      listingError = engineMessage(err);
+      return null;
+    });
+    if (tasks !== null) {
+      left = tasks.filter((t) => !(t.NodeID && lostNodes.has(t.NodeID)));
+      if (left.length === 0) return [];
+    }
     await sleep(SWARM.taskPollMaxMs / 2);
   }
+  const unknown = left === null;
+  const running = (left ?? serviceIds.map((id): SwarmTask => ({ ID: '(not listed)', ServiceID: id }))).filter(
+    (t) => unknown || !TERMINAL_STATES.has(t.Status?.State ?? ''),
+  );
   opts.log.warn(
-    { services: serviceIds.map((id) => id.slice(0, 12)), tasks: left.map((t) => `${t.ID.slice(0, 12)} ${t.Status?.State ?? '?'}`) },
+    {
+      services: serviceIds.map((id) => id.slice(0, 12)),
+      tasks: (left ?? []).map((t) => `${t.ID.slice(0, 12)} ${t.Status?.State ?? '?'}`),
+      ...(unknown ? { listingError } : {}),
+    },
     'the tasks of scaled-down services were not all gone in time; removing the services anyway',
   );
+  return running;
 }

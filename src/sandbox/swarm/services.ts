@@ -5,6 +5,7 @@
 import type Dockerode from 'dockerode';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
+import { keeperCommand, toolboxBinary } from '../toolbox.js';
 import { logTailOf } from '../engine/logs.js';
 import { isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
 import { ownerLabels, type Owner } from '../engine/labels.js';
@@ -41,6 +42,14 @@ export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name
   }
 }
 
+/** What the server's shell part adds to an env's service (shell.ts): the toolbox's volume and folder, and where it may run. */
+export interface ServiceShellParts {
+  /** the toolbox volume (on every node it may run on) and the env's own folder for it */
+  toolbox?: { volume: string; dir: string };
+  /** placement constraints: the nodes whose toolbox and engine the server lacks, left out */
+  constraints?: readonly string[];
+}
+
 /**
  * One replica, never restarted (a crashed env is a failed episode, not a new env), locked down as
  * every env (engine/hardening.ts: capabilities, an init, ulimits, the root and user its bundle
@@ -48,7 +57,10 @@ export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name
  * reservation (the scheduler places it only where they fit) and limit, the pid limit, the owner's
  * labels on the service and on its container. Endpoint mode dnsrr: no virtual IP is allocated
  * (the server reaches the task's own address; VIPs need IPVS, which not every kernel has) and no
- * port is published anywhere.
+ * port is published anywhere. With the toolbox (`parts.toolbox`) its volume is mounted read-only
+ * at the env's folder; a shell env (EnvSpec.kind) then runs the toolbox's keeper as its process 1
+ * instead of the image's command and the engine's init (the image's ENTRYPOINT kept), in its
+ * `workdir`, with no PORT and no env secret, as on one host (docker/containers.ts).
  */
 export async function createEnvService(
   docker: Dockerode,
@@ -56,12 +68,20 @@ export async function createEnvService(
   env: EnvSpec,
   network: EpisodeOverlay,
   image: string,
-  secret: string,
+  secret: string | undefined,
   engine: SwarmEngine,
+  parts: ServiceShellParts = {},
 ): Promise<string> {
-  const environment = { ...env.environment, PORT: String(env.port), [ENV_SECRET_VAR]: secret };
+  const shell = env.kind === 'shell';
+  const toolbox = parts.toolbox;
+  if (shell && !toolbox) throw new SandboxError('engine_failed', `env \`${env.name}\` is a shell env, and a shell env's service needs the toolbox`);
+  const environment = shell ? env.environment : { ...env.environment, PORT: String(env.port), ...(secret ? { [ENV_SECRET_VAR]: secret } : {}) };
   const lockdown = swarmLockdown({ resources: env.resources, security: env.security, runtime: env.runtime }, engine);
   const labels = ownerLabels(owner);
+  const mounts = [
+    ...(lockdown.containerSpec.Mounts ?? []),
+    ...(toolbox ? [{ Type: 'volume' as const, Source: toolbox.volume, Target: toolbox.dir, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : []),
+  ];
   try {
     const service = await docker.createService({
       Name: network.name,
@@ -72,6 +92,10 @@ export async function createEnvService(
           Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
           Labels: labels,
           ...lockdown.containerSpec,
+          ...(mounts.length ? { Mounts: mounts } : {}),
+          // the keeper is a shell env's process 1: it reaps what the engine's init would, and no
+          // process in the container can signal it (src/sandbox/toolbox.ts)
+          ...(shell && toolbox ? { Args: keeperCommand(toolboxBinary(toolbox.dir)), Init: false, ...(env.workdir ? { Dir: env.workdir } : {}) } : {}),
           // swarm sends SIGTERM then SIGKILL after this long when the service is removed
           StopGracePeriod: 2_000_000_000,
         },
@@ -80,6 +104,7 @@ export async function createEnvService(
           Reservations: { MemoryBytes: lockdown.limits.MemoryBytes, NanoCPUs: lockdown.limits.NanoCPUs },
         },
         RestartPolicy: { Condition: 'none', MaxAttempts: 0 },
+        ...(parts.constraints?.length ? { Placement: { Constraints: [...parts.constraints] } } : {}),
         Networks: [{ Target: network.id }],
       },
       Mode: { Replicated: { Replicas: 1 } },

@@ -6,15 +6,21 @@
  * (images, the instance claim and its loss, the stock, deploy clean-up, teardown, sweep) is the
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
  * What only the node running an env can tell (what it used, its writable layer, an OOM kill) is
- * asked of that node's engine when the server reaches it (node-engines.ts).
+ * asked of that node's engine when the server reaches it (node-engines.ts); so is what the shell
+ * toolset and the verifier do in an env's container (`shell`: exec and archive access through the
+ * engine of the env's node, the toolbox's volume on each node, a clean verifier's container beside
+ * the env: shell.ts).
  *
  * Long because a swarm deploy is one walk of many steps (overlay, service, the task's placement,
  * its node's engine), each undone on failure by the same walk; what is not that walk is in files of
  * its own (tasks.ts, services.ts, node-engines.ts, removal.ts).
  */
 import {
+  LABELS,
   SandboxError,
+  type Companion,
   type EnvDiagnosis,
+  type EnvShell,
   type EnvHandle,
   type EnvRuntime,
   type EnvSpec,
@@ -31,7 +37,11 @@ import { isNotFound, throwIfAborted, toSandboxError } from '../engine/errors.js'
 import { apiAtLeast, SWARM_NO_NEW_PRIVILEGES_API, swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import type { Owner } from '../engine/labels.js';
 import type { Owned, RemoveResult } from '../engine/owned.js';
-import { waitForHttp } from '../engine/readiness.js';
+import { waitForHttp, waitForProbe } from '../engine/readiness.js';
+import { DockerContainerExec } from '../engine/docker-exec.js';
+import { probeExec, type ContainerExec } from '../container-exec.js';
+import { toolboxBinary } from '../toolbox.js';
+import { createCompanion, removeNodeContainer, sweepCompanions, SwarmToolboxes, UnreachedExec } from './shell.js';
 import { sleep } from '../engine/retry.js';
 import { readContainerUsage } from '../engine/usage.js';
 import { NodeEngines, nodeNames, type NodeEngine } from './node-engines.js';
@@ -56,6 +66,8 @@ export interface SwarmSandboxOptions extends EngineSandboxOptions {
   watchIntervalMs?: number;
   /** engines of other nodes the server reaches (`unix:///…`, `tcp://…`; the manager's own is always reached): --swarm-node-engine */
   nodeEngines?: readonly string[];
+  /** the static busybox the server runs in env containers (--toolbox); default: the first of TOOLBOX_CANDIDATES */
+  toolbox?: string;
 }
 
 /** a reading of nothing: the env's node is not one the server reaches */
@@ -78,6 +90,10 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
   private readonly placed = new Map<string, { engine: NodeEngine; containerId: string }>();
   /** nodes already warned about (an env with a bound of its writable layer placed where the server cannot watch it) */
   private readonly unwatchedNodes = new Set<string>();
+  /** the toolbox's volume on each node engine the server reaches */
+  private readonly toolboxes: SwarmToolboxes;
+  /** the clean verifiers' containers still there, by episode: removed with it */
+  private readonly companions = new Map<string, Map<string, () => Promise<void>>>();
 
   constructor(opts: SwarmSandboxOptions) {
     super(opts, { sandbox: 'the swarm sandbox', engine: 'the swarm', network: 'overlay' });
@@ -86,6 +102,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     this.nodes = new NodeListing(this.docker, SWARM.nodeListMaxAgeMs);
     this.watcher = new TaskWatcher(this.docker, this.log, opts.watchIntervalMs ?? SWARM.watchIntervalMs);
     this.nodeEngineAddresses = opts.nodeEngines ?? [];
+    this.toolboxes = new SwarmToolboxes(this.instance, opts.toolbox, this.log);
   }
 
   /** the engine answers and is a manager of an active swarm */
@@ -204,6 +221,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       );
     const envId = owner.episode;
     const startedAt = Date.now();
+    const shell = env.kind === 'shell';
     // where the deploy's time goes, stage by stage (the `env ready` line carries them)
     const stages = new DeployStages(startedAt);
     // the server's container joining the overlay, once it has begun (awaited before any cleanup)
@@ -216,9 +234,22 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       stages.mark('nodes');
       const impossible = whyUnschedulable(nodes, env.resources.memoryMb, env.resources.cpus);
       if (impossible) throw new SandboxError('unplaceable', `env \`${env.name}\` cannot be placed on any node of the swarm: ${impossible}`);
+      // the toolbox (a shell env's always, every env's once it was asked for): its volume on every
+      // node the server reaches, and the env kept off the others (shell.ts)
+      let toolbox: { volume: string; dir: string } | undefined;
+      let constraints: string[] = [];
+      if (shell || this.toolboxes.asked) {
+        const { volume, nodes: ready } = await this.toolboxes.ensure(await this.nodeEngines());
+        constraints = SwarmToolboxes.placement(nodes, ready, env.name);
+        toolbox = SwarmToolboxes.mount(volume);
+        stages.mark('toolbox');
+      }
       throwIfAborted(signal);
       this.overlays.add(envId);
-      const stocked = this.networks.take(envId);
+      // The server never reaches a shell env over its overlay (it acts through the engine of the
+      // env's node): the server's container does not join it, so the env reaches nothing but
+      // itself there; a stocked overlay is joined already, so a shell env makes its own.
+      const stocked = shell ? null : this.networks.take(envId);
       const network = stocked?.net ?? (await createEpisodeOverlay(this.docker, owner, swarmName(owner)));
       stages.mark('overlay');
       throwIfAborted(signal);
@@ -226,16 +257,23 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       // and starts the task: only the readiness check needs it, and the engine joins one container
       // to its networks one at a time, so in a burst the joins queue behind each other (measured:
       // the largest stage when it ran first)
-      joined = stocked ? Promise.resolve(0) : this.join(network.id);
+      joined = stocked || shell ? Promise.resolve(0) : this.join(network.id);
       joined.catch(() => undefined);
       const deadline = Date.now() + env.deployTimeoutMs;
-      const secret = newEnvSecret();
-      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret, await this.engine());
+      const secret = shell ? undefined : newEnvSecret();
+      const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret, await this.engine(), { toolbox, constraints });
       stages.mark('service');
       const gone = this.watcher.watch(envId, serviceId);
       throwIfAborted(signal);
       const { task, ip, polls, pulledMs } = await this.waitForTask(serviceId, network.id, env, deadline, signal, stages);
       await this.place(envId, task, env);
+      const placed = this.placed.get(envId);
+      if (toolbox && !placed)
+        throw new SandboxError(
+          'engine_failed',
+          `the task of env \`${env.name}\` runs on node ${task.NodeID?.slice(0, 12) ?? '?'}, whose engine the server does not reach, or which named no container: the server's steps cannot run there`,
+        );
+      const toolboxAt = toolbox ? toolboxBinary(toolbox.dir) : null;
       const connectMs = await joined;
       stages.mark('attach');
       throwIfAborted(signal);
@@ -243,9 +281,14 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         if (gone.aborted) resolve(-1);
         else gone.addEventListener('abort', () => resolve(-1), { once: true });
       });
-      const baseUrl = `http://${ip}:${env.port}`;
-      // the image pull's time is the node's, not the env's: the readiness keeps what the pull took
-      const outcome = await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline: deadline + pulledMs, exited, signal });
+      const baseUrl = shell ? '' : `http://${ip}:${env.port}`;
+      // the image pull's time is the node's, not the env's: the readiness keeps what the pull took;
+      // a shell env is ready when an exec in it answers, through its node's engine
+      const probing = placed ? new DockerContainerExec(placed.engine.docker, placed.containerId, toolboxAt) : null;
+      const outcome =
+        shell && probing
+          ? await waitForProbe((ms, s) => probeExec(probing, ms, s), { deadline: deadline + pulledMs, exited, signal })
+          : await waitForHttp({ url: `${baseUrl}${env.readyPath}`, deadline: deadline + pulledMs, exited, signal });
       if (outcome.kind === 'ready') {
         throwIfAborted(signal);
         stages.mark('ready');
@@ -265,7 +308,16 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
           },
           'env ready',
         );
-        return { envId, baseUrl, containerId: serviceId, networkId: network.id, secret, gone, stagesMs: stages.byStage() };
+        return {
+          envId,
+          baseUrl,
+          containerId: serviceId,
+          networkId: network.id,
+          ...(secret ? { secret } : {}),
+          ...(toolboxAt ? { toolbox: toolboxAt } : {}),
+          gone,
+          stagesMs: stages.byStage(),
+        };
       }
       if (outcome.kind === 'exited') {
         const storageEnd = this.storageEnd(envId);
@@ -322,16 +374,89 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     },
   };
 
+  /** the env containers' processes and files, through the engine of each env's node; the server's steps through the toolbox */
+  readonly shell: EnvShell = {
+    prepare: async () => {
+      await this.toolboxes.ensure(await this.nodeEngines());
+    },
+    exec: (handle) => this.execIn(handle),
+    companion: (handle, env, signal) => this.companion(handle, env, signal),
+  };
+
+  /** the env's task container, through its node's engine (an env the server placed nowhere it reaches: every call says so) */
+  private execIn(handle: { envId: string; toolbox?: string }): ContainerExec {
+    const p = this.placed.get(handle.envId);
+    return p
+      ? new DockerContainerExec(p.engine.docker, p.containerId, handle.toolbox ?? null)
+      : new UnreachedExec(handle.envId, `env ${handle.envId} runs on a node whose engine the server does not reach (--swarm-node-engine), or is gone`);
+  }
+
+  /** a clean verifier's container, made by the engine of the env's node (shell.ts) */
+  private async companion(handle: EnvHandle, env: EnvSpec, signal?: AbortSignal): Promise<Companion> {
+    const p = this.placed.get(handle.envId);
+    if (!p) throw new SandboxError('engine_failed', `the clean verifier of env \`${env.name}\` needs the engine of its node, which the server does not reach`);
+    const { volume } = await this.toolboxes.ensure(await this.nodeEngines());
+    const mount = SwarmToolboxes.mount(volume);
+    const docker = p.engine.docker;
+    let id: string;
+    try {
+      id = (await createCompanion(docker, this.ownerOf(handle.envId, `${env.name}-verifier`), { ...env, kind: 'shell' }, mount)).id;
+    } catch (err) {
+      throw toSandboxError(err, `creating the clean verifier's container of env \`${env.name}\` on node ${p.engine.nodeId.slice(0, 12)}`);
+    }
+    const held = this.companions.get(handle.envId) ?? new Map<string, () => Promise<void>>();
+    this.companions.set(handle.envId, held);
+    const remove = async () => {
+      held.delete(id);
+      await removeNodeContainer(docker, id);
+    };
+    held.set(id, remove);
+    try {
+      await docker.getContainer(id).start();
+      const exec = new DockerContainerExec(docker, id, toolboxBinary(mount.dir));
+      const probe = await waitForProbe((ms, s) => probeExec(exec, ms, s), {
+        deadline: Date.now() + env.deployTimeoutMs,
+        exited: new Promise<number>(() => {}),
+        signal: signal ?? new AbortController().signal,
+      });
+      if (probe.kind !== 'ready')
+        throw new SandboxError('not_ready_in_time', `the clean verifier's container of env \`${env.name}\` did not answer within ${fmtS(env.deployTimeoutMs)}`);
+      return { exec, remove };
+    } catch (err) {
+      await remove().catch(() => undefined);
+      throw err instanceof SandboxError ? err : toSandboxError(err, `starting the clean verifier's container of env \`${env.name}\``);
+    }
+  }
+
+  /** the clean verifiers' containers of the episode, removed */
+  private async removeCompanions(envId: string): Promise<void> {
+    const held = this.companions.get(envId);
+    this.companions.delete(envId);
+    await Promise.all([...(held?.values() ?? [])].map((remove) => remove().catch(() => undefined)));
+  }
+
+  /** also the clean verifiers' containers a killed server of this instance left on the nodes it reaches */
+  override async sweep() {
+    const swept = await super.sweep();
+    const engines = await this.nodeEngines().catch(() => null);
+    const companions = engines ? await sweepCompanions(engines.all(), this.instance, LABELS.instance) : [];
+    return companions.length ? { ...swept, containers: [...swept.containers, ...companions] } : swept;
+  }
+
   protected override async removeEnv(envId: string, onEnvRemoved?: () => void, recycle = true): Promise<void> {
+    await this.removeCompanions(envId);
     const p = this.placed.get(envId);
     p?.engine.storage.forget(envId);
     this.placed.delete(envId);
     return super.removeEnv(envId, onEnvRemoved, recycle);
   }
 
+  /** then the clean verifiers' containers left, and the toolbox's volume on every node */
   override async close(): Promise<void> {
+    await super.close();
+    await Promise.all([...this.companions.keys()].map((envId) => this.removeCompanions(envId)));
+    await this.toolboxes.removeAll();
     await this.nodeEnginesAsked?.then((e) => e.close()).catch(() => undefined);
-    return super.close();
   }
 
   /**

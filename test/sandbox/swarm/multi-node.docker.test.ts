@@ -23,7 +23,7 @@ import {
   startServer,
   type LabServer,
 } from '../../../scripts/lib/swarm-lab.js';
-import { describeSwarm, watchContainerLives } from '../../support/swarm-lab.js';
+import { describeSwarm, startedOn, watchContainerLives } from '../../support/swarm-lab.js';
 import { LABELS } from '../../../src/sandbox/sandbox.js';
 
 const NODES = 3;
@@ -178,7 +178,7 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
       );
       const endedS = ((Date.now() - t0) / 1000).toFixed(1);
       // where each env ran, from the nodes' own event logs (its service may be gone by now)
-      const nodeOf = await startedOn(server.instance, since);
+      const nodeOf = await startedOn(server.instance, since, NODES);
       // swarm spreads the three over the nodes: the workers' engines watch theirs
       expect(
         episodes.some((e) => (nodeOf.get(e) ?? 1) !== 1),
@@ -232,7 +232,11 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     expect(played).toEqual(Array(8).fill(204));
     expect(samples).toBeGreaterThan(0);
     expect(maxServices).toBeLessThanOrEqual(cap);
-    expect(maxContainers).toBeLessThanOrEqual(cap);
+    // over the cap: what the server said of its removals (an env whose task it did not see end)
+    const removals = maxContainers > cap ? (await server.logs()).split('\n').filter((l) => /not all gone in time|teardown_failed/.test(l)) : [];
+    expect(maxContainers, `env containers running at once (cap ${cap}); the server's removal warnings: ${removals.join('\n') || 'none'}`).toBeLessThanOrEqual(
+      cap,
+    );
     expect(maxContainers).toBeGreaterThan(0);
     await dkStop(server);
   });
@@ -332,30 +336,6 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
     await dkStop(again);
   });
 });
-
-/** episode → the lab node its env's container started on, from each node's engine events since `since` (unix seconds) */
-async function startedOn(instance: string, since: number): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (let n = 1; n <= NODES; n++) {
-    const lines = await dk(n, [
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.ceil(Date.now() / 1000)),
-      '--filter',
-      'type=container',
-      '--filter',
-      'event=start',
-      '--filter',
-      `label=${LABELS.instance}=${instance}`,
-      '--format',
-      `{{index .Actor.Attributes "${LABELS.episode}"}}`,
-    ]);
-    for (const e of lines.split('\n').filter(Boolean)) out.set(e.trim(), n);
-  }
-  return out;
-}
 
 function dk1(args: string[]): Promise<string> {
   return dk(1, args);

@@ -18,7 +18,8 @@ interface FakeTask extends SwarmTask {
 }
 
 /** a manager whose tasks end `endMs` after a scale-down and are reaped `reapMs` after that */
-function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string }) {
+function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string; failedListings?: number }) {
+  let failListings = opts.failedListings ?? 0;
   const services = new Map<string, { replicas: number; version: number }>();
   const tasks = new Map<string, FakeTask>();
   const networks = new Set<string>();
@@ -59,6 +60,7 @@ function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string })
       },
     }),
     listTasks: async ({ filters }: { filters: string }) => {
+      if (failListings-- > 0) throw Object.assign(new Error('context deadline exceeded'), { statusCode: 500 });
       const wanted = (JSON.parse(filters) as { service: string[] }).service;
       return [...tasks.values()].filter((t) => wanted.includes(t.ServiceID)).map((t) => structuredClone(t));
     },
@@ -72,7 +74,8 @@ function fakeManager(opts: { endMs: number; reapMs: number; lostNode?: string })
     getNetwork: (id: string) => ({
       remove: async () => {
         const service = id.replace(/^net-/, '');
-        if ([...tasks.values()].some((t) => t.ServiceID === service && t.NodeID !== opts.lostNode))
+        // as swarmkit's removeNetwork: in use by a task still meant to run (scaled down: desired `remove`, whatever runs on its node)
+        if ([...tasks.values()].some((t) => t.ServiceID === service && t.NodeID !== opts.lostNode && t.DesiredState === 'running'))
           throw Object.assign(new Error(`network ${id} is in use by task`), { statusCode: 409 });
         networks.delete(id);
       },
@@ -148,5 +151,33 @@ describe('removing swarm envs', () => {
     } finally {
       m.stop();
     }
+  });
+
+  /** removes one env of a fake manager (its fake stopped after), with `networkRemovalMs` */
+  async function removeOne(manager: Parameters<typeof fakeManager>[0], networkRemovalMs?: number) {
+    const m = fakeManager(manager);
+    m.addEnv('svc-one');
+    const s = settings(networkRemovalMs);
+    const result = await removeOwned(m.docker, owned(['svc-one']), s.opts).finally(() => m.stop());
+    return { result, removals: m.removals, networksLeft: m.networks.size, envRemoved: s.envRemoved() };
+  }
+
+  it('waits through listings that fail: a manager that does not answer once says nothing of whether the tasks are gone', async () => {
+    // the first listings fail (the one before the scale-down among them); the tasks end and are reaped meanwhile
+    const r = await removeOne({ endMs: 300, reapMs: 300, failedListings: 4 });
+    expect(r.result.failed).toEqual([]);
+    expect(r.removals).toEqual([{ service: 'svc-one', tasksLeft: [] }]);
+    expect(r.envRemoved).toBe(1);
+  });
+
+  it('does not say the env removed while its task still runs at the deadline: the removal is reported failed', async () => {
+    // a node that never stops the container: its task stays running
+    const r = await removeOne({ endMs: 60_000, reapMs: 100 }, 1500);
+    expect(r.envRemoved).toBe(0);
+    // the overlay went (swarm lets it: the task is meant to go): only the task, still running, holds the slot
+    expect(r.networksLeft).toBe(0);
+    expect(r.result.failed.map((f) => [f.kind, f.id, String(f.error)])).toEqual([
+      ['service', 'svc-one', expect.stringMatching(/task task-svc-one on node node1 was still running 1.5 s after the service was scaled to nothing/)],
+    ]);
   });
 });
