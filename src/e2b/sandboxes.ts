@@ -37,7 +37,7 @@ export interface E2bSettings {
 
 export interface E2bDeps {
   bundle: LoadedBundle;
-  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'shell' | 'usage' | 'pausing' | 'images'>;
+  sandbox: Pick<Sandbox, 'deploy' | 'teardown' | 'shell' | 'e2bSandboxes' | 'usage' | 'pausing' | 'images'>;
   admission: Admission;
   deploys?: DeployLimiter;
   envSpec: (envName: string) => Promise<EnvSpec>;
@@ -72,9 +72,9 @@ export class E2bSandboxes {
 
   /** why this server cannot serve sandboxes, or null when it can */
   get unavailable(): string | null {
-    return this.deps.sandbox.shell
+    return this.deps.sandbox.shell && this.deps.sandbox.e2bSandboxes
       ? null
-      : 'this sandbox backend gives no exec access to env containers (--sandbox swarm): E2B sandboxes need the Docker backend';
+      : 'this sandbox backend does not run E2B sandboxes (--sandbox swarm: not yet): E2B sandboxes need the Docker backend';
   }
 
   /** a sandbox that exists (waiting, running or paused), by id */

@@ -307,10 +307,16 @@ export interface Sandbox {
   readonly lockdown?: EnvLockdown;
   /**
    * shell envs and the built-in shell toolset: deploy() takes `kind: 'shell'` specs, and this gives
-   * exec and archive access to a deployed env's container; absent: the sandbox deploys http envs
-   * only (the swarm backend, for now), and a bundle that needs it is refused at start
+   * exec and archive access to a deployed env's container (on swarm, through the engine of the
+   * env's node); absent: the sandbox deploys http envs only, and a bundle that needs it is refused
+   * at start
    */
   readonly shell?: EnvShell;
+  /**
+   * true when the E2B API's sandboxes run on it (the Docker backend); the swarm backend has the
+   * shell part they use but they are not built or tested there yet, so its E2B API refuses them
+   */
+  readonly e2bSandboxes?: boolean;
   /**
    * what a deployed env has used (CPU, peak memory, bytes written), read once as its episode ends
    * (src/episodes/episode-cost.ts); absent: the sandbox cannot tell, and an episode's cost has

@@ -446,3 +446,24 @@ describe("a file written through the engine's archive API", () => {
     expect(unTar(put[0]!.tar).data.length).toBe(size);
   });
 });
+
+describe('which sandbox backends the E2B API serves', () => {
+  const deps = (sandbox: Record<string, unknown>) =>
+    ({
+      bundle: { manifest: { envs: {} }, splits: {} },
+      sandbox: { images: {}, ...sandbox },
+      settings: { imageKey: null, imagePatterns: [], egressAllow: Promise.resolve([]), modelDoor: null },
+      log: { child: () => ({}) },
+    }) as never;
+
+  it('refuses on a backend with exec access but no E2B sandboxes (the swarm backend), naming it', async () => {
+    const { E2bSandboxes } = await import('../../src/e2b/sandboxes.js');
+    expect(new E2bSandboxes(deps({ shell: {} })).unavailable).toMatch(/does not run E2B sandboxes \(--sandbox swarm: not yet\)/);
+    expect(new E2bSandboxes(deps({})).unavailable).toMatch(/does not run E2B sandboxes/);
+  });
+
+  it('serves on the Docker backend', async () => {
+    const { E2bSandboxes } = await import('../../src/e2b/sandboxes.js');
+    expect(new E2bSandboxes(deps({ shell: {}, e2bSandboxes: true })).unavailable).toBeNull();
+  });
+});

@@ -222,6 +222,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   override readonly modelDoors = true;
   /** an env's sidecars run beside it on its episode network (sidecars.ts) */
   readonly sidecars = true;
+  readonly e2bSandboxes = true;
 
   protected async deployEnv(
     owner: Owner,

@@ -153,6 +153,10 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
     expect(node, 'where the env ran').toBeDefined();
     console.log(`[swarm shell] the shell tools ran on n${node}`);
     expect((await server.call('DELETE', `/episodes/${p.episode}`)).status).toBe(204);
+    // the E2B API's sandboxes are not built on swarm: refused by name, not half served
+    const e2b = await server.call('POST', '/sandboxes', { templateID: 'word-frequency' });
+    expect(e2b.status, JSON.stringify(e2b.body)).toBe(501);
+    expect(JSON.stringify(e2b.body)).toMatch(/does not run E2B sandboxes \(--sandbox swarm: not yet\)/);
   });
 
   it('a planted /usr/local/bin/bash ends toolchain_tampered, with no reward', async () => {
