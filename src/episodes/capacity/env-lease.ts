@@ -23,9 +23,17 @@ export interface EnvLeaseDeps {
   deploys?: DeployLimiter;
   /** --warm-pool above 0: slots come with pooled envs when one is ready */
   pool?: WarmPool;
-  envSpec: (envName: string) => Promise<EnvSpec>;
+  /** the env's spec once its image is ready: waits for it (within `wait.timeoutMs`), saying so through `wait.onWait` */
+  envSpec: (envName: string, wait?: ImageWait) => Promise<EnvSpec>;
   metrics: Metrics;
   now?: () => number;
+}
+
+/** how a lease waits for its env's image (EnvCatalog.spec) */
+export interface ImageWait {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  onWait?: (state: string) => void;
 }
 
 export class EnvLease {
@@ -48,6 +56,8 @@ export class EnvLease {
   /** resources may exist under envId: a deploy started, or a pooled env was adopted */
   private envStarted = false;
   private pooledEnv: { handle: EnvHandle; spec: EnvSpec } | null = null;
+  /** the env's spec, its image ready (awaitImage), before the slot is taken */
+  private readySpec: EnvSpec | null = null;
   private released: Promise<void> | null = null;
   private readonly now: () => number;
 
@@ -69,6 +79,15 @@ export class EnvLease {
   /** true when the server has a warm pool (timings then say where the env came from) */
   get withPool(): boolean {
     return this.deps.pool !== undefined;
+  }
+
+  /**
+   * Waits for the env's image to be ready, before any slot is taken (an image can take minutes to
+   * build; a slot held meanwhile would starve resets whose images are ready). Rejects with the
+   * catalog's SandboxError (failed, missing, not ready within `timeoutMs`) or an AbortError.
+   */
+  async awaitImage(wait: ImageWait): Promise<void> {
+    this.readySpec = await this.deps.envSpec(this.envName, wait);
   }
 
   /**
@@ -134,7 +153,7 @@ export class EnvLease {
 
   private async deployFresh(signal: AbortSignal, modelDoor?: ModelDoorHook, egress?: readonly EgressDestination[]): Promise<EnvHandle> {
     const { sandbox, deploys, envSpec } = this.deps;
-    const spec = await envSpec(this.envName);
+    const spec = this.readySpec ?? (await envSpec(this.envName));
     throwIfAborted(signal);
     this.spec = spec;
     this.envStarted = true;
