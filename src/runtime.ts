@@ -85,6 +85,8 @@ export interface OpenEnvRuntime {
   granted: Record<string, EnvGrant>;
   /** resolves when the engine answered, leftovers were swept and the toolbox is ready (with imagesFirst: every env image exists too) */
   ready: Promise<void>;
+  /** resolves when every env image is ready, failed or missing, and each ready env's lock-down is in `granted` (never rejects) */
+  imagesSettled: Promise<void>;
   /** null when the server can serve episodes, else why not (for /health) */
   unhealthy(): Promise<string | null>;
   /** SIGTERM: no new episodes, waiting resets refused, every episode torn down within the budget */
@@ -216,7 +218,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       admission,
       deploys,
       // a refill waits for its env's image in its turn: only resets move an image up
-      envSpec: (name) => catalog.spec(name, { first: false }),
+      envSpec: async (name) => catalog.spec(name, { first: false }),
       metrics,
       log: log.child({ component: 'pool' }),
       ...(sandbox.shell ? { shell: sandbox.shell } : {}),
@@ -247,7 +249,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     sandbox,
     admission,
     deploys,
-    envSpec: (name) => catalog.spec(name),
+    envSpec: async (name) => catalog.spec(name),
     settings: {
       resetTimeoutMs: settings.resetTimeoutMs,
       episodeTimeoutMs: settings.episodeTimeoutMs,
@@ -266,6 +268,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const granted: Record<string, EnvGrant> = {};
+  let imagesSettled!: () => void;
+  const settledImages = new Promise<void>((r) => (imagesSettled = r));
   /** aborted by the drain: a start-up still building images stops there (the builds cancelled on the engine) */
   const startup = new AbortController();
   // an env image that failed is logged by the catalog, with its reason (unless a progress bar shows it)
@@ -348,8 +352,10 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
           if (catalog.imageState(name) === 'ready') granted[name] = await lockdown.granted(catalog.specOf(name));
         }),
       ).then(() => log.info({ event: 'lockdown', envs: granted }, 'envs locked down'));
+      void grants.catch((e: unknown) => log.warn({ err: (e as Error).message }, 'could not tell what the envs are granted')).finally(imagesSettled);
       if (ro.imagesFirst) await grants;
-      else grants.catch((e: unknown) => log.warn({ err: (e as Error).message }, 'could not tell what the envs are granted'));
+    } else {
+      void catalog.allSettled().then(imagesSettled);
     }
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {
@@ -483,6 +489,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
     granted,
     ready,
+    imagesSettled: settledImages,
     unhealthy,
     drain,
     close,

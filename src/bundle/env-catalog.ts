@@ -17,46 +17,10 @@ import { abortError, isAbortError, throwIfAborted } from '../util/abort.js';
 import { fmtS } from '../util/time.js';
 import { ImageQueue } from './image-queue.js';
 import type { EnvManifest } from './schema.js';
+import { envLimits, shellFeatures } from './env-needs.js';
 import { EnvImageStateSchema, type EnvImages, type EnvImageState } from '../protocol/server.js';
 
-/** What of an env's manifest the lock-down reads: its limits, its asks by name, the runtime it asks for (engine/hardening.ts). */
-export function envLimits(env: EnvManifest): Pick<EnvSpec, 'resources' | 'security' | 'runtime'> {
-  return {
-    resources: {
-      memoryMb: env.resources.memory_mb,
-      cpus: env.resources.cpus,
-      pids: env.resources.pids,
-      ...(env.resources.storage_mb !== undefined ? { storageMb: env.resources.storage_mb } : {}),
-      ...(env.resources.max_files !== undefined ? { maxFiles: env.resources.max_files } : {}),
-    },
-    // the lock-down's asks (docs/security.md); the sandbox applies them
-    ...(env.security ? { security: env.security, ...(env.security.runtime ? { runtime: env.security.runtime } : {}) } : {}),
-  };
-}
-
-/**
- * What of a bundle needs a sandbox with a `shell` part (exec and archive access to env
- * containers): shell envs, built-in toolsets and verified tasks. A sandbox without one (the swarm
- * backend, for now) refuses such a bundle at start, naming them, instead of failing every episode.
- */
-export function shellFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {
-  const out: string[] = [];
-  const m = bundle.manifest;
-  const shellEnvs = Object.entries(m.envs)
-    .filter(([, e]) => e.kind === 'shell')
-    .map(([n]) => n);
-  if (shellEnvs.length) out.push(`shell envs (${shellEnvs.slice(0, 3).join(', ')}${shellEnvs.length > 3 ? ', …' : ''})`);
-  const builtin = Object.entries(m.toolsets)
-    .filter(([, t]) => t.builtin.length > 0)
-    .map(([n]) => n);
-  if (builtin.length) out.push(`built-in toolsets (toolset ${builtin.join(', ')})`);
-  let verified = 0;
-  for (const tasks of Object.values(bundle.splits)) {
-    for (const t of tasks) if (t.verifier || t.per_turn || t.time_budget_s !== undefined || t.env !== undefined) verified++;
-  }
-  if (verified) out.push(`verified tasks (${verified} task(s) with a verifier, per_turn, time_budget_s or env)`);
-  return out;
-}
+export { envLimits, shellFeatures } from './env-needs.js';
 
 /**
  * How far the env images are, drawn in place (the command line's progress bar when stderr is a
@@ -114,6 +78,8 @@ export class EnvCatalog {
   /** envs a reset waits for before the queue was filled: they go first */
   private readonly wanted = new Set<string>();
   private gateP: Promise<void> = Promise.resolve();
+  /** the start-up gate passed: a ready image's spec is given at once */
+  private gatePassed = true;
   private started = false;
   private done = 0;
   /** envs whose images are being made, for the progress bar */
@@ -236,11 +202,15 @@ export class EnvCatalog {
     return out;
   }
 
-  /** the envs whose image failed or is missing, with why; [] unless every env's is (then the server serves nothing) */
+  /** the envs whose image failed or is missing, with why */
+  unavailable(): { env: string; error: string }[] {
+    return [...this.entries.values()].filter((e) => e.state === 'failed' || e.state === 'missing').map((e) => ({ env: e.env, error: e.error ?? e.state }));
+  }
+
+  /** the same, but [] unless every env's image failed or is missing (then the server serves nothing) */
   allUnavailable(): { env: string; error: string }[] {
-    const all = [...this.entries.values()];
-    if (all.some((e) => e.state !== 'failed' && e.state !== 'missing')) return [];
-    return all.map((e) => ({ env: e.env, error: e.error ?? e.state }));
+    const out = this.unavailable();
+    return out.length === this.entries.size ? out : [];
   }
 
   /** the counts and "N of M env images ready (…)" while not all are ready; null when they are */
@@ -255,15 +225,26 @@ export class EnvCatalog {
   /** Episodes wait for `p` (the server's start-up) before asking for an image; a failed start-up fails them. */
   gate(p: Promise<void>): void {
     this.gateP = p;
+    this.gatePassed = false;
+    p.then(
+      () => (this.gatePassed = true),
+      () => undefined,
+    );
   }
 
   /**
    * The env's spec once its image is ready. Not ready yet: the image goes to the front of the
    * queue (unless it is being made), `wait.onWait` is told, and the call waits, at most
    * `wait.timeoutMs` (then a SandboxError not_ready_in_time naming the image and its state).
-   * Failed or missing: a SandboxError no_image with the reason, at once.
+   * Failed or missing: a SandboxError no_image with the reason, at once. Ready: the spec itself,
+   * not a promise (a reset takes its place in the slot queue in its arrival order).
    */
-  async spec(envName: string, wait: ImageWait = {}): Promise<EnvSpec> {
+  spec(envName: string, wait: ImageWait = {}): EnvSpec | Promise<EnvSpec> {
+    if (this.gatePassed && this.entries.get(envName)?.state === 'ready') return this.specOf(envName);
+    return this.waitForSpec(envName, wait);
+  }
+
+  private async waitForSpec(envName: string, wait: ImageWait): Promise<EnvSpec> {
     const started = Date.now();
     try {
       await this.gateP;
@@ -276,7 +257,8 @@ export class EnvCatalog {
       if (wait.first === false) {
         // waits in its turn
       } else if (!this.started) this.wanted.add(envName);
-      else if (this.queue.first(envName)) this.log.info({ env: envName, event: 'image_first' }, `env image "${envName}" moved to the front: a reset waits for it`);
+      else if (this.queue.first(envName))
+        this.log.info({ env: envName, event: 'image_first' }, `env image "${envName}" moved to the front: a reset waits for it`);
       wait.onWait?.(entry.state);
       await this.waitFor(entry, started, wait);
     }
@@ -374,7 +356,11 @@ export class EnvCatalog {
       const msg = (e as Error).message;
       if (this.mode === 'prebuilt' && e instanceof SandboxError && e.fact === 'no_image') {
         this.log.debug({ env: entry.env, of, err: msg }, `${what} is not on the engine (${of})`);
-        this.finish(entry, 'missing', `${what} is not on the engine, and this server builds none (--images prebuilt): ${this.buildCommand()} makes it (${msg})`);
+        this.finish(
+          entry,
+          'missing',
+          `${what} is not on the engine, and this server builds none (--images prebuilt): ${this.buildCommand()} makes it (${msg})`,
+        );
       } else {
         if (!this.opts.progress?.quiet) this.log.error({ env: entry.env, of, err: msg }, `${what} failed (${of}): ${msg}`);
         this.finish(entry, 'failed', msg);
@@ -451,5 +437,4 @@ export class EnvCatalog {
       };
     });
   }
-
 }

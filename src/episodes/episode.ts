@@ -184,21 +184,8 @@ export class Episode {
    */
   async start(): Promise<StepOutcome<ResetObservation>> {
     const { admission, settings, metrics } = this.deps;
-    // its env's image first, then a slot: one reset timeout for both (docs/images.md)
-    const imageFailed = await this.lease
-      .awaitImage({
-        timeoutMs: this.queueTimeoutMs,
-        signal: this.abort.signal,
-        onWait: (state) =>
-          this.log.info({ event: 'waiting_for_image', env: this.lease.envName, image_state: state }, `waiting for its image (env "${this.lease.envName}": ${state})`),
-      })
-      .then(
-        () => null,
-        (e: unknown) => ({ e }),
-      );
-    if (imageFailed) return this.failDeploy(imageFailed.e);
     this.log.info({ event: 'queued', lane: this.lane, waiting: admission.waitingCount, active: admission.activeCount }, 'episode queued');
-    const slot = this.lease.takeSlot({ queueTimeoutMs: Math.max(0, this.queueTimeoutMs - (this.now() - this.createdAt)), signal: this.abort.signal, lane: this.lane });
+    const slot = this.lease.takeSlot({ queueTimeoutMs: this.queueTimeoutMs, signal: this.abort.signal, lane: this.lane });
     const refused = await slot.then(() => null).catch((e: unknown) => ({ e }));
     this.t.queued = this.now();
     metrics.queueWait.observe({ lane: this.lane }, (this.t.queued - this.createdAt) / 1000);
@@ -214,7 +201,16 @@ export class Episode {
         await this.resetEnv(await this.lease.replaceDeadPooledEnv(this.abort.signal));
       });
     } catch (e) {
-      return this.failDeploy(e);
+      if (isAbortError(e) || this.abort.signal.aborted) {
+        this.end('closed');
+        throw abortError('episode closed while deploying');
+      }
+      const failure = await this.inspector.deployFailure(e, this.envResetCallMs());
+      this.failure = failure;
+      metrics.envFailures.inc({ reason: failure.reason });
+      this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
+      this.end('env_failed');
+      throw new DeployFailedError(failure);
     }
     this.phase = 'running';
     this.t.running = this.now();
@@ -232,20 +228,6 @@ export class Episode {
     if (this.modelEnd) this.modelAccessEnded(this.modelEnd.reason, this.modelEnd.message);
     this.play.onRunning();
     return outcome;
-  }
-
-  /** the reset failed before its env ran (its image, its deploy, its /reset): the episode ends, the reset throws */
-  private async failDeploy(e: unknown): Promise<never> {
-    if (isAbortError(e) || this.abort.signal.aborted) {
-      this.end('closed');
-      throw abortError('episode closed while deploying');
-    }
-    const failure = await this.inspector.deployFailure(e, this.envResetCallMs());
-    this.failure = failure;
-    this.deps.metrics.envFailures.inc({ reason: failure.reason });
-    this.log.warn({ event: 'deploy_failed', reason: failure.reason, message: failure.message }, 'deploy failed');
-    this.end('env_failed');
-    throw new DeployFailedError(failure);
   }
 
   /** Attaches to the env (its death signal, then its play: its client, its container, its /reset). */

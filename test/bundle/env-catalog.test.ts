@@ -165,10 +165,10 @@ describe('the env images in the background', () => {
     const s = heldSandbox();
     const catalog = new EnvCatalog(b, s.sandbox, {}, captureLog({ level: 'silent' }).logger, { concurrency: 1 });
     catalog.start();
-    const err = await catalog.spec('a', { timeoutMs: 200 }).catch((e: unknown) => e);
+    const err = await Promise.resolve(catalog.spec('a', { timeoutMs: 200 })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SandboxError);
     expect(err).toMatchObject({ reason: 'deploy_timeout', message: `the image of env "a" was not ready within the reset's 0.2 s: it is being built` });
-    const err2 = await catalog.spec('c', { timeoutMs: 30, first: false }).catch((e: unknown) => e);
+    const err2 = await Promise.resolve(catalog.spec('c', { timeoutMs: 30, first: false })).catch((e: unknown) => e);
     expect((err2 as Error).message).toMatch(/env "c" was not ready .*: it is queued \(2 in line\)/);
     await b.cleanup();
   });
@@ -181,7 +181,7 @@ describe('the env images in the background', () => {
     await s.tick();
     for (const e of ENVS) await s.finish(e);
     await catalog.allSettled();
-    const err = await catalog.spec('b').catch((e: unknown) => e);
+    const err = await Promise.resolve(catalog.spec('b')).catch((e: unknown) => e);
     expect(err).toMatchObject({ reason: 'image_unavailable', message: 'cannot build the image of env `b`: step 2 failed' });
     expect((await catalog.spec('c')).image).toBe('img/c:1');
     expect(catalog.counts()).toMatchObject({ ready: 4, failed: 1 });
@@ -212,7 +212,7 @@ describe('the env images in the background', () => {
     expect(s.started).toEqual([]);
     expect(s.lookOnly.sort()).toEqual(ENVS);
     expect(catalog.counts()).toEqual({ ready: 3, building: 0, queued: 0, failed: 0, missing: 2 });
-    const err = await catalog.spec('d').catch((e: unknown) => e);
+    const err = await Promise.resolve(catalog.spec('d')).catch((e: unknown) => e);
     expect(err).toMatchObject({ reason: 'image_not_built' });
     expect((err as Error).message).toContain(`--images prebuilt): \`openenv-bundle build ${b.dir}\` makes it`);
     expect((await catalog.spec('a')).image).toBe('img/a:1');
