@@ -231,7 +231,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       admission,
       deploys,
       pool: pool ?? undefined,
-      envSpec: (name) => catalog.spec(name),
+      envSpec: (name, wait) => catalog.spec(name, wait),
       settings,
       reward: makeReward(reward),
       log,

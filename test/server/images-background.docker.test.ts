@@ -11,20 +11,32 @@
  * left: no container or network of the instances, no image of the suite's bundles.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { parsePrometheusText, valueOf } from '../../scripts/lib/prom-text.js';
-import { describeDocker, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../support/docker.js';
+import { describeDocker, IN_CI, labelledResources, LOCAL_NODE_IMAGE, TEST_BUILD_ARGS, uniqueInstance, waitFor } from '../support/docker.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL } from '../support/docker-server.js';
 import { captureLog } from '../support/log-capture.js';
 import { http } from '../routes/http.js';
 
 const CLI = path.resolve(import.meta.dirname, '../../dist/cli/openenv-bundle.js');
+/** the console's count is read in Chromium (as test/console/browser.docker.test.ts does): required in CI, said and left out elsewhere */
+const CHROMIUM = process.env.OPENENV_TEST_CHROMIUM ?? '/usr/bin/chromium';
+
+async function openBrowser(): Promise<Browser | null> {
+  if (!existsSync(CHROMIUM) && !IN_CI) {
+    console.warn(`\n!!! NO CHROMIUM at ${CHROMIUM}: the console's image count is not checked in a browser here (it is in CI) !!!\n`);
+    return null;
+  }
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
+}
 /** the slow env's RUN step: long enough for the checks made while it runs, on a loaded engine too */
 const SLOW_STEP_S = 90;
 
@@ -136,6 +148,7 @@ describeDocker('env images off the critical path', () => {
       broken: { extra: 'COPY no-such-file /app/' },
     });
     const s = await serve(dir, { imageBuildConcurrency: 2 });
+    let browser: Browser | null = null;
     try {
       await s.app.openenv.ready;
       // ready before the slow image exists
@@ -167,6 +180,13 @@ describeDocker('env images off the critical path', () => {
       expect(h2.body.images).toEqual({ total: 3, counts, summary: '1 of 3 env images ready (1 building, 1 failed)' });
       const overview = await http(s.url, 'GET', '/console/overview');
       expect(overview.body.images.summary).toBe('1 of 3 env images ready (1 building, 1 failed)');
+      // the web console shows the same line
+      browser = await openBrowser();
+      const page = browser && (await browser.newPage());
+      if (page) {
+        await page.goto(`${s.url}/web/`);
+        await expect.poll(() => page.getByTestId('env-images').textContent(), { timeout: 60_000 }).toBe('1 of 3 env images ready (1 building, 1 failed)');
+      }
 
       // the slow task's reset waits for its image, says so, then plays
       const slow = await play(s.url, 't-slow');
@@ -179,7 +199,9 @@ describeDocker('env images off the critical path', () => {
       const h3 = await http(s.url, 'GET', '/health');
       expect(h3.status).toBe(200);
       expect(h3.body.images.summary).toBe('2 of 3 env images ready (1 failed)');
+      if (page) await expect.poll(() => page.getByTestId('env-images').textContent(), { timeout: 60_000 }).toBe('2 of 3 env images ready (1 failed)');
     } finally {
+      await browser?.close();
       await s.app.close();
     }
     await waitFor(() => s.app.openenv.manager.list().length === 0, 10_000);
