@@ -144,7 +144,15 @@ export class EnvCatalog {
       const entry = this.entries.get(env)!;
       if (entry.state === 'queued') this.queue.add(env, () => this.make(entry, signal));
     }
-    const stop = () => this.queue.stop();
+    const stop = () => {
+      const dropped = this.queue.stop();
+      const c = this.counts();
+      if (c.ready < this.entries.size)
+        this.log.info(
+          { event: 'images_stopped', ready: c.ready, total: this.entries.size, cancelled: this.queue.active, not_started: dropped.length },
+          `env images stopped by the drain (${c.ready} of ${this.entries.size} ready; builds running cancelled)`,
+        );
+    };
     if (signal?.aborted) stop();
     else signal?.addEventListener('abort', stop, { once: true });
     this.show();
