@@ -156,8 +156,10 @@ export class EnvCatalog {
     if (signal?.aborted) stop();
     else signal?.addEventListener('abort', stop, { once: true });
     this.show();
-    if (this.mode === 'prebuilt') void this.allSettled().then(() => this.reportMissing());
-    else void this.allSettled().then(() => this.opts.progress?.end());
+    void this.allSettled().then(() => {
+      this.opts.progress?.end();
+      if (this.mode === 'prebuilt') this.reportMissing();
+    });
   }
 
   /**
