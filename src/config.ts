@@ -266,7 +266,12 @@ export const SERVER_OPTIONS = {
   imageBuildConcurrency: {
     schema: positiveInt(DEFAULT_IMAGE_BUILD_CONCURRENCY),
     value: N,
-    help: 'env images built (or checked) at once at start, each cached by the hash of its context; one failed build stops none of the others, and the start fails naming every env that failed',
+    help: "env images built (or checked) at once, in the background from start, each cached by the hash of its context; a reset whose image is not ready waits for it (it is built next); a failed build fails only its env's resets",
+  },
+  images: {
+    schema: z.enum(['build', 'prebuilt']).default('build'),
+    value: 'build|prebuilt',
+    help: "build: the server builds the env images it lacks, in the background; prebuilt: it builds nothing, looks each image up under the tag `openenv-bundle build` gives it, serves the tasks whose images exist and fails the others' resets at once, naming the command that builds them",
   },
   pingInterval: { schema: z.coerce.number().min(0).finite().default(20), value: S, help: 'seconds between WebSocket pings (0 turns them off)' },
   trustProxy: { schema: z.string().optional(), value: 'ADDRS', help: 'addresses of reverse proxies whose X-Forwarded-For is trusted for logs' },

@@ -24,6 +24,11 @@ export interface ReasonMapping {
 export const FAILURE_REASONS: Readonly<Record<FailureReason, ReasonMapping>> = {
   deploy_timeout: { retryable: true, toolErrorType: 'timeout', meaning: 'the env was not ready (or did not answer /reset) within its budget' },
   image_unavailable: { retryable: true, toolErrorType: 'execution_error', meaning: 'the engine has no image for the env, and could not get one' },
+  image_not_built: {
+    retryable: false,
+    toolErrorType: 'execution_error',
+    meaning: 'the server builds no images (--images prebuilt) and the engine has none for the env: `openenv-bundle build` makes it',
+  },
   env_crashed: { retryable: true, toolErrorType: 'transport_error', meaning: 'the env exited' },
   env_oom: { retryable: true, toolErrorType: 'transport_error', meaning: 'the env was killed for reaching its memory limit' },
   env_unreachable: { retryable: true, toolErrorType: 'transport_error', meaning: 'the env runs but does not answer' },
@@ -117,6 +122,8 @@ export const SANDBOX_FACTS = {
   not_ready_in_time: 'deploy_timeout',
   /** the engine has no image for the env and could not build, push or pull one */
   no_image: 'image_unavailable',
+  /** the image is not on the engine, and the server was told to build none (--images prebuilt) */
+  not_prebuilt: 'image_not_built',
   /** no node of the cluster can ever hold the env (it asks for more than the largest has, or none is up) */
   unplaceable: 'unschedulable',
   /** the node the env ran on left the cluster */

@@ -5,6 +5,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { LANES, type LaneCounts } from './protocol/lanes.js';
+import { EnvImageStateSchema, type EnvImageState } from './protocol/server.js';
 
 export interface GaugeSources {
   running(): number;
@@ -21,6 +22,8 @@ export interface GaugeSources {
   pool?(): { ready: number; deploying: number; target: number; refilling: boolean } | null;
   /** E2B sandboxes (src/e2b/) by state: waiting for a slot, deploying, running, paused */
   sandboxes?(): Record<'waiting' | 'deploying' | 'running' | 'paused', number>;
+  /** the bundle's env images by state (src/bundle/env-catalog.ts) */
+  envImages?(): Record<EnvImageState, number>;
 }
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -299,6 +302,16 @@ export class Metrics {
       help: 'Tokens the upstream reported for model calls through the gateway',
       labelNames: ['kind'],
       registers: [r],
+    });
+    new Gauge({
+      name: `${prefix}env_images`,
+      help: "The bundle's env images by state: ready, building, queued, failed, missing (--images prebuilt: not on the engine)",
+      labelNames: ['state'],
+      registers: [r],
+      collect() {
+        const s = sources.envImages?.();
+        for (const state of EnvImageStateSchema.options) this.set({ state }, s?.[state] ?? 0);
+      },
     });
     // the E2B side's (docs/e2b.md)
     new Gauge({

@@ -52,8 +52,10 @@ export interface RuntimeOptions {
   wrapSandbox?: (sandbox: Sandbox) => Sandbox;
   reconcileIntervalMs?: number;
   sweepOnStart?: boolean;
-  /** how far the start-up's env images are, drawn in place (a terminal's progress bar); default: log lines with n/total */
+  /** how far the env images are, drawn in place (a terminal's progress bar); default: log lines with n/total */
   imageProgress?: ImageProgress;
+  /** `ready` waits for every env image (openenv-bundle check); default: they are made in the background once the server is ready */
+  imagesFirst?: boolean;
 }
 
 export interface OpenEnvRuntime {
@@ -79,10 +81,12 @@ export interface OpenEnvRuntime {
   modelAccess: ModelAccess | null;
   /** the reward as /bundle reports it: a rule's name, or "custom" */
   rewardName: string;
-  /** env name → what it runs with (the lock-down, docs/security.md), once the images are ready ({} before, and when the sandbox sets none) */
+  /** env name → what it runs with (the lock-down, docs/security.md), each once its image is ready (absent before, and when the sandbox sets none) */
   granted: Record<string, EnvGrant>;
-  /** resolves when the engine answered, leftovers were swept and every env image exists */
+  /** resolves when the engine answered, leftovers were swept and the toolbox is ready (with imagesFirst: every env image exists too) */
   ready: Promise<void>;
+  /** resolves when every env image is ready, failed or missing, and each ready env's lock-down is in `granted` (never rejects) */
+  imagesSettled: Promise<void>;
   /** null when the server can serve episodes, else why not (for /health) */
   unhealthy(): Promise<string | null>;
   /** SIGTERM: no new episodes, waiting resets refused, every episode torn down within the budget */
@@ -156,6 +160,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const reward = ro.reward ?? opts.reward ?? bundle.manifest.reward;
   const catalog = new EnvCatalog(bundle, sandbox, { ...buildArgRecord(opts.buildArg), ...(ro.buildArgs ?? {}) }, log.child({ component: 'images' }), {
     concurrency: opts.imageBuildConcurrency,
+    mode: opts.images,
     ...(ro.imageProgress ? { progress: ro.imageProgress } : {}),
   });
   const admission = new Admission(opts.maxConcurrentEnvs, opts.maxWaiting);
@@ -173,6 +178,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     capacity: () => admission.capacity,
     networks: () => sandbox.networksInUse(),
     networkStock: () => sandbox.stock?.stats() ?? null,
+    envImages: () => catalog.counts(),
   });
   const recorder = opts.record ? new EpisodeRecorder(opts.record, log.child({ component: 'recorder' })) : null;
   const history = new EpisodeHistory({ size: opts.history, onFinal: recorder ? (t) => recorder.write(t) : undefined });
@@ -214,7 +220,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       sandbox,
       admission,
       deploys,
-      envSpec: (name) => catalog.spec(name),
+      // a refill waits for its env's image in its turn: only resets move an image up
+      envSpec: async (name) => catalog.spec(name, { first: false }),
       metrics,
       log: log.child({ component: 'pool' }),
       ...(sandbox.shell ? { shell: sandbox.shell } : {}),
@@ -227,7 +234,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       admission,
       deploys,
       pool: pool ?? undefined,
-      envSpec: (name) => catalog.spec(name),
+      envSpec: (name, wait) => catalog.spec(name, wait),
       settings,
       reward: makeReward(reward),
       log,
@@ -245,7 +252,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     sandbox,
     admission,
     deploys,
-    envSpec: (name) => catalog.spec(name),
+    envSpec: async (name) => catalog.spec(name),
     settings: {
       resetTimeoutMs: settings.resetTimeoutMs,
       episodeTimeoutMs: settings.episodeTimeoutMs,
@@ -264,6 +271,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const sessions = new Sessions({ manager, bundle, log, idleTimeoutMs: opts.idleTimeout * 1000, pingIntervalMs: opts.pingInterval * 1000 });
 
   const granted: Record<string, EnvGrant> = {};
+  let imagesSettled!: () => void;
+  const settledImages = new Promise<void>((r) => (imagesSettled = r));
   /** aborted by the drain: a start-up still building images stops there (the builds cancelled on the engine) */
   const startup = new AbortController();
   // an env image that failed is logged by the catalog, with its reason (unless a progress bar shows it)
@@ -327,13 +336,29 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     // --max-concurrent-deploys: resets go first, so a burst larger than the stock is not slowed
     // by its refills
     if (!manager.isDraining) sandbox.stock?.start((fn, signal) => deploys.run(fn, { priority: 'refill', signal }));
-    await catalog.buildAll(startup.signal).catch((e: unknown) => {
-      imagesFailed = !isAbortError(e);
-      throw e;
-    });
-    if (sandbox.lockdown) {
-      for (const name of Object.keys(bundle.manifest.envs)) granted[name] = await sandbox.lockdown.granted(catalog.specOf(name));
-      log.info({ event: 'lockdown', envs: granted }, 'envs locked down');
+    // the images: all first (check), else in the background from here, a reset waiting for its own (docs/images.md)
+    if (ro.imagesFirst) {
+      await catalog.buildAll(startup.signal).catch((e: unknown) => {
+        imagesFailed = !isAbortError(e);
+        throw e;
+      });
+    } else {
+      await catalog.prepare();
+      catalog.start(startup.signal);
+    }
+    // each env's lock-down once its image is ready
+    const lockdown = sandbox.lockdown;
+    if (lockdown) {
+      const grants = Promise.all(
+        Object.keys(bundle.manifest.envs).map(async (name) => {
+          await catalog.settled(name);
+          if (catalog.imageState(name) === 'ready') granted[name] = await lockdown.granted(catalog.specOf(name));
+        }),
+      ).then(() => log.info({ event: 'lockdown', envs: granted }, 'envs locked down'));
+      void grants.catch((e: unknown) => log.warn({ err: (e as Error).message }, 'could not tell what the envs are granted')).finally(imagesSettled);
+      if (ro.imagesFirst) await grants;
+    } else {
+      void catalog.allSettled().then(imagesSettled);
     }
     manager.startReconciler(ro.reconcileIntervalMs ?? RECONCILE_INTERVAL_MS);
     if (pool && !manager.isDraining) {
@@ -356,7 +381,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       else log.error({ err: e.message }, 'the server cannot serve episodes');
     },
   );
-  // episodes wait for the images; a failed start-up fails their deploy with the reason
+  // episodes wait for the start-up, then for their own env's image; a failed start-up fails their deploy with the reason
   catalog.gate(ready);
 
   let engineCheck = { at: 0, ok: true };
@@ -371,7 +396,13 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     if (lostInstance) return `lost the instance name: ${lostInstance}`;
     if (manager.isDraining) return 'draining: the server is shutting down';
     if (readyError) return `start-up failed: ${readyError.message}`;
-    if (!isReady) return catalog.building ? 'building env images' : 'starting';
+    if (!isReady) return 'starting';
+    // one env's failed image fails its own resets; every one failed: nothing can be served
+    const unavailable = catalog.allUnavailable();
+    if (unavailable.length > 0) {
+      const few = unavailable.slice(0, 3).map((u) => `env "${u.env}": ${u.error}`);
+      return `no env image could be made (${unavailable.length} of ${unavailable.length}): ${few.join('; ')}${unavailable.length > 3 ? '; …' : ''}`;
+    }
     if (Date.now() - engineCheck.at > HEALTH_ENGINE_CHECK_MS) {
       engineCheck = {
         at: Date.now(),
@@ -434,6 +465,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
   const close = async () => {
     await ready.catch(() => undefined);
     await drain();
+    // builds the drain stopped: cancelled on the engine before the sandbox goes
+    await catalog.idle();
     manager.stopReconciler();
     await modelAccess?.close();
     sessions.stop();
@@ -459,6 +492,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     rewardName: typeof reward === 'function' ? 'custom' : (reward ?? DEFAULT_REWARD),
     granted,
     ready,
+    imagesSettled: settledImages,
     unhealthy,
     drain,
     close,

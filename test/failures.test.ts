@@ -28,6 +28,7 @@ const ids = { episode_id: 'e1', task_id: 't1' };
 const EXPECTED: Record<FailureReason, { retryable: boolean; toolErrorType: ToolErrorType }> = {
   deploy_timeout: { retryable: true, toolErrorType: 'timeout' },
   image_unavailable: { retryable: true, toolErrorType: 'execution_error' },
+  image_not_built: { retryable: false, toolErrorType: 'execution_error' },
   env_crashed: { retryable: true, toolErrorType: 'transport_error' },
   env_oom: { retryable: true, toolErrorType: 'transport_error' },
   env_unreachable: { retryable: true, toolErrorType: 'transport_error' },
@@ -173,6 +174,7 @@ describe("a sandbox's facts", () => {
       oom_killed: 'env_oom',
       not_ready_in_time: 'deploy_timeout',
       no_image: 'image_unavailable',
+      not_prebuilt: 'image_not_built',
       unplaceable: 'unschedulable',
       node_gone: 'node_lost',
       engine_failed: 'engine_error',

@@ -1,10 +1,10 @@
 /**
  * Which images a bundle needs, one entry per image: each env's, then its sidecars', each either
  * built from a context in the bundle (tagged by content hash under `buildName`) or named by
- * reference. `openenv-bundle build` reads this list; the server's start-up (env-catalog.ts) still
- * walks the manifest on its own, with the same build names (an env's, `sidecarBuildName`) and the
- * same builder, so an image built ahead of time carries the tag the server looks for. That second
- * walk should become a reader of this list.
+ * reference. The one walk of the manifest for images: `openenv-bundle build` and the server's
+ * catalog (env-catalog.ts) both read this list, with the same build names (an env's,
+ * `sidecarBuildName`) and the same builder, so an image built ahead of time carries the tag the
+ * server looks for.
  */
 import path from 'node:path';
 import { contextDir, type LoadedBundle } from './loader.js';

@@ -45,4 +45,4 @@ export {
   type LoadedBundle,
   type Task,
 } from './loader.js';
-export { EnvCatalog, shellFeatures, type EnvCatalogOptions, type ImageProgress } from './env-catalog.js';
+export { ENV_IMAGE_STATES, EnvCatalog, shellFeatures, type EnvCatalogOptions, type ImageProgress, type ImagesMode, type ImageWait } from './env-catalog.js';

@@ -9,6 +9,7 @@ import { HarnessExitSchema } from './harness.js';
 import { LaneCountsSchema, LaneSchema } from './lanes.js';
 import { ModelCallSchema } from './model.js';
 import { EndReasonSchema, EpisodeCostSchema, FailureSchema, PhaseSchema, ScoresSchema, TimingsSchema, TransportSchema } from './observations.js';
+import { EnvImagesSchema } from './server.js';
 
 const at = z.string().datetime();
 
@@ -287,6 +288,7 @@ export const OverviewSchema = z.object({
   draining: z.boolean(),
   history: z.object({ kept: z.number().int(), size: z.number().int().describe('--history'), bytes: z.number().int() }),
   recorder: RecorderStatsSchema.nullable(),
+  images: EnvImagesSchema.optional().describe('the env images, while not every one is ready (they build in the background)'),
   series: SeriesSchema,
 });
 export type Overview = z.infer<typeof OverviewSchema>;

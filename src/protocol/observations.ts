@@ -19,6 +19,7 @@ export type Transport = z.infer<typeof TransportSchema>;
 export const FailureReasonSchema = z.enum([
   'deploy_timeout',
   'image_unavailable',
+  'image_not_built',
   'env_crashed',
   'env_oom',
   'env_unreachable',

@@ -62,6 +62,10 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
   const tickMs = opts.tickMs ?? 1000;
   const streams = new Set<ServerResponse>();
 
+  const imageStatus = () => {
+    const images = opts.runtime.catalog.status();
+    return images ? { images } : {};
+  };
   const gauges = () => ({
     at: new Date().toISOString(),
     capacity: admission.capacity,
@@ -73,6 +77,7 @@ export async function consoleRoutes(root: FastifyInstance, opts: ConsoleRouteOpt
     draining: manager.isDraining,
     history: { kept: history.endedCount, size: history.size, bytes: history.endedBytesApprox },
     recorder: recorder ? recorder.stats() : null,
+    ...imageStatus(),
   });
   const overviewNow = (window: SeriesWindow) => ({ ...gauges(), series: history.series(window) });
 

@@ -36,8 +36,11 @@ export async function infoRoutes(root: FastifyInstance, { runtime }: { runtime: 
       const why = await runtime.unhealthy();
       // a pool that stopped refilling leaves the server healthy (resets deploy their own envs): it shows here
       const pool = runtime.pool ? { pool: runtime.pool.status() } : {};
-      if (why) return reply.code(503).send({ status: 'unhealthy', reason: why, ...pool });
-      return { status: 'healthy' as const, ...pool };
+      // "N of M env images ready" while not all are (they build in the background: docs/images.md)
+      const imageStatus = runtime.catalog.status();
+      const images = imageStatus ? { images: imageStatus } : {};
+      if (why) return reply.code(503).send({ status: 'unhealthy', reason: why, ...pool, ...images });
+      return { status: 'healthy' as const, ...pool, ...images };
     },
   );
 

@@ -251,6 +251,8 @@ export interface ImageBuildRequest {
   onProgress?: (line: string) => void;
   /** the image is not there: this call builds it (not called when it is up to date) */
   onBuilding?: () => void;
+  /** look only (--images prebuilt): when the image is not there, reject (no_image) naming its tag instead of building it */
+  lookOnly?: boolean;
   /** stops the build (the engine cancels it and removes its step's container): rejects with an AbortError */
   signal?: AbortSignal;
 }

@@ -99,3 +99,129 @@ describe('the env images at start', () => {
     await b.cleanup();
   });
 });
+
+/** a sandbox whose builds end when the test says so; `lookOnly` builds fail as an engine without the image does */
+function heldSandbox(fails: string[] = []) {
+  const release = new Map<string, () => void>();
+  const started: string[] = [];
+  const lookOnly: string[] = [];
+  const sandbox = {
+    images: {
+      async build(req: ImageBuildRequest) {
+        if (req.lookOnly) {
+          lookOnly.push(req.envName);
+          if (fails.includes(req.envName)) throw new SandboxError('no_image', `the Docker engine has no image x/${req.envName}:1`);
+          return `img/${req.envName}:1`;
+        }
+        started.push(req.envName);
+        await new Promise<void>((r) => release.set(req.envName, r));
+        if (fails.includes(req.envName)) throw new SandboxError('no_image', `cannot build the image of env \`${req.envName}\`: step 2 failed`);
+        return `img/${req.envName}:1`;
+      },
+      async check() {},
+    },
+  };
+  const tick = () => new Promise((r) => setImmediate(r));
+  const finish = async (env: string) => {
+    release.get(env)!();
+    await tick();
+    await tick();
+  };
+  return { sandbox: sandbox as never, started, lookOnly, finish, tick };
+}
+
+describe('the env images in the background', () => {
+  it('a reset waiting for an image moves it to the front and is told it waits; counts and the summary follow', async () => {
+    const b = await fiveEnvs();
+    const s = heldSandbox();
+    const log = captureLog({ level: 'info' });
+    const catalog = new EnvCatalog(b, s.sandbox, {}, log.logger, { concurrency: 1 });
+    catalog.start();
+    await s.tick();
+    expect(s.started).toEqual(['a']);
+    expect(catalog.counts()).toEqual({ ready: 0, building: 1, queued: 4, failed: 0, missing: 0 });
+    const told: string[] = [];
+    const spec = catalog.spec('d', { onWait: (state) => told.push(state) });
+    await s.tick();
+    expect(told).toEqual(['queued']);
+    expect(log.lines().some((l) => l.event === 'image_first' && l.env === 'd')).toBe(true);
+    await s.finish('a');
+    expect(s.started).toEqual(['a', 'd']);
+    expect(catalog.status()?.summary).toBe('1 of 5 env images ready (1 building, 3 queued)');
+    await s.finish('d');
+    expect((await spec).image).toBe('img/d:1');
+    // a ready image answers at once, without a word
+    await catalog.spec('a', { onWait: () => told.push('again') });
+    expect(told).toEqual(['queued']);
+    for (const e of ['b', 'c', 'e']) await s.finish(e);
+    await catalog.allSettled();
+    expect(s.started).toEqual(['a', 'd', 'b', 'c', 'e']);
+    expect(catalog.status()).toBeNull();
+    await b.cleanup();
+  });
+
+  it('a wait that outlasts its budget says the image was not ready, naming it and its state', async () => {
+    const b = await fiveEnvs();
+    const s = heldSandbox();
+    const catalog = new EnvCatalog(b, s.sandbox, {}, captureLog({ level: 'silent' }).logger, { concurrency: 1 });
+    catalog.start();
+    const err = await Promise.resolve(catalog.spec('a', { timeoutMs: 200 })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxError);
+    expect(err).toMatchObject({ reason: 'deploy_timeout', message: `the image of env "a" was not ready within the reset's 0.2 s: it is being built` });
+    const err2 = await Promise.resolve(catalog.spec('c', { timeoutMs: 30, first: false })).catch((e: unknown) => e);
+    expect((err2 as Error).message).toMatch(/env "c" was not ready .*: it is queued \(2 in line\)/);
+    await b.cleanup();
+  });
+
+  it("a failed build fails that env's resets at once with the build's error; the others play; all failed is named", async () => {
+    const b = await fiveEnvs();
+    const s = heldSandbox(['b']);
+    const catalog = new EnvCatalog(b, s.sandbox, {}, captureLog({ level: 'silent' }).logger, { concurrency: 5 });
+    catalog.start();
+    await s.tick();
+    for (const e of ENVS) await s.finish(e);
+    await catalog.allSettled();
+    const err = await Promise.resolve(catalog.spec('b')).catch((e: unknown) => e);
+    expect(err).toMatchObject({ reason: 'image_unavailable', message: 'cannot build the image of env `b`: step 2 failed' });
+    expect((await catalog.spec('c')).image).toBe('img/c:1');
+    expect(catalog.counts()).toMatchObject({ ready: 4, failed: 1 });
+    expect(catalog.allUnavailable()).toEqual([]);
+    await b.cleanup();
+
+    const one = await loadBundle(
+      writeBundle({ manifest: { ...baseManifest(), envs: { e: { build: 'envs/e' } } }, files: { 'envs/e/Dockerfile': 'FROM scratch\n' } }),
+    );
+    const s2 = heldSandbox(['e']);
+    const c2 = new EnvCatalog(one, s2.sandbox, {}, captureLog({ level: 'silent' }).logger);
+    c2.start();
+    await s2.tick();
+    await s2.finish('e');
+    await c2.allSettled();
+    expect(c2.allUnavailable()).toEqual([{ env: 'e', error: 'cannot build the image of env `e`: step 2 failed' }]);
+    await one.cleanup();
+  });
+
+  it('--images prebuilt builds nothing: a missing image fails its resets (not retryable) and the start log names the missing once', async () => {
+    const b = await fiveEnvs();
+    const s = heldSandbox(['b', 'd']);
+    const log = captureLog({ level: 'info' });
+    const catalog = new EnvCatalog(b, s.sandbox, {}, log.logger, { concurrency: 2, mode: 'prebuilt' });
+    catalog.start();
+    await catalog.allSettled();
+    await s.tick();
+    expect(s.started).toEqual([]);
+    expect(s.lookOnly.sort()).toEqual(ENVS);
+    expect(catalog.counts()).toEqual({ ready: 3, building: 0, queued: 0, failed: 0, missing: 2 });
+    const err = await Promise.resolve(catalog.spec('d')).catch((e: unknown) => e);
+    expect(err).toMatchObject({ reason: 'image_not_built' });
+    expect((err as Error).message).toContain(`--images prebuilt): \`openenv-bundle build ${b.dir}\` makes it`);
+    expect((await catalog.spec('a')).image).toBe('img/a:1');
+    const named = log.lines().filter((l) => l.event === 'images_missing');
+    expect(named).toHaveLength(1);
+    expect(named[0]).toMatchObject({ count: 2, total: 5, envs: ['b', 'd'] });
+    expect(named[0]!.msg).toBe(
+      `2 of 5 env image(s) are not on the engine (--images prebuilt): b, d. Their tasks' resets fail; \`openenv-bundle build ${b.dir}\` builds them`,
+    );
+    await b.cleanup();
+  });
+});

@@ -16,7 +16,7 @@ import { BUCKET_MS } from '../../src/console/series.js';
 import { EpisodeManager } from '../../src/episodes/manager.js';
 import { dailyFile, EpisodeRecorder } from '../../src/console/recorder.js';
 import { Metrics } from '../../src/metrics.js';
-import type { Sandbox } from '../../src/sandbox/sandbox.js';
+import type { EnvSpec, Sandbox } from '../../src/sandbox/sandbox.js';
 import { FIXTURE_BUNDLE } from '../support/app.js';
 import { fakeEpisode } from '../support/fake-episode.js';
 
@@ -34,14 +34,14 @@ async function manager(observer: EpisodeObserver) {
   const admission = new Admission(1, 1000);
   await admission.acquire({ timeoutMs: 1000 });
   const metrics = new Metrics({ running: () => 0, waiting: () => ({ high: 0, normal: 0, low: 0 }), capacity: () => 1, networks: () => 0 }, 'test_', false);
-  // never called: no episode here gets a slot, so none deploys
+  // never called: no episode here gets a slot, so none deploys (its image is ready: it waits for the slot at once)
   const sandbox = {} as Sandbox;
   const m = new EpisodeManager(
     {
       bundle,
       sandbox,
       admission,
-      envSpec: () => Promise.reject(new Error('no env in this test')),
+      envSpec: () => ({}) as EnvSpec,
       settings: { resetTimeoutMs: 60_000, splitLanes: new Map(), toolTimeoutMs: 1000, episodeTimeoutMs: 60_000, maxSteps: 8 },
       reward: (s) => Object.values(s)[0] ?? 0,
       log: silent,

@@ -27,6 +27,10 @@ export async function startApp(options: AppOptions = {}, bundle: string = FIXTUR
   const app = await buildApp(bundle, { pingInterval: 0, logger: log.logger, ...options, instance });
   try {
     await app.openenv.ready;
+    // the suites written before images were made in the background expect them made (and their failures to fail the start)
+    await app.openenv.imagesSettled;
+    const failed = app.openenv.catalog.unavailable();
+    if (failed.length > 0) throw new Error(failed.map((f) => `env "${f.env}": ${f.error}`).join('; '));
     await app.listen({ host: '127.0.0.1', port: 0 });
   } catch (e) {
     await app.close();

@@ -329,6 +329,11 @@ export function OverviewView(props: {
             <span class={props.connected ? 'dot live' : 'dot'} /> {props.connected ? 'live' : 'reconnecting…'}
             {o.draining && <strong class="warn"> draining</strong>}
           </div>
+          {o.images && (
+            <div class="warn" data-testid="env-images" title="env images build in the background; a reset of a task whose image is not ready waits for it">
+              {o.images.summary}
+            </div>
+          )}
           <div class="muted">
             history {o.history.kept}/{o.history.size} ended episodes kept
           </div>

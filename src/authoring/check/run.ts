@@ -187,6 +187,7 @@ export async function checkDynamic(bundle: LoadedBundle, validators: Map<string,
     log,
     buildArgs: opts.buildArgs ?? {},
     sandbox: opts.sandbox,
+    imagesFirst: true,
     ...(imageProgress ? { imageProgress } : {}),
     ...(cleanReset.size > 0 ? { wrapSandbox: (s: Sandbox) => (reuse = new ReusedEnvs(s, cleanReset, endedWell)) } : {}),
   });

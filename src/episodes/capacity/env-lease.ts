@@ -23,11 +23,19 @@ export interface EnvLeaseDeps {
   deploys?: DeployLimiter;
   /** --warm-pool above 0: slots come with pooled envs when one is ready */
   pool?: WarmPool;
-  envSpec: (envName: string) => Promise<EnvSpec>;
+  /** the env's spec once its image is ready: at once when it is, else waits for it (within `wait.timeoutMs`), saying so through `wait.onWait` */
+  envSpec: (envName: string, wait?: ImageWait) => EnvSpec | Promise<EnvSpec>;
   metrics: Metrics;
   now?: () => number;
   /** with the model gateway and a warm pool: a pooled env's credential bound to the episode at hand-over (ModelAccess) */
   modelAccess?: { handOver(envId: string, episodeId: string): void; dropDoor(episodeId: string): Promise<void> };
+}
+
+/** how a lease waits for its env's image (EnvCatalog.spec) */
+export interface ImageWait {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  onWait?: (state: string) => void;
 }
 
 export class EnvLease {
@@ -50,6 +58,10 @@ export class EnvLease {
   /** resources may exist under envId: a deploy started, or a pooled env was adopted */
   private envStarted = false;
   private pooledEnv: { handle: EnvHandle; spec: EnvSpec } | null = null;
+  /** the env's spec, its image ready, before the slot is taken (takeSlot) */
+  private readySpec: EnvSpec | null = null;
+  /** why its image is not there (takeSlot): what env() throws, the episode failing its deploy with it */
+  private imageFailed: { error: unknown } | null = null;
   private released: Promise<void> | null = null;
   private readonly now: () => number;
 
@@ -74,18 +86,37 @@ export class EnvLease {
   }
 
   /**
-   * Waits in the queue for a slot, in `lane` (default normal), at most `queueTimeoutMs` (the
-   * reset timeout); with a warm pool, the slot may come with a pooled env. Rejects as
-   * Admission.acquire does (CapacityError, ShuttingDownError, AbortError).
+   * Waits for the env's image, then in the queue for a slot, in `lane` (default normal), both
+   * within `queueTimeoutMs` (the reset timeout; docs/images.md). The image first: a build can take
+   * minutes, and a slot held meanwhile would starve the resets whose images are ready; the wait is
+   * said in the episode's log. An image that failed, is missing or was not ready in time takes no
+   * slot: env() throws the catalog's error. With a warm pool, the slot may come with a pooled env.
+   * Rejects as Admission.acquire does (CapacityError, ShuttingDownError, AbortError).
    */
   async takeSlot(opts: { queueTimeoutMs: number; signal: AbortSignal; lane?: Lane }): Promise<void> {
     const { admission, pool } = this.deps;
+    let timeoutMs = opts.queueTimeoutMs;
+    const onWait = (state: string) =>
+      this.log.info({ event: 'waiting_for_image', env: this.envName, image_state: state }, `waiting for its image (env "${this.envName}": ${state})`);
+    // at once when the image is ready: the slot's queue keeps the resets' arrival order
+    const spec = this.deps.envSpec(this.envName, { timeoutMs, signal: opts.signal, onWait });
+    if (spec instanceof Promise) {
+      const started = this.now();
+      try {
+        this.readySpec = await spec;
+      } catch (error) {
+        // no slot: env() throws it, and the episode fails its deploy with it
+        this.imageFailed = { error };
+        return;
+      }
+      timeoutMs = Math.max(0, timeoutMs - (this.now() - started));
+    } else this.readySpec = spec;
     if (!pool) {
-      this.slot = await admission.acquire({ timeoutMs: opts.queueTimeoutMs, signal: opts.signal, lane: opts.lane });
+      this.slot = await admission.acquire({ timeoutMs, signal: opts.signal, lane: opts.lane });
       return;
     }
     const grant = await pool.acquire(this.envName, {
-      timeoutMs: opts.queueTimeoutMs,
+      timeoutMs,
       signal: opts.signal,
       lane: opts.lane,
       // synchronous with the hand-over: no reconcile can find the pooled id owned by nobody
@@ -108,6 +139,7 @@ export class EnvLease {
    * model gateway's door if given, and the destinations it may reach (an E2B sandbox's egress).
    */
   async env(signal: AbortSignal, modelDoor?: ModelDoorHook, egress?: readonly EgressDestination[]): Promise<EnvHandle> {
+    if (this.imageFailed) throw this.imageFailed.error;
     if (this.pooledEnv) {
       throwIfAborted(signal);
       this.envSince = this.now();
@@ -140,7 +172,7 @@ export class EnvLease {
 
   private async deployFresh(signal: AbortSignal, modelDoor?: ModelDoorHook, egress?: readonly EgressDestination[]): Promise<EnvHandle> {
     const { sandbox, deploys, envSpec } = this.deps;
-    const spec = await envSpec(this.envName);
+    const spec = this.readySpec ?? (await envSpec(this.envName));
     throwIfAborted(signal);
     this.spec = spec;
     this.envStarted = true;

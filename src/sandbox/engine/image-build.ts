@@ -279,6 +279,7 @@ export async function buildEnvImage(docker: Dockerode, req: ImageBuildRequest, i
       req.onProgress?.(`image ${tag} is up to date`);
       return tag;
     }
+    if (req.lookOnly) throw new SandboxError('no_image', `the Docker engine has no image ${tag} for \`${req.envName}\``);
     req.onBuilding?.();
     req.onProgress?.(`building ${tag} from ${req.contextDir}`);
     const pack = tar.c(

@@ -122,6 +122,48 @@ describe('EnvLease', () => {
     await lease.release();
   });
 
+  it("waits for its env's image before it takes a slot, saying so; the slot's wait gets what is left of the one timeout; a failed image takes no slot", async () => {
+    const rig = await makeRig({ capacity: 1 });
+    const image = gate();
+    const told: string[] = [];
+    rig.deps.envSpec = async (_name, wait) => {
+      wait?.onWait?.('building');
+      told.push(`timeout ${wait?.timeoutMs}`);
+      await image.promise;
+      return rig.spec;
+    };
+    const lease = leaseOf(rig);
+    // the one slot is held: the lease waits for its image, then for the slot
+    const holder = await rig.admission.acquire({ timeoutMs: 1000 });
+    const taking = lease.takeSlot({ queueTimeoutMs: 10_000, signal: signal() }).catch((e: Error) => e);
+    await vi.advanceTimersByTimeAsync(4000);
+    expect(told).toEqual(['timeout 10000']);
+    expect(rig.admission.waitingCount).toBe(0);
+    expect(rig.log.lines().filter((l) => l.event === 'waiting_for_image')).toEqual([
+      expect.objectContaining({ env: 'echo', image_state: 'building', msg: 'waiting for its image (env "echo": building)' }),
+    ]);
+    image.open();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(rig.admission.waitingCount).toBe(1);
+    // 4 s went to the image: the slot's wait ends 6 s later, not 10
+    await vi.advanceTimersByTimeAsync(5900);
+    expect(rig.admission.waitingCount).toBe(1);
+    await vi.advanceTimersByTimeAsync(200);
+    expect((await taking) as Error).toMatchObject({ name: 'CapacityError' });
+    holder.release();
+
+    // an image that failed: no slot, and env() throws its error
+    const failed = new EnvLease(
+      { ...rig.deps, envSpec: () => Promise.reject(new Error('cannot build the image of env `echo`: step 2 failed')) },
+      'ep-2',
+      'echo',
+      rig.log.logger,
+    );
+    await failed.takeSlot({ queueTimeoutMs: 1000, signal: signal() });
+    expect(failed.holdsSlot).toBe(false);
+    await expect(failed.env(signal())).rejects.toThrow('step 2 failed');
+  });
+
   describe('with a warm pool', () => {
     async function pooledRig() {
       const rig = await makeRig({ capacity: 2 });

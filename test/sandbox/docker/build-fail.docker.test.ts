@@ -1,7 +1,9 @@
 /**
  * An env image that cannot be built (a bad Dockerfile in a copy of the fixture bundle; a base image
- * no registry serves): the server says which env and why, does not serve half a bundle (/health
- * 503 with the reason; resets fail with it), and a pull failure names the build argument to pass.
+ * no registry serves): the server says which env and why; the env's resets fail with the build's
+ * error (image_unavailable); the fixture's only env failed, so /health is 503 naming it (a bundle
+ * with others keeps serving them: test/server/images-background.docker.test.ts), and a pull
+ * failure names the build argument to pass.
  * Lack of disk space cannot be simulated safely on a shared engine: not tested.
  */
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,20 +47,23 @@ describeDocker('an env image that cannot be built', () => {
     );
     const s = await serveUnready(bundle, TEST_BUILD_ARGS);
     try {
-      await expect(s.app.openenv.ready).rejects.toThrow(/env `echo`/);
+      // the server is up at once; the image fails in the background
+      await s.app.openenv.ready;
+      await s.app.openenv.catalog.allSettled();
       const health = await http(s.url, 'GET', '/health');
       expect(health.status).toBe(503);
-      expect(health.body.reason).toMatch(/start-up failed: .*env `echo`.*no-such-file/s);
-      // a reset is refused with the same reason: no half a bundle
+      expect(health.body.reason).toMatch(/no env image could be made \(1 of 1\): env "echo": .*env `echo`.*no-such-file/s);
+      expect(health.body.images).toMatchObject({ total: 1, counts: { failed: 1, ready: 0 }, summary: '0 of 1 env images ready (1 failed)' });
+      // a reset fails with the build's error
       const c = await WsClient.open(s.url);
       const r = await c.reset({ task_id: 'fx-echo-0' });
       expect(r.type).toBe('error');
-      expect(r.data.message).toMatch(/env `echo`/);
+      expect(r.data.message).toMatch(/env `echo`.*no-such-file/s);
       await c.close();
       const e = await http(s.url, 'POST', '/episodes', { task_id: 'fx-echo-0' });
-      expect(e.status).toBeGreaterThanOrEqual(500);
-      expect(e.body.message).toMatch(/env `echo`/);
-      expect(s.logs()).toMatch(/"level":50.*the server cannot serve episodes/);
+      expect(e.status).toBe(502);
+      expect(e.body.failure).toMatchObject({ reason: 'image_unavailable', phase: 'deploy', message: expect.stringMatching(/env `echo`.*no-such-file/s) });
+      expect(s.logs()).toMatch(/"level":50.*env image \\"echo\\" failed \(1\/1\)/);
     } finally {
       await s.app.close();
     }
@@ -71,7 +76,9 @@ describeDocker('an env image that cannot be built', () => {
     // a registry on a loopback port nothing listens on: the pull fails at once, no traffic leaves
     const s = await serveUnready(bundle, { NODE_IMAGE: '127.0.0.1:9/openenv-no-such/node:20' });
     try {
-      const err = (await s.app.openenv.ready.catch((e: Error) => e)) as Error;
+      await s.app.openenv.ready;
+      await s.app.openenv.catalog.allSettled();
+      const err = (await Promise.resolve(s.app.openenv.catalog.spec('echo')).catch((e: Error) => e)) as Error;
       expect(err).toBeInstanceOf(Error);
       expect(err.message).toMatch(/env `echo`/);
       expect(err.message).toMatch(/build argument NODE_IMAGE=<image>/);
