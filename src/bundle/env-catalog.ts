@@ -117,7 +117,7 @@ export class EnvCatalog {
     if (needsShell.length && !this.sandbox.shell) {
       throw new Error(
         `bundle ${this.bundle.manifest.name} uses what this sandbox does not serve: ${needsShell.join('; ')}. ` +
-          'They need exec access to env containers, which the Docker sandbox has and the swarm sandbox does not yet: serve it with --sandbox docker (docs/harbor.md)',
+          'They need exec access to env containers, which this sandbox does not give: serve it with --sandbox docker, or --sandbox swarm (docs/harbor.md, docs/scaling.md)',
       );
     }
     const withSidecars = Object.entries(this.bundle.manifest.envs).filter(([, e]) => Object.keys(e.sidecars ?? {}).length > 0);

@@ -23,8 +23,8 @@ export function envLimits(env: EnvManifest): Pick<EnvSpec, 'resources' | 'securi
 
 /**
  * What of a bundle needs a sandbox with a `shell` part (exec and archive access to env
- * containers): shell envs, built-in toolsets and verified tasks. A sandbox without one (the swarm
- * backend, for now) refuses such a bundle at start, naming them, instead of failing every episode.
+ * containers): shell envs, built-in toolsets and verified tasks. A sandbox without one refuses such
+ * a bundle at start, naming them, instead of failing every episode (both backends have one).
  */
 export function shellFeatures(bundle: Pick<LoadedBundle, 'manifest' | 'splits'>): string[] {
   const out: string[] = [];

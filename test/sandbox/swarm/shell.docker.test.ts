@@ -154,7 +154,7 @@ describeSwarm('the shell toolset and verifiers on a three-node swarm (the shippe
     console.log(`[swarm shell] the shell tools ran on n${node}`);
     expect((await server.call('DELETE', `/episodes/${p.episode}`)).status).toBe(204);
     // the E2B API's sandboxes are not built on swarm: refused by name, not half served
-    const e2b = await server.call('POST', '/sandboxes', { templateID: 'word-frequency' });
+    const e2b = await server.call('POST', '/e2b/sandboxes', { templateID: 'word-frequency' });
     expect(e2b.status, JSON.stringify(e2b.body)).toBe(501);
     expect(JSON.stringify(e2b.body)).toMatch(/does not run E2B sandboxes \(--sandbox swarm: not yet\)/);
   });
