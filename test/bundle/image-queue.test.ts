@@ -36,19 +36,41 @@ describe('the image queue', () => {
     expect(j.started).toEqual(['a', 'b', 'c', 'd']);
   });
 
-  it('moves a waited-for job to the front of those not started; one running or unknown stays where it is', async () => {
+  it('starts a waited-for job at once beside the background ones; one running or unknown stays where it is', async () => {
     const q = new ImageQueue(1);
     const j = jobs();
     for (const k of ['a', 'b', 'c', 'd', 'e']) q.add(k, j.run(k));
     expect(q.first('d')).toBe(true);
     expect(q.first('a')).toBe(false);
     expect(q.first('zz')).toBe(false);
-    expect(q.queued).toEqual(['d', 'b', 'c', 'e']);
-    await j.end('a');
+    // d runs beside a (the background bound is for background jobs)
     expect(j.started).toEqual(['a', 'd']);
+    expect(q.queued).toEqual(['b', 'c', 'e']);
+    // a second urgent one waits for the first (limit 1 urgent at once), first in line
     expect(q.first('e')).toBe(true);
+    expect(q.queued).toEqual(['e', 'b', 'c']);
+    await j.end('a');
+    // no background job starts while an urgent one runs or waits
+    expect(j.started).toEqual(['a', 'd']);
     await j.end('d');
     expect(j.started).toEqual(['a', 'd', 'e']);
+    await j.end('e');
+    expect(j.started).toEqual(['a', 'd', 'e', 'b']);
+  });
+
+  it('holds background jobs while an urgent one runs, then goes on in order within the bound', async () => {
+    const q = new ImageQueue(2);
+    const j = jobs();
+    for (const k of ['a', 'b', 'c', 'd', 'e', 'f']) q.add(k, j.run(k));
+    expect(j.started).toEqual(['a', 'b']);
+    expect(q.first('f')).toBe(true);
+    expect(j.started).toEqual(['a', 'b', 'f']);
+    await j.end('a');
+    await j.end('b');
+    expect(j.started).toEqual(['a', 'b', 'f']);
+    await j.end('f');
+    expect(j.started).toEqual(['a', 'b', 'f', 'c', 'd']);
+    expect(q.active.sort()).toEqual(['c', 'd']);
   });
 
   it('queues a key once; a failed job frees its place', async () => {
