@@ -220,8 +220,9 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       sandbox,
       admission,
       deploys,
-      // a refill waits for its env's image in its turn: only resets move an image up
+      // refills deploy only envs whose image is ready (a slot is not held through a build), told as each one is
       envSpec: async (name) => catalog.spec(name, { first: false }),
+      imageReady: (name) => catalog.imageState(name) === 'ready',
       metrics,
       log: log.child({ component: 'pool' }),
       ...(sandbox.shell ? { shell: sandbox.shell } : {}),
@@ -346,6 +347,8 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
       await catalog.prepare();
       catalog.start(startup.signal);
     }
+    // the warm pool refills with an env once its image is ready
+    for (const name of Object.keys(bundle.manifest.envs)) void catalog.settled(name).then(() => pool?.imagesChanged());
     // each env's lock-down once its image is ready
     const lockdown = sandbox.lockdown;
     if (lockdown) {

@@ -121,23 +121,30 @@ export class PoolDemand {
     return this.now() - this.lastAskedAt(envName) > WARM_POOL.staleAfterMs;
   }
 
-  /** the env furthest below its share of `size` pooled envs, given how many of each it `has`; stale envs only when all are */
-  next(size: number, has: (envName: string) => number): string {
+  /**
+   * the env furthest below its share of `size` pooled envs, given how many of each it `has`, among
+   * the `eligible` ones (those whose image is ready); stale envs only when all are; null when no
+   * env can be deployed now
+   */
+  next(size: number, has: (envName: string) => number, eligible: (envName: string) => boolean = () => true): string | null {
     const counts = new Map<string, number>();
-    for (const n of this.window) counts.set(n, (counts.get(n) ?? 0) + 1);
+    for (const n of this.window) if (eligible(n)) counts.set(n, (counts.get(n) ?? 0) + 1);
+    // nothing asked for lately can be deployed now (its image not ready): the first that can, if any
+    if (counts.size === 0) return Object.keys(this.bundle.manifest.envs).find(eligible) ?? null;
     // with groups, an env whose group is arriving gets what it needs from its group's count, not by its share
     const fresh = [...counts.keys()].filter((n) => !this.isStale(n) && !this.served(n));
     const among = fresh.length > 0 ? fresh : [...counts.keys()];
     let best: string | null = null;
     let bestGap = -Infinity;
+    const counted = [...counts.values()].reduce((a, b) => a + b, 0);
     for (const name of among) {
-      const gap = (counts.get(name)! / this.window.length) * size - has(name);
+      const gap = (counts.get(name)! / counted) * size - has(name);
       if (gap > bestGap) {
         bestGap = gap;
         best = name;
       }
     }
-    return best ?? Object.keys(this.bundle.manifest.envs)[0]!;
+    return best;
   }
 
   /** with groups: the env's group is still arriving (its last reset within the gap): what it needs is started for it, not refilled */

@@ -94,6 +94,12 @@ export interface WarmPoolDeps {
   admission: Admission;
   deploys: DeployLimiter;
   envSpec: (envName: string) => Promise<EnvSpec>;
+  /**
+   * whether the env's image is ready (the env catalog; default: always): refills deploy only such
+   * envs, so that no pooled env holds a slot through its image's build; call imagesChanged() when
+   * one becomes ready
+   */
+  imageReady?: (envName: string) => boolean;
   metrics: Metrics;
   log: Logger;
   now?: () => number;
@@ -177,6 +183,11 @@ export class WarmPool {
   start(): void {
     if (this.closed) return;
     this.started = true;
+    this.fill();
+  }
+
+  /** an env's image became ready (or failed): the pool may now refill with what it could not */
+  imagesChanged(): void {
     this.fill();
   }
 
@@ -492,12 +503,16 @@ export class WarmPool {
   private fill(): void {
     if (!this.started || this.closed || !this.backoff.refilling) return;
     const maxDeploying = this.backoff.maxDeploying(this.size);
+    const ready = this.deps.imageReady ?? (() => true);
     while (this.entries.length < this.size && this.waiters.length === 0 && this.refillsDeploying() < maxDeploying) {
+      // what to deploy before the slot: an env whose image is not ready is not deployed ahead of demand
+      const group = this.demand.openGroups().find((name) => ready(name) && this.demand.expected(name) > this.spareOf(name));
+      const envName = group ?? this.pickEnv(ready);
+      if (envName === null) return;
       const slot = this.deps.admission.tryAcquire();
       if (!slot) return;
       this.held++;
-      const group = this.demand.openGroups().find((name) => this.demand.expected(name) > this.spareOf(name));
-      this.deployEntry(slot, group ?? this.pickEnv(), group !== undefined);
+      this.deployEntry(slot, envName, group !== undefined);
     }
   }
 
@@ -506,8 +521,8 @@ export class WarmPool {
     return this.entries.filter((e) => e.state === 'deploying' && !e.promisedTo).length;
   }
 
-  private pickEnv(): string {
-    return this.demand.next(this.size, (name) => this.entries.filter((e) => e.envName === name).length);
+  private pickEnv(eligible: (envName: string) => boolean): string | null {
+    return this.demand.next(this.size, (name) => this.entries.filter((e) => e.envName === name).length, eligible);
   }
 
   private deployEntry(slot: Slot, envName: string, anticipated: boolean): void {

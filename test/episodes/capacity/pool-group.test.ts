@@ -32,7 +32,14 @@ interface Setup {
   maxActive: () => number;
 }
 
-async function setUp(opts: { capacity: number; size: number; group: GroupSize; seeded: string[]; deployMs?: number }): Promise<Setup> {
+async function setUp(opts: {
+  capacity: number;
+  size: number;
+  group: GroupSize;
+  seeded: string[];
+  deployMs?: number;
+  imageReady?: (env: string) => boolean;
+}): Promise<Setup> {
   const rig = await makeRig({ capacity: opts.capacity, deployLimit: 8 });
   const bundle = manyEnvBundle(32, opts.seeded);
   const deployedEnvs: string[] = [];
@@ -51,6 +58,7 @@ async function setUp(opts: { capacity: number; size: number; group: GroupSize; s
     admission: rig.admission,
     deploys: rig.deploys,
     envSpec: async (name) => ({ ...rig.spec, name }),
+    ...(opts.imageReady ? { imageReady: opts.imageReady } : {}),
     metrics: rig.metrics,
     log: rig.log.logger,
     check: async () => true,
@@ -242,5 +250,27 @@ describe('stale envs give way first', () => {
     expect(byEnv(s, 'e0').ready).toBe(1);
     expect(byEnv(s, 'e6').ready).toBe(1);
     expect(await metricValue(s.rig.metrics.poolDiscarded, { reason: 'stale' })).toBe(1);
+  });
+
+  it('deploys no env ahead of demand before its image is ready: no slot held through a build; it fills as images become ready', async () => {
+    const ready = new Set<string>();
+    const s = await setUp({ capacity: 8, size: 4, group: 4, seeded: ['e0', 'e1'], imageReady: (e) => ready.has(e) });
+    // no image ready: nothing deployed, no slot taken
+    expect(s.deployedEnvs).toEqual([]);
+    expect(s.rig.admission.activeCount).toBe(0);
+    // a group of e2 arrives while its image builds: nothing started for it yet
+    const first = await reset(s, 'e2');
+    expect(first.pooled).toBeNull();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(s.deployedEnvs).toEqual([]);
+    // e2's image is ready: the rest of its group is started (3), then the pool fills up to its size
+    // with what demand names among envs whose image is ready (e2 again: e0 and e1 are still building)
+    ready.add('e2');
+    s.pool.imagesChanged();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(s.deployedEnvs).toEqual(['e2', 'e2', 'e2', 'e2']);
+    expect(s.rig.admission.activeCount).toBe(5);
+    expect(s.maxActive()).toBeLessThanOrEqual(8);
+    first.slot.release();
   });
 });
