@@ -24,12 +24,13 @@
  * the end (they are the run's own: nothing else builds them).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Dockerode from 'dockerode';
 import * as tar from 'tar';
+import { demuxLog } from '../../src/sandbox/engine/logs.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { forEachAtMost } from '../../src/util/work-pool.js';
 import { syntheticTaskId, writeSyntheticDataset } from '../lib/synthetic-dataset.js';
@@ -129,15 +130,7 @@ async function readReward(container: Dockerode.Container): Promise<string> {
     stream.on('end', resolve);
     stream.on('error', reject);
   });
-  // the multiplexed stream's frames: an 8-byte header, then the payload
-  const all = Buffer.concat(chunks);
-  let text = '';
-  for (let at = 0; at + 8 <= all.length;) {
-    const size = all.readUInt32BE(at + 4);
-    text += all.subarray(at + 8, at + 8 + size).toString('utf8');
-    at += 8 + size;
-  }
-  return text.trim();
+  return demuxLog(Buffer.concat(chunks)).trim();
 }
 
 /** one episode of a synthetic task: reset, the golden solution, end_turn; its ms, reward 1 required */
@@ -210,7 +203,6 @@ export async function datasetPhase(ctx: BenchContext, load: DatasetLoad): Promis
     const importStarted = performance.now();
     execFileSync(process.execPath, [CLI, 'import', 'harbor', served, '--out', bundle, '--name', bundleName], { stdio: ['ignore', 'ignore', 'inherit'] });
     const importMs = performance.now() - importStarted;
-    JSON.parse(readFileSync(path.join(bundle, 'bundle.json'), 'utf8'));
     ctx.progress('dataset: serving it');
     const spawned = performance.now();
     server = await startServer(
