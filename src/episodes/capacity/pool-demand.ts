@@ -31,7 +31,7 @@ export class PoolDemand {
   private readonly sizes: number[] = [];
 
   constructor(
-    private readonly bundle: LoadedBundle,
+    bundle: LoadedBundle,
     private readonly group: GroupSize = 1,
     private readonly now: () => number = Date.now,
   ) {
@@ -124,13 +124,14 @@ export class PoolDemand {
   /**
    * the env furthest below its share of `size` pooled envs, given how many of each it `has`, among
    * the `eligible` ones (those whose image is ready); stale envs only when all are; null when no
-   * env can be deployed now
+   * env demand names can be deployed now
    */
   next(size: number, has: (envName: string) => number, eligible: (envName: string) => boolean = () => true): string | null {
     const counts = new Map<string, number>();
     for (const n of this.window) if (eligible(n)) counts.set(n, (counts.get(n) ?? 0) + 1);
-    // nothing asked for lately can be deployed now (its image not ready): the first that can, if any
-    if (counts.size === 0) return Object.keys(this.bundle.manifest.envs).find(eligible) ?? null;
+    // no env demand names can be deployed now (their images not ready): nothing is guessed beyond
+    // demand (an env none named would hold a slot for nobody); the pool fills as their images settle
+    if (counts.size === 0) return null;
     // with groups, an env whose group is arriving gets what it needs from its group's count, not by its share
     const fresh = [...counts.keys()].filter((n) => !this.isStale(n) && !this.served(n));
     const among = fresh.length > 0 ? fresh : [...counts.keys()];
