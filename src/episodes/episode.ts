@@ -174,7 +174,7 @@ export class Episode {
   }
 
   timings(): Timings {
-    return timingsOf(this.createdAt, this.t, this.now(), this.lease.withPool ? this.lease.pooled : undefined);
+    return timingsOf(this.createdAt, this.t, this.now(), this.lease.withPool ? this.lease.pooled : undefined, this.lease.imageWaitedMs);
   }
 
   /**

@@ -93,13 +93,15 @@ export interface LifeMarks {
 /**
  * Its timings: queued (from its creation), deploying, running, each to `now` while it lasts. With
  * a warm pool (`pooled` not undefined): whether its env came from it, and how long it waited there.
+ * When the reset waited for its env's image (`imageWaitedMs` not null): that wait, within queued.
  */
-export function timingsOf(createdAt: number, t: LifeMarks, now: number, pooled?: { waitedMs: number } | null): Timings {
+export function timingsOf(createdAt: number, t: LifeMarks, now: number, pooled?: { waitedMs: number } | null, imageWaitedMs: number | null = null): Timings {
   const s = (a?: number, b?: number) => (a === undefined ? 0 : seconds3((b ?? now) - a));
   const timings: Timings = { queued_s: s(createdAt, t.queued), deploy_s: s(t.queued, t.running ?? t.ended), running_s: s(t.running, t.ended) };
   if (pooled !== undefined) {
     timings.pooled = pooled !== null;
     if (pooled) timings.pool_wait_s = seconds3(pooled.waitedMs);
   }
+  if (imageWaitedMs !== null) timings.image_wait_s = seconds3(imageWaitedMs);
   return timings;
 }

@@ -81,6 +81,8 @@ export const TimingsSchema = z.object({
   pooled: z.boolean().optional(),
   /** with pooled: true, how long the env waited in the pool, ready, before this episode took it */
   pool_wait_s: z.number().optional(),
+  /** only when the reset waited for its env's image (built in the background): that wait, a part of queued_s */
+  image_wait_s: z.number().optional(),
 });
 export type Timings = z.infer<typeof TimingsSchema>;
 

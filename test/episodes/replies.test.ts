@@ -73,10 +73,13 @@ describe('replies', () => {
     expect(argumentsProblem(deep)).toBe(`arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; no tool takes that`);
   });
 
-  it('timingsOf: each phase to now while it lasts; the pool’s part only with a pool', () => {
+  it('timingsOf: each phase to now while it lasts; the pool’s part only with a pool; the image’s wait only when there was one', () => {
     expect(timingsOf(0, { queued: 1000 }, 4000)).toEqual({ queued_s: 1, deploy_s: 3, running_s: 0 });
     expect(timingsOf(0, { queued: 1000, running: 2500, ended: 5000 }, 9000)).toEqual({ queued_s: 1, deploy_s: 1.5, running_s: 2.5 });
     expect(timingsOf(0, { queued: 1000, ended: 2000 }, 9000, null)).toEqual({ queued_s: 1, deploy_s: 1, running_s: 0, pooled: false });
     expect(timingsOf(0, {}, 9000, { waitedMs: 250 })).toEqual({ queued_s: 9, deploy_s: 0, running_s: 0, pooled: true, pool_wait_s: 0.25 });
+    // the image's wait only when the reset waited for it
+    expect(timingsOf(0, { queued: 3000 }, 4000, undefined, 2500)).toEqual({ queued_s: 3, deploy_s: 1, running_s: 0, image_wait_s: 2.5 });
+    expect(timingsOf(0, { queued: 3000 }, 4000, undefined, null)).toEqual({ queued_s: 3, deploy_s: 1, running_s: 0 });
   });
 });

@@ -192,6 +192,10 @@ describeDocker('env images off the critical path', () => {
       const slow = await play(s.url, 't-slow');
       expect(slow.status, JSON.stringify(slow.body)).toBe(201);
       expect(slow.reward).toBe(1);
+      // its timings say how long of its queueing went to the image
+      const t = slow.body.observation.timings;
+      expect(t.image_wait_s, JSON.stringify(t)).toBeGreaterThan(0);
+      expect(t.image_wait_s).toBeLessThanOrEqual(t.queued_s);
       // (the quick task's reset may have waited for its image too, had it not been made yet)
       const waited = s.log.lines().filter((l) => l.event === 'waiting_for_image' && l.env !== 'quick');
       expect(waited).toEqual([expect.objectContaining({ env: 'slow', image_state: 'building', msg: 'waiting for its image (env "slow": building)' })]);

@@ -46,6 +46,8 @@ export class EnvLease {
   envId: string;
   /** set while the env is one taken from the warm pool: how long it waited there (ms) */
   pooled: { waitedMs: number } | null = null;
+  /** how long the reset waited for its env's image (ms), when it did (said `waiting_for_image`); null when it was ready */
+  imageWaitedMs: number | null = null;
   /** the env, once there is one */
   handle: EnvHandle | null = null;
   spec: EnvSpec | null = null;
@@ -96,8 +98,11 @@ export class EnvLease {
   async takeSlot(opts: { queueTimeoutMs: number; signal: AbortSignal; lane?: Lane }): Promise<void> {
     const { admission, pool } = this.deps;
     let timeoutMs = opts.queueTimeoutMs;
-    const onWait = (state: string) =>
+    let waited = false;
+    const onWait = (state: string) => {
+      waited = true;
       this.log.info({ event: 'waiting_for_image', env: this.envName, image_state: state }, `waiting for its image (env "${this.envName}": ${state})`);
+    };
     // at once when the image is ready: the slot's queue keeps the resets' arrival order
     const spec = this.deps.envSpec(this.envName, { timeoutMs, signal: opts.signal, onWait });
     if (spec instanceof Promise) {
@@ -108,6 +113,9 @@ export class EnvLease {
         // no slot: env() throws it, and the episode fails its deploy with it
         this.imageFailed = { error };
         return;
+      } finally {
+        // told in the reset's timings when it was told in its log
+        if (waited) this.imageWaitedMs = this.now() - started;
       }
       timeoutMs = Math.max(0, timeoutMs - (this.now() - started));
     } else this.readySpec = spec;

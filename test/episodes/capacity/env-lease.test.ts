@@ -96,6 +96,8 @@ describe('EnvLease', () => {
     const rig = await makeRig();
     const lease = leaseOf(rig);
     await lease.takeSlot({ queueTimeoutMs: 1000, signal: signal() });
+    // its image was ready at once: no image wait to tell
+    expect(lease.imageWaitedMs).toBeNull();
     const ac = new AbortController();
     ac.abort();
     expect(isAbortError(await lease.env(ac.signal).catch((e: unknown) => e))).toBe(true);
@@ -150,6 +152,8 @@ describe('EnvLease', () => {
     expect(rig.admission.waitingCount).toBe(1);
     await vi.advanceTimersByTimeAsync(200);
     expect((await taking) as Error).toMatchObject({ name: 'CapacityError' });
+    // the 4 s of the image's wait, for the reset's timings
+    expect(lease.imageWaitedMs).toBe(4000);
     holder.release();
 
     // an image that failed: no slot, and env() throws its error

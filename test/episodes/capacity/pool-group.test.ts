@@ -274,7 +274,7 @@ describe('stale envs give way first', () => {
     first.slot.release();
   });
 
-  it('guesses no env demand does not name because its image happens to be ready first: it waits for the seeded envs\' images', async () => {
+  it("guesses no env demand does not name because its image happens to be ready first: it waits for the seeded envs' images", async () => {
     // the background builds finish in any order: e5's image (no task of the default split) before e0's
     const ready = new Set<string>(['e5']);
     const s = await setUp({ capacity: 8, size: 4, group: 4, seeded: ['e0'], imageReady: (e) => ready.has(e) });
