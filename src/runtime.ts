@@ -126,6 +126,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
             networkStock: networkStockSize(opts),
             runtime: opts.runtime,
             recycleNetworks: !opts.noNetworkRecycling,
+            stockForShell: stockForShell(bundle, opts),
             ...(opts.toolbox !== undefined ? { toolbox: opts.toolbox } : {}),
             layerDefaults: layerDefaults(opts),
             logger: log.child({ component: 'sandbox' }),
@@ -500,6 +501,16 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
     drain,
     close,
   };
+}
+
+/**
+ * Whether the network stock makes shell envs' networks (hostless, not joined) rather than http
+ * envs': when every env of the bundle is a shell env and no env gets a model door (no gateway),
+ * every deploy wants that kind; a mixed bundle keeps the http kind (its shell envs make their own).
+ */
+export function stockForShell(bundle: LoadedBundle, opts: Pick<ServerOptions, 'modelUrl' | 'modelFromReset'>): boolean {
+  const envs = Object.values(bundle.manifest.envs);
+  return envs.length > 0 && envs.every((e) => e.kind === 'shell') && opts.modelUrl === undefined && !opts.modelFromReset;
 }
 
 /** the gateway and the episodes' side of it, when the server has a model upstream or takes one per reset */

@@ -62,6 +62,12 @@ export interface DockerSandboxOptions extends EngineSandboxOptions {
   subnetPrefix?: number;
   /** the static busybox the server runs in env containers (--toolbox); default: the first of TOOLBOX_CANDIDATES */
   toolbox?: string;
+  /**
+   * the stock's networks are made for shell envs without a model door (hostless, not joined by the
+   * server) instead of for http envs: for a bundle whose every env is a shell env, on a server
+   * without the model gateway (the runtime decides: stockForShell)
+   */
+  stockForShell?: boolean;
 }
 
 export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
@@ -76,6 +82,8 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   private readonly toolboxPath: string | undefined;
   /** the instance's toolbox volume, once asked for (shell.prepare, a shell env's deploy) */
   private toolbox: Promise<ToolboxVolume> | null = null;
+  /** the kind of network the stock makes: a hostless shell env's (true) or an http env's */
+  private readonly stockForShell: boolean;
 
   constructor(opts: DockerSandboxOptions) {
     super(opts, { sandbox: 'the Docker sandbox', engine: 'the Docker engine', network: 'episode network' });
@@ -84,6 +92,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     this.storage = new StorageWatch(this.docker, this.log);
     this.toolboxPath = opts.toolbox;
     this.egressRules = new EgressRules(this.instance, this.log);
+    this.stockForShell = opts.stockForShell ?? false;
   }
 
   /** the toolbox volume, made (or found and checked) on the first call; a failure is retried by the next */
@@ -181,7 +190,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
   }
 
   protected makeStockedNetwork(owner: Owner): Promise<EpisodeNetwork> {
-    return this.makeNetwork(owner);
+    return this.makeNetwork(owner, { forShell: this.stockForShell });
   }
 
   protected override canCheckEmpty(): boolean {
@@ -248,7 +257,8 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     // container the door is the container's own address on a hostless network: no host to close
     const rules = routed || (egress !== undefined && modelDoor !== undefined && !this.attach);
     const hostless = shell && !modelDoor && !routed;
-    const stocked = hostless || routed ? null : this.networks.take(envId);
+    // the stock holds one kind of network (stockForShell): a deploy takes one of its own kind only
+    const stocked = routed || hostless !== this.stockForShell ? null : this.networks.take(envId);
     const network = stocked?.net ?? (await this.makeNetwork(owner, routed ? { forShell: shell, routed: true } : { forShell: hostless }));
     throwIfAborted(signal);
     // the gateway's door on this network: on the host, the bridge's own address; from a container

@@ -22,6 +22,8 @@ export interface DockerSandboxFactoryOptions {
   recycleNetworks?: boolean;
   /** the static busybox run inside envs for the server's own steps (--toolbox) */
   toolbox?: string;
+  /** the stock's networks are a shell env's (DockerSandboxOptions.stockForShell) */
+  stockForShell?: boolean;
   /** the bounds of an env's writable layer where its bundle sets none (--default-storage-mb, --default-max-files) */
   layerDefaults?: LayerDefaults;
   logger: SandboxLogger;
@@ -48,6 +50,7 @@ export async function createDockerSandbox(o: DockerSandboxFactoryOptions): Promi
     ...(o.layerDefaults ? { layerDefaults: o.layerDefaults } : {}),
     ...(o.recycleNetworks !== undefined ? { recycleNetworks: o.recycleNetworks } : {}),
     ...(o.toolbox !== undefined ? { toolbox: o.toolbox } : {}),
+    ...(o.stockForShell ? { stockForShell: true } : {}),
     logger: o.logger,
   });
   return { sandbox, attachedTo: own };

@@ -5,19 +5,21 @@
  */
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { LABELS, SandboxError } from '../../../src/sandbox/sandbox.js';
+import { LABELS, SandboxError, type EnvSpec } from '../../../src/sandbox/sandbox.js';
+import { probeExec } from '../../../src/sandbox/container-exec.js';
 import { DockerSandbox } from '../../../src/sandbox/docker/index.js';
 import { STOCK_KEY_PREFIX } from '../../../src/sandbox/engine/network-stock.js';
 import { describeDocker, labelledResources, uniqueInstance, waitFor } from '../../support/docker.js';
 import { buildEcho, echoSpec } from './fixture.js';
 import { rejection } from '../contract.js';
+import { ensureDebianBase, LOCAL_DEBIAN_IMAGE } from '../../harbor/helpers.js';
 
 describeDocker('DockerSandbox network stock', () => {
   const docker = new Dockerode();
   const instance = uniqueInstance('stock');
   const sandboxes: DockerSandbox[] = [];
-  const make = (networkStock: number, recycleNetworks = true) => {
-    const s = new DockerSandbox({ instance, bundleName: 'fixture-v1', networkStock, recycleNetworks });
+  const make = (networkStock: number, recycleNetworks = true, stockForShell = false) => {
+    const s = new DockerSandbox({ instance, bundleName: 'fixture-v1', networkStock, recycleNetworks, stockForShell });
     sandboxes.push(s);
     return s;
   };
@@ -132,6 +134,51 @@ describeDocker('DockerSandbox network stock', () => {
     expect((await networks()).has(stocked!)).toBe(false);
     expect(labelledResources(`${LABELS.episode}=ep-bad`)).toEqual({ containers: [], networks: [] });
     expect(sandbox.networksInUse()).toBe(0);
+    await sandbox.close();
+    expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
+  });
+
+  it("for a bundle of shell envs (stockForShell): the stock's networks are a shell env's (no host address, not joined), a shell deploy takes one and gives it back; an http env makes its own", async () => {
+    ensureDebianBase();
+    const shell: EnvSpec = {
+      name: 'sh',
+      image: LOCAL_DEBIAN_IMAGE,
+      kind: 'shell',
+      port: 0,
+      readyPath: '/',
+      deployTimeoutMs: 30_000,
+      resources: { memoryMb: 128, cpus: 0.5, pids: 64 },
+      environment: {},
+    };
+    const inspect = async (id: string) =>
+      (await docker.getNetwork(id).inspect()) as { Options?: Record<string, string>; Internal?: boolean; Containers?: Record<string, unknown> };
+    const sandbox = make(1, true, true);
+    sandbox.stock.start();
+    await waitFor(() => sandbox.stock.stats().ready === 1, 30_000, 'the stock full');
+    const [stocked] = await stockedIds();
+    // made as a shell env's own network is: internal, the host given no address on it
+    const made = await inspect(stocked!);
+    expect(made.Internal).toBe(true);
+    expect(made.Options?.['com.docker.network.bridge.inhibit_ipv4']).toBe('true');
+
+    const a = await sandbox.deploy({ envId: 'ep-sh', env: shell });
+    expect(a.networkId).toBe(stocked);
+    expect(Object.keys((await inspect(stocked!)).Containers ?? {})).toEqual([a.containerId]);
+    // the server's steps reach it through the engine
+    expect((await probeExec(sandbox.shell.exec(a), 10_000, new AbortController().signal)).ok).toBe(true);
+    // an http env takes no shell network: it makes its own
+    const web = await sandbox.deploy({ envId: 'ep-web', env: echoSpec(image) });
+    expect(web.networkId).not.toBe(stocked);
+    expect((await fetch(`${web.baseUrl}/health`)).status).toBe(200);
+
+    await sandbox.teardown('ep-sh');
+    expect((await networks()).has(stocked!)).toBe(true);
+    expect(sandbox.stock.stats()).toMatchObject({ ready: 1, recycled: 1, made: 1 });
+    const b = await sandbox.deploy({ envId: 'ep-sh2', env: shell });
+    expect(b.networkId).toBe(stocked);
+    await sandbox.teardown('ep-sh2');
+    await sandbox.teardown('ep-web');
+    expect((await networks()).has(web.networkId)).toBe(false);
     await sandbox.close();
     expect(labelledResources(`${LABELS.instance}=${instance}`)).toEqual({ containers: [], networks: [] });
   });
