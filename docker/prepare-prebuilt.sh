@@ -34,6 +34,9 @@ node --input-type=module -e '
   exit 1
 }
 cp "$busybox" "$STAGE/toolbox/busybox"
+# the shipped harness (src/episodes/harness-task.ts SHIPPED_HARNESS), as the online target copies it
+mkdir -p "$STAGE/harness"
+cp harness/openenv_harness.py "$STAGE/harness/openenv_harness.py"
 cp -a node_modules "$STAGE/node_modules"
 (cd "$STAGE" && npm prune --omit=dev --offline --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 # empty scope folders of pruned packages

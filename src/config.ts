@@ -539,7 +539,6 @@ function checkGatewayOptions(o: ServerOptionValues, ctx: z.RefinementCtx): void 
     }
     return;
   }
-  if (o.sandbox === 'swarm') issue('sandbox', 'the model gateway opens its doors on Docker bridges: --sandbox swarm does not serve it yet');
   if (o.warmPool > 0 && o.modelUrl === undefined)
     issue(
       'warmPool',

@@ -10,6 +10,8 @@ export const DEPLOY_STAGES = [
   'toolbox',
   /** the episode's overlay created (or taken from the stock) */
   'overlay',
+  /** the model door opened on it: the server's container joined, its address up, the gateway's door listening (an env with a door) */
+  'door',
   /** the service created */
   'service',
   /** until the scheduler had assigned the task to a node */

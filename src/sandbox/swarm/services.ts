@@ -3,6 +3,7 @@
  * the server's container joins it) and a service of one replica of the env's image on it.
  */
 import type Dockerode from 'dockerode';
+import { networkInterfaces } from 'node:os';
 import { ENV_SECRET_VAR } from '../env-identity.js';
 import { SandboxError, type EnvSpec } from '../sandbox.js';
 import { keeperCommand, toolboxBinary } from '../toolbox.js';
@@ -11,7 +12,9 @@ import { isNotFound, removeOrGone, toSandboxError } from '../engine/errors.js';
 import { ownerLabels, type Owner } from '../engine/labels.js';
 import { createOwnedNetwork } from '../engine/networks.js';
 import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
+import { sleep } from '../engine/retry.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
+import { parseCidr, parseIPv4 } from '../../util/cidr.js';
 
 /**
  * Service and network names are DNS labels in swarm (letters, digits, dashes; at most 63):
@@ -39,6 +42,50 @@ export async function createEpisodeOverlay(docker: Dockerode, owner: Owner, name
     return { id: await createOwnedNetwork(docker, owner, name, { Driver: 'overlay', Attachable: true }), name };
   } catch (err) {
     throw toSandboxError(err, `creating the overlay network of episode ${owner.episode}`);
+  }
+}
+
+/** the overlay's subnet (CIDR), which swarm allocated from its pool when the overlay was made */
+export async function overlaySubnet(docker: Dockerode, networkId: string): Promise<string> {
+  let info: { IPAM?: { Config?: Array<{ Subnet?: string }> } };
+  try {
+    info = (await docker.getNetwork(networkId).inspect()) as typeof info;
+  } catch (err) {
+    throw toSandboxError(err, `inspecting the overlay network ${networkId.slice(0, 12)}`);
+  }
+  const subnet = info.IPAM?.Config?.map((c) => c.Subnet).find((c): c is string => c !== undefined && !('problem' in parseCidr(c)));
+  if (!subnet) throw new SandboxError('engine_failed', `the overlay network ${networkId.slice(0, 12)} has no IPv4 subnet`);
+  return subnet;
+}
+
+/** how long the server's own address on an overlay it joined may take to come up in its container */
+const OWN_ADDRESS_UP_MS = 10_000;
+
+/**
+ * Resolves once an interface of this process's namespace (the server's container) has an IPv4
+ * address in `subnet`, up and running: the join of the overlay returned, and the model door binds
+ * that address (a bind of an address not yet up fails). Rejects (engine_failed) after
+ * OWN_ADDRESS_UP_MS.
+ */
+export async function ownAddressUp(
+  subnet: string,
+  signal: AbortSignal,
+  interfaces: () => ReturnType<typeof networkInterfaces> = networkInterfaces,
+): Promise<string> {
+  const c = parseCidr(subnet);
+  if ('problem' in c) throw new SandboxError('engine_failed', `the overlay's subnet ${subnet}: ${c.problem}`);
+  const until = Date.now() + OWN_ADDRESS_UP_MS;
+  for (;;) {
+    for (const a of Object.values(interfaces()).flat()) {
+      const ip = a?.family === 'IPv4' ? parseIPv4(a.address) : null;
+      if (ip !== null && ip - c.base >= 0 && ip - c.base < 2 ** (32 - c.prefix)) return a!.address;
+    }
+    if (Date.now() >= until)
+      throw new SandboxError(
+        'engine_failed',
+        `the server's container has no address up on its episode's overlay (${subnet}) ${OWN_ADDRESS_UP_MS / 1000}s after joining it: the model door cannot open there`,
+      );
+    await sleep(100, signal);
   }
 }
 
@@ -91,6 +138,8 @@ export async function createEnvService(
           Image: image,
           Env: Object.entries(environment).map(([k, v]) => `${k}=${v}`),
           Labels: labels,
+          // the names the env resolves to chosen addresses (its model door's, say): "IP name" lines of its hosts file
+          ...(env.hosts && Object.keys(env.hosts).length > 0 ? { Hosts: Object.entries(env.hosts).map(([name, ip]) => `${ip} ${name}`) } : {}),
           ...lockdown.containerSpec,
           ...(mounts.length ? { Mounts: mounts } : {}),
           // the keeper is a shell env's process 1: it reaps what the engine's init would, and no

@@ -2,7 +2,8 @@
  * The Docker Swarm backend: per episode, an overlay network of its own (internal, attachable) and
  * a service of one replica of the env's image on it, placed by swarm on any node. The server runs
  * in a container on a manager node, joins each episode's overlay, and reaches the env at its task's
- * own overlay address (endpoint mode dnsrr: no VIP, no IPVS). What every engine backend does alike
+ * own overlay address (endpoint mode dnsrr: no VIP, no IPVS); an env with a model door has it on
+ * the server container's own address on its overlay. What every engine backend does alike
  * (images, the instance claim and its loss, the stock, deploy clean-up, teardown, sweep) is the
  * skeleton's (engine/engine-sandbox.ts); images are pushed to the registry every node pulls from.
  * What only the node running an env can tell (what it used, its writable layer, an OOM kill) is
@@ -27,6 +28,7 @@ import {
   type EnvUsage,
   type EnvUsageReading,
   type ImageBuildRequest,
+  type ModelDoorHook,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { SWARM } from '../../defaults.js';
@@ -47,7 +49,17 @@ import { readContainerUsage } from '../engine/usage.js';
 import { NodeEngines, nodeNames, type NodeEngine } from './node-engines.js';
 import { pushToRegistry } from './registry.js';
 import { listServices, removeOwned } from './removal.js';
-import { createEnvService, createEpisodeOverlay, type EpisodeOverlay, imageRejection, isImageRejection, serviceLogTail, swarmName } from './services.js';
+import {
+  createEnvService,
+  createEpisodeOverlay,
+  type EpisodeOverlay,
+  imageRejection,
+  isImageRejection,
+  overlaySubnet,
+  ownAddressUp,
+  serviceLogTail,
+  swarmName,
+} from './services.js';
 import { DeployStages } from './deploy-stages.js';
 import { TaskWatcher } from './task-watch.js';
 import { latestTask, listNodes, listTasks, LOST_NODE_STATES, NodeListing, taskAddress, TERMINAL_STATES, whyUnschedulable, type SwarmTask } from './tasks.js';
@@ -212,7 +224,10 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
     return network;
   }
 
-  protected async deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal): Promise<EnvHandle> {
+  /** an env's model door on its overlay, the server container's own address there (DeployRequest.modelDoor) */
+  override readonly modelDoors = true;
+
+  protected async deployEnv(owner: Owner, env: EnvSpec, signal: AbortSignal, modelDoor?: ModelDoorHook): Promise<EnvHandle> {
     // the swarm runs no sidecars yet: a bundle with some is refused at start (env-catalog.ts), a deploy of one here
     if (env.sidecars?.length)
       throw new SandboxError(
@@ -248,8 +263,11 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       this.overlays.add(envId);
       // The server never reaches a shell env over its overlay (it acts through the engine of the
       // env's node): the server's container does not join it, so the env reaches nothing but
-      // itself there; a stocked overlay is joined already, so a shell env makes its own.
-      const stocked = shell ? null : this.networks.take(envId);
+      // itself there; a stocked overlay is joined already, so a shell env makes its own. A shell
+      // env with a model door gets an http env's overlay instead, joined: the door listens on the
+      // server's own address there (as on one host, docker-sandbox.ts).
+      const joins = !shell || modelDoor !== undefined;
+      const stocked = joins ? this.networks.take(envId) : null;
       const network = stocked?.net ?? (await createEpisodeOverlay(this.docker, owner, swarmName(owner)));
       stages.mark('overlay');
       throwIfAborted(signal);
@@ -257,8 +275,20 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
       // and starts the task: only the readiness check needs it, and the engine joins one container
       // to its networks one at a time, so in a burst the joins queue behind each other (measured:
       // the largest stage when it ran first)
-      joined = stocked || shell ? Promise.resolve(0) : this.join(network.id);
+      joined = stocked || !joins ? Promise.resolve(0) : this.join(network.id);
       joined.catch(() => undefined);
+      // the gateway's door on this overlay: the server container's own address there, found by
+      // the overlay's subnet once the join is done and the address is up; what it opens goes into
+      // the service's environment and hosts, so it is known before the service is made
+      if (modelDoor) {
+        await joined;
+        const subnet = await overlaySubnet(this.docker, network.id);
+        await ownAddressUp(subnet, signal);
+        const opened = await modelDoor({ subnet });
+        env = { ...env, environment: { ...env.environment, ...opened.env }, ...(opened.hosts ? { hosts: { ...env.hosts, ...opened.hosts } } : {}) };
+        stages.mark('door');
+        throwIfAborted(signal);
+      }
       const deadline = Date.now() + env.deployTimeoutMs;
       const secret = shell ? undefined : newEnvSecret();
       const serviceId = await createEnvService(this.docker, owner, env, network, env.image, secret, await this.engine(), { toolbox, constraints });
