@@ -7,8 +7,7 @@
  * env gets no answer at all, not even /health).
  */
 import type { Server } from 'node:net';
-import { parseCidr, parseIPv4 } from '../util/cidr.js';
-import { inSubnet } from './door.js';
+import { inSubnet, parseCidr, parseIPv4 } from '../util/cidr.js';
 
 /** drops every connection to `server` from the subnet pool `pool` (CIDR); returns how many it dropped so far */
 export function refuseEpisodeSources(server: Server, pool: string): () => number {

@@ -9,8 +9,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { networkInterfaces } from 'node:os';
-import { parseCidr, parseIPv4, type Cidr } from '../util/cidr.js';
+import { inSubnet, localAddressIn, parseCidr, parseIPv4, type Cidr } from '../util/cidr.js';
 
 /** where an episode's env reaches the gateway, and the sources it may come from */
 export interface DoorSpec {
@@ -23,23 +22,6 @@ export interface DoorSpec {
   address?: string;
   /** the episode network's subnet (CIDR): the only sources the door accepts */
   subnet: string;
-}
-
-/**
- * This namespace's own IPv4 address inside the subnet, among the interfaces up and running (what
- * Node lists): in a container attached to the network, the container's address there. On the host
- * the bridge has no carrier until a container joins it, so the host placement names its address.
- */
-export function localAddressIn(subnet: string, interfaces = networkInterfaces()): string | null {
-  const c = parseCidr(subnet);
-  if ('problem' in c) return null;
-  for (const addrs of Object.values(interfaces)) {
-    for (const a of addrs ?? []) {
-      const ip = a.family === 'IPv4' ? parseIPv4(a.address) : null;
-      if (ip !== null && inSubnet(ip, c)) return a.address;
-    }
-  }
-  return null;
 }
 
 export interface DoorLimits {
@@ -56,11 +38,6 @@ export class DoorError extends Error {
 function peerIPv4(socket: Socket): number | null {
   const a = socket.remoteAddress ?? '';
   return parseIPv4(a.startsWith('::ffff:') ? a.slice(7) : a);
-}
-
-export function inSubnet(ip: number, c: Cidr): boolean {
-  const size = 2 ** (32 - c.prefix);
-  return ip >= c.base && ip < c.base + size;
 }
 
 export function parseDoor(spec: DoorSpec): { address: string; subnet: Cidr } {

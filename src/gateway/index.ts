@@ -9,7 +9,8 @@ export {
   type IssueRequest,
   type EpisodeModelUse,
 } from './gateway.js';
-export { Door, DoorError, localAddressIn, type DoorSpec } from './door.js';
+export { Door, DoorError, type DoorSpec } from './door.js';
+export { localAddressIn } from '../util/cidr.js';
 export { refuseEpisodeSources } from './api-guard.js';
 export { ipv4Forwarding, wildcardListenPorts } from './exposure.js';
 export { UpstreamSchema, BudgetsSchema, type Upstream, type UpstreamInput, type Budgets, type BudgetsInput } from './upstream.js';

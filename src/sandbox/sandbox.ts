@@ -140,6 +140,11 @@ export interface ModelDoorOpened {
 
 export type ModelDoorHook = (place: NetworkPlace) => Promise<ModelDoorOpened>;
 
+/** the env as its deploy makes it once its door is open: the door's variables and host names added */
+export function withModelDoor(env: EnvSpec, opened: ModelDoorOpened): EnvSpec {
+  return { ...env, environment: { ...env.environment, ...opened.env }, ...(opened.hosts ? { hosts: { ...env.hosts, ...opened.hosts } } : {}) };
+}
+
 export interface EnvHandle {
   envId: string;
   /** where the server reaches the env, e.g. http://10.213.0.2:8000 ('' for a shell env: it is reached by exec) */

@@ -1,4 +1,5 @@
-/** IPv4 CIDR ranges (the subnet pool): parsed and checked in one place. */
+/** IPv4 CIDR ranges (the subnet pool, episode subnets): parsed and checked in one place. */
+import { networkInterfaces } from 'node:os';
 
 export interface Cidr {
   /** the first address, as a 32-bit unsigned number */
@@ -30,4 +31,27 @@ export function parseCidr(cidr: string): Cidr | { problem: string } {
   if (prefix < 8 || prefix > 30) return { problem: `the prefix must be between /8 and /30, got /${prefix}` };
   if (base % 2 ** (32 - prefix) !== 0) return { problem: `${cidr} is not aligned: its host bits are not zero` };
   return { base, prefix };
+}
+
+/** whether the address `ip` (parseIPv4's number) is inside the range */
+export function inSubnet(ip: number, c: Cidr): boolean {
+  const size = 2 ** (32 - c.prefix);
+  return ip >= c.base && ip < c.base + size;
+}
+
+/**
+ * This namespace's own IPv4 address inside the subnet, among the interfaces up and running (what
+ * Node lists): in a container attached to the network, the container's address there. On the host
+ * the bridge has no carrier until a container joins it, so the host placement names its address.
+ */
+export function localAddressIn(subnet: string, interfaces = networkInterfaces()): string | null {
+  const c = parseCidr(subnet);
+  if ('problem' in c) return null;
+  for (const addrs of Object.values(interfaces)) {
+    for (const a of addrs ?? []) {
+      const ip = a.family === 'IPv4' ? parseIPv4(a.address) : null;
+      if (ip !== null && inSubnet(ip, c)) return a.address;
+    }
+  }
+  return null;
 }

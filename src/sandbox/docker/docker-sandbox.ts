@@ -21,6 +21,7 @@ import {
   type EnvEgress,
   type EnvSpec,
   type ModelDoorHook,
+  withModelDoor,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { createEnvContainer, inspectState, isStorageOptRefusal, logTail, removeContainer, type ToolboxMount } from './containers.js';
@@ -266,7 +267,7 @@ export class DockerSandbox extends EngineSandbox<EpisodeNetwork> {
     let door: EgressDestination | null = null;
     if (modelDoor) {
       const opened = await modelDoor({ subnet: network.subnet.cidr, ...(this.attach ? {} : { address: network.subnet.gateway }) });
-      env = { ...env, environment: { ...env.environment, ...opened.env }, ...(opened.hosts ? { hosts: { ...env.hosts, ...opened.hosts } } : {}) };
+      env = withModelDoor(env, opened);
       door = opened.door;
     }
     throwIfAborted(signal);

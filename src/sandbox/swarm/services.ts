@@ -14,7 +14,7 @@ import { createOwnedNetwork } from '../engine/networks.js';
 import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import { sleep } from '../engine/retry.js';
 import { LOG_TAIL_LINES } from '../../defaults.js';
-import { parseCidr, parseIPv4 } from '../../util/cidr.js';
+import { localAddressIn, parseCidr } from '../../util/cidr.js';
 
 /**
  * Service and network names are DNS labels in swarm (letters, digits, dashes; at most 63):
@@ -76,10 +76,8 @@ export async function ownAddressUp(
   if ('problem' in c) throw new SandboxError('engine_failed', `the overlay's subnet ${subnet}: ${c.problem}`);
   const until = Date.now() + OWN_ADDRESS_UP_MS;
   for (;;) {
-    for (const a of Object.values(interfaces()).flat()) {
-      const ip = a?.family === 'IPv4' ? parseIPv4(a.address) : null;
-      if (ip !== null && ip - c.base >= 0 && ip - c.base < 2 ** (32 - c.prefix)) return a!.address;
-    }
+    const address = localAddressIn(subnet, interfaces());
+    if (address !== null) return address;
     if (Date.now() >= until)
       throw new SandboxError(
         'engine_failed',

@@ -29,6 +29,7 @@ import {
   type EnvUsageReading,
   type ImageBuildRequest,
   type ModelDoorHook,
+  withModelDoor,
 } from '../sandbox.js';
 import { newEnvSecret } from '../env-identity.js';
 import { SWARM } from '../../defaults.js';
@@ -285,7 +286,7 @@ export class SwarmSandbox extends EngineSandbox<EpisodeOverlay> {
         const subnet = await overlaySubnet(this.docker, network.id);
         await ownAddressUp(subnet, signal);
         const opened = await modelDoor({ subnet });
-        env = { ...env, environment: { ...env.environment, ...opened.env }, ...(opened.hosts ? { hosts: { ...env.hosts, ...opened.hosts } } : {}) };
+        env = withModelDoor(env, opened);
         stages.mark('door');
         throwIfAborted(signal);
       }
