@@ -286,15 +286,20 @@ describeDocker('adversarial: attacks from inside a shell env, a neighbour episod
       expect(r.done).toBe(false);
       // the env serves the model again (its shell may have died under the bomb and be replaced),
       // or, when no new shell can start at the limit, the episode ends with the bomb's own reason: not retryable
+      // On a loaded engine the forks may not reach the limit before a call or two have come back:
+      // the calls go on (a second apart, up to 10) until the model has read a failed fork too
+      const FORK_FAILED = 'fork: retry: Resource temporarily unavailable';
       let after = await ep.bash('echo alive', 30);
       const read = [r.text, after.text];
-      for (let i = 0; i < 5 && !after.done && !/alive\n\[exit code 0\]$/.test(after.text); i++) {
+      const settled = () => after.done || (/alive\n\[exit code 0\]$/.test(after.text) && read.join('\n').includes(FORK_FAILED));
+      for (let i = 0; i < 10 && !settled(); i++) {
+        await new Promise((res) => setTimeout(res, 1000));
         after = await ep.bash('echo alive', 30);
         read.push(after.text);
       }
       // the model reads the failed forks: with the call, or with the next one when the call ended
       // before the first fork failed (what runs in the background between calls is shown next)
-      if (!after.done) expect(read.join('\n')).toContain('fork: retry: Resource temporarily unavailable');
+      if (!after.done) expect(read.join('\n')).toContain(FORK_FAILED);
       if (after.done) {
         console.log('[fork bomb] ended the episode:', JSON.stringify(after.obs.failure));
         expect(after.obs).toMatchObject({ end_reason: 'env_failed', failure: { phase: 'tool', reason: 'env_pids_exhausted', retryable: false } });
