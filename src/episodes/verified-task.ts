@@ -73,6 +73,37 @@ export interface VerificationEnv {
   trajectory?: () => unknown;
 }
 
+/**
+ * How long each step of a verified turn's end took, in ms, in the order they ended (the shell's
+ * end, the stop, the clock's mark, the tests' install, the wait for the toolchain check, the tests,
+ * the settle, the reward's read; `toolchain_check` is the check's own time, run beside the install;
+ * `total` the whole): the episode's debug log says it (event `turn_end_steps`).
+ */
+export type TurnEndSteps = Record<string, number>;
+
+/** marks the end of each step of a turn's end */
+class StepClock {
+  readonly steps: TurnEndSteps = {};
+  private readonly started = performance.now();
+  private last = this.started;
+
+  ended(step: string): void {
+    const now = performance.now();
+    this.steps[step] = Math.round(now - this.last);
+    this.last = now;
+  }
+
+  /** a step run beside the others: its own time */
+  took(step: string, since: number): void {
+    this.steps[step] = Math.round(performance.now() - since);
+  }
+
+  done(): TurnEndSteps {
+    this.steps.total = Math.round(performance.now() - this.started);
+    return this.steps;
+  }
+}
+
 /** the toolchain check found a change: test.sh does not run */
 class ToolchainTampered extends Error {
   override readonly name = 'ToolchainTampered';
@@ -98,6 +129,8 @@ export class TaskVerification {
     /** the bundle's reward rule, for a numeric min_reward */
     private readonly reward: (s: Scores) => number,
     private readonly record: (r: VerifierRecord) => void,
+    /** how long the steps of a verifier's run took (for the episode's debug log) */
+    private readonly timed: (steps: TurnEndSteps) => void = () => undefined,
   ) {}
 
   /** the task needs the env's container at its turns' ends or starts: it is verified, or a turn has an upload or ready check */
@@ -193,16 +226,35 @@ export class TaskVerification {
     i: number,
     scope: VerifierRecord['scope'],
   ): Promise<{ kind: 'ok'; scores: Scores } | Extract<TurnEndOutcome, { kind: 'failed' }>> {
+    const clock = new StepClock();
+    try {
+      return await this.verifyTimed(v, i, scope, clock);
+    } finally {
+      this.timed(clock.done());
+    }
+  }
+
+  private async verifyTimed(
+    v: VerifierManifest,
+    i: number,
+    scope: VerifierRecord['scope'],
+    clock: StepClock,
+  ): Promise<{ kind: 'ok'; scores: Scores } | Extract<TurnEndOutcome, { kind: 'failed' }>> {
     await this.tools?.endShell();
+    clock.ended('end_shell');
     const stopped = await stopAgentProcesses(this.exec, this.intervals);
+    clock.ended('stop');
     if (stopped.left > 0) throw new Error(`${stopped.left} of the agent's processes were still there after the stop, so the verifier did not run`);
     const paused = await containerClock(this.exec);
+    clock.ended('clock');
     this.intervals.pause(paused);
+    const stepEnded = (step: string) => clock.ended(step);
     const who = scope === 'turn' ? `turn ${i + 1}'s verifier` : "the task's verifier";
     const base = { turn: i + 1, scope, mode: v.mode, agent_processes_killed: stopped.killed } as const;
     if (v.mode === 'in-place') {
       // the engine's list of changes is read beside the tests' install (which touches only the server's paths): test.sh waits for it
-      const checking = this.tampered(v);
+      const checkStarted = performance.now();
+      const checking = this.tampered(v).finally(() => clock.took('toolchain_check', checkStarted));
       checking.catch(() => undefined);
       let tampered: string[] = [];
       const gate = async () => {
@@ -210,7 +262,7 @@ export class TaskVerification {
         if (tampered.length > 0) throw new ToolchainTampered();
       };
       try {
-        return this.finish(await runVerifier(this.exec, this.verifierSpec(v), { gate, settle: this.settler(this.exec, paused) }), who, base);
+        return this.finish(await runVerifier(this.exec, this.verifierSpec(v), { gate, settle: this.settler(this.exec, paused), stepEnded }), who, base);
       } catch (e) {
         if (!(e instanceof ToolchainTampered)) throw e;
       }
@@ -224,15 +276,16 @@ export class TaskVerification {
       };
     }
     const clean = await this.env.companion();
+    clock.ended('clean_container');
     try {
       await this.copyOutputs(v, clean.exec);
-      return this.finish(
-        await runVerifier(clean.exec, this.verifierSpec(v), { settle: this.settler(clean.exec, await containerClock(clean.exec)) }),
-        who,
-        base,
-      );
+      clock.ended('copy_outputs');
+      const mark = await containerClock(clean.exec);
+      clock.ended('clean_clock');
+      return this.finish(await runVerifier(clean.exec, this.verifierSpec(v), { settle: this.settler(clean.exec, mark), stepEnded }), who, base);
     } finally {
       await clean.remove().catch(() => undefined);
+      clock.ended('clean_remove');
     }
   }
 

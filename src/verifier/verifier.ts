@@ -83,14 +83,23 @@ chmod 0777 ${REWARD_DIR} ${ARTIFACTS_DIR}
 `;
 
 /**
- * Empties /tests, /logs/verifier and /logs/agent (making /logs a real folder again), then streams
- * `testsDir` into /tests and, when given, the trajectory into /logs/agent/trajectory.json (owned
- * by root, readable by all).
+ * Empties /tests, /logs/verifier and /logs/agent, making /logs a real folder again (PREPARE_SCRIPT):
+ * installTests' first step, which a caller may begin early, beside steps of its own, once nothing
+ * of the agent's runs in the container.
  */
-export async function installTests(exec: ContainerExec, testsDir: string, trajectory?: unknown): Promise<void> {
+export async function prepareVerifierDirs(exec: ContainerExec): Promise<void> {
   const prepared = await runTrusted(exec, 'openenv-prepare-tests', PREPARE_SCRIPT);
   if (prepared.exitCode !== 0)
     throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
+}
+
+/**
+ * Empties /tests, /logs/verifier and /logs/agent (making /logs a real folder again; `prepared`:
+ * that step, begun by the caller), then streams `testsDir` into /tests and, when given, the
+ * trajectory into /logs/agent/trajectory.json (owned by root, readable by all).
+ */
+export async function installTests(exec: ContainerExec, testsDir: string, trajectory?: unknown, prepared?: Promise<void>): Promise<void> {
+  await (prepared ?? prepareVerifierDirs(exec));
   await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
   if (trajectory === undefined) return;
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'openenv-trajectory-'));
@@ -160,13 +169,19 @@ export async function runVerifier(
   exec: ContainerExec,
   spec: VerifierSpec,
   hooks: {
+    /** the install's first step (prepareVerifierDirs), already begun by the caller: the install waits for it instead */
+    prepared?: Promise<void>;
     /** runs once the tests are installed, before test.sh (a check run beside the install: it may throw to stop here) */
     gate?: () => Promise<void>;
     settle?: () => Promise<void>;
+    /** told as each step ends (install, gate, tests, settle, reward_read): the turn end's timings */
+    stepEnded?: (step: 'install' | 'gate' | 'tests' | 'settle' | 'reward_read') => void;
   } = {},
 ): Promise<VerifierOutcome> {
-  await installTests(exec, spec.testsDir, spec.trajectory?.());
+  await installTests(exec, spec.testsDir, spec.trajectory?.(), hooks.prepared);
+  hooks.stepEnded?.('install');
   await hooks.gate?.();
+  hooks.stepEnded?.('gate');
   const ran = await runKillable(
     exec,
     {
@@ -179,13 +194,16 @@ export async function runVerifier(
     { headBytes: VERIFIER.outputHeadBytes, tailBytes: VERIFIER.outputTailBytes },
   );
   const run: VerifierRun = { output: ran.output, exitCode: ran.exitCode, durationMs: ran.durationMs };
+  hooks.stepEnded?.('tests');
   if (ran.timedOut) {
     return { status: 'timeout', message: `the verifier (tests/test.sh) was still running after ${spec.timeoutMs / 1000} s and was killed`, run };
   }
   await hooks.settle?.();
+  hooks.stepEnded?.('settle');
   // as Harbor reads them: reward.txt when there is one, else reward.json
   const txt = await readRewardFile(exec, REWARD_TXT);
   const json = txt === null ? await readRewardFile(exec, REWARD_JSON) : null;
+  hooks.stepEnded?.('reward_read');
   const found = txt ?? json;
   // a verifier whose own setup failed wrote no reward, or a 0 that is no score of the agent's
   const couldNotRun = async (scores: Scores | null): Promise<VerifierOutcome | null> => {
