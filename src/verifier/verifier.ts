@@ -13,12 +13,12 @@
  * folder there is a malformed reward, never followed, opened or waited on. Its output is kept,
  * bounded, for the transcript; it is never shown to the model.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { VERIFIER } from '../defaults.js';
 import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
-import type { ContainerExec } from '../sandbox/container-exec.js';
+import { singleFileTar, type ContainerExec } from '../sandbox/container-exec.js';
 import { NO_PYTEST_MODULE_NAME, bootstrapFailure, mayBeBootstrapFailure, missingBootstrapTools, networkHint } from './bootstrap.js';
 import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT, TEST_SCRIPT_NAME } from './layout.js';
 import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
@@ -99,16 +99,24 @@ export async function prepareVerifierDirs(exec: ContainerExec): Promise<void> {
  * trajectory into /logs/agent/trajectory.json (owned by root, readable by all).
  */
 export async function installTests(exec: ContainerExec, testsDir: string, trajectory?: unknown, prepared?: Promise<void>): Promise<void> {
+  const tests = await packFolder(testsDir, TESTS_DIR.slice(1));
   await (prepared ?? prepareVerifierDirs(exec));
-  await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
-  if (trajectory === undefined) return;
-  const tmp = await mkdtemp(path.join(os.tmpdir(), 'openenv-trajectory-'));
-  try {
-    await writeFile(path.join(tmp, TRAJECTORY_FILE_NAME), `${JSON.stringify(trajectory, null, 2)}\n`, { mode: 0o644 });
-    await exec.putArchive(AGENT_LOGS_DIR, await packFolder(tmp, ''));
-  } finally {
-    await rm(tmp, { recursive: true, force: true });
+  if (trajectory === undefined) {
+    await exec.putArchive('/', tests);
+    return;
   }
+  // one archive, one call of the engine: the trajectory's entry (its archive without the end's two zero blocks), then the tests'
+  const json = Buffer.from(`${JSON.stringify(trajectory, null, 2)}\n`);
+  const head = singleFileTar(`${AGENT_LOGS_DIR.slice(1)}/${TRAJECTORY_FILE_NAME}`, json, { mode: 0o644, uid: 0, gid: 0 }).subarray(0, -1024);
+  await exec.putArchive(
+    '/',
+    Readable.from(
+      (async function* () {
+        yield head;
+        for await (const chunk of tests as AsyncIterable<Buffer>) yield chunk;
+      })(),
+    ),
+  );
 }
 
 /**

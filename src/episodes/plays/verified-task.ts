@@ -140,7 +140,8 @@ export class VerifiedTaskPlay implements EpisodePlay {
     this.inner.onTeardown();
   }
 
-  close(): Promise<void> {
-    return this.inner.close();
+  /** the inner play's close, and the clean verifiers' containers gone (before the env's slot is freed) */
+  async close(): Promise<void> {
+    await Promise.all([this.inner.close(), this.verification?.removed()]);
   }
 }
