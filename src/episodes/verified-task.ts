@@ -9,7 +9,8 @@
  *   change to what test.sh runs ends the episode `toolchain_tampered`, never scored; else the
  *   tests run in the agent's container;
  * - clean: a fresh container of the env's image (no network) gets the agent's outputs, copied
- *   through the engine, and the tests run there; it is removed after.
+ *   through the engine, and the tests run there; it is removed after the turn's end is answered
+ *   (the env's teardown, which frees its slot, waits for that: removed()).
  * Either way the verifier finds the agent's trajectory (its prompt and tool calls, in ATIF) at
  * /logs/agent/trajectory.json, as Harbor gives it (src/verifier/trajectory.ts).
  * A verifier that could not run its tests (src/verifier/bootstrap.ts) is a failure, never scored.
@@ -33,6 +34,7 @@ import {
   meetsMinReward,
   outputTail,
   prepareTurn,
+  prepareVerifierDirs,
   rootAdditions,
   runVerifier,
   tamperedPaths,
@@ -73,6 +75,37 @@ export interface VerificationEnv {
   trajectory?: () => unknown;
 }
 
+/**
+ * How long each step of a verified turn's end took, in ms, in the order they ended (the shell's
+ * end, the stop, the clock's mark, the tests' install, the wait for the toolchain check, the tests,
+ * the settle, the reward's read; `toolchain_check` is the check's own time, run beside the install;
+ * `total` the whole): the episode's debug log says it (event `turn_end_steps`).
+ */
+export type TurnEndSteps = Record<string, number>;
+
+/** marks the end of each step of a turn's end */
+class StepClock {
+  readonly steps: TurnEndSteps = {};
+  private readonly started = performance.now();
+  private last = this.started;
+
+  ended(step: string): void {
+    const now = performance.now();
+    this.steps[step] = Math.round(now - this.last);
+    this.last = now;
+  }
+
+  /** a step run beside the others: its own time */
+  took(step: string, since: number): void {
+    this.steps[step] = Math.round(performance.now() - since);
+  }
+
+  done(): TurnEndSteps {
+    this.steps.total = Math.round(performance.now() - this.started);
+    return this.steps;
+  }
+}
+
 /** the toolchain check found a change: test.sh does not run */
 class ToolchainTampered extends Error {
   override readonly name = 'ToolchainTampered';
@@ -89,6 +122,8 @@ export class TaskVerification {
   private readonly intervals = new AgentIntervals();
   private workdir = '/';
   private scope: Scope = { pathVar: '', home: '/' };
+  /** the clean verifiers' containers being removed */
+  private readonly removals: Promise<void>[] = [];
 
   constructor(
     private readonly bundle: LoadedBundle,
@@ -98,6 +133,8 @@ export class TaskVerification {
     /** the bundle's reward rule, for a numeric min_reward */
     private readonly reward: (s: Scores) => number,
     private readonly record: (r: VerifierRecord) => void,
+    /** how long the steps of a verifier's run took (for the episode's debug log) */
+    private readonly timed: (steps: TurnEndSteps) => void = () => undefined,
   ) {}
 
   /** the task needs the env's container at its turns' ends or starts: it is verified, or a turn has an upload or ready check */
@@ -193,24 +230,51 @@ export class TaskVerification {
     i: number,
     scope: VerifierRecord['scope'],
   ): Promise<{ kind: 'ok'; scores: Scores } | Extract<TurnEndOutcome, { kind: 'failed' }>> {
+    const clock = new StepClock();
+    try {
+      return await this.verifyTimed(v, i, scope, clock);
+    } finally {
+      this.timed(clock.done());
+    }
+  }
+
+  private async verifyTimed(
+    v: VerifierManifest,
+    i: number,
+    scope: VerifierRecord['scope'],
+    clock: StepClock,
+  ): Promise<{ kind: 'ok'; scores: Scores } | Extract<TurnEndOutcome, { kind: 'failed' }>> {
     await this.tools?.endShell();
+    clock.ended('end_shell');
     const stopped = await stopAgentProcesses(this.exec, this.intervals);
+    clock.ended('stop');
     if (stopped.left > 0) throw new Error(`${stopped.left} of the agent's processes were still there after the stop, so the verifier did not run`);
+    // Nothing of the agent's runs now. In place, three steps of the server's begin at once: the
+    // engine's list of changes (the toolchain check: the engine holds the container while it
+    // reads it, the longest of the three, and the archive API waits for it), the clock's mark,
+    // and the verifier's folders emptied (they touch only the server's paths, which the check
+    // leaves out). test.sh waits for the check (the gate).
+    const inPlace = v.mode === 'in-place';
+    const checkStarted = performance.now();
+    const checking = inPlace ? this.tampered(v).finally(() => clock.took('toolchain_check', checkStarted)) : null;
+    checking?.catch(() => undefined);
+    const prepared = inPlace ? prepareVerifierDirs(this.exec) : undefined;
+    prepared?.catch(() => undefined);
     const paused = await containerClock(this.exec);
+    clock.ended('clock');
     this.intervals.pause(paused);
+    const stepEnded = (step: string) => clock.ended(step);
     const who = scope === 'turn' ? `turn ${i + 1}'s verifier` : "the task's verifier";
     const base = { turn: i + 1, scope, mode: v.mode, agent_processes_killed: stopped.killed } as const;
-    if (v.mode === 'in-place') {
-      // the engine's list of changes is read beside the tests' install (which touches only the server's paths): test.sh waits for it
-      const checking = this.tampered(v);
-      checking.catch(() => undefined);
+    if (checking) {
       let tampered: string[] = [];
       const gate = async () => {
         tampered = await checking;
         if (tampered.length > 0) throw new ToolchainTampered();
       };
       try {
-        return this.finish(await runVerifier(this.exec, this.verifierSpec(v), { gate, settle: this.settler(this.exec, paused) }), who, base);
+        const hooks = { prepared, gate, settle: this.settler(this.exec, paused), stepEnded };
+        return this.finish(await runVerifier(this.exec, this.verifierSpec(v), hooks), who, base);
       } catch (e) {
         if (!(e instanceof ToolchainTampered)) throw e;
       }
@@ -224,16 +288,22 @@ export class TaskVerification {
       };
     }
     const clean = await this.env.companion();
+    clock.ended('clean_container');
     try {
       await this.copyOutputs(v, clean.exec);
-      return this.finish(
-        await runVerifier(clean.exec, this.verifierSpec(v), { settle: this.settler(clean.exec, await containerClock(clean.exec)) }),
-        who,
-        base,
-      );
+      clock.ended('copy_outputs');
+      const mark = await containerClock(clean.exec);
+      clock.ended('clean_clock');
+      return this.finish(await runVerifier(clean.exec, this.verifierSpec(v), { settle: this.settler(clean.exec, mark), stepEnded }), who, base);
     } finally {
-      await clean.remove().catch(() => undefined);
+      // removed after the reply (the reward is read by now): the env's teardown waits for it (removed())
+      this.removals.push(clean.remove().catch(() => undefined));
     }
+  }
+
+  /** The clean verifiers' containers gone: their removal runs after the turn's end; the env's teardown waits for it. */
+  async removed(): Promise<void> {
+    await Promise.all(this.removals);
   }
 
   /**
@@ -264,21 +334,16 @@ export class TaskVerification {
   private async tampered(v: VerifierManifest): Promise<string[]> {
     const changes = await this.exec.changes();
     const toolbox = this.exec.toolbox ? path.posix.dirname(this.exec.toolbox) : null;
+    const server = [TESTS_DIR, LOGS_DIR, ...(toolbox ? [toolbox] : [])];
+    // a root addition's kind is asked of the engine (one call each), but for the server's own paths, which never count
     const rootFiles = new Set<string>();
-    for (const p of rootAdditions(changes)) {
+    for (const p of rootAdditions(changes).filter((p) => !server.includes(p))) {
       const st = await this.exec.stat(p);
       if (st && (st.mode & (2 ** 31)) === 0) rootFiles.add(p);
     }
     return tamperedPaths(
       changes,
-      {
-        pathVar: this.scope.pathVar,
-        home: this.scope.home,
-        workdir: this.workdir,
-        protect: v.protect,
-        allow: v.allow_changes,
-        server: [TESTS_DIR, LOGS_DIR, ...(toolbox ? [toolbox] : [])],
-      },
+      { pathVar: this.scope.pathVar, home: this.scope.home, workdir: this.workdir, protect: v.protect, allow: v.allow_changes, server },
       rootFiles,
     );
   }

@@ -13,12 +13,12 @@
  * folder there is a malformed reward, never followed, opened or waited on. Its output is kept,
  * bounded, for the transcript; it is never shown to the model.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { VERIFIER } from '../defaults.js';
 import { packFolder, readArchivedPath, runKillable, runTrusted, type BoundedText } from '../container/index.js';
-import type { ContainerExec } from '../sandbox/container-exec.js';
+import { singleFileTar, type ContainerExec } from '../sandbox/container-exec.js';
 import { NO_PYTEST_MODULE_NAME, bootstrapFailure, mayBeBootstrapFailure, missingBootstrapTools, networkHint } from './bootstrap.js';
 import { ARTIFACTS_DIR, LOGS_DIR, PYCACHE_PREFIX, REWARD_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, TEST_SCRIPT, TEST_SCRIPT_NAME } from './layout.js';
 import { REWARD_FILE_MAX_BYTES, parseRewardJson, parseRewardText, type Scores } from './reward-files.js';
@@ -83,23 +83,40 @@ chmod 0777 ${REWARD_DIR} ${ARTIFACTS_DIR}
 `;
 
 /**
- * Empties /tests, /logs/verifier and /logs/agent (making /logs a real folder again), then streams
- * `testsDir` into /tests and, when given, the trajectory into /logs/agent/trajectory.json (owned
- * by root, readable by all).
+ * Empties /tests, /logs/verifier and /logs/agent, making /logs a real folder again (PREPARE_SCRIPT):
+ * installTests' first step, which a caller may begin early, beside steps of its own, once nothing
+ * of the agent's runs in the container.
  */
-export async function installTests(exec: ContainerExec, testsDir: string, trajectory?: unknown): Promise<void> {
+export async function prepareVerifierDirs(exec: ContainerExec): Promise<void> {
   const prepared = await runTrusted(exec, 'openenv-prepare-tests', PREPARE_SCRIPT);
   if (prepared.exitCode !== 0)
     throw new Error(`could not prepare ${TESTS_DIR} and ${REWARD_DIR} in the container: ${prepared.stderr || `exit code ${prepared.exitCode}`}`);
-  await exec.putArchive(TESTS_DIR, await packFolder(testsDir, ''));
-  if (trajectory === undefined) return;
-  const tmp = await mkdtemp(path.join(os.tmpdir(), 'openenv-trajectory-'));
-  try {
-    await writeFile(path.join(tmp, TRAJECTORY_FILE_NAME), `${JSON.stringify(trajectory, null, 2)}\n`, { mode: 0o644 });
-    await exec.putArchive(AGENT_LOGS_DIR, await packFolder(tmp, ''));
-  } finally {
-    await rm(tmp, { recursive: true, force: true });
+}
+
+/**
+ * Empties /tests, /logs/verifier and /logs/agent (making /logs a real folder again; `prepared`:
+ * that step, begun by the caller), then streams `testsDir` into /tests and, when given, the
+ * trajectory into /logs/agent/trajectory.json (owned by root, readable by all).
+ */
+export async function installTests(exec: ContainerExec, testsDir: string, trajectory?: unknown, prepared?: Promise<void>): Promise<void> {
+  const tests = await packFolder(testsDir, TESTS_DIR.slice(1));
+  await (prepared ?? prepareVerifierDirs(exec));
+  if (trajectory === undefined) {
+    await exec.putArchive('/', tests);
+    return;
   }
+  // one archive, one call of the engine: the trajectory's entry (its archive without the end's two zero blocks), then the tests'
+  const json = Buffer.from(`${JSON.stringify(trajectory, null, 2)}\n`);
+  const head = singleFileTar(`${AGENT_LOGS_DIR.slice(1)}/${TRAJECTORY_FILE_NAME}`, json, { mode: 0o644, uid: 0, gid: 0 }).subarray(0, -1024);
+  await exec.putArchive(
+    '/',
+    Readable.from(
+      (async function* () {
+        yield head;
+        for await (const chunk of tests as AsyncIterable<Buffer>) yield chunk;
+      })(),
+    ),
+  );
 }
 
 /**
@@ -160,13 +177,19 @@ export async function runVerifier(
   exec: ContainerExec,
   spec: VerifierSpec,
   hooks: {
+    /** the install's first step (prepareVerifierDirs), already begun by the caller: the install waits for it instead */
+    prepared?: Promise<void>;
     /** runs once the tests are installed, before test.sh (a check run beside the install: it may throw to stop here) */
     gate?: () => Promise<void>;
     settle?: () => Promise<void>;
+    /** told as each step ends (install, gate, tests, settle, reward_read): the turn end's timings */
+    stepEnded?: (step: 'install' | 'gate' | 'tests' | 'settle' | 'reward_read') => void;
   } = {},
 ): Promise<VerifierOutcome> {
-  await installTests(exec, spec.testsDir, spec.trajectory?.());
+  await installTests(exec, spec.testsDir, spec.trajectory?.(), hooks.prepared);
+  hooks.stepEnded?.('install');
   await hooks.gate?.();
+  hooks.stepEnded?.('gate');
   const ran = await runKillable(
     exec,
     {
@@ -179,13 +202,16 @@ export async function runVerifier(
     { headBytes: VERIFIER.outputHeadBytes, tailBytes: VERIFIER.outputTailBytes },
   );
   const run: VerifierRun = { output: ran.output, exitCode: ran.exitCode, durationMs: ran.durationMs };
+  hooks.stepEnded?.('tests');
   if (ran.timedOut) {
     return { status: 'timeout', message: `the verifier (tests/test.sh) was still running after ${spec.timeoutMs / 1000} s and was killed`, run };
   }
   await hooks.settle?.();
+  hooks.stepEnded?.('settle');
   // as Harbor reads them: reward.txt when there is one, else reward.json
   const txt = await readRewardFile(exec, REWARD_TXT);
   const json = txt === null ? await readRewardFile(exec, REWARD_JSON) : null;
+  hooks.stepEnded?.('reward_read');
   const found = txt ?? json;
   // a verifier whose own setup failed wrote no reward, or a 0 that is no score of the agent's
   const couldNotRun = async (scores: Scores | null): Promise<VerifierOutcome | null> => {

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { runToEnd } from '../../src/container/index.js';
-import { clearVerifierFiles, outputTail, prepareTurn, runVerifier } from '../../src/verifier/index.js';
+import { clearVerifierFiles, outputTail, prepareTurn, prepareVerifierDirs, runVerifier } from '../../src/verifier/index.js';
 import { describeDocker } from '../support/docker.js';
 import { shellBox } from './helpers.js';
 
@@ -48,6 +48,38 @@ describeDocker('a task verifier in the env container', () => {
     const out = await runVerifier(held.box.exec, { testsDir: dir, timeoutMs: 30_000, workdir: '/app' });
     expect(out).toMatchObject({ status: 'scored', scores: { reward: 0.25 }, rewardFile: 'reward.txt' });
     expect(out.run.output.text).toBe('data test.sh\n42\n0\n');
+  });
+
+  it("gives the trajectory and the tests in one archive: each where Harbor puts it, root's, readable by all; the steps told in order", async () => {
+    // the agent left a trajectory of its own and a file in /logs/agent: neither counts
+    await sh('mkdir -p /logs/agent && echo forged > /logs/agent/trajectory.json && echo x > /logs/agent/extra');
+    const dir = tests(
+      [
+        'stat -c "%n %a %u" /tests /logs/agent /logs/agent/trajectory.json; stat -c "%n %u" /tests/test.sh /tests/data/answer.txt',
+        'ls /logs/agent | xargs',
+        'cat /logs/agent/trajectory.json',
+        'echo 1 > /logs/verifier/reward.txt',
+        '',
+      ].join('\n'),
+      { 'data/answer.txt': '42\n' },
+    );
+    const steps: string[] = [];
+    const out = await runVerifier(
+      held.box.exec,
+      { testsDir: dir, timeoutMs: 30_000, trajectory: () => ({ schema_version: 'x', steps: [{ n: 1 }] }) },
+      { prepared: prepareVerifierDirs(held.box.exec), stepEnded: (s) => steps.push(s) },
+    );
+    expect(out).toMatchObject({ status: 'scored', scores: { reward: 1 } });
+    expect(out.run.output.text.split('\n').slice(0, 6)).toEqual([
+      '/tests 755 0',
+      '/logs/agent 755 0',
+      '/logs/agent/trajectory.json 644 0',
+      '/tests/test.sh 0',
+      '/tests/data/answer.txt 0',
+      'trajectory.json',
+    ]);
+    expect(JSON.parse(out.run.output.text.split('\n').slice(6).join('\n'))).toEqual({ schema_version: 'x', steps: [{ n: 1 }] });
+    expect(steps).toEqual(['install', 'gate', 'tests', 'settle', 'reward_read']);
   });
 
   it('reads reward.json as named scores, with the verifier env and the working directory set', async () => {

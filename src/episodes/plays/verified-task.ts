@@ -35,7 +35,15 @@ export class VerifiedTaskPlay implements EpisodePlay {
     if (!exec || !shell || !agentUser) throw new Error(`task ${h.task.task_id} is verified in its env's container, but the sandbox gives no access to it`);
     const venv = { exec, agentUser, companion: env.companion, trajectory: () => this.trajectory?.build({ id: h.id }) };
     this.trajectory = new TrajectoryLog();
-    this.verification = new TaskVerification(h.bundle, h.task, venv, env.builtin, h.reward, (r) => this.verified(r));
+    this.verification = new TaskVerification(
+      h.bundle,
+      h.task,
+      venv,
+      env.builtin,
+      h.reward,
+      (r) => this.verified(r),
+      (steps) => h.log.debug({ event: 'turn_end_steps', turn: h.turn(), ms: steps }, 'the steps of a turn end'),
+    );
     const ready = await this.verification.start();
     if (!ready.ok) throw new TurnSetupError(ready.message, ready.output);
     await this.inner.attach(env);
@@ -132,7 +140,8 @@ export class VerifiedTaskPlay implements EpisodePlay {
     this.inner.onTeardown();
   }
 
-  close(): Promise<void> {
-    return this.inner.close();
+  /** the inner play's close, and the clean verifiers' containers gone (before the env's slot is freed) */
+  async close(): Promise<void> {
+    await Promise.all([this.inner.close(), this.verification?.removed()]);
   }
 }
