@@ -508,7 +508,7 @@ export async function createRuntime(ro: RuntimeOptions): Promise<OpenEnvRuntime>
  * envs': when every env of the bundle is a shell env and no env gets a model door (no gateway),
  * every deploy wants that kind; a mixed bundle keeps the http kind (its shell envs make their own).
  */
-export function stockForShell(bundle: LoadedBundle, opts: Pick<ServerOptions, 'modelUrl' | 'modelFromReset'>): boolean {
+export function stockForShell(bundle: LoadedBundle, opts: Partial<Pick<ServerOptions, 'modelUrl' | 'modelFromReset'>>): boolean {
   const envs = Object.values(bundle.manifest.envs);
   return envs.length > 0 && envs.every((e) => e.kind === 'shell') && opts.modelUrl === undefined && !opts.modelFromReset;
 }
