@@ -77,13 +77,17 @@ function describeStop(runtime: EnvRuntime): void {
         expect(service.exitCode).toBe(0);
         // setsid made it a session of its own, which its sleeps share
         const serviceSession = Number(service.stdout.toString().trim());
+        const size = async (f: string) => Number((await runTrusted(box.exec, 'size', 'stat -c %s "$1" 2>/dev/null || echo 0', [f])).stdout.toString().trim());
+        // the service runs before the agent's part begins, as an image's does: on a loaded machine the
+        // background start could otherwise come after the clock's mark, and be counted the agent's
+        for (const deadline = Date.now() + 20_000; (await size('/tmp/service')) === 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+        expect(await size('/tmp/service'), 'the service never wrote /tmp/service').toBeGreaterThan(0);
         const intervals = new AgentIntervals();
         intervals.begin(await containerClock(box.exec));
         // the agent replaces what a server would run from the image, then attacks
         await bash(shell, 'for b in sh cat kill ps; do p=$(command -v $b); printf "#!/bin/bash\\necho fooled\\n" > $p; done; echo replaced');
         expect(await bash(shell, `${attack}\nsleep 1000 >/dev/null 2>&1 &`)).toMatch(/\[exit code 0\]$/);
         // the attack is under way: its processes write
-        const size = async (f: string) => Number((await runTrusted(box.exec, 'size', 'stat -c %s "$1" 2>/dev/null || echo 0', [f])).stdout.toString().trim());
         // (polled, not one fixed wait: under gVisor on a loaded machine 64 loops starting at once can
         // take more than a second before the first of them writes)
         const started = await size('/tmp/alive');

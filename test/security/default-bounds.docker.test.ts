@@ -16,7 +16,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ENV_LAYER_DEFAULTS } from '../../src/defaults.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { http as call } from '../routes/http.js';
-import { describeDocker } from '../support/docker.js';
+import { describeDocker, waitFor } from '../support/docker.js';
 import { suiteServer } from '../support/docker-server.js';
 import { LOCAL_DEBIAN_IMAGE, ensureDebianBase } from '../harbor/helpers.js';
 
@@ -92,6 +92,8 @@ describeDocker('the bounds a default server keeps on an env whose bundle sets no
   const s = suiteServer({ maxConcurrentEnvs: 2, toolTimeout: CALL_S + 20, subnetPool: SUBNET_POOL }, { bundle: dir });
 
   it('/bundle grants the env the default bounds', async () => {
+    // an env's grant is in /bundle once its image is ready (the images build after the server is up)
+    await waitFor(async () => (await call(s.url, 'GET', '/bundle')).body.envs.box !== undefined, 120_000, "the env's grant in /bundle");
     expect((await call(s.url, 'GET', '/bundle')).body.envs.box).toMatchObject({
       storage_mb: ENV_LAYER_DEFAULTS.storageMb,
       max_files: ENV_LAYER_DEFAULTS.maxFiles,

@@ -23,7 +23,7 @@ import { dockerLockdown } from '../../src/sandbox/engine/hardening.js';
 import { DEFAULT_CAPABILITIES, enginePidsLimit } from '../../src/sandbox/lockdown.js';
 import { LABELS } from '../../src/sandbox/sandbox.js';
 import { http as call } from '../routes/http.js';
-import { describeDocker, IN_CI, labelledResources } from '../support/docker.js';
+import { describeDocker, IN_CI, labelledResources, waitFor } from '../support/docker.js';
 import { FIXTURE_BUNDLE, INSTANCE_LABEL, startServer as startAppServer, suiteServer, type TestServer } from '../support/docker-server.js';
 
 const docker = new Dockerode();
@@ -266,6 +266,8 @@ echo done`;
     afterAll(() => s?.stop());
 
     it('ends its episode with storage_exceeded, its own reason, and is removed', async () => {
+      // an env's grant is in /bundle once its image is ready (the images build after the server is up)
+      await waitFor(async () => (await call(s.url, 'GET', '/bundle')).body.envs.echo !== undefined, 120_000, "the env's grant in /bundle");
       expect((await call(s.url, 'GET', '/bundle')).body.envs.echo).toMatchObject({ storage_mb: 32, not_enforced: [] });
       const t0 = Date.now();
       const started = await call(s.url, 'POST', '/episodes', { task_id: 'fx-echo-0' });

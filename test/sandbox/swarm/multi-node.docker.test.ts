@@ -167,6 +167,8 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
         bundleDir: filler.dir,
         args: ['--max-concurrent-envs', '3', '--tool-timeout', '60'],
       });
+      // an env's grant is in /bundle once its image is ready (the images build after the server is up)
+      await waitFor(async () => (await server.call('GET', '/bundle')).body.envs.echo !== undefined, 180_000, "the env's grant in /bundle");
       expect((await server.call('GET', '/bundle')).body.envs.echo).toMatchObject({ storage_mb: 32, not_enforced: [] });
       const since = Math.floor(Date.now() / 1000) - 1;
       const episodes = await Promise.all(Array.from({ length: 3 }, () => reset(server)));
@@ -315,6 +317,8 @@ describeSwarm('swarm sandbox on a three-node swarm', () => {
       args: ['--max-concurrent-envs', '4'],
       nodeEngines: false,
     });
+    // an env's grant is in /bundle once its image is ready (the images build after the server is up)
+    await waitFor(async () => (await server.call('GET', '/bundle')).body.envs.echo !== undefined, 180_000, "the env's grant in /bundle");
     const grant = (await server.call('GET', '/bundle')).body.envs.echo;
     expect(grant.no_new_privileges).toBe(false);
     expect(grant.not_enforced).toEqual([
