@@ -59,7 +59,15 @@ export const MAX_ARGUMENT_DEPTH = 64;
  * once per node and image) is not counted against the env's deploy timeout, up to this much: a
  * first deploy on a node of a slow registry is not a failed env.
  */
-export const SWARM = { taskPollMaxMs: 500, watchIntervalMs: 1000, networkRemovalMs: 30_000, nodeListMaxAgeMs: 1000, pullBudgetMs: 300_000 } as const;
+export const SWARM = {
+  taskPollMaxMs: 500,
+  watchIntervalMs: 1000,
+  networkRemovalMs: 30_000,
+  nodeListMaxAgeMs: 1000,
+  pullBudgetMs: 300_000,
+  /** how long the server's own address on an overlay it joined may take to come up in its container (a model door binds it) */
+  ownAddressUpMs: 10_000,
+} as const;
 
 /**
  * --max-concurrent-deploys' default: envs starting at once. Measured, not guessed: `npm run bench`'s

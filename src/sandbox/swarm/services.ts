@@ -13,7 +13,7 @@ import { ownerLabels, type Owner } from '../engine/labels.js';
 import { createOwnedNetwork } from '../engine/networks.js';
 import { swarmLockdown, type SwarmEngine } from '../engine/hardening.js';
 import { sleep } from '../engine/retry.js';
-import { LOG_TAIL_LINES } from '../../defaults.js';
+import { LOG_TAIL_LINES, SWARM } from '../../defaults.js';
 import { localAddressIn, parseCidr } from '../../util/cidr.js';
 
 /**
@@ -58,14 +58,11 @@ export async function overlaySubnet(docker: Dockerode, networkId: string): Promi
   return subnet;
 }
 
-/** how long the server's own address on an overlay it joined may take to come up in its container */
-const OWN_ADDRESS_UP_MS = 10_000;
-
 /**
  * Resolves once an interface of this process's namespace (the server's container) has an IPv4
  * address in `subnet`, up and running: the join of the overlay returned, and the model door binds
  * that address (a bind of an address not yet up fails). Rejects (engine_failed) after
- * OWN_ADDRESS_UP_MS.
+ * SWARM.ownAddressUpMs.
  */
 export async function ownAddressUp(
   subnet: string,
@@ -74,14 +71,14 @@ export async function ownAddressUp(
 ): Promise<string> {
   const c = parseCidr(subnet);
   if ('problem' in c) throw new SandboxError('engine_failed', `the overlay's subnet ${subnet}: ${c.problem}`);
-  const until = Date.now() + OWN_ADDRESS_UP_MS;
+  const until = Date.now() + SWARM.ownAddressUpMs;
   for (;;) {
     const address = localAddressIn(subnet, interfaces());
     if (address !== null) return address;
     if (Date.now() >= until)
       throw new SandboxError(
         'engine_failed',
-        `the server's container has no address up on its episode's overlay (${subnet}) ${OWN_ADDRESS_UP_MS / 1000}s after joining it: the model door cannot open there`,
+        `the server's container has no address up on its episode's overlay (${subnet}) ${SWARM.ownAddressUpMs / 1000}s after joining it: the model door cannot open there`,
       );
     await sleep(100, signal);
   }
